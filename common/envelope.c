@@ -1,0 +1,83 @@
+/* envelope.c: see envelope.h. */
+#include "envelope.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int sbx_method_index(const char *full_name) {
+  const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
+  static const char prefix[] = "/" SBX_SERVICE_FULL_NAME "/";
+  if (full_name == NULL || strncmp(full_name, prefix, sizeof(prefix) - 1) != 0)
+    return -1;
+  const ProtobufCMethodDescriptor *m =
+      protobuf_c_service_descriptor_get_method_by_name(desc, full_name + sizeof(prefix) - 1);
+  if (m == NULL)
+    return -1;
+  ptrdiff_t index = m - desc->methods;
+  if (index < 0 || (size_t)index >= desc->n_methods)
+    return -1;
+  return (int)index;
+}
+
+/* Packs payload into a malloc'd buffer; *buf stays NULL for an empty one. */
+static int pack_payload(const ProtobufCMessage *payload, ProtobufCBinaryData *out) {
+  out->len = 0;
+  out->data = NULL;
+  if (payload == NULL)
+    return 0;
+  size_t len = protobuf_c_message_get_packed_size(payload);
+  if (len == 0)
+    return 0;
+  out->data = malloc(len);
+  if (out->data == NULL)
+    return NNG_ENOMEM;
+  out->len = protobuf_c_message_pack(payload, out->data);
+  return 0;
+}
+
+static int pack_to_msg(const ProtobufCMessage *envelope, nng_msg **out) {
+  size_t len = protobuf_c_message_get_packed_size(envelope);
+  nng_msg *msg;
+  int rv = nng_msg_alloc(&msg, len);
+  if (rv != 0)
+    return rv;
+  protobuf_c_message_pack(envelope, nng_msg_body(msg));
+  *out = msg;
+  return 0;
+}
+
+int sbx_request_msg_new(const char *full_method, const char *request_id,
+                        uint64_t deadline_unix_ms, const ProtobufCMessage *payload,
+                        nng_msg **out) {
+  Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;
+  env.method = (char *)full_method;
+  env.request_id = (char *)(request_id != NULL ? request_id : "");
+  env.deadline_unix_ms = deadline_unix_ms;
+  int rv = pack_payload(payload, &env.payload);
+  if (rv != 0)
+    return rv;
+  rv = pack_to_msg(&env.base, out);
+  free(env.payload.data);
+  return rv;
+}
+
+int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_id,
+                      const ProtobufCMessage *payload, nng_msg **out) {
+  Sandbox__V1__ReplyEnvelope env = SANDBOX__V1__REPLY_ENVELOPE__INIT;
+  env.status = status;
+  env.message = (char *)(message != NULL ? message : "");
+  env.request_id = (char *)(request_id != NULL ? request_id : "");
+  int rv = pack_payload(payload, &env.payload);
+  if (rv != 0)
+    return rv;
+  rv = pack_to_msg(&env.base, out);
+  free(env.payload.data);
+  return rv;
+}
+
+uint64_t sbx_now_unix_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}

@@ -1,0 +1,40 @@
+/* envelope.h: gRPC-style framing of sandbox.v1 calls over nng REQ/REP.
+ *
+ * A request is a RequestEnvelope naming the method by its full name
+ * ("/sandbox.v1.Sandbox/RunCode") and carrying the packed request message; a
+ * reply is a ReplyEnvelope with a status, a message and the packed response.
+ * Messages are built with nng_msg_alloc and packed in place: never with
+ * nng_msg_insert, which corrupts the heap for some sizes in nng < 1.9. */
+#ifndef SBX_ENVELOPE_H
+#define SBX_ENVELOPE_H
+
+#include <nng/nng.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sandbox.pb-c.h"
+#include "status.h"
+
+#define SBX_SERVICE_FULL_NAME "sandbox.v1.Sandbox"
+#define SBX_METHOD_RUN_CODE "/sandbox.v1.Sandbox/RunCode"
+#define SBX_METHOD_HEALTH "/sandbox.v1.Sandbox/Health"
+#define SBX_METHOD_GET_INFO "/sandbox.v1.Sandbox/GetInfo"
+#define SBX_METHOD_CLOSE_SESSION "/sandbox.v1.Sandbox/CloseSession"
+
+/* Index of full_name ("/sandbox.v1.Sandbox/<Method>") in the generated
+ * service descriptor, checked against its method count; -1 when it is not a
+ * method of this service. */
+int sbx_method_index(const char *full_name);
+
+/* Packs payload (NULL = empty) into a new nng message holding an envelope.
+ * Returns 0 or an nng error number. */
+int sbx_request_msg_new(const char *full_method, const char *request_id,
+                        uint64_t deadline_unix_ms, const ProtobufCMessage *payload,
+                        nng_msg **out);
+int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_id,
+                      const ProtobufCMessage *payload, nng_msg **out);
+
+/* Unix time in milliseconds (CLOCK_REALTIME), for deadlines. */
+uint64_t sbx_now_unix_ms(void);
+
+#endif

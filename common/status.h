@@ -1,0 +1,27 @@
+/* status.h: gRPC's status vocabulary as used on the wire (sandbox.v1.Code). */
+#ifndef SBX_STATUS_H
+#define SBX_STATUS_H
+
+#include "sandbox.pb-c.h"
+
+typedef Sandbox__V1__Code sbx_code;
+
+#define SBX_OK SANDBOX__V1__CODE__OK
+#define SBX_INVALID_ARGUMENT SANDBOX__V1__CODE__INVALID_ARGUMENT
+#define SBX_DEADLINE_EXCEEDED SANDBOX__V1__CODE__DEADLINE_EXCEEDED
+#define SBX_NOT_FOUND SANDBOX__V1__CODE__NOT_FOUND
+#define SBX_RESOURCE_EXHAUSTED SANDBOX__V1__CODE__RESOURCE_EXHAUSTED
+#define SBX_FAILED_PRECONDITION SANDBOX__V1__CODE__FAILED_PRECONDITION
+#define SBX_UNIMPLEMENTED SANDBOX__V1__CODE__UNIMPLEMENTED
+#define SBX_INTERNAL SANDBOX__V1__CODE__INTERNAL
+#define SBX_UNAVAILABLE SANDBOX__V1__CODE__UNAVAILABLE
+
+/* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN(<n>)" style names are not
+ * produced: unknown values map to "UNKNOWN". */
+const char *sbx_code_name(int code);
+
+/* Killed-by as the CLI and logs spell it: "none", "timeout", "memory",
+ * "output_limit", "signal"; "unknown" otherwise. */
+const char *sbx_killed_by_name(int killed_by);
+
+#endif

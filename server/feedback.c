@@ -1,0 +1,88 @@
+/* feedback.c: see feedback.h. */
+#include "feedback.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void add(struct feedback *fb, const char *fmt, ...) {
+  if (fb->n >= FEEDBACK_MAX_LINES)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(fb->lines[fb->n++], FEEDBACK_LINE_MAX, fmt, ap);
+  va_end(ap);
+}
+
+void feedback_format_bytes(uint64_t bytes, char *buf, size_t len) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    snprintf(buf, len, "%llu bytes", (unsigned long long)bytes);
+    return;
+  }
+  double v = (double)bytes;
+  size_t u = 0;
+  for (v /= 1024; v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); v /= 1024)
+    u++;
+  if (v == (double)(unsigned long long)v)
+    snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
+  else
+    snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+static void format_ms(uint64_t ms, char *buf, size_t len) {
+  if (ms % 1000 == 0)
+    snprintf(buf, len, "%llu s", (unsigned long long)(ms / 1000));
+  else if (ms > 1000)
+    snprintf(buf, len, "%.1f s", (double)ms / 1000.0);
+  else
+    snprintf(buf, len, "%llu ms", (unsigned long long)ms);
+}
+
+void feedback_build(const struct sandbox_result *r, const struct sandbox_limits *limits,
+                    struct feedback *fb) {
+  char a[32], b[32];
+  fb->n = 0;
+  switch (r->killed_by) {
+  case SANDBOX_KILLED_BY_TIMEOUT:
+    format_ms(limits->timeout_ms, a, sizeof(a));
+    if (r->cpu_time_us / 1000 >= limits->cpu_time_ms && limits->cpu_time_ms < limits->timeout_ms) {
+      format_ms(limits->cpu_time_ms, b, sizeof(b));
+      add(fb, "CPU time limit of %s reached; the program was killed (limits.cpu_time_ms)", b);
+    } else {
+      add(fb, "timed out after %s; the program was killed (limits.timeout_ms)", a);
+    }
+    break;
+  case SANDBOX_KILLED_BY_MEMORY:
+    feedback_format_bytes(limits->memory_bytes, a, sizeof(a));
+    add(fb, "memory limit of %s%s reached; the program was killed (limits.memory_bytes)", a,
+        r->memory_per_process ? " per process" : "");
+    break;
+  case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
+    feedback_format_bytes(limits->output_bytes, a, sizeof(a));
+    add(fb, "output limit of %s per stream reached; the program was killed (limits.output_bytes)",
+        a);
+    break;
+  case SANDBOX_KILLED_BY_SIGNAL: {
+    const char *name = sigabbrev_np(r->signal);
+    add(fb, "killed by signal %d (SIG%s)", r->signal, name != NULL ? name : "?");
+    break;
+  }
+  case SANDBOX_KILLED_BY_NONE:
+    if (r->signal != 0) {
+      const char *name = sigabbrev_np(r->signal);
+      add(fb, "terminated by signal %d (SIG%s)", r->signal, name != NULL ? name : "?");
+    } else if (r->exit_code != 0) {
+      add(fb, "exited with status %d; see stderr", r->exit_code);
+    }
+    break;
+  }
+  if (r->killed_by != SANDBOX_KILLED_BY_OUTPUT_LIMIT) {
+    feedback_format_bytes(limits->output_bytes, a, sizeof(a));
+    if (r->stdout_truncated)
+      add(fb, "stdout truncated at %s (limits.output_bytes)", a);
+    if (r->stderr_truncated)
+      add(fb, "stderr truncated at %s (limits.output_bytes)", a);
+  }
+}

@@ -1,0 +1,24 @@
+/* feedback.h: short hints about how a run ended, for a person or an LLM
+ * agent to act on ("output truncated at 64 KiB", "timed out after 5 s"). */
+#ifndef SBX_FEEDBACK_H
+#define SBX_FEEDBACK_H
+
+#include <stddef.h>
+
+#include "sandbox/sandbox.h"
+
+#define FEEDBACK_MAX_LINES 8
+#define FEEDBACK_LINE_MAX 160
+
+struct feedback {
+  char lines[FEEDBACK_MAX_LINES][FEEDBACK_LINE_MAX];
+  size_t n;
+};
+
+/* "64 KiB", "128 MiB", "1.5 GiB", "100 bytes". */
+void feedback_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+void feedback_build(const struct sandbox_result *result, const struct sandbox_limits *limits,
+                    struct feedback *fb);
+
+#endif

@@ -1,0 +1,129 @@
+/* main.c: sandboxd. Reads the settings, creates the engine before any thread
+ * exists (nng starts threads on first use, so the engine comes first), opens
+ * the listeners and workers, then waits for SIGTERM or SIGINT and drains.
+ * Only main decides to exit. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+#include "workspace.h"
+
+static enum sandbox_backend backend_from_name(const char *name) {
+  if (strcmp(name, "v2") == 0)
+    return SANDBOX_BACKEND_CGROUP_V2;
+  if (strcmp(name, "v1") == 0)
+    return SANDBOX_BACKEND_CGROUP_V1;
+  if (strcmp(name, "rlimit") == 0)
+    return SANDBOX_BACKEND_RLIMIT;
+  return SANDBOX_BACKEND_AUTO;
+}
+
+/* Workspaces left by a server that crashed mid-run: nothing owns them. */
+static void remove_stale_workspaces(int root_fd) {
+  int fd = dup(root_fd);
+  if (fd < 0)
+    return;
+  DIR *dir = fdopendir(fd);
+  if (dir == NULL) {
+    close(fd);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(dir)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    char msg[512];
+    if (workspace_remove(root_fd, de->d_name, msg, sizeof(msg)) < 0)
+      log_line("stale_workspace", "name=%s error=\"%s\"", de->d_name, msg);
+    else
+      log_line("stale_workspace", "name=%s removed=true", de->d_name);
+  }
+  closedir(dir);
+}
+
+int main(int argc, char **argv) {
+  static struct server srv; /* the one context; static only for its size */
+  char err[1024];
+  int rv = settings_load(&srv.settings, argc, argv, err, sizeof(err));
+  if (rv == 1)
+    return 0;
+  if (rv < 0) {
+    fprintf(stderr, "sandboxd: %s\n", err);
+    return 2;
+  }
+  const struct server_settings *s = &srv.settings;
+
+  /* Before any thread: the engine writes to pipes (SIGPIPE must not kill
+   * us) and only the main thread takes SIGTERM/SIGINT, with sigwait. */
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+
+  if (mkdir(s->state_dir, 0755) < 0 && errno != EEXIST) {
+    fprintf(stderr, "sandboxd: state dir %s: %s\n", s->state_dir, strerror(errno));
+    return 1;
+  }
+  if ((size_t)snprintf(srv.workspace_root, sizeof(srv.workspace_root), "%s/workspaces",
+                       s->state_dir) >= sizeof(srv.workspace_root)) {
+    fprintf(stderr, "sandboxd: state dir %s: path too long\n", s->state_dir);
+    return 1;
+  }
+  srv.workspace_root_fd = workspace_root_open(srv.workspace_root);
+  if (srv.workspace_root_fd < 0) {
+    fprintf(stderr, "sandboxd: workspaces %s: %s\n", srv.workspace_root, strerror(errno));
+    return 1;
+  }
+  remove_stale_workspaces(srv.workspace_root_fd);
+
+  struct sandbox_engine_config config = {
+      .state_dir = s->state_dir,
+      .cgroup_parent = s->cgroup_parent[0] != '\0' ? s->cgroup_parent : NULL,
+      .backend = backend_from_name(s->backend),
+      .slots = (unsigned)s->workers,
+      .uid_base = (uid_t)s->uid_base,
+      .gid_base = (gid_t)s->uid_base,
+  };
+  struct sandbox_error engine_err = {0};
+  if (sandbox_engine_new(&config, &srv.engine, &engine_err) < 0) {
+    fprintf(stderr, "sandboxd: cannot isolate, refusing to start: %s\n", engine_err.msg);
+    return 1;
+  }
+  const struct sandbox_report *rep = sandbox_engine_report(srv.engine);
+
+  service_init(&srv);
+  if (server_start(&srv, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandboxd: %s\n", err);
+    return 1;
+  }
+  for (unsigned i = 0; i < s->n_listen; i++)
+    log_line("listening", "url=%s", s->listen[i]);
+  log_line("ready",
+           "version=%s workers=%u queue=%lld contexts=%zu backend=\"%s\" seccomp=%s "
+           "namespaces=%s uid_base=%u state_dir=%s",
+           SANDBOXD_VERSION, srv.n_workers, (long long)s->queue, srv.n_calls,
+           rep->backend_name != NULL ? rep->backend_name : "?", rep->seccomp ? "true" : "false",
+           rep->namespaces != NULL ? rep->namespaces : "?", (unsigned)rep->uid_base, s->state_dir);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  log_line("draining", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server_drain_and_stop(&srv);
+  sandbox_engine_free(srv.engine);
+  close(srv.workspace_root_fd);
+  log_line("stopped", "requests_total=%llu runs_total=%llu rejected_total=%llu",
+           (unsigned long long)atomic_load(&srv.requests_total),
+           (unsigned long long)atomic_load(&srv.runs_total),
+           (unsigned long long)atomic_load(&srv.rejected_total));
+  return 0;
+}

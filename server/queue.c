@@ -1,0 +1,71 @@
+/* queue.c: see queue.h. A ring buffer under one mutex. */
+#include "queue.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int work_queue_init(struct work_queue *q, size_t capacity) {
+  q->items = calloc(capacity > 0 ? capacity : 1, sizeof(void *));
+  if (q->items == NULL)
+    return -ENOMEM;
+  q->capacity = capacity;
+  q->head = q->len = q->running = 0;
+  q->closed = false;
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->nonempty, NULL);
+  return 0;
+}
+
+void work_queue_destroy(struct work_queue *q) {
+  pthread_mutex_destroy(&q->lock);
+  pthread_cond_destroy(&q->nonempty);
+  free(q->items);
+  q->items = NULL;
+}
+
+bool work_queue_push(struct work_queue *q, void *item) {
+  pthread_mutex_lock(&q->lock);
+  bool ok = !q->closed && q->len < q->capacity;
+  if (ok) {
+    q->items[(q->head + q->len) % q->capacity] = item;
+    q->len++;
+    pthread_cond_signal(&q->nonempty);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return ok;
+}
+
+void *work_queue_pop(struct work_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  while (q->len == 0 && !q->closed)
+    pthread_cond_wait(&q->nonempty, &q->lock);
+  void *item = NULL;
+  if (q->len > 0) {
+    item = q->items[q->head];
+    q->head = (q->head + 1) % q->capacity;
+    q->len--;
+    q->running++;
+  }
+  pthread_mutex_unlock(&q->lock);
+  return item;
+}
+
+void work_queue_done(struct work_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  q->running--;
+  pthread_mutex_unlock(&q->lock);
+}
+
+void work_queue_close(struct work_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  q->closed = true;
+  pthread_cond_broadcast(&q->nonempty);
+  pthread_mutex_unlock(&q->lock);
+}
+
+void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running) {
+  pthread_mutex_lock(&q->lock);
+  *queued = q->len;
+  *running = q->running;
+  pthread_mutex_unlock(&q->lock);
+}

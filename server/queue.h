@@ -1,0 +1,31 @@
+/* queue.h: the bounded queue between the nng callbacks and the workers.
+ * Pushing never blocks (a full queue is the caller's RESOURCE_EXHAUSTED);
+ * popping blocks until an item arrives or the queue is closed and empty. */
+#ifndef SBX_QUEUE_H
+#define SBX_QUEUE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct work_queue {
+  pthread_mutex_t lock;
+  pthread_cond_t nonempty;
+  void **items;
+  size_t capacity, head, len;
+  size_t running; /* popped and not yet done: for GetInfo and draining */
+  bool closed;
+};
+
+int work_queue_init(struct work_queue *q, size_t capacity);
+void work_queue_destroy(struct work_queue *q);
+/* false when full or closed: nothing was queued. */
+bool work_queue_push(struct work_queue *q, void *item);
+/* NULL once closed and empty. Counts the item as running until done(). */
+void *work_queue_pop(struct work_queue *q);
+void work_queue_done(struct work_queue *q);
+/* Later pushes fail; poppers get what is still queued, then NULL. */
+void work_queue_close(struct work_queue *q);
+void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running);
+
+#endif

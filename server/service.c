@@ -1,0 +1,417 @@
+/* service.c: transport and dispatch. A pool of nng REP contexts, each driven
+ * by one aio callback: receive, decode the envelope (bounded), check the
+ * method index against the generated service descriptor, decode the request
+ * (bounded), invoke the handler through protobuf-c's service, then either
+ * reply at once or hand the call to a worker through the bounded queue.
+ * Never blocks in a callback; never queues without bound. */
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "envelope.h"
+#include "log.h"
+#include "server.h"
+#include "validate.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* Budget for decoding one message: protobuf-c allocates a struct per
+ * embedded message and repeated element, so allow a multiple of the wire
+ * size plus a floor for small requests. */
+static size_t decode_budget(size_t wire_len) {
+  return 8 * wire_len + (256u << 10);
+}
+
+/* The handler tells the dispatcher through this (on its stack) whether it
+ * handed the call to a worker: after that the dispatcher must not touch the
+ * call, which a worker may already be replying to. */
+struct dispatch {
+  struct server_call *call;
+  bool queued;
+  sbx_code status;
+  char message[512];
+};
+
+static void dispatch_closure(const ProtobufCMessage *response, void *data) {
+  struct dispatch *d = data;
+  if (response != NULL)
+    call_set_reply(d->call, SBX_OK, "", response);
+  else
+    call_set_reply(d->call, d->status, d->message, NULL);
+}
+
+void call_set_reply(struct server_call *call, sbx_code status, const char *message,
+                    const ProtobufCMessage *payload) {
+  if (call->reply != NULL) {
+    nng_msg_free(call->reply);
+    call->reply = NULL;
+  }
+  if (status != SBX_OK)
+    atomic_fetch_add(&call->srv->rejected_total, 1);
+  if (sbx_reply_msg_new(status, message, call->request_id, payload, &call->reply) == 0)
+    return;
+  if (sbx_reply_msg_new(SBX_INTERNAL, "out of memory building the reply", call->request_id, NULL,
+                        &call->reply) != 0)
+    call->reply = NULL;
+}
+
+/* ---- handlers, invoked through protobuf_c_service's invoke ---- */
+
+static struct server *server_of(Sandbox__V1__Sandbox_Service *service) {
+  return container_of(service, struct server, service);
+}
+
+static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
+                            const Sandbox__V1__RunCodeRequest *input,
+                            Sandbox__V1__RunCodeResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  d->status = validate_run_request(input, &srv->settings, &d->call->limits, d->message,
+                                   sizeof(d->message));
+  if (d->status != SBX_OK) {
+    closure(NULL, closure_data);
+    return;
+  }
+  d->queued = true;
+  if (!work_queue_push(&srv->queue, d->call)) {
+    d->queued = false;
+    d->status = SBX_RESOURCE_EXHAUSTED;
+    snprintf(d->message, sizeof(d->message),
+             "all %u workers busy and the queue of %lld is full; nothing ran, retry later",
+             srv->n_workers, (long long)srv->settings.queue);
+    closure(NULL, closure_data);
+  }
+  /* Queued: a worker calls run_code_execute and replies. */
+}
+
+static void handle_health(Sandbox__V1__Sandbox_Service *service,
+                          const Sandbox__V1__HealthRequest *input,
+                          Sandbox__V1__HealthResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  Sandbox__V1__HealthResponse resp = SANDBOX__V1__HEALTH_RESPONSE__INIT;
+  resp.status = atomic_load(&srv->draining)
+                    ? SANDBOX__V1__HEALTH_RESPONSE__SERVING_STATUS__NOT_SERVING
+                    : SANDBOX__V1__HEALTH_RESPONSE__SERVING_STATUS__SERVING;
+  closure(&resp, closure_data);
+}
+
+static void limits_to_proto(const struct settings_limits *in, Sandbox__V1__Limits *out) {
+  out->timeout_ms = in->timeout_ms;
+  out->cpu_time_ms = in->cpu_time_ms;
+  out->memory_bytes = in->memory_bytes;
+  out->output_bytes = in->output_bytes;
+  out->max_processes = in->max_processes;
+  out->disk_bytes = in->disk_bytes;
+}
+
+static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
+                            const Sandbox__V1__GetInfoRequest *input,
+                            Sandbox__V1__GetInfoResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  const struct sandbox_report *rep = sandbox_engine_report(srv->engine);
+  Sandbox__V1__GetInfoResponse resp = SANDBOX__V1__GET_INFO_RESPONSE__INIT;
+  Sandbox__V1__IsolationReport iso = SANDBOX__V1__ISOLATION_REPORT__INIT;
+  Sandbox__V1__Limits def = SANDBOX__V1__LIMITS__INIT, max = SANDBOX__V1__LIMITS__INIT;
+  static char *runtimes[] = {"python"};
+  resp.version = SANDBOXD_VERSION;
+  resp.n_runtimes = 1;
+  resp.runtimes = runtimes;
+  iso.backend = (char *)(rep->backend_name != NULL ? rep->backend_name : "");
+  iso.cgroup_path = (char *)rep->cgroup_path;
+  iso.seccomp = rep->seccomp;
+  iso.namespaces = (char *)(rep->namespaces != NULL ? rep->namespaces : "");
+  iso.uid_base = (uint32_t)rep->uid_base;
+  iso.slots = rep->slots;
+  iso.memory_per_process = rep->backend == SANDBOX_BACKEND_RLIMIT;
+  resp.isolation = &iso;
+  limits_to_proto(&srv->settings.default_limits, &def);
+  limits_to_proto(&srv->settings.max_limits, &max);
+  resp.default_limits = &def;
+  resp.max_limits = &max;
+  size_t queued, running;
+  work_queue_counts(&srv->queue, &queued, &running);
+  resp.workers = srv->n_workers;
+  resp.queue_capacity = (uint32_t)srv->settings.queue;
+  resp.queue_depth = (uint32_t)queued;
+  resp.running = (uint32_t)running;
+  resp.max_message_bytes = (uint64_t)srv->settings.max_message_bytes;
+  resp.requests_total = atomic_load(&srv->requests_total);
+  resp.runs_total = atomic_load(&srv->runs_total);
+  resp.rejected_total = atomic_load(&srv->rejected_total);
+  closure(&resp, closure_data);
+}
+
+static void handle_close_session(Sandbox__V1__Sandbox_Service *service,
+                                 const Sandbox__V1__CloseSessionRequest *input,
+                                 Sandbox__V1__CloseSessionResponse_Closure closure,
+                                 void *closure_data) {
+  struct dispatch *d = closure_data;
+  d->status = SBX_UNIMPLEMENTED;
+  snprintf(d->message, sizeof(d->message), "CloseSession: sessions are not implemented yet");
+  closure(NULL, closure_data);
+}
+
+void service_init(struct server *srv) {
+  sandbox__v1__sandbox__init(&srv->service, NULL);
+  srv->service.run_code = handle_run_code;
+  srv->service.health = handle_health;
+  srv->service.get_info = handle_get_info;
+  srv->service.close_session = handle_close_session;
+}
+
+/* ---- the call state machine ---- */
+
+static void call_recv(struct server_call *call) {
+  atomic_store(&call->state, CALL_RECV);
+  nng_ctx_recv(call->ctx, call->aio);
+}
+
+static void call_send(struct server_call *call) {
+  if (call->reply == NULL) { /* nothing could be built: drop, keep serving */
+    call_recv(call);
+    return;
+  }
+  atomic_store(&call->state, CALL_SEND);
+  nng_aio_set_msg(call->aio, call->reply);
+  call->reply = NULL;
+  nng_ctx_send(call->ctx, call->aio);
+}
+
+/* Printable, bounded copy of untrusted text for messages. */
+static void sanitize(const char *in, char *out, size_t len) {
+  size_t i = 0;
+  for (; in[i] != '\0' && i + 1 < len; i++)
+    out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : '?';
+  out[i] = '\0';
+}
+
+/* Decodes and dispatches one request. Returns true when the call went to a
+ * worker (the caller must then leave it alone). */
+static bool call_handle(struct server_call *call, nng_msg *msg) {
+  struct server *srv = call->srv;
+  const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
+  atomic_fetch_add(&srv->requests_total, 1);
+  clock_gettime(CLOCK_MONOTONIC, &call->received);
+  call->request_id[0] = '\0';
+  call->deadline_unix_ms = 0;
+  call->input = NULL;
+
+  size_t len = nng_msg_len(msg);
+  struct sbx_bounded_alloc env_alloc;
+  sbx_bounded_alloc_init(&env_alloc, decode_budget(len));
+  Sandbox__V1__RequestEnvelope *env =
+      sandbox__v1__request_envelope__unpack(&env_alloc.base, len, nng_msg_body(msg));
+  nng_msg_free(msg);
+  if (env == NULL) {
+    call_set_reply(call, SBX_INVALID_ARGUMENT,
+                   env_alloc.exhausted ? "request needs more memory to decode than allowed"
+                                       : "request is not a valid sandbox.v1.RequestEnvelope",
+                   NULL);
+    return false;
+  }
+  snprintf(call->request_id, sizeof(call->request_id), "%s", env->request_id);
+  call->deadline_unix_ms = env->deadline_unix_ms;
+
+  int index = sbx_method_index(env->method);
+  if (index < 0 || (unsigned)index >= desc->n_methods) {
+    char name[128], message[200];
+    sanitize(env->method, name, sizeof(name));
+    snprintf(message, sizeof(message), "unknown method \"%s\"", name);
+    call_set_reply(call, SBX_UNIMPLEMENTED, message, NULL);
+    sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
+    return false;
+  }
+  const ProtobufCMethodDescriptor *method = &desc->methods[index];
+  if (atomic_load(&srv->draining) && strcmp(method->name, "Health") != 0) {
+    call_set_reply(call, SBX_UNAVAILABLE, "server is shutting down; nothing ran", NULL);
+    sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
+    return false;
+  }
+
+  sbx_bounded_alloc_init(&call->alloc, decode_budget(env->payload.len));
+  call->input = protobuf_c_message_unpack(method->input, &call->alloc.base, env->payload.len,
+                                          env->payload.data);
+  sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
+  if (call->input == NULL) {
+    char message[200];
+    if (call->alloc.exhausted)
+      snprintf(message, sizeof(message), "request needs more memory to decode than allowed");
+    else
+      snprintf(message, sizeof(message), "payload is not a valid %s", method->input->name);
+    call_set_reply(call, SBX_INVALID_ARGUMENT, message, NULL);
+    return false;
+  }
+
+  struct dispatch d = {.call = call, .queued = false, .status = SBX_INTERNAL};
+  snprintf(d.message, sizeof(d.message), "handler gave no answer");
+  ProtobufCService *service = &srv->service.base;
+  /* index was checked against n_methods above: protobuf-c asserts on it. */
+  service->invoke(service, (unsigned)index, call->input, dispatch_closure, &d);
+  if (d.queued)
+    return true;
+  protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
+  call->input = NULL;
+  if (call->reply == NULL)
+    call_set_reply(call, d.status, d.message, NULL);
+  return false;
+}
+
+static void call_cb(void *arg) {
+  struct server_call *call = arg;
+  int rv = nng_aio_result(call->aio);
+  switch (atomic_load(&call->state)) {
+  case CALL_RECV: {
+    if (rv != 0) {
+      if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+        atomic_store(&call->state, CALL_IDLE);
+        return;
+      }
+      log_line("recv_error", "error=\"%s\"", nng_strerror(rv));
+      call_recv(call);
+      return;
+    }
+    nng_msg *msg = nng_aio_get_msg(call->aio);
+    nng_aio_set_msg(call->aio, NULL);
+    atomic_store(&call->state, CALL_BUSY);
+    if (call_handle(call, msg))
+      return;
+    call_send(call);
+    return;
+  }
+  case CALL_SEND:
+    if (rv != 0) {
+      if (nng_aio_get_msg(call->aio) != NULL)
+        nng_msg_free(nng_aio_get_msg(call->aio));
+      nng_aio_set_msg(call->aio, NULL);
+      if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+        atomic_store(&call->state, CALL_IDLE);
+        return;
+      }
+    }
+    call_recv(call);
+    return;
+  default:
+    return;
+  }
+}
+
+/* ---- workers ---- */
+
+struct worker_arg {
+  struct server *srv;
+  unsigned slot;
+};
+
+static void *worker_main(void *arg) {
+  struct worker_arg *w = arg;
+  struct server *srv = w->srv;
+  unsigned slot = w->slot;
+  free(w);
+  struct server_call *call;
+  while ((call = work_queue_pop(&srv->queue)) != NULL) {
+    if (atomic_load(&srv->draining)) {
+      call_set_reply(call, SBX_UNAVAILABLE, "server is shutting down; the call did not run", NULL);
+    } else if (call->deadline_unix_ms != 0 && sbx_now_unix_ms() > call->deadline_unix_ms) {
+      call_set_reply(call, SBX_DEADLINE_EXCEEDED,
+                     "the call waited in the queue past its deadline; it did not run", NULL);
+    } else {
+      run_code_execute(srv, slot, call);
+    }
+    protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
+    call->input = NULL;
+    work_queue_done(&srv->queue);
+    call_send(call);
+  }
+  return NULL;
+}
+
+int server_start(struct server *srv, char *err, size_t errlen) {
+  const struct server_settings *s = &srv->settings;
+  int rv;
+  srv->n_workers = (unsigned)s->workers;
+  if (work_queue_init(&srv->queue, (size_t)s->queue) < 0) {
+    snprintf(err, errlen, "queue: out of memory");
+    return -1;
+  }
+  if ((rv = nng_rep0_open(&srv->sock)) != 0) {
+    snprintf(err, errlen, "nng_rep0_open: %s", nng_strerror(rv));
+    return -1;
+  }
+  for (unsigned i = 0; i < s->n_listen; i++) {
+    nng_listener l;
+    if ((rv = nng_listener_create(&l, srv->sock, s->listen[i])) != 0 ||
+        (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->max_message_bytes)) != 0 ||
+        (rv = nng_listener_start(l, 0)) != 0) {
+      snprintf(err, errlen, "listen %s: %s", s->listen[i], nng_strerror(rv));
+      return -1;
+    }
+  }
+  srv->n_calls = (size_t)(s->contexts > 0 ? s->contexts : s->workers + s->queue + 16);
+  srv->calls = calloc(srv->n_calls, sizeof(*srv->calls));
+  srv->workers = calloc(srv->n_workers, sizeof(*srv->workers));
+  if (srv->calls == NULL || srv->workers == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (size_t i = 0; i < srv->n_calls; i++) {
+    struct server_call *call = &srv->calls[i];
+    call->srv = srv;
+    if ((rv = nng_aio_alloc(&call->aio, call_cb, call)) != 0 ||
+        (rv = nng_ctx_open(&call->ctx, srv->sock)) != 0) {
+      snprintf(err, errlen, "nng context: %s", nng_strerror(rv));
+      return -1;
+    }
+  }
+  for (unsigned i = 0; i < srv->n_workers; i++) {
+    struct worker_arg *w = malloc(sizeof(*w));
+    if (w == NULL) {
+      snprintf(err, errlen, "out of memory");
+      return -1;
+    }
+    *w = (struct worker_arg){srv, i};
+    if ((rv = pthread_create(&srv->workers[i], NULL, worker_main, w)) != 0) {
+      free(w);
+      snprintf(err, errlen, "worker thread: %s", strerror(rv));
+      return -1;
+    }
+  }
+  for (size_t i = 0; i < srv->n_calls; i++)
+    call_recv(&srv->calls[i]);
+  return 0;
+}
+
+static size_t calls_in_flight(struct server *srv) {
+  size_t n = 0;
+  for (size_t i = 0; i < srv->n_calls; i++) {
+    int st = atomic_load(&srv->calls[i].state);
+    n += st == CALL_BUSY || st == CALL_SEND;
+  }
+  return n;
+}
+
+void server_drain_and_stop(struct server *srv) {
+  atomic_store(&srv->draining, true);
+  /* Workers finish the run they are in, answer what is still queued with
+   * UNAVAILABLE (it did not run), then exit. */
+  work_queue_close(&srv->queue);
+  for (unsigned i = 0; i < srv->n_workers; i++)
+    pthread_join(srv->workers[i], NULL);
+  /* Let the last replies reach their pipes before closing the socket. */
+  for (int i = 0; i < 200 && calls_in_flight(srv) > 0; i++)
+    usleep(10 * 1000);
+  usleep(100 * 1000);
+  nng_close(srv->sock);
+  for (size_t i = 0; i < srv->n_calls; i++) {
+    nng_aio_free(srv->calls[i].aio); /* waits for a running callback */
+    if (srv->calls[i].reply != NULL)
+      nng_msg_free(srv->calls[i].reply);
+  }
+  free(srv->calls);
+  free(srv->workers);
+  work_queue_destroy(&srv->queue);
+}

@@ -1,0 +1,60 @@
+/* settings.h: the server's settings, in one struct filled in one place.
+ *
+ * Order (later wins): built-in defaults, an optional config file
+ * (--config FILE or SANDBOXD_CONFIG), environment variables (SANDBOXD_<NAME>),
+ * command-line flags (--<name>). One table in settings.c declares every
+ * setting once, so the file keys, the variables, the flags and --help can
+ * never disagree. */
+#ifndef SBX_SETTINGS_H
+#define SBX_SETTINGS_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SETTINGS_MAX_LISTEN 8
+#define SETTINGS_URL_MAX 256
+
+/* Mirrors sandbox.v1.Limits: signed so bad input can be named. */
+struct settings_limits {
+  int64_t timeout_ms;
+  int64_t cpu_time_ms;
+  int64_t memory_bytes;
+  int64_t output_bytes;
+  int64_t max_processes;
+  int64_t disk_bytes;
+};
+
+struct server_settings {
+  char listen[SETTINGS_MAX_LISTEN][SETTINGS_URL_MAX];
+  unsigned n_listen;
+  int64_t workers;   /* worker slots, each owning one engine slot */
+  int64_t queue;     /* calls waiting for a worker; past it RESOURCE_EXHAUSTED */
+  int64_t contexts;  /* nng contexts receiving; 0 = workers + queue + 16 */
+  char state_dir[PATH_MAX];
+  char backend[16];  /* auto, v2, v1, rlimit */
+  char cgroup_parent[PATH_MAX];
+  int64_t uid_base;
+  int64_t max_message_bytes; /* NNG_OPT_RECVMAXSZ on each listener */
+  int64_t max_files;
+  int64_t max_args;
+  int64_t max_env;
+  int64_t max_code_bytes;
+  struct settings_limits default_limits;
+  struct settings_limits max_limits;
+};
+
+/* Fills s from defaults, the config file, the environment and argv, in that
+ * order. Returns 0, 1 when --help or --version was printed (exit 0), or -1
+ * with a message in err. */
+int settings_load(struct server_settings *s, int argc, char **argv, char *err, size_t errlen);
+
+void settings_defaults(struct server_settings *s);
+int settings_load_file(struct server_settings *s, const char *path, char *err, size_t errlen);
+int settings_load_env(struct server_settings *s, char *err, size_t errlen);
+/* Checks cross-field rules (defaults within maxima, ...). */
+int settings_check(const struct server_settings *s, char *err, size_t errlen);
+void settings_usage(FILE *out, const char *prog);
+
+#endif
