@@ -1,0 +1,293 @@
+/* cgroup.c: backend selection and the small file helpers the backends share.
+ *
+ * Runs with privileges: only ever writes below the engine's own directory,
+ * sandboxd.<pid>, created inside our own cgroup or the configured parent. */
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+int cgroup_write_at(int dirfd, const char *file, const char *value, struct sandbox_error *err) {
+  cleanup_close int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "open cgroup file %s", file);
+  size_t len = strlen(value);
+  ssize_t n = write(fd, value, len);
+  if (n < 0)
+    return sandbox_error_set(err, errno, "write '%s' to cgroup file %s", value, file);
+  if ((size_t)n != len)
+    return sandbox_error_set(err, EIO, "short write to cgroup file %s", file);
+  return 0;
+}
+
+int cgroup_write_u64_at(int dirfd, const char *file, uint64_t value, struct sandbox_error *err) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%" PRIu64, value);
+  return cgroup_write_at(dirfd, file, buf, err);
+}
+
+ssize_t cgroup_pread_fd(int fd, char *buf, size_t size) {
+  size_t off = 0;
+  while (off + 1 < size) {
+    ssize_t n = pread(fd, buf + off, size - 1 - off, (off_t)off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (n == 0)
+      break;
+    off += (size_t)n;
+  }
+  buf[off] = '\0';
+  return (ssize_t)off;
+}
+
+ssize_t cgroup_read_at(int dirfd, const char *file, char *buf, size_t size) {
+  cleanup_close int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  return cgroup_pread_fd(fd, buf, size);
+}
+
+int cgroup_keyed_u64(const char *text, const char *key, uint64_t *value) {
+  size_t klen = strlen(key);
+  const char *p = text;
+  while (p != NULL && *p != '\0') {
+    if (strncmp(p, key, klen) == 0 && p[klen] == ' ') {
+      *value = strtoull(p + klen + 1, NULL, 10);
+      return 0;
+    }
+    p = strchr(p, '\n');
+    if (p != NULL)
+      p++;
+  }
+  return -1;
+}
+
+/* True when the comma-separated list has item. */
+static bool list_has(const char *list, const char *item) {
+  size_t len = strlen(item);
+  for (const char *p = list; p != NULL && *p != '\0';) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && strncmp(p, item, len) == 0)
+      return true;
+    p = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+int cgroup_self_path(const char *controller, char *out, size_t size, struct sandbox_error *err) {
+  cleanup_fclose FILE *f = fopen("/proc/self/cgroup", "re");
+  if (f == NULL)
+    return sandbox_error_set(err, errno, "open /proc/self/cgroup");
+  char line[4096];
+  while (fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    char *c1 = strchr(line, ':');
+    char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (c2 == NULL)
+      continue;
+    *c2 = '\0';
+    const char *controllers = c1 + 1;
+    const char *path = c2 + 1;
+    bool match = controller == NULL ? (strcmp(line, "0") == 0 && *controllers == '\0')
+                                    : list_has(controllers, controller);
+    if (match) {
+      if ((size_t)snprintf(out, size, "%s", path) >= size)
+        return sandbox_error_set(err, ENAMETOOLONG, "own cgroup path");
+      return 0;
+    }
+  }
+  return sandbox_error_set(err, ENOENT, "no %s entry in /proc/self/cgroup",
+                           controller ? controller : "cgroup v2");
+}
+
+int cgroup_find_mount(const char *controller, char *mnt, size_t mnt_size, char *root,
+                      size_t root_size) {
+  cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+  if (f == NULL)
+    return -1;
+  char line[4096];
+  while (fgets(line, sizeof line, f) != NULL) {
+    /* id parent major:minor root mountpoint opts [optional...] - fstype source superopts */
+    char *sep = strstr(line, " - ");
+    if (sep == NULL)
+      continue;
+    char fstype[64], source[256], superopts[1024];
+    if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, superopts) != 3)
+      continue;
+    bool match = controller == NULL ? strcmp(fstype, "cgroup2") == 0
+                                    : (strcmp(fstype, "cgroup") == 0 &&
+                                       list_has(superopts, controller));
+    if (!match)
+      continue;
+    char mroot[4096], mpoint[4096];
+    if (sscanf(line, "%*s %*s %*s %4095s %4095s", mroot, mpoint) != 2)
+      continue;
+    if (strchr(mpoint, '\\') != NULL)
+      continue; /* escaped characters in the path: not a mount we would use */
+    snprintf(mnt, mnt_size, "%s", mpoint);
+    snprintf(root, root_size, "%s", mroot);
+    return 0;
+  }
+  errno = ENOENT;
+  return -1;
+}
+
+void cgroup_kill_procs_at(int dirfd) {
+  char buf[65536];
+  if (cgroup_read_at(dirfd, "cgroup.procs", buf, sizeof buf) <= 0)
+    return;
+  for (char *p = buf; *p != '\0';) {
+    char *end;
+    long pid = strtol(p, &end, 10);
+    if (end == p)
+      break;
+    if (pid > 1)
+      kill((pid_t)pid, SIGKILL);
+    p = end;
+    while (*p == '\n')
+      p++;
+  }
+}
+
+/* Waits (event-driven on v2, bounded) until dirfd's cgroup has no process. */
+static bool cgroup_wait_empty(int dirfd, bool v2) {
+  char buf[256];
+  for (int attempt = 0; attempt < 50; attempt++) {
+    if (v2) {
+      if (cgroup_read_at(dirfd, "cgroup.events", buf, sizeof buf) < 0)
+        return false;
+      uint64_t populated = 1;
+      if (cgroup_keyed_u64(buf, "populated", &populated) == 0 && populated == 0)
+        return true;
+      cleanup_close int fd = openat(dirfd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+      if (fd < 0)
+        return false;
+      struct pollfd pfd = {.fd = fd, .events = POLLPRI};
+      poll(&pfd, 1, 100);
+    } else {
+      if (cgroup_read_at(dirfd, "cgroup.procs", buf, sizeof buf) < 0)
+        return false;
+      if (buf[0] == '\0')
+        return true;
+      cgroup_kill_procs_at(dirfd);
+      /* v1 has no populated event on a file we can poll: dying tasks leave
+       * within microseconds; a short bounded back-off suffices. */
+      struct timespec ts = {0, 2 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return false;
+}
+
+int cgroup_remove_tree(const char *dir, bool v2) {
+  cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return errno == ENOENT ? 0 : -1;
+  int dup_fd = dup(dfd);
+  if (dup_fd < 0)
+    return -1;
+  DIR *d = fdopendir(dup_fd);
+  if (d == NULL) {
+    close(dup_fd);
+    return -1;
+  }
+  struct dirent *de;
+  int ret = 0;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_type != DT_DIR || de->d_name[0] == '.')
+      continue;
+    char sub[4096];
+    if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name) >= sizeof sub)
+      continue;
+    if (cgroup_remove_tree(sub, v2) < 0)
+      ret = -1;
+  }
+  closedir(d);
+  if (v2)
+    cgroup_write_at(dfd, "cgroup.kill", "1", NULL);
+  else
+    cgroup_kill_procs_at(dfd);
+  cgroup_wait_empty(dfd, v2);
+  if (rmdir(dir) < 0 && errno != ENOENT)
+    ret = -1;
+  return ret;
+}
+
+void cgroup_remove_stale(const char *base_dir, bool v2) {
+  DIR *d = opendir(base_dir);
+  if (d == NULL)
+    return;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, "sandboxd.", 9) != 0)
+      continue;
+    char *end;
+    long pid = strtol(de->d_name + 9, &end, 10);
+    if (*end != '\0' || pid <= 0)
+      continue;
+    if (pid == getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+      continue; /* its engine is alive */
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", base_dir, de->d_name) < sizeof path)
+      cgroup_remove_tree(path, v2);
+  }
+  closedir(d);
+}
+
+int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
+                        const char *parent, unsigned n_slots, struct sandbox_error *err) {
+  static const struct cgroup_backend *const order[] = {
+      &cgroup_backend_v2, &cgroup_backend_v1, &cgroup_backend_rlimit};
+  memset(m, 0, sizeof *m);
+  m->n_slots = n_slots;
+  m->slots = calloc(n_slots, sizeof *m->slots);
+  if (m->slots == NULL)
+    return sandbox_error_set(err, ENOMEM, "cgroup slots");
+  for (unsigned i = 0; i < n_slots; i++) {
+    for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++)
+      m->slots[i].dirfd[c] = -1;
+    m->slots[i].cpu_fd = -1;
+  }
+  char reasons[1024] = "";
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    const struct cgroup_backend *b = order[i];
+    if (wanted != SANDBOX_BACKEND_AUTO && wanted != b->kind)
+      continue;
+    struct sandbox_error e = {0};
+    m->backend = b;
+    if (b->init(m, parent ? parent : "", &e) == 0)
+      return 0;
+    m->backend = NULL;
+    size_t used = strlen(reasons);
+    snprintf(reasons + used, sizeof reasons - used, "%s%s: %s", used ? "; " : "", b->name,
+             e.msg);
+    if (wanted != SANDBOX_BACKEND_AUTO)
+      break;
+  }
+  free(m->slots);
+  m->slots = NULL;
+  return sandbox_error_set(err, 0, "no usable resource-control backend (%s)", reasons);
+}
+
+void cgroup_manager_destroy(struct cgroup_manager *m) {
+  if (m->backend != NULL)
+    m->backend->destroy(m);
+  free(m->slots);
+  memset(m, 0, sizeof *m);
+}

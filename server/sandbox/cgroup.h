@@ -1,0 +1,94 @@
+/* cgroup.h: the resource-control front. One interface, three backends in
+ * files of their own (cgroup_v2.c, cgroup_v1.c, cgroup_rlimit.c), chosen once
+ * at start and reported, never switched silently.
+ *
+ * Runs with privileges: every path written here is built from the kernel's
+ * own view of our cgroup (/proc/self/cgroup) or from the configured parent,
+ * never from a request. Nothing is created or changed outside that subtree. */
+#ifndef SANDBOX_CGROUP_H
+#define SANDBOX_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "sandbox.h"
+
+#define CGROUP_V1_CONTROLLERS 3 /* memory, pids, cpuacct */
+
+struct cgroup_slot {
+  int dirfd[CGROUP_V1_CONTROLLERS]; /* v1: persistent per slot; v2: dirfd[0], per run */
+  int cpu_fd;                       /* v1 cpuacct.usage / v2 cpu.stat, kept open */
+  uint64_t oom_kills_before;        /* v1: counter at prepare (slot reuse) */
+  uint64_t memory_limit;            /* v1: last limit written, to skip rewrites */
+  uint64_t pids_limit;
+};
+
+struct cgroup_manager {
+  const struct cgroup_backend *backend;
+  /* v1: one directory per controller; v2: engine_dir[0]. Holds the slots. */
+  char engine_dir[CGROUP_V1_CONTROLLERS][4096];
+  bool has_memsw;
+  bool clone_into_cgroup;
+  unsigned n_slots;
+  struct cgroup_slot *slots;
+};
+
+struct cgroup_run_stats {
+  uint64_t cpu_ns;
+  uint64_t peak_bytes;
+  bool oom_killed;
+  bool have_cpu, have_peak;
+};
+
+struct cgroup_backend {
+  enum sandbox_backend kind;
+  const char *name;
+  /* Returns 0 when the backend can be used under parent ("" = own cgroup). */
+  int (*init)(struct cgroup_manager *m, const char *parent, struct sandbox_error *err);
+  void (*destroy)(struct cgroup_manager *m);
+  /* Before a run: limits in place, counters reset or baselined. */
+  int (*prepare)(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *limits,
+                 struct sandbox_error *err);
+  /* fd for clone3(CLONE_INTO_CGROUP), or -1 to attach after clone. */
+  int (*clone_fd)(struct cgroup_manager *m, unsigned slot);
+  int (*attach)(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err);
+  int (*cpu_usage_ns)(struct cgroup_manager *m, unsigned slot, uint64_t *ns);
+  void (*kill_all)(struct cgroup_manager *m, unsigned slot);
+  /* After the run's init was reaped: read the figures, leave the slot empty. */
+  int (*finish)(struct cgroup_manager *m, unsigned slot, struct cgroup_run_stats *stats,
+                struct sandbox_error *err);
+};
+
+extern const struct cgroup_backend cgroup_backend_v2;
+extern const struct cgroup_backend cgroup_backend_v1;
+extern const struct cgroup_backend cgroup_backend_rlimit;
+
+/* Picks the backend (AUTO: v2, then v1, then rlimit) and creates the slots. */
+int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
+                        const char *parent, unsigned n_slots, struct sandbox_error *err);
+void cgroup_manager_destroy(struct cgroup_manager *m);
+
+/* Helpers shared by the backends (cgroup.c). */
+int cgroup_write_at(int dirfd, const char *file, const char *value, struct sandbox_error *err);
+int cgroup_write_u64_at(int dirfd, const char *file, uint64_t value, struct sandbox_error *err);
+/* Reads a whole small file; returns bytes read or -1 with errno. */
+ssize_t cgroup_read_at(int dirfd, const char *file, char *buf, size_t size);
+ssize_t cgroup_pread_fd(int fd, char *buf, size_t size);
+/* Value of "key N" in a flat-keyed file such as memory.events; -1 if absent. */
+int cgroup_keyed_u64(const char *text, const char *key, uint64_t *value);
+/* Own cgroup path for a v1 controller, or for v2 when controller is NULL. */
+int cgroup_self_path(const char *controller, char *out, size_t size, struct sandbox_error *err);
+/* Mount point and mount root of the hierarchy holding controller (v1), or of
+ * cgroup2 when controller is NULL. */
+int cgroup_find_mount(const char *controller, char *mnt, size_t mnt_size, char *root,
+                      size_t root_size);
+/* Kill every process listed in dirfd's cgroup.procs. */
+void cgroup_kill_procs_at(int dirfd);
+/* Remove engine directories (sandboxd.<pid>) left by engines that died. */
+void cgroup_remove_stale(const char *base_dir, bool v2);
+/* Remove one directory of slots recursively (slots first), killing tasks. */
+int cgroup_remove_tree(const char *dir, bool v2);
+
+#endif

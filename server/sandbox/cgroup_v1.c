@@ -1,0 +1,226 @@
+/* cgroup_v1.c: the backend for hybrid hosts, where the memory, pids and
+ * cpuacct controllers are mounted as separate v1 hierarchies.
+ *
+ * A slot's three cgroups are created once and reused run after run: limits
+ * are rewritten only when they change, the peak and CPU counters are reset
+ * before each run and the OOM-kill counter is read as a delta. Never writes
+ * outside <own cgroup or parent>/sandboxd.<pid>. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+
+static const char *const v1_controllers[CGROUP_V1_CONTROLLERS] = {"memory", "pids", "cpuacct"};
+enum { V1_MEMORY = 0, V1_PIDS = 1, V1_CPUACCT = 2 };
+
+static int v1_engine_dir(const char *controller, const char *parent, char *out, size_t size,
+                         struct sandbox_error *err) {
+  char mnt[4096], root[4096], self[4096];
+  if (cgroup_find_mount(controller, mnt, sizeof mnt, root, sizeof root) < 0)
+    return sandbox_error_set(err, 0, "no v1 hierarchy with the %s controller", controller);
+  const char *rel;
+  if (parent[0] != '\0') {
+    rel = parent;
+  } else {
+    if (cgroup_self_path(controller, self, sizeof self, err) < 0)
+      return -1;
+    rel = self;
+  }
+  /* The mount may show only a part of the hierarchy (root != "/"). */
+  size_t rlen = strlen(root);
+  if (strcmp(root, "/") != 0) {
+    if (strncmp(rel, root, rlen) != 0 || (rel[rlen] != '/' && rel[rlen] != '\0'))
+      return sandbox_error_set(err, 0, "%s cgroup %s is not below the mount root %s",
+                               controller, rel, root);
+    rel += rlen;
+  }
+  if (strstr(rel, "/..") != NULL)
+    return sandbox_error_set(err, EINVAL, "cgroup path %s", rel);
+  char base[4096];
+  if ((size_t)snprintf(base, sizeof base, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel) >=
+      sizeof base)
+    return sandbox_error_set(err, ENAMETOOLONG, "cgroup path");
+  if (access(base, W_OK) < 0)
+    return sandbox_error_set(err, errno, "cgroup %s is not writable", base);
+  cgroup_remove_stale(base, false);
+  if ((size_t)snprintf(out, size, "%s/sandboxd.%d", base, (int)getpid()) >= size)
+    return sandbox_error_set(err, ENAMETOOLONG, "cgroup path");
+  return 0;
+}
+
+static void v1_destroy(struct cgroup_manager *m) {
+  for (unsigned i = 0; i < m->n_slots; i++) {
+    struct cgroup_slot *s = &m->slots[i];
+    for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++) {
+      if (s->dirfd[c] >= 0)
+        close(s->dirfd[c]);
+      s->dirfd[c] = -1;
+    }
+    if (s->cpu_fd >= 0)
+      close(s->cpu_fd);
+    s->cpu_fd = -1;
+  }
+  for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++)
+    if (m->engine_dir[c][0] != '\0')
+      cgroup_remove_tree(m->engine_dir[c], false);
+}
+
+static int v1_init(struct cgroup_manager *m, const char *parent, struct sandbox_error *err) {
+  for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++) {
+    if (v1_engine_dir(v1_controllers[c], parent, m->engine_dir[c], sizeof m->engine_dir[c],
+                      err) < 0)
+      goto fail;
+    if (mkdir(m->engine_dir[c], 0700) < 0 && errno != EEXIST) {
+      sandbox_error_set(err, errno, "mkdir %s", m->engine_dir[c]);
+      m->engine_dir[c][0] = '\0';
+      goto fail;
+    }
+  }
+  for (unsigned i = 0; i < m->n_slots; i++) {
+    struct cgroup_slot *s = &m->slots[i];
+    for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/slot-%u", m->engine_dir[c], i);
+      if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+        sandbox_error_set(err, errno, "mkdir %s", path);
+        goto fail;
+      }
+      s->dirfd[c] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (s->dirfd[c] < 0) {
+        sandbox_error_set(err, errno, "open %s", path);
+        goto fail;
+      }
+    }
+    s->cpu_fd = openat(s->dirfd[V1_CPUACCT], "cpuacct.usage", O_RDWR | O_CLOEXEC);
+    if (s->cpu_fd < 0) {
+      sandbox_error_set(err, errno, "open cpuacct.usage");
+      goto fail;
+    }
+  }
+  m->has_memsw = faccessat(m->slots[0].dirfd[V1_MEMORY], "memory.memsw.limit_in_bytes", W_OK,
+                           0) == 0;
+  m->clone_into_cgroup = false;
+  return 0;
+fail:
+  v1_destroy(m);
+  return -1;
+}
+
+static int v1_set_memory(struct cgroup_slot *s, bool memsw, uint64_t limit,
+                         struct sandbox_error *err) {
+  int fd = s->dirfd[V1_MEMORY];
+  if (!memsw)
+    return cgroup_write_u64_at(fd, "memory.limit_in_bytes", limit, err);
+  /* memsw must stay >= the memory limit at every step. */
+  if (limit > s->memory_limit) {
+    if (cgroup_write_u64_at(fd, "memory.memsw.limit_in_bytes", limit, err) < 0 ||
+        cgroup_write_u64_at(fd, "memory.limit_in_bytes", limit, err) < 0)
+      return -1;
+  } else {
+    if (cgroup_write_u64_at(fd, "memory.limit_in_bytes", limit, err) < 0 ||
+        cgroup_write_u64_at(fd, "memory.memsw.limit_in_bytes", limit, err) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+static int v1_read_oom_kills(struct cgroup_slot *s, uint64_t *out) {
+  char buf[512];
+  if (cgroup_read_at(s->dirfd[V1_MEMORY], "memory.oom_control", buf, sizeof buf) < 0)
+    return -1;
+  return cgroup_keyed_u64(buf, "oom_kill", out);
+}
+
+static int v1_prepare(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *l,
+                      struct sandbox_error *err) {
+  struct cgroup_slot *s = &m->slots[slot];
+  if (s->memory_limit != l->memory_bytes) {
+    if (s->memory_limit == 0)
+      s->memory_limit = UINT64_MAX; /* fresh cgroup: unlimited, so raise-order */
+    if (v1_set_memory(s, m->has_memsw, l->memory_bytes, err) < 0) {
+      s->memory_limit = 0; /* unknown state: rewrite next time */
+      return -1;
+    }
+    s->memory_limit = l->memory_bytes;
+  }
+  if (s->pids_limit != l->max_processes) {
+    if (cgroup_write_u64_at(s->dirfd[V1_PIDS], "pids.max", l->max_processes, err) < 0)
+      return -1;
+    s->pids_limit = l->max_processes;
+  }
+  if (cgroup_write_at(s->dirfd[V1_MEMORY], "memory.max_usage_in_bytes", "0", err) < 0)
+    return -1;
+  if (pwrite(s->cpu_fd, "0", 1, 0) != 1)
+    return sandbox_error_set(err, errno, "reset cpuacct.usage");
+  if (v1_read_oom_kills(s, &s->oom_kills_before) < 0)
+    return sandbox_error_set(err, errno, "read memory.oom_control (no oom_kill counter?)");
+  return 0;
+}
+
+static int v1_clone_fd(struct cgroup_manager *m, unsigned slot) {
+  return -1;
+}
+
+static int v1_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,
+                     struct sandbox_error *err) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d", (int)pid);
+  for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++)
+    if (cgroup_write_at(m->slots[slot].dirfd[c], "cgroup.procs", buf, err) < 0)
+      return sandbox_error_wrap(err, "%s cgroup", v1_controllers[c]);
+  return 0;
+}
+
+static int v1_cpu_usage_ns(struct cgroup_manager *m, unsigned slot, uint64_t *ns) {
+  char buf[64];
+  if (cgroup_pread_fd(m->slots[slot].cpu_fd, buf, sizeof buf) <= 0)
+    return -1;
+  *ns = strtoull(buf, NULL, 10);
+  return 0;
+}
+
+static void v1_kill_all(struct cgroup_manager *m, unsigned slot) {
+  cgroup_kill_procs_at(m->slots[slot].dirfd[V1_PIDS]);
+}
+
+static int v1_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_stats *st,
+                     struct sandbox_error *err) {
+  struct cgroup_slot *s = &m->slots[slot];
+  char buf[64];
+  uint64_t kills = 0;
+  if (v1_read_oom_kills(s, &kills) == 0)
+    st->oom_killed = kills > s->oom_kills_before;
+  if (v1_cpu_usage_ns(m, slot, &st->cpu_ns) == 0)
+    st->have_cpu = true;
+  if (cgroup_read_at(s->dirfd[V1_MEMORY], "memory.max_usage_in_bytes", buf, sizeof buf) > 0) {
+    st->peak_bytes = strtoull(buf, NULL, 10);
+    st->have_peak = true;
+  }
+  /* The PID namespace is gone once its init was reaped; anything still in the
+   * slot would be a process that escaped it: kill it and say so. */
+  if (cgroup_read_at(s->dirfd[V1_PIDS], "cgroup.procs", buf, sizeof buf) > 0 && buf[0] != '\0') {
+    cgroup_kill_procs_at(s->dirfd[V1_PIDS]);
+    return sandbox_error_set(err, 0, "processes were left in the slot cgroup after the run");
+  }
+  return 0;
+}
+
+const struct cgroup_backend cgroup_backend_v1 = {
+    .kind = SANDBOX_BACKEND_CGROUP_V1,
+    .name = "cgroup v1",
+    .init = v1_init,
+    .destroy = v1_destroy,
+    .prepare = v1_prepare,
+    .clone_fd = v1_clone_fd,
+    .attach = v1_attach,
+    .cpu_usage_ns = v1_cpu_usage_ns,
+    .kill_all = v1_kill_all,
+    .finish = v1_finish,
+};

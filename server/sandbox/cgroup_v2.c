@@ -1,0 +1,250 @@
+/* cgroup_v2.c: the production backend, on a delegated cgroup v2 subtree.
+ *
+ * Layout under our own cgroup (or the configured parent) P:
+ *   P/leaf/                 the processes that were in P (us included): the
+ *                           no-internal-processes rule forbids enabling
+ *                           controllers for P's children while P has members
+ *   P/sandboxd.<pid>/       this engine, +memory +pids (+cpu) for children
+ *   P/sandboxd.<pid>/slot-N one cgroup per run, made before the clone and
+ *                           entered with clone3(CLONE_INTO_CGROUP)
+ * A cgroup per run gives exact figures on every kernel: memory.peak cannot be
+ * reset before Linux 6.12, and a fresh memory.events needs no baseline.
+ * Never writes outside P. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+
+static bool has_word(const char *text, const char *word) {
+  size_t len = strlen(word);
+  for (const char *p = text; (p = strstr(p, word)) != NULL; p += len) {
+    bool start = p == text || p[-1] == ' ' || p[-1] == '\n';
+    bool end = p[len] == '\0' || p[len] == ' ' || p[len] == '\n';
+    if (start && end)
+      return true;
+  }
+  return false;
+}
+
+/* Moves every process of base into base/leaf so that base may delegate. */
+static int v2_move_members_to_leaf(const char *base, struct sandbox_error *err) {
+  cleanup_close int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (bfd < 0)
+    return sandbox_error_set(err, errno, "open %s", base);
+  char procs[65536];
+  if (cgroup_read_at(bfd, "cgroup.procs", procs, sizeof procs) < 0)
+    return sandbox_error_set(err, errno, "read %s/cgroup.procs", base);
+  if (procs[0] == '\0')
+    return 0;
+  if (mkdirat(bfd, "leaf", 0755) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s/leaf", base);
+  cleanup_close int lfd = openat(bfd, "leaf", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lfd < 0)
+    return sandbox_error_set(err, errno, "open %s/leaf", base);
+  /* Members may fork while we move them: repeat until the list is empty. */
+  for (int round = 0; round < 20 && procs[0] != '\0'; round++) {
+    for (char *p = procs, *end; *p != '\0'; p = end) {
+      long pid = strtol(p, &end, 10);
+      if (end == p)
+        break;
+      char buf[32];
+      snprintf(buf, sizeof buf, "%ld", pid);
+      struct sandbox_error ignored;
+      cgroup_write_at(lfd, "cgroup.procs", buf, &ignored); /* it may have exited */
+      while (*end == '\n')
+        end++;
+    }
+    if (cgroup_read_at(bfd, "cgroup.procs", procs, sizeof procs) < 0)
+      return sandbox_error_set(err, errno, "read %s/cgroup.procs", base);
+  }
+  if (procs[0] != '\0')
+    return sandbox_error_set(err, EBUSY, "could not empty %s into its leaf", base);
+  return 0;
+}
+
+static int v2_enable(const char *dir, const char *controllers_avail, struct sandbox_error *err) {
+  cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "open %s", dir);
+  char enabled[512];
+  if (cgroup_read_at(fd, "cgroup.subtree_control", enabled, sizeof enabled) < 0)
+    return sandbox_error_set(err, errno, "read %s/cgroup.subtree_control", dir);
+  static const char *const wanted[] = {"memory", "pids", "cpu"};
+  for (size_t i = 0; i < 3; i++) {
+    if (has_word(enabled, wanted[i]) || !has_word(controllers_avail, wanted[i]))
+      continue;
+    char buf[32];
+    snprintf(buf, sizeof buf, "+%s", wanted[i]);
+    if (cgroup_write_at(fd, "cgroup.subtree_control", buf, err) < 0)
+      return sandbox_error_wrap(err, "enable %s in %s", wanted[i], dir);
+  }
+  return 0;
+}
+
+static void v2_destroy(struct cgroup_manager *m) {
+  for (unsigned i = 0; i < m->n_slots; i++) {
+    struct cgroup_slot *s = &m->slots[i];
+    if (s->dirfd[0] >= 0)
+      close(s->dirfd[0]);
+    if (s->cpu_fd >= 0)
+      close(s->cpu_fd);
+    s->dirfd[0] = s->cpu_fd = -1;
+  }
+  if (m->engine_dir[0][0] != '\0')
+    cgroup_remove_tree(m->engine_dir[0], true);
+}
+
+static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_error *err) {
+  char mnt[4096], root[4096], self[4096];
+  if (cgroup_find_mount(NULL, mnt, sizeof mnt, root, sizeof root) < 0)
+    return sandbox_error_set(err, 0, "no cgroup2 mount");
+  const char *rel = parent;
+  if (rel[0] == '\0') {
+    if (cgroup_self_path(NULL, self, sizeof self, err) < 0)
+      return -1;
+    rel = self;
+  }
+  if (strstr(rel, "/..") != NULL || rel[0] != '/')
+    return sandbox_error_set(err, EINVAL, "cgroup path %s", rel);
+  char base[4096];
+  if ((size_t)snprintf(base, sizeof base, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel) >=
+      sizeof base)
+    return sandbox_error_set(err, ENAMETOOLONG, "cgroup path");
+  cleanup_close int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (bfd < 0)
+    return sandbox_error_set(err, errno, "open %s", base);
+  char avail[512];
+  if (cgroup_read_at(bfd, "cgroup.controllers", avail, sizeof avail) < 0)
+    return sandbox_error_set(err, errno, "read %s/cgroup.controllers", base);
+  if (!has_word(avail, "memory") || !has_word(avail, "pids"))
+    return sandbox_error_set(err, 0, "%s has no memory and pids controllers (not delegated)",
+                             base);
+  if (faccessat(bfd, "cgroup.subtree_control", W_OK, 0) < 0)
+    return sandbox_error_set(err, errno, "%s is not writable", base);
+  if (strcmp(rel, "/") != 0 && v2_move_members_to_leaf(base, err) < 0)
+    return -1;
+  if (v2_enable(base, avail, err) < 0)
+    return -1;
+  cgroup_remove_stale(base, true);
+  snprintf(m->engine_dir[0], sizeof m->engine_dir[0], "%s/sandboxd.%d", base, (int)getpid());
+  if (mkdir(m->engine_dir[0], 0700) < 0 && errno != EEXIST) {
+    sandbox_error_set(err, errno, "mkdir %s", m->engine_dir[0]);
+    m->engine_dir[0][0] = '\0';
+    return -1;
+  }
+  if (v2_enable(m->engine_dir[0], avail, err) < 0) {
+    v2_destroy(m);
+    return -1;
+  }
+  struct utsname u;
+  int major = 0, minor = 0;
+  if (uname(&u) == 0)
+    sscanf(u.release, "%d.%d", &major, &minor);
+  m->clone_into_cgroup = major > 5 || (major == 5 && minor >= 7);
+  return 0;
+}
+
+static int v2_prepare(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *l,
+                      struct sandbox_error *err) {
+  struct cgroup_slot *s = &m->slots[slot];
+  char path[4200];
+  snprintf(path, sizeof path, "%s/slot-%u", m->engine_dir[0], slot);
+  if (mkdir(path, 0700) < 0) {
+    if (errno != EEXIST)
+      return sandbox_error_set(err, errno, "mkdir %s", path);
+    /* Left over from a failed run of this slot: start clean. */
+    cgroup_remove_tree(path, true);
+    if (mkdir(path, 0700) < 0)
+      return sandbox_error_set(err, errno, "mkdir %s", path);
+  }
+  s->dirfd[0] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (s->dirfd[0] < 0)
+    return sandbox_error_set(err, errno, "open %s", path);
+  int fd = s->dirfd[0];
+  if (cgroup_write_u64_at(fd, "memory.max", l->memory_bytes, err) < 0 ||
+      cgroup_write_u64_at(fd, "pids.max", l->max_processes, err) < 0)
+    return -1;
+  if (faccessat(fd, "memory.swap.max", F_OK, 0) == 0 &&
+      cgroup_write_at(fd, "memory.swap.max", "0", err) < 0)
+    return -1;
+  /* One OOM kill ends the whole run, like the timeout does. */
+  if (cgroup_write_at(fd, "memory.oom.group", "1", err) < 0)
+    return -1;
+  s->cpu_fd = openat(fd, "cpu.stat", O_RDONLY | O_CLOEXEC);
+  if (s->cpu_fd < 0)
+    return sandbox_error_set(err, errno, "open %s/cpu.stat", path);
+  return 0;
+}
+
+static int v2_clone_fd(struct cgroup_manager *m, unsigned slot) {
+  return m->clone_into_cgroup ? m->slots[slot].dirfd[0] : -1;
+}
+
+static int v2_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,
+                     struct sandbox_error *err) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d", (int)pid);
+  return cgroup_write_at(m->slots[slot].dirfd[0], "cgroup.procs", buf, err);
+}
+
+static int v2_cpu_usage_ns(struct cgroup_manager *m, unsigned slot, uint64_t *ns) {
+  char buf[512];
+  uint64_t usec;
+  if (cgroup_pread_fd(m->slots[slot].cpu_fd, buf, sizeof buf) <= 0 ||
+      cgroup_keyed_u64(buf, "usage_usec", &usec) < 0)
+    return -1;
+  *ns = usec * 1000;
+  return 0;
+}
+
+static void v2_kill_all(struct cgroup_manager *m, unsigned slot) {
+  if (m->slots[slot].dirfd[0] >= 0)
+    cgroup_write_at(m->slots[slot].dirfd[0], "cgroup.kill", "1", NULL);
+}
+
+static int v2_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_stats *st,
+                     struct sandbox_error *err) {
+  struct cgroup_slot *s = &m->slots[slot];
+  if (s->dirfd[0] < 0)
+    return 0;
+  char buf[1024];
+  uint64_t v;
+  if (cgroup_read_at(s->dirfd[0], "memory.events", buf, sizeof buf) > 0 &&
+      cgroup_keyed_u64(buf, "oom_kill", &v) == 0)
+    st->oom_killed = v > 0;
+  if (v2_cpu_usage_ns(m, slot, &st->cpu_ns) == 0)
+    st->have_cpu = true;
+  if (cgroup_read_at(s->dirfd[0], "memory.peak", buf, sizeof buf) > 0) {
+    st->peak_bytes = strtoull(buf, NULL, 10);
+    st->have_peak = true;
+  }
+  close(s->cpu_fd);
+  close(s->dirfd[0]);
+  s->cpu_fd = s->dirfd[0] = -1;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/slot-%u", m->engine_dir[0], slot);
+  if (rmdir(path) < 0 && cgroup_remove_tree(path, true) < 0)
+    return sandbox_error_set(err, errno, "remove %s", path);
+  return 0;
+}
+
+const struct cgroup_backend cgroup_backend_v2 = {
+    .kind = SANDBOX_BACKEND_CGROUP_V2,
+    .name = "cgroup v2",
+    .init = v2_init,
+    .destroy = v2_destroy,
+    .prepare = v2_prepare,
+    .clone_fd = v2_clone_fd,
+    .attach = v2_attach,
+    .cpu_usage_ns = v2_cpu_usage_ns,
+    .kill_all = v2_kill_all,
+    .finish = v2_finish,
+};

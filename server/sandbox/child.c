@@ -1,0 +1,259 @@
+/* child.c: the sandbox child, from the clone to the exec, in one straight
+ * sequence (bubblewrap's order): file descriptors, signals, mounts,
+ * pivot_root, rlimits, credentials, no-new-privs, seccomp, then fork the
+ * program and stay behind as its PID-1 init.
+ *
+ * Runs as the child of a multi-threaded process: only async-signal-safe
+ * calls. No malloc, no stdio, and raw system calls for the credential
+ * changes (glibc's setresuid/setgroups broadcast to threads that do not exist
+ * in the child and would deadlock). Any failure is reported on fd 3 and the
+ * child exits before exec: the program never runs with less isolation. */
+#include "child.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_REPORT = 3, FD_SYNC = 4 };
+
+static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
+  struct child_report r = {.kind = kind, .stage = stage, .errnum = errnum, .status = status};
+  ssize_t n;
+  do {
+    n = write(FD_REPORT, &r, sizeof r);
+  } while (n < 0 && errno == EINTR);
+}
+
+__attribute__((noreturn)) static void fail(int stage) {
+  report(CHILD_REPORT_SETUP_ERROR, stage, errno, 0);
+  _exit(127);
+}
+
+/* Moves the five descriptors the child keeps to 0..4 and closes the rest:
+ * the server's sockets, other runs' pipes, everything it had open. */
+static void setup_fds(const struct child_args *a) {
+  int want[5] = {a->stdin_fd, a->stdout_fd, a->stderr_fd, a->report_fd, a->sync_fd};
+  int tmp[5];
+  for (int i = 0; i < 5; i++) {
+    tmp[i] = -1;
+    if (want[i] >= 0 && (tmp[i] = fcntl(want[i], F_DUPFD, 16)) < 0)
+      _exit(126); /* cannot even report: the report fd is one of these */
+  }
+  for (int i = 0; i < 5; i++) {
+    if (tmp[i] >= 0 && dup2(tmp[i], i) < 0)
+      _exit(126);
+  }
+  if (syscall(SYS_close_range, 5U, ~0U, 0U) < 0)
+    fail(CHILD_STAGE_FDS);
+  if (a->sync_fd < 0)
+    close(FD_SYNC);
+  if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0)
+    fail(CHILD_STAGE_FDS);
+}
+
+/* Handlers and ignored signals are inherited from the server; SIG_IGN would
+ * even survive exec. Start from the defaults with nothing blocked. */
+static void reset_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++) {
+    if (sig == SIGKILL || sig == SIGSTOP)
+      continue;
+    sigaction(sig, &sa, NULL); /* fails harmlessly for glibc's reserved ones */
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+    fail(CHILD_STAGE_SIGNALS);
+}
+
+static void run_ops(const struct child_args *a) {
+  for (size_t i = 0; i < a->n_ops; i++) {
+    const struct child_op *op = &a->ops[i];
+    int stage = CHILD_STAGE_OPS + (int)i;
+    switch (op->kind) {
+    case CHILD_OP_MKDIR:
+      if (mkdir(op->path, op->mode) < 0 && errno != EEXIST)
+        fail(stage);
+      break;
+    case CHILD_OP_SYMLINK:
+      if (symlink(op->source, op->path) < 0)
+        fail(stage);
+      break;
+    case CHILD_OP_MOUNT:
+      if (mount(op->source, op->path, op->fstype, op->flags, op->data) < 0)
+        fail(stage);
+      break;
+    case CHILD_OP_BIND:
+      if (mount(op->source, op->path, NULL, MS_BIND | MS_REC, NULL) < 0)
+        fail(stage);
+      if (mount(NULL, op->path, NULL, MS_BIND | MS_REMOUNT | op->flags, NULL) < 0)
+        fail(stage);
+      break;
+    case CHILD_OP_MKNOD:
+      if (mknod(op->path, op->mode, op->dev) < 0)
+        fail(stage);
+      break;
+    case CHILD_OP_REMOUNT:
+      if (mount(NULL, op->path, NULL, MS_REMOUNT | op->flags, NULL) < 0)
+        fail(stage);
+      break;
+    }
+  }
+}
+
+static void enter_root(const struct child_args *a) {
+  /* Nothing we mount may propagate back to the host. */
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    fail(CHILD_STAGE_PRIVATE_MOUNTS);
+  run_ops(a);
+  /* pivot_root(".", "."): the old root ends up stacked under the new one and
+   * is detached at once, so no path leads back to the host's tree. */
+  if (chdir(a->root) < 0)
+    fail(CHILD_STAGE_PIVOT_ROOT);
+  if (syscall(SYS_pivot_root, ".", ".") < 0)
+    fail(CHILD_STAGE_PIVOT_ROOT);
+  if (umount2(".", MNT_DETACH) < 0)
+    fail(CHILD_STAGE_PIVOT_ROOT);
+  if (chdir("/") < 0)
+    fail(CHILD_STAGE_PIVOT_ROOT);
+  if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+    fail(CHILD_STAGE_REMOUNT_ROOT);
+  if (sethostname(a->hostname, strlen(a->hostname)) < 0)
+    fail(CHILD_STAGE_HOSTNAME);
+  if (chdir(a->cwd) < 0)
+    fail(CHILD_STAGE_CHDIR);
+}
+
+static void drop_privileges(const struct child_args *a) {
+  for (size_t i = 0; i < a->n_rlimits; i++)
+    if (setrlimit(a->rlimits[i].resource, &a->rlimits[i].limit) < 0)
+      fail(CHILD_STAGE_RLIMITS);
+  /* The bounding set can only shrink while we still hold CAP_SETPCAP. */
+  for (int cap = 0; cap <= a->cap_last_cap; cap++)
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+      fail(CHILD_STAGE_CAPS_BOUNDING);
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+    fail(CHILD_STAGE_CAPS_BOUNDING);
+  if (syscall(SYS_setgroups, 0, NULL) < 0)
+    fail(CHILD_STAGE_GROUPS);
+  if (syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0)
+    fail(CHILD_STAGE_GID);
+  if (syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
+    fail(CHILD_STAGE_UID);
+  /* setresuid away from 0 cleared permitted and effective; inheritable is
+   * cleared here so that all sets read zero. */
+  struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  if (syscall(SYS_capset, &hdr, data) < 0)
+    fail(CHILD_STAGE_CAPS);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_NO_NEW_PRIVS);
+  /* Changing credentials cleared the parent-death signal: set it now. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_PDEATHSIG);
+  /* The program runs as the same uid: keep it out of init's memory. */
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_DUMPABLE);
+}
+
+__attribute__((noreturn)) static void exec_program(const struct child_args *a) {
+  close(FD_SYNC);
+  umask(022);
+  execve(a->argv[0], (char *const *)a->argv, (char *const *)a->envp);
+  fail(CHILD_STAGE_EXEC);
+}
+
+/* PID 1 of the namespace: reaps orphans, and when the program ends reports
+ * its status and exits, which makes the kernel kill everything left in the
+ * namespace (daemons, setsid children). */
+__attribute__((noreturn)) static void init_loop(pid_t program) {
+  close(FD_STDIN);
+  close(FD_STDOUT);
+  close(FD_STDERR);
+  close(FD_SYNC);
+  for (;;) {
+    int status;
+    pid_t pid = (pid_t)syscall(SYS_wait4, -1, &status, __WALL, NULL);
+    if (pid < 0) {
+      if (errno == EINTR)
+        continue;
+      _exit(1);
+    }
+    if (pid == program) {
+      report(CHILD_REPORT_EXIT, 0, 0, status);
+      _exit(0);
+    }
+  }
+}
+
+void child_main(const struct child_args *a) {
+  setup_fds(a);
+  reset_signals();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_PDEATHSIG);
+  umask(0);
+  enter_root(a);
+  drop_privileges(a);
+  if (a->sync_fd >= 0) {
+    /* Wait until the parent has put us into the slot's cgroup, so that the
+     * program and all it starts are accounted there. */
+    char go;
+    ssize_t n;
+    do {
+      n = read(FD_SYNC, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) {
+      errno = n == 0 ? EPIPE : errno;
+      fail(CHILD_STAGE_SYNC);
+    }
+  }
+  if (seccomp_policy_load(a->seccomp) < 0)
+    fail(CHILD_STAGE_SECCOMP);
+  pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid < 0)
+    fail(CHILD_STAGE_FORK);
+  if (pid == 0)
+    exec_program(a);
+  init_loop(pid);
+}
+
+const char *child_stage_name(int stage) {
+  static const char *const names[] = {
+      [CHILD_STAGE_FDS] = "file descriptors",
+      [CHILD_STAGE_SIGNALS] = "signal dispositions",
+      [CHILD_STAGE_PRIVATE_MOUNTS] = "private mount propagation",
+      [CHILD_STAGE_PIVOT_ROOT] = "pivot_root",
+      [CHILD_STAGE_REMOUNT_ROOT] = "read-only root",
+      [CHILD_STAGE_HOSTNAME] = "hostname",
+      [CHILD_STAGE_CHDIR] = "working directory",
+      [CHILD_STAGE_RLIMITS] = "rlimits",
+      [CHILD_STAGE_CAPS_BOUNDING] = "capability bounding set",
+      [CHILD_STAGE_GROUPS] = "supplementary groups",
+      [CHILD_STAGE_GID] = "setresgid",
+      [CHILD_STAGE_UID] = "setresuid",
+      [CHILD_STAGE_CAPS] = "capabilities",
+      [CHILD_STAGE_NO_NEW_PRIVS] = "no_new_privs",
+      [CHILD_STAGE_PDEATHSIG] = "parent-death signal",
+      [CHILD_STAGE_DUMPABLE] = "dumpable",
+      [CHILD_STAGE_SYNC] = "cgroup placement",
+      [CHILD_STAGE_SECCOMP] = "seccomp filter",
+      [CHILD_STAGE_FORK] = "fork of the program",
+      [CHILD_STAGE_EXEC] = "exec of the program",
+  };
+  if (stage > 0 && stage < (int)(sizeof names / sizeof names[0]) && names[stage] != NULL)
+    return names[stage];
+  return "setup";
+}

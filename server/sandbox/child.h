@@ -1,0 +1,103 @@
+/* child.h: what the sandbox child needs, prepared in full by the parent
+ * before the clone, and the messages it reports back.
+ *
+ * The child of a multi-threaded process may only make async-signal-safe
+ * calls: everything here is plain data (paths, flags, argv, the compiled BPF
+ * program), so the child does system calls and nothing else. */
+#ifndef SANDBOX_CHILD_H
+#define SANDBOX_CHILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "seccomp_policy.h"
+
+enum child_op_kind {
+  CHILD_OP_MKDIR,   /* path, mode */
+  CHILD_OP_SYMLINK, /* source = link target, path = link */
+  CHILD_OP_MOUNT,   /* source, path, fstype, flags, data */
+  CHILD_OP_BIND,    /* source, path, flags applied by a bind remount (MS_RDONLY...) */
+  CHILD_OP_MKNOD,   /* path, mode, dev */
+  CHILD_OP_REMOUNT, /* path, flags (tmpfs made read-only after it was filled) */
+};
+
+struct child_op {
+  enum child_op_kind kind;
+  const char *source;
+  const char *path;
+  const char *fstype;
+  const char *data;
+  unsigned long flags;
+  mode_t mode;
+  dev_t dev;
+};
+
+/* Stages before the mount operations; op i reports CHILD_STAGE_OPS + i. */
+enum child_stage {
+  CHILD_STAGE_FDS = 1,
+  CHILD_STAGE_SIGNALS,
+  CHILD_STAGE_PRIVATE_MOUNTS,
+  CHILD_STAGE_PIVOT_ROOT,
+  CHILD_STAGE_REMOUNT_ROOT,
+  CHILD_STAGE_HOSTNAME,
+  CHILD_STAGE_CHDIR,
+  CHILD_STAGE_RLIMITS,
+  CHILD_STAGE_CAPS_BOUNDING,
+  CHILD_STAGE_GROUPS,
+  CHILD_STAGE_GID,
+  CHILD_STAGE_UID,
+  CHILD_STAGE_CAPS,
+  CHILD_STAGE_NO_NEW_PRIVS,
+  CHILD_STAGE_PDEATHSIG,
+  CHILD_STAGE_DUMPABLE,
+  CHILD_STAGE_SYNC,
+  CHILD_STAGE_SECCOMP,
+  CHILD_STAGE_FORK,
+  CHILD_STAGE_EXEC,
+  CHILD_STAGE_OPS = 1000,
+};
+
+enum child_report_kind {
+  CHILD_REPORT_SETUP_ERROR = 1, /* stage, errnum: the program did not run */
+  CHILD_REPORT_EXIT = 2,        /* status: wait status of the program */
+};
+
+struct child_report {
+  int32_t kind;
+  int32_t stage;
+  int32_t errnum;
+  int32_t status;
+};
+
+#define CHILD_MAX_RLIMITS 8
+
+struct child_args {
+  const struct child_op *ops;
+  size_t n_ops;
+  const char *root;     /* host path where the new root is built */
+  const char *cwd;      /* inside the sandbox */
+  const char *hostname;
+  const char *const *argv;
+  const char *const *envp;
+  uid_t uid;
+  gid_t gid;
+  int cap_last_cap;
+  /* Parent's pipe ends for the child, moved to 0, 1, 2, 3 and 4. */
+  int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd; /* sync_fd -1: none */
+  struct {
+    int resource;
+    struct rlimit limit;
+  } rlimits[CHILD_MAX_RLIMITS];
+  size_t n_rlimits;
+  const struct seccomp_policy *seccomp;
+};
+
+/* Runs in the clone child (PID 1 of the new PID namespace). Never returns. */
+__attribute__((noreturn)) void child_main(const struct child_args *args);
+
+/* Human name of a stage (parent side). */
+const char *child_stage_name(int stage);
+
+#endif

@@ -1,0 +1,511 @@
+/* engine.c: the engine's front: creation (privileges, cgroup backend,
+ * seccomp program, /etc) and one run from spec to result.
+ *
+ * The spawn is a clone3 straight from the calling thread, with every
+ * namespace flag and, on cgroup v2, CLONE_INTO_CGROUP: no helper process, no
+ * round trip. This is safe in a threaded server because the child (child.c)
+ * only makes system calls on data prepared here before the clone. A helper
+ * process would add an IPC hop to the hot path and a second place to fail. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "child.h"
+#include "cleanup.h"
+#include "rootfs.h"
+#include "sandbox.h"
+#include "seccomp_policy.h"
+#include "supervise.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+struct sandbox_engine {
+  struct sandbox_engine_config config;
+  char state_dir[4096];
+  struct cgroup_manager cgroups;
+  struct seccomp_policy seccomp;
+  struct rootfs rootfs;
+  struct sandbox_report report;
+  int cap_last_cap;
+};
+
+static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                                 CLONE_NEWUTS | CLONE_NEWCGROUP;
+
+const char *sandbox_killed_by_name(enum sandbox_killed_by k) {
+  switch (k) {
+  case SANDBOX_KILLED_BY_NONE:
+    return "none";
+  case SANDBOX_KILLED_BY_TIMEOUT:
+    return "timeout";
+  case SANDBOX_KILLED_BY_MEMORY:
+    return "memory";
+  case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
+    return "output_limit";
+  case SANDBOX_KILLED_BY_SIGNAL:
+    return "signal";
+  }
+  return "unknown";
+}
+
+const char *sandbox_backend_name(enum sandbox_backend b) {
+  switch (b) {
+  case SANDBOX_BACKEND_AUTO:
+    return "auto";
+  case SANDBOX_BACKEND_CGROUP_V2:
+    return "cgroup v2";
+  case SANDBOX_BACKEND_CGROUP_V1:
+    return "cgroup v1";
+  case SANDBOX_BACKEND_RLIMIT:
+    return "rlimit";
+  }
+  return "unknown";
+}
+
+void sandbox_limits_fill_defaults(struct sandbox_limits *l) {
+  if (l->timeout_ms == 0)
+    l->timeout_ms = SANDBOX_DEFAULT_TIMEOUT_MS;
+  if (l->cpu_time_ms == 0)
+    l->cpu_time_ms = l->timeout_ms;
+  if (l->memory_bytes == 0)
+    l->memory_bytes = SANDBOX_DEFAULT_MEMORY_BYTES;
+  if (l->output_bytes == 0)
+    l->output_bytes = SANDBOX_DEFAULT_OUTPUT_BYTES;
+  if (l->max_processes == 0)
+    l->max_processes = SANDBOX_DEFAULT_MAX_PROCESSES;
+  if (l->file_size_bytes == 0)
+    l->file_size_bytes = SANDBOX_DEFAULT_FILE_SIZE_BYTES;
+  if (l->open_files == 0)
+    l->open_files = SANDBOX_DEFAULT_OPEN_FILES;
+  if (l->tmp_bytes == 0)
+    l->tmp_bytes = SANDBOX_DEFAULT_TMP_BYTES;
+}
+
+static int read_cap_last_cap(void) {
+  char buf[16];
+  cleanup_close int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 63;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (n <= 0)
+    return 63;
+  buf[n] = '\0';
+  return atoi(buf);
+}
+
+int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbox_engine **out,
+                       struct sandbox_error *err) {
+  if (geteuid() != 0)
+    return sandbox_error_set(err, EPERM,
+                             "the sandbox engine needs root (namespaces, mounts, uid switch)");
+  cleanup_free struct sandbox_engine *e = calloc(1, sizeof *e);
+  if (e == NULL)
+    return sandbox_error_set(err, ENOMEM, "engine");
+  e->config = *config;
+  if (e->config.slots == 0)
+    e->config.slots = 1;
+  if (e->config.uid_base == 0)
+    e->config.uid_base = SANDBOX_DEFAULT_UID_BASE;
+  if (e->config.gid_base == 0)
+    e->config.gid_base = e->config.uid_base;
+  if (e->config.uid_base + e->config.slots > 65534 || e->config.gid_base + e->config.slots > 65534)
+    return sandbox_error_set(err, EINVAL, "uid/gid range %u+%u is out of bounds",
+                             (unsigned)e->config.uid_base, e->config.slots);
+  snprintf(e->state_dir, sizeof e->state_dir, "%s",
+           config->state_dir ? config->state_dir : "/var/lib/sandboxd");
+  e->config.state_dir = e->state_dir;
+  e->config.cgroup_parent = NULL; /* not kept: only used below */
+  e->cap_last_cap = read_cap_last_cap();
+
+  /* A write to a program that closed its stdin must fail with EPIPE, not
+   * kill the server: the engine ignores SIGPIPE for the process. */
+  signal(SIGPIPE, SIG_IGN);
+
+  if (rootfs_init(&e->rootfs, e->state_dir, e->config.uid_base, e->config.gid_base,
+                  e->config.slots, err) < 0)
+    return sandbox_error_wrap(err, "prepare sandbox filesystem");
+  if (seccomp_policy_compile(&e->seccomp, err) < 0) {
+    rootfs_destroy(&e->rootfs);
+    return sandbox_error_wrap(err, "compile seccomp policy");
+  }
+  if (cgroup_manager_init(&e->cgroups, config->backend, config->cgroup_parent, e->config.slots,
+                          err) < 0) {
+    seccomp_policy_free(&e->seccomp);
+    rootfs_destroy(&e->rootfs);
+    return -1;
+  }
+  struct sandbox_report *r = &e->report;
+  r->backend = e->cgroups.backend->kind;
+  r->backend_name = e->cgroups.backend->name;
+  snprintf(r->cgroup_path, sizeof r->cgroup_path, "%s", e->cgroups.engine_dir[0]);
+  r->seccomp = true;
+  r->namespaces = "pid,mount,net,ipc,uts,cgroup";
+  r->uid_base = e->config.uid_base;
+  r->slots = e->config.slots;
+  r->clone_into_cgroup = e->cgroups.clone_into_cgroup;
+  *out = steal_pointer(&e);
+  return 0;
+}
+
+void sandbox_engine_free(struct sandbox_engine *e) {
+  if (e == NULL)
+    return;
+  cgroup_manager_destroy(&e->cgroups);
+  seccomp_policy_free(&e->seccomp);
+  rootfs_destroy(&e->rootfs);
+  free(e);
+}
+
+const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *e) {
+  return &e->report;
+}
+
+void sandbox_result_free(struct sandbox_result *r) {
+  free(r->stdout_data);
+  free(r->stderr_data);
+  r->stdout_data = r->stderr_data = NULL;
+}
+
+/* The environment: a documented minimum, then what the spec lists (which
+ * wins for the same name). Nothing of the server's own environment. */
+static const char *const env_minimum[] = {
+    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8",
+    "PYTHONUNBUFFERED=1", "TMPDIR=/tmp", NULL};
+
+static const char **build_env(const char *const *extra, struct sandbox_error *err) {
+  size_t n_extra = 0;
+  for (; extra != NULL && extra[n_extra] != NULL; n_extra++) {
+    const char *eq = strchr(extra[n_extra], '=');
+    if (eq == NULL || eq == extra[n_extra]) {
+      sandbox_error_set(err, EINVAL, "environment entry without NAME=: '%.40s'", extra[n_extra]);
+      return NULL;
+    }
+  }
+  const char **env = calloc(n_extra + sizeof env_minimum / sizeof env_minimum[0], sizeof *env);
+  if (env == NULL) {
+    sandbox_error_set(err, ENOMEM, "environment");
+    return NULL;
+  }
+  size_t n = 0;
+  for (size_t i = 0; env_minimum[i] != NULL; i++) {
+    size_t klen = (size_t)(strchr(env_minimum[i], '=') - env_minimum[i]) + 1;
+    bool overridden = false;
+    for (size_t j = 0; j < n_extra && !overridden; j++)
+      overridden = strncmp(extra[j], env_minimum[i], klen) == 0;
+    if (!overridden)
+      env[n++] = env_minimum[i];
+  }
+  for (size_t j = 0; j < n_extra; j++)
+    env[n++] = extra[j];
+  env[n] = NULL;
+  return env;
+}
+
+static void set_rlimit(struct child_args *a, int resource, uint64_t soft, uint64_t hard) {
+  if (a->n_rlimits >= CHILD_MAX_RLIMITS)
+    return;
+  a->rlimits[a->n_rlimits].resource = resource;
+  a->rlimits[a->n_rlimits].limit.rlim_cur = soft;
+  a->rlimits[a->n_rlimits].limit.rlim_max = hard;
+  a->n_rlimits++;
+}
+
+static void fill_rlimits(const struct sandbox_engine *e, const struct sandbox_limits *l,
+                         struct child_args *a) {
+  uint64_t cpu_s = (l->cpu_time_ms + 999) / 1000;
+  set_rlimit(a, RLIMIT_CORE, 0, 0);
+  set_rlimit(a, RLIMIT_NOFILE, l->open_files, l->open_files);
+  set_rlimit(a, RLIMIT_FSIZE, l->file_size_bytes, l->file_size_bytes);
+  /* Counted per uid: each slot has its own uid, so this is per run. +1 for
+   * the namespace's init. */
+  set_rlimit(a, RLIMIT_NPROC, l->max_processes + 1, l->max_processes + 1);
+  set_rlimit(a, RLIMIT_STACK, 8u << 20, 8u << 20);
+  /* Per process backstop for the tree-wide CPU check: SIGXCPU, then SIGKILL. */
+  set_rlimit(a, RLIMIT_CPU, cpu_s + 1, cpu_s + 2);
+  if (e->cgroups.backend->kind == SANDBOX_BACKEND_RLIMIT)
+    set_rlimit(a, RLIMIT_AS, l->memory_bytes, l->memory_bytes);
+}
+
+static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *err) {
+  if (spec->argv == NULL || spec->argv[0] == NULL || spec->argv[0][0] != '/')
+    return sandbox_error_set(err, EINVAL, "argv[0] must be an absolute path");
+  if (spec->workspace_dir == NULL || spec->workspace_dir[0] != '/')
+    return sandbox_error_set(err, EINVAL, "workspace directory must be an absolute path");
+  struct stat st;
+  if (stat(spec->workspace_dir, &st) < 0)
+    return sandbox_error_set(err, errno, "workspace %s", spec->workspace_dir);
+  if (!S_ISDIR(st.st_mode))
+    return sandbox_error_set(err, ENOTDIR, "workspace %s", spec->workspace_dir);
+  if (spec->cwd != NULL && spec->cwd[0] != '/')
+    return sandbox_error_set(err, EINVAL, "cwd must be an absolute path inside the sandbox");
+  if (spec->n_mounts > SANDBOX_MAX_EXTRA_MOUNTS)
+    return sandbox_error_set(err, E2BIG, "at most %d extra mounts", SANDBOX_MAX_EXTRA_MOUNTS);
+  return 0;
+}
+
+struct run_pipes {
+  int fds[5][2]; /* stdin, stdout, stderr, report, sync: [0] read, [1] write */
+};
+
+static void pipes_close(struct run_pipes *p) {
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 2; j++)
+      if (p->fds[i][j] >= 0) {
+        close(p->fds[i][j]);
+        p->fds[i][j] = -1;
+      }
+}
+
+static int pipes_open(struct run_pipes *p, bool need_sync, struct sandbox_error *err) {
+  for (int i = 0; i < 5; i++)
+    p->fds[i][0] = p->fds[i][1] = -1;
+  for (int i = 0; i < 5; i++) {
+    if (i == 4 && !need_sync)
+      break;
+    if (pipe2(p->fds[i], O_CLOEXEC) < 0) {
+      int e = errno;
+      pipes_close(p);
+      return sandbox_error_set(err, e, "pipe");
+    }
+  }
+  /* The parent's ends never block the supervisor. */
+  int parent_ends[4] = {p->fds[0][1], p->fds[1][0], p->fds[2][0], p->fds[3][0]};
+  for (int i = 0; i < 4; i++)
+    fcntl(parent_ends[i], F_SETFL, O_NONBLOCK);
+  return 0;
+}
+
+static void classify(const struct supervise *s, const struct cgroup_run_stats *st,
+                     const struct sandbox_limits *l, struct sandbox_result *r) {
+  r->exit_code = -1;
+  r->signal = 0;
+  if (s->have_exit) {
+    if (WIFEXITED(s->exit_status))
+      r->exit_code = WEXITSTATUS(s->exit_status);
+    else if (WIFSIGNALED(s->exit_status))
+      r->signal = WTERMSIG(s->exit_status);
+  } else {
+    r->signal = SIGKILL; /* the namespace was killed before the program ended */
+  }
+  /* Precedence (docs/ENGINE.md): what the supervisor acted on first, then an
+   * OOM kill in the run's cgroup, then a signal, then a normal exit. */
+  if (s->cause == SUPERVISE_CAUSE_WALL_TIMEOUT || s->cause == SUPERVISE_CAUSE_CPU_TIMEOUT)
+    r->killed_by = SANDBOX_KILLED_BY_TIMEOUT;
+  else if (s->cause == SUPERVISE_CAUSE_OUTPUT_LIMIT)
+    r->killed_by = SANDBOX_KILLED_BY_OUTPUT_LIMIT;
+  else if (st->oom_killed)
+    r->killed_by = SANDBOX_KILLED_BY_MEMORY;
+  else if (r->signal == SIGXCPU ||
+           (r->signal == SIGKILL && r->cpu_time_us / 1000 >= l->cpu_time_ms))
+    r->killed_by = SANDBOX_KILLED_BY_TIMEOUT; /* RLIMIT_CPU of one process */
+  else if (r->signal != 0)
+    r->killed_by = SANDBOX_KILLED_BY_SIGNAL;
+  else
+    r->killed_by = SANDBOX_KILLED_BY_NONE;
+}
+
+static pid_t spawn(struct sandbox_engine *e, unsigned slot, const struct child_args *args,
+                   int *pidfd, struct sandbox_error *err) {
+  int cgroup_fd = e->cgroups.backend->clone_fd(&e->cgroups, slot);
+  struct clone_args ca;
+  memset(&ca, 0, sizeof ca);
+  ca.flags = NS_FLAGS | CLONE_PIDFD;
+  ca.pidfd = (uint64_t)(uintptr_t)pidfd;
+  ca.exit_signal = SIGCHLD;
+  if (cgroup_fd >= 0) {
+    ca.flags |= CLONE_INTO_CGROUP;
+    ca.cgroup = (uint64_t)cgroup_fd;
+  }
+  /* Fork-like clone3: the child continues here on a copy of this stack. */
+  long pid = syscall(SYS_clone3, &ca, sizeof ca);
+  if (pid == 0)
+    child_main(args);
+  if (pid < 0)
+    return sandbox_error_set(err, errno, "clone3");
+  return (pid_t)pid;
+}
+
+static int describe_setup_error(const struct supervise *s, const struct rootfs_plan *plan,
+                                struct sandbox_error *err) {
+  char what[512];
+  int stage = s->setup_error.stage;
+  if (stage >= CHILD_STAGE_OPS)
+    rootfs_describe_op(plan, (size_t)(stage - CHILD_STAGE_OPS), what, sizeof what);
+  else
+    snprintf(what, sizeof what, "%s", child_stage_name(stage));
+  return sandbox_error_set(err, s->setup_error.errnum, "sandbox setup failed at %s", what);
+}
+
+int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
+                struct sandbox_result *result, struct sandbox_error *err) {
+  memset(result, 0, sizeof *result);
+  if (slot >= e->config.slots)
+    return sandbox_error_set(err, EINVAL, "slot %u out of range (%u slots)", slot,
+                             e->config.slots);
+  if (validate_spec(spec, err) < 0)
+    return -1;
+  struct sandbox_limits limits = spec->limits;
+  sandbox_limits_fill_defaults(&limits);
+
+  struct rootfs_plan plan;
+  if (rootfs_plan_build(&e->rootfs, spec, &limits, &plan, err) < 0)
+    return -1;
+  cleanup_free const char **env = build_env(spec->env, err);
+  if (env == NULL) {
+    rootfs_plan_free(&plan);
+    return -1;
+  }
+  const struct cgroup_backend *cg = e->cgroups.backend;
+  bool need_sync = cg->clone_fd(&e->cgroups, slot) < 0 && cg->kind != SANDBOX_BACKEND_RLIMIT;
+  struct run_pipes p;
+  int ret = -1;
+  int pidfd = -1;
+  pid_t pid = -1;
+  struct supervise sv;
+  memset(&sv, 0, sizeof sv);
+  sv.stdin_fd = sv.stdout_fd = sv.stderr_fd = sv.report_fd = -1;
+  struct cgroup_run_stats stats;
+  memset(&stats, 0, sizeof stats);
+
+  if (pipes_open(&p, need_sync, err) < 0) {
+    rootfs_plan_free(&plan);
+    return -1;
+  }
+  if (cg->prepare(&e->cgroups, slot, &limits, err) < 0) {
+    sandbox_error_wrap(err, "%s slot %u", cg->name, slot);
+    goto finish;
+  }
+  /* Prepare may have created the per-run cgroup: the clone fd is known now. */
+  need_sync = cg->clone_fd(&e->cgroups, slot) < 0 && cg->kind != SANDBOX_BACKEND_RLIMIT;
+  struct child_args args = {
+      .ops = plan.ops,
+      .n_ops = plan.n_ops,
+      .root = e->rootfs.root,
+      .cwd = spec->cwd ? spec->cwd : "/workspace",
+      .hostname = "sandbox",
+      .argv = spec->argv,
+      .envp = env,
+      .uid = e->config.uid_base + slot,
+      .gid = e->config.gid_base + slot,
+      .cap_last_cap = e->cap_last_cap,
+      .stdin_fd = p.fds[0][0],
+      .stdout_fd = p.fds[1][1],
+      .stderr_fd = p.fds[2][1],
+      .report_fd = p.fds[3][1],
+      .sync_fd = need_sync ? p.fds[4][0] : -1,
+      .seccomp = &e->seccomp,
+  };
+  fill_rlimits(e, &limits, &args);
+
+  clock_gettime(CLOCK_MONOTONIC, &sv.start);
+  pid = spawn(e, slot, &args, &pidfd, err);
+  if (pid < 0)
+    goto finish;
+  /* The child's ends belong to it now. */
+  int child_ends[5][2] = {{0, 0}, {1, 1}, {2, 1}, {3, 1}, {4, 0}};
+  for (int i = 0; i < 5; i++) {
+    int *fd = &p.fds[child_ends[i][0]][child_ends[i][1]];
+    if (*fd >= 0) {
+      close(*fd);
+      *fd = -1;
+    }
+  }
+  if (need_sync) {
+    if (cg->attach(&e->cgroups, slot, pid, err) < 0) {
+      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+      sandbox_error_wrap(err, "place the run in its cgroup");
+      goto reap;
+    }
+    if (write(p.fds[4][1], "g", 1) != 1) {
+      sandbox_error_set(err, errno, "release the sandbox child");
+      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+      goto reap;
+    }
+    close(p.fds[4][1]);
+    p.fds[4][1] = -1;
+  }
+
+  sv.stdin_fd = p.fds[0][1];
+  sv.stdout_fd = p.fds[1][0];
+  sv.stderr_fd = p.fds[2][0];
+  sv.report_fd = p.fds[3][0];
+  p.fds[0][1] = p.fds[1][0] = p.fds[2][0] = p.fds[3][0] = -1; /* owned by sv now */
+  sv.pidfd = pidfd;
+  sv.stdin_data = spec->stdin_data;
+  sv.stdin_len = spec->stdin_len;
+  sv.output_limit = limits.output_bytes;
+  sv.timeout_ms = limits.timeout_ms;
+  sv.cpu_limit_ms = limits.cpu_time_ms;
+  sv.cgroups = &e->cgroups;
+  sv.slot = slot;
+  if (supervise_run(&sv, err) == 0)
+    ret = 0;
+
+reap:;
+  siginfo_t info;
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
+  while (syscall(SYS_waitid, P_PIDFD, pidfd, &info, WEXITED | __WALL, &ru) < 0 &&
+         errno == EINTR)
+    ;
+  result->wall_time_us = supervise_elapsed_us(&sv.start);
+
+finish:;
+  struct sandbox_error finish_err = {0};
+  if (cg->finish(&e->cgroups, slot, &stats, &finish_err) < 0 && ret == 0) {
+    /* Figures are still valid; the leftover was killed. Report it loudly. */
+    fprintf(stderr, "sandbox: slot %u: %s\n", slot, finish_err.msg);
+  }
+  if (ret == 0 && sv.have_setup_error) {
+    describe_setup_error(&sv, &plan, err);
+    ret = -1;
+  } else if (ret == 0 && !sv.have_exit && sv.cause == SUPERVISE_CAUSE_NONE && !stats.oom_killed) {
+    /* init died without a word and nobody killed it. */
+    sandbox_error_set(err, 0, "the sandbox's init ended without reporting the program's status");
+    ret = -1;
+  }
+  if (ret == 0) {
+    result->backend = cg->kind;
+    result->memory_per_process = cg->kind == SANDBOX_BACKEND_RLIMIT;
+    result->limits = limits;
+    if (stats.have_cpu)
+      result->cpu_time_us = stats.cpu_ns / 1000;
+    else
+      result->cpu_time_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+                            (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    result->peak_memory_bytes = stats.have_peak ? stats.peak_bytes : (uint64_t)ru.ru_maxrss * 1024;
+    classify(&sv, &stats, &limits, result);
+    result->stdout_data = steal_pointer(&sv.out.data);
+    result->stdout_len = sv.out.len;
+    result->stdout_truncated = sv.out.truncated;
+    result->stderr_data = steal_pointer(&sv.err.data);
+    result->stderr_len = sv.err.len;
+    result->stderr_truncated = sv.err.truncated;
+  }
+
+  free(sv.out.data);
+  free(sv.err.data);
+  int sv_fds[4] = {sv.stdin_fd, sv.stdout_fd, sv.stderr_fd, sv.report_fd};
+  for (int i = 0; i < 4; i++)
+    if (sv_fds[i] >= 0)
+      close(sv_fds[i]);
+  if (pidfd >= 0)
+    close(pidfd);
+  pipes_close(&p);
+  rootfs_plan_free(&plan);
+  return ret;
+}

@@ -1,0 +1,430 @@
+/* rootfs.c: plans the sandbox's filesystem.
+ *
+ * The root of every run is a small tmpfs built from bind mounts of the host's
+ * interpreter directories (read-only, nosuid, nodev), a synthesized /etc, a
+ * fresh /proc, a minimal /dev, a size-limited /tmp and the workspace. Nothing
+ * is copied per run. Runs with privileges: the paths here come from the
+ * engine's configuration and the spec, which the caller validated; extra
+ * mount targets are checked again here. */
+#include "rootfs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+static int mkdir_p(const char *path, mode_t mode, struct sandbox_error *err) {
+  char buf[4096];
+  if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf)
+    return sandbox_error_set(err, ENAMETOOLONG, "mkdir %s", path);
+  for (char *p = buf + 1; *p != '\0'; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, mode) < 0 && errno != EEXIST)
+      return sandbox_error_set(err, errno, "mkdir %s", buf);
+    *p = '/';
+  }
+  if (mkdir(buf, mode) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s", buf);
+  return 0;
+}
+
+static int write_file(const char *dir, const char *name, const char *data, size_t len,
+                      struct sandbox_error *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "create %s", path);
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, data + off, len - off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return sandbox_error_set(err, errno, "write %s", path);
+    }
+    off += (size_t)n;
+  }
+  return 0;
+}
+
+/* Copies a host file (following symlinks, e.g. /etc/localtime) if it exists. */
+static int copy_host_file(const char *src, const char *dir, const char *name,
+                          struct sandbox_error *err) {
+  cleanup_close int fd = open(src, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : sandbox_error_set(err, errno, "open %s", src);
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return sandbox_error_set(err, errno, "stat %s", src);
+  if (!S_ISREG(st.st_mode) || st.st_size > (16 << 20))
+    return sandbox_error_set(err, EINVAL, "%s is not a small regular file", src);
+  cleanup_free char *buf = malloc((size_t)st.st_size + 1);
+  if (buf == NULL)
+    return sandbox_error_set(err, ENOMEM, "copy %s", src);
+  size_t off = 0;
+  while (off < (size_t)st.st_size) {
+    ssize_t n = read(fd, buf + off, (size_t)st.st_size - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    off += (size_t)n;
+  }
+  return write_file(dir, name, buf, off, err);
+}
+
+/* Removes etc.<pid> directories of engines that are gone. */
+static void remove_stale_etc(const char *state_dir) {
+  DIR *d = opendir(state_dir);
+  if (d == NULL)
+    return;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, "etc.", 4) != 0)
+      continue;
+    char *end;
+    long pid = strtol(de->d_name + 4, &end, 10);
+    if (*end != '\0' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+      continue;
+    int dfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+      continue;
+    DIR *sub = fdopendir(dfd);
+    if (sub == NULL) {
+      close(dfd);
+      continue;
+    }
+    struct dirent *f;
+    while ((f = readdir(sub)) != NULL)
+      if (f->d_name[0] != '.')
+        unlinkat(dfd, f->d_name, 0);
+    closedir(sub);
+    unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+  }
+  closedir(d);
+}
+
+static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, unsigned slots,
+                     struct sandbox_error *err) {
+  size_t cap = 256 + (size_t)slots * 96;
+  cleanup_free char *passwd = malloc(cap);
+  cleanup_free char *group = malloc(cap);
+  if (passwd == NULL || group == NULL)
+    return sandbox_error_set(err, ENOMEM, "/etc/passwd");
+  size_t p = (size_t)snprintf(passwd, cap, "root:x:0:0:root:/root:/usr/sbin/nologin\n");
+  size_t g = (size_t)snprintf(group, cap, "root:x:0:\n");
+  for (unsigned i = 0; i < slots; i++) {
+    p += (size_t)snprintf(passwd + p, cap - p, "sandbox:x:%u:%u:sandbox:/workspace:/usr/sbin/nologin\n",
+                          (unsigned)(uid_base + i), (unsigned)(gid_base + i));
+    g += (size_t)snprintf(group + g, cap - g, "sandbox:x:%u:\n", (unsigned)(gid_base + i));
+  }
+  p += (size_t)snprintf(passwd + p, cap - p, "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+  g += (size_t)snprintf(group + g, cap - g, "nogroup:x:65534:\n");
+  static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  static const char nss[] = "passwd: files\ngroup: files\nhosts: files\n";
+  static const char hostname[] = "sandbox\n";
+  if (write_file(fs->etc, "passwd", passwd, p, err) < 0 ||
+      write_file(fs->etc, "group", group, g, err) < 0 ||
+      write_file(fs->etc, "hosts", hosts, sizeof hosts - 1, err) < 0 ||
+      write_file(fs->etc, "nsswitch.conf", nss, sizeof nss - 1, err) < 0 ||
+      write_file(fs->etc, "hostname", hostname, sizeof hostname - 1, err) < 0)
+    return -1;
+  /* What the interpreter needs from the host's /etc, and nothing else: never
+   * shadow, ssh keys, or the server's configuration. */
+  if (copy_host_file("/etc/ld.so.cache", fs->etc, "ld.so.cache", err) < 0 ||
+      copy_host_file("/etc/localtime", fs->etc, "localtime", err) < 0 ||
+      copy_host_file("/etc/mime.types", fs->etc, "mime.types", err) < 0)
+    return -1;
+  return 0;
+}
+
+/* Reads the host's top level: /usr is bound; /bin, /sbin, /lib* are bound
+ * when they are directories and recreated when they are merged-/usr links. */
+static int read_host_layout(struct rootfs *fs, struct sandbox_error *err) {
+  static const char *const names[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/%s", names[i]);
+    struct stat st;
+    if (lstat(path, &st) < 0)
+      continue;
+    if (fs->n_top >= ROOTFS_MAX_TOP)
+      break;
+    typeof(fs->top[0]) *t = &fs->top[fs->n_top];
+    snprintf(t->name, sizeof t->name, "%s", names[i]);
+    if (S_ISLNK(st.st_mode)) {
+      ssize_t n = readlink(path, t->target, sizeof t->target - 1);
+      if (n <= 0)
+        return sandbox_error_set(err, errno, "readlink %s", path);
+      t->target[n] = '\0';
+      t->is_link = true;
+    } else if (S_ISDIR(st.st_mode)) {
+      t->is_link = false;
+    } else {
+      continue;
+    }
+    fs->n_top++;
+  }
+  if (fs->n_top == 0 || strcmp(fs->top[0].name, "usr") != 0 || fs->top[0].is_link)
+    return sandbox_error_set(err, ENOENT, "the host has no /usr directory");
+  return 0;
+}
+
+int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t gid_base,
+                unsigned slots, struct sandbox_error *err) {
+  memset(fs, 0, sizeof *fs);
+  if (state_dir[0] != '/')
+    return sandbox_error_set(err, EINVAL, "state directory %s is not absolute", state_dir);
+  if (mkdir_p(state_dir, 0755, err) < 0)
+    return -1;
+  if ((size_t)snprintf(fs->root, sizeof fs->root, "%s/root", state_dir) >= sizeof fs->root ||
+      (size_t)snprintf(fs->etc, sizeof fs->etc, "%s/etc.%d", state_dir, (int)getpid()) >=
+          sizeof fs->etc)
+    return sandbox_error_set(err, ENAMETOOLONG, "state directory %s", state_dir);
+  if (mkdir(fs->root, 0755) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s", fs->root);
+  remove_stale_etc(state_dir);
+  if (mkdir(fs->etc, 0755) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s", fs->etc);
+  if (write_etc(fs, uid_base, gid_base, slots, err) < 0)
+    return -1;
+  return read_host_layout(fs, err);
+}
+
+void rootfs_destroy(const struct rootfs *fs) {
+  DIR *d = opendir(fs->etc);
+  if (d == NULL)
+    return;
+  struct dirent *f;
+  while ((f = readdir(d)) != NULL)
+    if (f->d_name[0] != '.')
+      unlinkat(dirfd(d), f->d_name, 0);
+  closedir(d);
+  rmdir(fs->etc);
+}
+
+static int plan_grow(struct rootfs_plan *plan) {
+  if (plan->n_ops == plan->cap_ops) {
+    size_t cap = plan->cap_ops ? plan->cap_ops * 2 : 64;
+    struct child_op *ops = realloc(plan->ops, cap * sizeof *ops);
+    if (ops == NULL)
+      return -1;
+    plan->ops = ops;
+    plan->cap_ops = cap;
+  }
+  return 0;
+}
+
+/* Formats and keeps a string owned by the plan; NULL on failure. */
+__attribute__((format(printf, 2, 3))) static const char *plan_str(struct rootfs_plan *plan,
+                                                                  const char *fmt, ...) {
+  if (plan->n_strings == plan->cap_strings) {
+    size_t cap = plan->cap_strings ? plan->cap_strings * 2 : 64;
+    char **s = realloc(plan->strings, cap * sizeof *s);
+    if (s == NULL)
+      return NULL;
+    plan->strings = s;
+    plan->cap_strings = cap;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  char *str = NULL;
+  int n = vasprintf(&str, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return NULL;
+  plan->strings[plan->n_strings++] = str;
+  return str;
+}
+
+static int plan_add(struct rootfs_plan *plan, struct child_op op) {
+  if (op.path == NULL || plan_grow(plan) < 0)
+    return -1;
+  plan->ops[plan->n_ops++] = op;
+  return 0;
+}
+
+#define ROOT_PATH(rel) plan_str(plan, "%s%s", fs->root, rel)
+#define RO_FLAGS (MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
+  static const char *const reserved[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                         "/libx32", "/etc", "/proc", "/dev", "/tmp",
+                                         "/workspace"};
+  size_t len = strlen(t);
+  if (t[0] != '/' || len < 2 || len > 255 || t[len - 1] == '/' || strstr(t, "//") != NULL ||
+      strstr(t, "/./") != NULL || strstr(t, "/../") != NULL ||
+      (len >= 2 && strcmp(t + len - 2, "/.") == 0) || (len >= 3 && strcmp(t + len - 3, "/..") == 0))
+    return sandbox_error_set(err, EINVAL, "mount target '%s' is not a normalized absolute path",
+                             t);
+  for (const char *c = t; *c != '\0'; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f)
+      return sandbox_error_set(err, EINVAL, "mount target has a control character");
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+    size_t rl = strlen(reserved[i]);
+    if (strncmp(t, reserved[i], rl) == 0 && (t[rl] == '\0' || t[rl] == '/'))
+      return sandbox_error_set(err, EINVAL, "mount target '%s' is a system directory", t);
+  }
+  return 0;
+}
+
+static int plan_mkdir_p(const struct rootfs *fs, struct rootfs_plan *plan, const char *target) {
+  /* target was checked: absolute and normalized. */
+  const char *p = target;
+  while ((p = strchr(p + 1, '/')) != NULL) {
+    int n = (int)(p - target);
+    if (plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR,
+                                         .path = plan_str(plan, "%s%.*s", fs->root, n, target),
+                                         .mode = 0755}) < 0)
+      return -1;
+  }
+  return plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH(target),
+                                          .mode = 0755});
+}
+
+int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
+                      const struct sandbox_limits *limits, struct rootfs_plan *plan,
+                      struct sandbox_error *err) {
+  memset(plan, 0, sizeof *plan);
+  int rc = 0;
+  /* The root: a tiny tmpfs, made read-only once everything is in place. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
+                                         .path = fs->root, .fstype = "tmpfs",
+                                         .flags = MS_NOSUID | MS_NODEV,
+                                         .data = "size=1m,nr_inodes=4096,mode=0755"});
+  for (size_t i = 0; i < fs->n_top; i++) {
+    const char *rel = plan_str(plan, "/%s", fs->top[i].name);
+    if (rel == NULL)
+      rc = -1;
+    else if (fs->top[i].is_link)
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = fs->top[i].target,
+                                             .path = ROOT_PATH(rel)});
+    else {
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH(rel),
+                                             .mode = 0755});
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = rel,
+                                             .path = ROOT_PATH(rel), .flags = RO_FLAGS});
+    }
+  }
+  /* /etc: the synthesized one. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/etc"),
+                                         .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = fs->etc,
+                                         .path = ROOT_PATH("/etc"), .flags = RO_FLAGS});
+  /* /proc for the new PID namespace, with the kernel's knobs read-only. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/proc"),
+                                         .mode = 0555});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "proc",
+                                         .path = ROOT_PATH("/proc"), .fstype = "proc",
+                                         .flags = MS_NOSUID | MS_NODEV | MS_NOEXEC});
+  static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+                                        "/proc/bus"};
+  for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
+    char host[64];
+    snprintf(host, sizeof host, "%s", proc_ro[i]);
+    if (access(host, F_OK) < 0)
+      continue;
+    const char *p = ROOT_PATH(proc_ro[i]);
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = p, .path = p,
+                                           .flags = RO_FLAGS | MS_NOEXEC});
+  }
+  /* /dev: five harmless character devices, stdio links and a /dev/shm. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/dev"),
+                                         .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
+                                         .path = ROOT_PATH("/dev"), .fstype = "tmpfs",
+                                         .flags = MS_NOSUID | MS_NOEXEC,
+                                         .data = "size=64k,nr_inodes=64,mode=0755"});
+  static const struct {
+    const char *name;
+    unsigned minor;
+  } devs[] = {{"/dev/null", 3}, {"/dev/zero", 5}, {"/dev/full", 7}, {"/dev/random", 8},
+              {"/dev/urandom", 9}};
+  for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKNOD, .path = ROOT_PATH(devs[i].name),
+                                           .mode = S_IFCHR | 0666,
+                                           .dev = makedev(1, devs[i].minor)});
+  static const struct {
+    const char *name, *target;
+  } links[] = {{"/dev/fd", "/proc/self/fd"},
+               {"/dev/stdin", "/proc/self/fd/0"},
+               {"/dev/stdout", "/proc/self/fd/1"},
+               {"/dev/stderr", "/proc/self/fd/2"}};
+  for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = links[i].target,
+                                           .path = ROOT_PATH(links[i].name)});
+  const char *tmpfs_data = plan_str(plan, "size=%" PRIu64 ",nr_inodes=65536,mode=1777",
+                                    limits->tmp_bytes);
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/dev/shm"),
+                                         .mode = 01777});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
+                                         .path = ROOT_PATH("/dev/shm"), .fstype = "tmpfs",
+                                         .flags = MS_NOSUID | MS_NODEV, .data = tmpfs_data});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_REMOUNT, .path = ROOT_PATH("/dev"),
+                                         .flags = MS_RDONLY | MS_NOSUID | MS_NOEXEC});
+  /* /tmp: per run, size-limited, charged to the run's memory cgroup. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/tmp"),
+                                         .mode = 01777});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
+                                         .path = ROOT_PATH("/tmp"), .fstype = "tmpfs",
+                                         .flags = MS_NOSUID | MS_NODEV, .data = tmpfs_data});
+  /* The workspace, read-write. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR,
+                                         .path = ROOT_PATH("/workspace"), .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = spec->workspace_dir,
+                                         .path = ROOT_PATH("/workspace"),
+                                         .flags = MS_NOSUID | MS_NODEV});
+  for (size_t i = 0; i < spec->n_mounts; i++) {
+    const struct sandbox_mount *m = &spec->mounts[i];
+    if (rootfs_check_mount_target(m->target, err) < 0) {
+      rootfs_plan_free(plan);
+      return -1;
+    }
+    if (m->source == NULL || m->source[0] != '/') {
+      rootfs_plan_free(plan);
+      return sandbox_error_set(err, EINVAL, "mount source for %s is not absolute", m->target);
+    }
+    rc |= plan_mkdir_p(fs, plan, m->target);
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = m->source,
+                                           .path = ROOT_PATH(m->target), .flags = RO_FLAGS});
+  }
+  if (rc != 0) {
+    rootfs_plan_free(plan);
+    return sandbox_error_set(err, ENOMEM, "mount plan");
+  }
+  return 0;
+}
+
+void rootfs_plan_free(struct rootfs_plan *plan) {
+  for (size_t i = 0; i < plan->n_strings; i++)
+    free(plan->strings[i]);
+  free(plan->strings);
+  free(plan->ops);
+  memset(plan, 0, sizeof *plan);
+}
+
+void rootfs_describe_op(const struct rootfs_plan *plan, size_t i, char *buf, size_t size) {
+  if (i >= plan->n_ops) {
+    snprintf(buf, size, "mount step %zu", i);
+    return;
+  }
+  static const char *const verbs[] = {"mkdir", "symlink", "mount", "bind mount", "mknod",
+                                      "remount"};
+  const struct child_op *op = &plan->ops[i];
+  snprintf(buf, size, "%s %s%s%s", verbs[op->kind], op->source ? op->source : "",
+           op->source ? " -> " : "", op->path);
+}

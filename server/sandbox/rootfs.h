@@ -1,0 +1,54 @@
+/* rootfs.h: the sandbox's filesystem, planned in the parent.
+ *
+ * At engine start: the synthesized /etc is written under the state directory
+ * and the host's top-level layout (/usr, and /bin, /lib... as directories or
+ * merged-/usr symlinks) is read once. Per run: the list of mount operations
+ * the child carries out, all strings built before the clone. */
+#ifndef SANDBOX_ROOTFS_H
+#define SANDBOX_ROOTFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "child.h"
+#include "sandbox.h"
+
+#define ROOTFS_MAX_TOP 8
+
+struct rootfs {
+  char root[4096]; /* <state>/root: mount point of each run's root tmpfs */
+  char etc[4096];  /* <state>/etc: the synthesized /etc, bound read-only */
+  struct {
+    char name[16];
+    bool is_link;
+    char target[256];
+  } top[ROOTFS_MAX_TOP];
+  size_t n_top;
+};
+
+/* A run's operations and the strings they point to. */
+struct rootfs_plan {
+  struct child_op *ops;
+  size_t n_ops, cap_ops;
+  char **strings;
+  size_t n_strings, cap_strings;
+};
+
+int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t gid_base,
+                unsigned slots, struct sandbox_error *err);
+/* Removes this engine's synthesized /etc. */
+void rootfs_destroy(const struct rootfs *fs);
+int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
+                      const struct sandbox_limits *limits, struct rootfs_plan *plan,
+                      struct sandbox_error *err);
+void rootfs_plan_free(struct rootfs_plan *plan);
+
+/* Checks a path inside the sandbox for an extra mount: absolute, normalized
+ * (no "." or ".." parts, no "//"), and not on or under a system directory. */
+int rootfs_check_mount_target(const char *target, struct sandbox_error *err);
+
+/* Human description of plan operation i, for setup errors. */
+void rootfs_describe_op(const struct rootfs_plan *plan, size_t i, char *buf, size_t size);
+
+#endif

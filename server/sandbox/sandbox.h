@@ -1,0 +1,141 @@
+/* sandbox.h: the isolation engine's public interface.
+ *
+ * Plain C structs in (a spec) and out (a result). The engine knows nothing of
+ * nng or protobuf. One engine per process, created before any thread is
+ * started; sandbox_run() may then be called from several threads at once as
+ * long as each call uses a different slot (a slot owns a uid, a cgroup and a
+ * mount point for its lifetime; a run borrows them).
+ *
+ * Result vocabulary (documented once, used everywhere): see docs/ENGINE.md.
+ */
+#ifndef SANDBOX_SANDBOX_H
+#define SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox_error.h"
+
+#define SANDBOX_DEFAULT_TIMEOUT_MS 5000
+#define SANDBOX_DEFAULT_MEMORY_BYTES (128ULL << 20)
+#define SANDBOX_DEFAULT_OUTPUT_BYTES (64ULL << 10)
+#define SANDBOX_DEFAULT_MAX_PROCESSES 64
+#define SANDBOX_DEFAULT_FILE_SIZE_BYTES (64ULL << 20)
+#define SANDBOX_DEFAULT_OPEN_FILES 256
+#define SANDBOX_DEFAULT_TMP_BYTES (64ULL << 20)
+#define SANDBOX_DEFAULT_UID_BASE 60000
+#define SANDBOX_MAX_EXTRA_MOUNTS 16
+
+enum sandbox_killed_by {
+  SANDBOX_KILLED_BY_NONE = 0,
+  SANDBOX_KILLED_BY_TIMEOUT = 1,
+  SANDBOX_KILLED_BY_MEMORY = 2,
+  SANDBOX_KILLED_BY_OUTPUT_LIMIT = 3,
+  SANDBOX_KILLED_BY_SIGNAL = 4,
+};
+
+enum sandbox_backend {
+  SANDBOX_BACKEND_AUTO = 0, /* only as a request: pick the best available */
+  SANDBOX_BACKEND_CGROUP_V2,
+  SANDBOX_BACKEND_CGROUP_V1,
+  SANDBOX_BACKEND_RLIMIT,
+};
+
+struct sandbox_limits {
+  uint64_t timeout_ms;       /* wall clock; 0 = default */
+  uint64_t cpu_time_ms;      /* whole tree; 0 = same as timeout_ms */
+  uint64_t memory_bytes;     /* whole tree (cgroup) or per process (rlimit) */
+  uint64_t output_bytes;     /* per stream: stdout and stderr each */
+  uint64_t max_processes;    /* pids.max and RLIMIT_NPROC */
+  uint64_t file_size_bytes;  /* RLIMIT_FSIZE */
+  uint64_t open_files;       /* RLIMIT_NOFILE */
+  uint64_t tmp_bytes;        /* size of the /tmp and /dev/shm tmpfs each */
+};
+
+struct sandbox_mount {
+  const char *source; /* host path, absolute */
+  const char *target; /* path inside the sandbox, absolute, no "..", not "/" */
+};
+
+struct sandbox_spec {
+  const char *const *argv; /* NULL-terminated; argv[0] is an absolute path */
+  const char *const *env;  /* NULL-terminated "K=V" added to the minimum */
+  const char *workspace_dir; /* host directory, mounted read-write at /workspace */
+  const char *cwd;           /* inside the sandbox; NULL = /workspace */
+  const uint8_t *stdin_data;
+  size_t stdin_len;
+  const struct sandbox_mount *mounts; /* extra read-only binds */
+  size_t n_mounts;
+  struct sandbox_limits limits; /* zeros take the defaults */
+};
+
+struct sandbox_result {
+  enum sandbox_killed_by killed_by;
+  int exit_code;  /* valid when the program exited (signal == 0) */
+  int signal;     /* terminating signal, 0 if it exited */
+  uint8_t *stdout_data;
+  size_t stdout_len;
+  bool stdout_truncated;
+  uint8_t *stderr_data;
+  size_t stderr_len;
+  bool stderr_truncated;
+  uint64_t wall_time_us;
+  uint64_t cpu_time_us;       /* whole process tree */
+  uint64_t peak_memory_bytes; /* whole tree (cgroup) or largest process (rlimit) */
+  enum sandbox_backend backend;
+  bool memory_per_process; /* rlimit backend: memory is limited per process */
+  struct sandbox_limits limits; /* the limits in force, defaults filled in */
+};
+
+struct sandbox_engine_config {
+  const char *state_dir;      /* default /var/lib/sandboxd */
+  const char *cgroup_parent;  /* absolute cgroup path to work under; NULL = own */
+  enum sandbox_backend backend; /* AUTO picks v2, then v1, then rlimit */
+  unsigned slots;             /* number of concurrent runs; default 1 */
+  uid_t uid_base;             /* slot i runs as uid_base + i; default 60000 */
+  gid_t gid_base;             /* slot i runs as gid_base + i; default uid_base */
+};
+
+/* What the engine isolates with, for GetInfo and logs. */
+struct sandbox_report {
+  enum sandbox_backend backend;
+  const char *backend_name;   /* "cgroup v2", "cgroup v1", "rlimit" */
+  char cgroup_path[512];      /* where the slot cgroups live ("" for rlimit) */
+  bool seccomp;
+  const char *namespaces;     /* "pid,mount,net,ipc,uts,cgroup" */
+  uid_t uid_base;
+  unsigned slots;
+  bool clone_into_cgroup;
+};
+
+struct sandbox_engine;
+
+/* Creates the engine: checks privileges, picks and prepares the cgroup backend,
+ * compiles the seccomp policy, writes the sandbox's /etc under state_dir and
+ * removes slot cgroups left by a crashed earlier engine. Call before starting
+ * threads. */
+int sandbox_engine_new(const struct sandbox_engine_config *config,
+                       struct sandbox_engine **out, struct sandbox_error *err);
+void sandbox_engine_free(struct sandbox_engine *engine);
+const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *engine);
+
+/* Runs spec in slot (0 <= slot < slots). Returns 0 when the run happened (how
+ * it ended is in result), or a negative value with err filled when the
+ * sandbox could not be set up (the code never ran with less isolation). */
+int sandbox_run(struct sandbox_engine *engine, unsigned slot, const struct sandbox_spec *spec,
+                struct sandbox_result *result, struct sandbox_error *err);
+void sandbox_result_free(struct sandbox_result *result);
+
+/* Removes name (relative to parent_fd) and everything below it, without
+ * following symlinks, whatever the depth. For trees a finished sandbox wrote. */
+int sandbox_remove_tree(int parent_fd, const char *name);
+
+/* Fills zero fields with the engine defaults. */
+void sandbox_limits_fill_defaults(struct sandbox_limits *limits);
+
+const char *sandbox_killed_by_name(enum sandbox_killed_by killed_by); /* "none", "timeout", ... */
+const char *sandbox_backend_name(enum sandbox_backend backend);
+
+#endif

@@ -1,0 +1,221 @@
+/* seccomp_policy.c: the sandbox's system call policy, in one place.
+ *
+ * The policy is a deny list on top of "allow": Python, its standard library,
+ * C extensions and subprocess must keep working, while every system call that
+ * reaches the network, another namespace, the kernel's attack surface or the
+ * host's clock is refused with an errno (never a kill, so programs see a clean
+ * OSError). It is compiled to classic BPF once, in the parent, because the
+ * child of a threaded process may not call libseccomp (it allocates); the
+ * child only hands the finished program to the kernel.
+ */
+#include "seccomp_policy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+/* Syscalls denied with EPERM, whatever their arguments. */
+static const struct {
+  const char *name;
+  const char *why;
+} denied[] = {
+    {"ptrace", "inspect or control other processes"},
+    {"process_vm_readv", "read another process's memory"},
+    {"process_vm_writev", "write another process's memory"},
+    {"mount", "change the mount table"},
+    {"umount2", "change the mount table"},
+    {"pivot_root", "change the root"},
+    {"move_mount", "new mount API"},
+    {"open_tree", "new mount API"},
+    {"fsopen", "new mount API"},
+    {"fsconfig", "new mount API"},
+    {"fsmount", "new mount API"},
+    {"fspick", "new mount API"},
+    {"mount_setattr", "new mount API"},
+    {"unshare", "new namespaces"},
+    {"setns", "join other namespaces"},
+    {"keyctl", "kernel keyring"},
+    {"add_key", "kernel keyring"},
+    {"request_key", "kernel keyring"},
+    {"bpf", "eBPF programs"},
+    {"perf_event_open", "performance counters, a frequent kernel attack surface"},
+    {"userfaultfd", "used to win kernel races"},
+    {"io_uring_setup", "bypasses seccomp for the operations it submits"},
+    {"io_uring_enter", "bypasses seccomp for the operations it submits"},
+    {"io_uring_register", "bypasses seccomp for the operations it submits"},
+    {"kexec_load", "load a new kernel"},
+    {"kexec_file_load", "load a new kernel"},
+    {"init_module", "kernel modules"},
+    {"finit_module", "kernel modules"},
+    {"delete_module", "kernel modules"},
+    {"open_by_handle_at", "opens files by handle, escaping a bind mount"},
+    {"name_to_handle_at", "pairs with open_by_handle_at"},
+    {"acct", "process accounting"},
+    {"swapon", "swap devices"},
+    {"swapoff", "swap devices"},
+    {"reboot", "reboot the host"},
+    {"settimeofday", "set the host clock"},
+    {"clock_settime", "set the host clock"},
+    {"clock_adjtime", "set the host clock"},
+    {"adjtimex", "set the host clock"},
+    {"syslog", "read the kernel log"},
+    {"lookup_dcookie", "kernel profiling"},
+    {"quotactl", "filesystem quotas"},
+    {"quotactl_fd", "filesystem quotas"},
+    {"vhangup", "terminal control"},
+    {"pidfd_getfd", "steal file descriptors of other processes"},
+    {"kcmp", "compare kernel objects of other processes"},
+    {"fanotify_init", "filesystem-wide monitoring"},
+    {"personality", "switch execution domain (READ_IMPLIES_EXEC and others)"},
+    {"uselib", "obsolete loader interface"},
+    {"ustat", "obsolete"},
+    {"sysfs", "obsolete"},
+    {"nfsservctl", "obsolete"},
+    {"iopl", "raw I/O port access"},
+    {"ioperm", "raw I/O port access"},
+    {"create_module", "obsolete module interface"},
+    {"get_kernel_syms", "obsolete module interface"},
+    {"query_module", "obsolete module interface"},
+};
+
+/* clone flags that create namespaces: any one of them denies the call. */
+static const unsigned long namespace_flags[] = {
+    CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+    CLONE_NEWCGROUP,
+};
+
+static int add_rules(scmp_filter_ctx ctx, struct sandbox_error *err) {
+  int rc;
+  for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
+    int nr = seccomp_syscall_resolve_name(denied[i].name);
+    if (nr == __NR_SCMP_ERROR)
+      continue; /* not a syscall on this architecture */
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+    if (rc < 0)
+      return sandbox_error_set(err, -rc, "seccomp rule for %s", denied[i].name);
+  }
+
+  /* Network: only local (AF_UNIX) sockets; everything else reads as
+   * "Permission denied", which Python raises as PermissionError. The network
+   * namespace has no interface but a down lo anyway; this keeps raw, packet
+   * and netlink sockets (kernel attack surface) out too. */
+  rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                        SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp rule for socket");
+  rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
+                        SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp rule for socketpair");
+
+  /* clone with a namespace flag would give the program a fresh namespace
+   * where it is root: denied flag by flag. */
+  for (size_t i = 0; i < sizeof namespace_flags / sizeof namespace_flags[0]; i++) {
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, namespace_flags[i], namespace_flags[i]));
+    if (rc < 0)
+      return sandbox_error_set(err, -rc, "seccomp rule for clone");
+  }
+  /* clone3 passes its flags in memory, which BPF cannot read: ENOSYS makes
+   * glibc fall back to clone, where the flags are checked above. */
+  rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp rule for clone3");
+
+  /* ioctl(TIOCSTI) pushes input into a terminal; there is none in the
+   * sandbox, but the rule costs nothing. */
+  rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                        SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0x5412 /* TIOCSTI */));
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp rule for ioctl");
+  return 0;
+}
+
+int seccomp_policy_compile(struct seccomp_policy *policy, struct sandbox_error *err) {
+  memset(policy, 0, sizeof *policy);
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == NULL)
+    return sandbox_error_set(err, ENOMEM, "seccomp_init");
+  int ret = -1;
+  int rc;
+  cleanup_close int fd = -1;
+
+  /* Only the native ABI: i386 (int 0x80) and x32 calls get ENOSYS, since a
+   * deny list written for x86_64 numbers means nothing for them. The x86_64
+   * filter built by libseccomp also refuses syscall numbers with the x32 bit. */
+  rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS));
+  if (rc < 0) {
+    sandbox_error_set(err, -rc, "seccomp bad-arch action");
+    goto out;
+  }
+  /* NO_NEW_PRIVS is set by the child itself, before the filter is loaded. */
+  rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+  if (rc < 0) {
+    sandbox_error_set(err, -rc, "seccomp nnp attribute");
+    goto out;
+  }
+  if (add_rules(ctx, err) < 0)
+    goto out;
+
+  fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
+  if (fd < 0) {
+    sandbox_error_set(err, errno, "memfd_create");
+    goto out;
+  }
+  rc = seccomp_export_bpf(ctx, fd);
+  if (rc < 0) {
+    sandbox_error_set(err, -rc, "seccomp_export_bpf");
+    goto out;
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0) {
+    sandbox_error_set(err, errno, "fstat seccomp program");
+    goto out;
+  }
+  if (st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) != 0 ||
+      st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+    sandbox_error_set(err, EINVAL, "seccomp program has a bad size (%lld bytes)",
+                      (long long)st.st_size);
+    goto out;
+  }
+  policy->insns = malloc((size_t)st.st_size);
+  if (policy->insns == NULL) {
+    sandbox_error_set(err, ENOMEM, "seccomp program");
+    goto out;
+  }
+  if (pread(fd, policy->insns, (size_t)st.st_size, 0) != st.st_size) {
+    sandbox_error_set(err, errno, "read seccomp program");
+    free(policy->insns);
+    policy->insns = NULL;
+    goto out;
+  }
+  policy->prog.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+  policy->prog.filter = policy->insns;
+  ret = 0;
+out:
+  seccomp_release(ctx);
+  return ret;
+}
+
+void seccomp_policy_free(struct seccomp_policy *policy) {
+  free(policy->insns);
+  memset(policy, 0, sizeof *policy);
+}
+
+int seccomp_policy_load(const struct seccomp_policy *policy) {
+  /* Async-signal-safe: one system call on memory prepared in the parent. */
+  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &policy->prog);
+}
