@@ -105,6 +105,13 @@ static void run_ops(const struct child_args *a) {
       if (mknod(op->path, op->mode, op->dev) < 0)
         fail(stage);
       break;
+    case CHILD_OP_MKFILE: {
+      int fd = open(op->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, op->mode);
+      if (fd < 0)
+        fail(stage);
+      close(fd);
+      break;
+    }
     case CHILD_OP_REMOUNT:
       if (mount(NULL, op->path, NULL, MS_REMOUNT | op->flags, NULL) < 0)
         fail(stage);

@@ -21,6 +21,7 @@ enum child_op_kind {
   CHILD_OP_BIND,    /* source, path, flags applied by a bind remount (MS_RDONLY...) */
   CHILD_OP_MKNOD,   /* path, mode, dev */
   CHILD_OP_REMOUNT, /* path, flags (tmpfs made read-only after it was filled) */
+  CHILD_OP_MKFILE,  /* path, mode: an empty file to bind a file onto */
 };
 
 struct child_op {

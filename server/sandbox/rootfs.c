@@ -398,7 +398,23 @@ int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
       rootfs_plan_free(plan);
       return sandbox_error_set(err, EINVAL, "mount source for %s is not absolute", m->target);
     }
-    rc |= plan_mkdir_p(fs, plan, m->target);
+    struct stat st;
+    if (stat(m->source, &st) < 0) {
+      int e = errno;
+      rootfs_plan_free(plan);
+      return sandbox_error_set(err, e, "mount source %s", m->source);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      rc |= plan_mkdir_p(fs, plan, m->target);
+    } else {
+      char parent[256];
+      snprintf(parent, sizeof parent, "%.*s", (int)(strrchr(m->target, '/') - m->target),
+               m->target);
+      if (parent[0] != '\0')
+        rc |= plan_mkdir_p(fs, plan, parent);
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKFILE,
+                                             .path = ROOT_PATH(m->target), .mode = 0644});
+    }
     rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = m->source,
                                            .path = ROOT_PATH(m->target), .flags = RO_FLAGS});
   }
@@ -423,7 +439,7 @@ void rootfs_describe_op(const struct rootfs_plan *plan, size_t i, char *buf, siz
     return;
   }
   static const char *const verbs[] = {"mkdir", "symlink", "mount", "bind mount", "mknod",
-                                      "remount"};
+                                      "remount", "create"};
   const struct child_op *op = &plan->ops[i];
   snprintf(buf, size, "%s %s%s%s", verbs[op->kind], op->source ? op->source : "",
            op->source ? " -> " : "", op->path);
