@@ -1,0 +1,545 @@
+/* client.c: the sandboxd client library. See sandbox_client.h for the
+ * at-most-once rules this file implements. Thread-safe: the socket is shared,
+ * every call has its own nng context and aio. */
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "envelope.h"
+#include "json.h"
+#include "sandbox_client.h"
+#include "status.h"
+
+/* Beyond the run's own timeout: sandbox setup, teardown and transport. */
+#define SBXC_REPLY_MARGIN_MS 5000
+/* When the request leaves timeout_ms to the server: assume the largest a
+ * default server allows, so a slow but legal run is not cut off. */
+#define SBXC_UNKNOWN_TIMEOUT_MS 60000
+#define SBXC_MAX_REPLY_BYTES (1u << 30)
+
+struct sbxc_client {
+  nng_socket sock;
+  unsigned retries;
+  uint64_t queue_wait_ms;
+};
+
+struct sbxc_request {
+  Sandbox__V1__RunCodeRequest msg;
+  Sandbox__V1__Limits limits;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  if (err != NULL && errlen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errlen) {
+  sbxc_client *c = calloc(1, sizeof(*c));
+  if (c == NULL)
+    return fail(err, errlen, "out of memory");
+  c->retries = 3;
+  c->queue_wait_ms = 30000;
+  int rv;
+  if ((rv = nng_req0_open(&c->sock)) != 0) {
+    free(c);
+    return fail(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
+  }
+  /* No resend: a resent request would run the code a second time. */
+  if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+      (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, SBXC_MAX_REPLY_BYTES)) != 0 ||
+      (rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
+    nng_close(c->sock);
+    free(c);
+    return fail(err, errlen, "connect %s: %s", url, nng_strerror(rv));
+  }
+  *out = c;
+  return 0;
+}
+
+void sbxc_client_close(sbxc_client *c) {
+  if (c == NULL)
+    return;
+  nng_close(c->sock);
+  free(c);
+}
+
+void sbxc_client_set_retries(sbxc_client *c, unsigned retries) {
+  c->retries = retries;
+}
+
+void sbxc_client_set_queue_wait_ms(sbxc_client *c, uint64_t ms) {
+  c->queue_wait_ms = ms;
+}
+
+/* ---- requests ---- */
+
+sbxc_request *sbxc_request_new(void) {
+  sbxc_request *r = calloc(1, sizeof(*r));
+  if (r == NULL)
+    return NULL;
+  sandbox__v1__run_code_request__init(&r->msg);
+  sandbox__v1__limits__init(&r->limits);
+  r->msg.limits = &r->limits;
+  r->msg.code = strdup("");
+  r->msg.run_id = strdup("");
+  r->msg.session_id = strdup("");
+  r->msg.runtime = strdup("python");
+  if (r->msg.code == NULL || r->msg.run_id == NULL || r->msg.session_id == NULL ||
+      r->msg.runtime == NULL) {
+    sbxc_request_free(r);
+    return NULL;
+  }
+  return r;
+}
+
+void sbxc_request_free(sbxc_request *r) {
+  if (r == NULL)
+    return;
+  Sandbox__V1__RunCodeRequest *m = &r->msg;
+  free(m->code);
+  free(m->run_id);
+  free(m->session_id);
+  free(m->runtime);
+  free(m->stdin.data);
+  for (size_t i = 0; i < m->n_args; i++)
+    free(m->args[i]);
+  free(m->args);
+  for (size_t i = 0; i < m->n_requirements; i++)
+    free(m->requirements[i]);
+  free(m->requirements);
+  for (size_t i = 0; i < m->n_files; i++) {
+    free(m->files[i]->path);
+    if (m->files[i]->source_case == SANDBOX__V1__FILE__SOURCE_URL)
+      free(m->files[i]->url);
+    else
+      free(m->files[i]->content.data);
+    free(m->files[i]);
+  }
+  free(m->files);
+  for (size_t i = 0; i < m->n_env; i++) {
+    free(m->env[i]->key);
+    free(m->env[i]->value);
+    free(m->env[i]);
+  }
+  free(m->env);
+  free(r);
+}
+
+static int replace_string(char **field, const char *value, size_t len) {
+  char *s = malloc(len + 1);
+  if (s == NULL)
+    return -1;
+  memcpy(s, value, len);
+  s[len] = '\0';
+  free(*field);
+  *field = s;
+  return 0;
+}
+
+/* Appends item to a protobuf-c repeated field (array + count). */
+static int append(void ***array, size_t *n, void *item) {
+  void **p = realloc(*array, (*n + 1) * sizeof(void *));
+  if (p == NULL)
+    return -1;
+  p[(*n)++] = item;
+  *array = p;
+  return 0;
+}
+
+int sbxc_request_set_code(sbxc_request *r, const char *code, size_t len) {
+  return replace_string(&r->msg.code, code, len);
+}
+
+int sbxc_request_set_stdin(sbxc_request *r, const void *data, size_t len) {
+  uint8_t *copy = malloc(len > 0 ? len : 1);
+  if (copy == NULL)
+    return -1;
+  memcpy(copy, data, len);
+  free(r->msg.stdin.data);
+  r->msg.stdin = (ProtobufCBinaryData){len, copy};
+  return 0;
+}
+
+static int append_string(char ***array, size_t *n, const char *value) {
+  char *s = strdup(value);
+  if (s == NULL || append((void ***)array, n, s) < 0) {
+    free(s);
+    return -1;
+  }
+  return 0;
+}
+
+int sbxc_request_add_arg(sbxc_request *r, const char *arg) {
+  return append_string(&r->msg.args, &r->msg.n_args, arg);
+}
+
+int sbxc_request_add_requirement(sbxc_request *r, const char *spec) {
+  return append_string(&r->msg.requirements, &r->msg.n_requirements, spec);
+}
+
+static Sandbox__V1__File *new_file(const char *path) {
+  Sandbox__V1__File *f = malloc(sizeof(*f));
+  if (f == NULL)
+    return NULL;
+  sandbox__v1__file__init(f);
+  f->path = strdup(path);
+  if (f->path == NULL) {
+    free(f);
+    return NULL;
+  }
+  return f;
+}
+
+int sbxc_request_add_file(sbxc_request *r, const char *path, const void *data, size_t len) {
+  Sandbox__V1__File *f = new_file(path);
+  if (f == NULL)
+    return -1;
+  f->source_case = SANDBOX__V1__FILE__SOURCE_CONTENT;
+  f->content.data = malloc(len > 0 ? len : 1);
+  f->content.len = len;
+  if (f->content.data == NULL || append((void ***)&r->msg.files, &r->msg.n_files, f) < 0) {
+    free(f->content.data);
+    free(f->path);
+    free(f);
+    return -1;
+  }
+  memcpy(f->content.data, data, len);
+  return 0;
+}
+
+int sbxc_request_add_file_url(sbxc_request *r, const char *path, const char *url) {
+  Sandbox__V1__File *f = new_file(path);
+  if (f == NULL)
+    return -1;
+  f->source_case = SANDBOX__V1__FILE__SOURCE_URL;
+  f->url = strdup(url);
+  if (f->url == NULL || append((void ***)&r->msg.files, &r->msg.n_files, f) < 0) {
+    free(f->url);
+    free(f->path);
+    free(f);
+    return -1;
+  }
+  return 0;
+}
+
+int sbxc_request_add_env(sbxc_request *r, const char *key, const char *value) {
+  Sandbox__V1__RunCodeRequest__EnvEntry *e = malloc(sizeof(*e));
+  if (e == NULL)
+    return -1;
+  sandbox__v1__run_code_request__env_entry__init(e);
+  e->key = strdup(key);
+  e->value = strdup(value);
+  if (e->key == NULL || e->value == NULL || append((void ***)&r->msg.env, &r->msg.n_env, e) < 0) {
+    free(e->key);
+    free(e->value);
+    free(e);
+    return -1;
+  }
+  return 0;
+}
+
+int sbxc_request_set_run_id(sbxc_request *r, const char *id) {
+  return replace_string(&r->msg.run_id, id, strlen(id));
+}
+
+int sbxc_request_set_session_id(sbxc_request *r, const char *id) {
+  return replace_string(&r->msg.session_id, id, strlen(id));
+}
+
+int sbxc_request_set_runtime(sbxc_request *r, const char *runtime) {
+  return replace_string(&r->msg.runtime, runtime, strlen(runtime));
+}
+
+void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
+  r->limits.timeout_ms = l->timeout_ms;
+  r->limits.cpu_time_ms = l->cpu_time_ms;
+  r->limits.memory_bytes = l->memory_bytes;
+  r->limits.output_bytes = l->output_bytes;
+  r->limits.max_processes = l->max_processes;
+  r->limits.disk_bytes = l->disk_bytes;
+}
+
+/* ---- calls ---- */
+
+/* One request, one reply, on a fresh context. Returns the decoded reply
+ * envelope, or NULL with *code/err saying why no reply was had. */
+static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
+                                             const ProtobufCMessage *payload,
+                                             uint64_t deadline_unix_ms, nng_duration timeout_ms,
+                                             int *code, char *err, size_t errlen) {
+  nng_ctx ctx;
+  nng_aio *aio = NULL;
+  nng_msg *msg = NULL;
+  Sandbox__V1__ReplyEnvelope *reply = NULL;
+  char request_id[40];
+  static _Atomic unsigned long counter;
+  snprintf(request_id, sizeof(request_id), "%lx-%lu", (unsigned long)time(NULL), ++counter);
+
+  int rv = nng_ctx_open(&ctx, c->sock);
+  if (rv != 0) {
+    *code = SBXC_UNAVAILABLE;
+    fail(err, errlen, "nng_ctx_open: %s", nng_strerror(rv));
+    return NULL;
+  }
+  nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+  if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
+      (rv = sbx_request_msg_new(method, request_id, deadline_unix_ms, payload, &msg)) != 0) {
+    *code = SBXC_INTERNAL;
+    fail(err, errlen, "building the request: %s", nng_strerror(rv));
+    goto out;
+  }
+  nng_aio_set_timeout(aio, timeout_ms);
+  nng_aio_set_msg(aio, msg);
+  nng_ctx_send(ctx, aio);
+  nng_aio_wait(aio);
+  if ((rv = nng_aio_result(aio)) != 0) {
+    nng_msg_free(msg);
+    /* The request did not leave: nothing ran. */
+    *code = SBXC_UNAVAILABLE;
+    fail(err, errlen, "sending the request: %s", nng_strerror(rv));
+    goto out;
+  }
+  nng_aio_set_timeout(aio, timeout_ms);
+  nng_ctx_recv(ctx, aio);
+  nng_aio_wait(aio);
+  if ((rv = nng_aio_result(aio)) != 0) {
+    *code = rv == NNG_ETIMEDOUT ? SBXC_DEADLINE_EXCEEDED : SBXC_UNAVAILABLE;
+    fail(err, errlen, "no reply%s: %s; the code may or may not have run",
+         rv == NNG_ETIMEDOUT ? " in time" : "", nng_strerror(rv));
+    goto out;
+  }
+  msg = nng_aio_get_msg(aio);
+  reply = sandbox__v1__reply_envelope__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+  nng_msg_free(msg);
+  if (reply == NULL) {
+    *code = SBXC_INTERNAL;
+    fail(err, errlen, "the reply is not a valid sandbox.v1.ReplyEnvelope");
+  }
+out:
+  nng_aio_free(aio);
+  nng_ctx_close(ctx);
+  return reply;
+}
+
+static void backoff(unsigned attempt) {
+  /* 50 ms, 100 ms, 200 ms, ... up to 2 s, with up to 50% jitter. */
+  uint64_t ms = 50ull << (attempt < 6 ? attempt : 6);
+  if (ms > 2000)
+    ms = 2000;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  ms += (uint64_t)now.tv_nsec % (ms / 2 + 1);
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Calls method with retries of replies that prove nothing ran. */
+static Sandbox__V1__ReplyEnvelope *call_with_retries(sbxc_client *c, const char *method,
+                                                     const ProtobufCMessage *payload,
+                                                     uint64_t run_timeout_ms, unsigned *attempts,
+                                                     int *code, char *err, size_t errlen) {
+  Sandbox__V1__ReplyEnvelope *reply = NULL;
+  for (unsigned attempt = 0;; attempt++) {
+    uint64_t deadline = sbx_now_unix_ms() + c->queue_wait_ms;
+    nng_duration timeout = (nng_duration)(c->queue_wait_ms + run_timeout_ms + SBXC_REPLY_MARGIN_MS);
+    *attempts = attempt + 1;
+    reply = call_once(c, method, payload, deadline, timeout, code, err, errlen);
+    bool retriable = reply != NULL && (reply->status == SANDBOX__V1__CODE__RESOURCE_EXHAUSTED ||
+                                       reply->status == SANDBOX__V1__CODE__UNAVAILABLE);
+    if (!retriable || attempt >= c->retries)
+      return reply;
+    sandbox__v1__reply_envelope__free_unpacked(reply, NULL);
+    backoff(attempt);
+  }
+}
+
+struct result_storage {
+  Sandbox__V1__ReplyEnvelope *reply;
+  Sandbox__V1__RunCodeResponse *resp;
+  struct sbxc_artifact *artifacts;
+  char message[512];
+};
+
+int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *out) {
+  memset(out, 0, sizeof(*out));
+  struct result_storage *st = calloc(1, sizeof(*st));
+  if (st == NULL) {
+    out->status = SBXC_INTERNAL;
+    out->message = "out of memory";
+    return -1;
+  }
+  out->internal_ = st;
+  out->message = st->message;
+  uint64_t run_timeout = req->limits.timeout_ms > 0 ? (uint64_t)req->limits.timeout_ms
+                                                    : SBXC_UNKNOWN_TIMEOUT_MS;
+  int code = SBXC_INTERNAL;
+  st->reply = call_with_retries(c, SBX_METHOD_RUN_CODE, &req->msg.base, run_timeout,
+                                &out->attempts, &code, st->message, sizeof(st->message));
+  if (st->reply == NULL) {
+    out->status = code;
+    return -1;
+  }
+  out->status = st->reply->status;
+  if (st->reply->status != SANDBOX__V1__CODE__OK) {
+    snprintf(st->message, sizeof(st->message), "%s", st->reply->message);
+    return -1;
+  }
+  st->resp = sandbox__v1__run_code_response__unpack(NULL, st->reply->payload.len,
+                                                    st->reply->payload.data);
+  if (st->resp == NULL) {
+    out->status = SBXC_INTERNAL;
+    snprintf(st->message, sizeof(st->message), "the reply is not a valid RunCodeResponse");
+    return -1;
+  }
+  Sandbox__V1__RunCodeResponse *r = st->resp;
+  out->run_id = r->run_id;
+  out->session_id = r->session_id;
+  out->stdout_data = r->stdout.data;
+  out->stdout_len = r->stdout.len;
+  out->stdout_truncated = r->stdout_truncated;
+  out->stderr_data = r->stderr.data;
+  out->stderr_len = r->stderr.len;
+  out->stderr_truncated = r->stderr_truncated;
+  out->killed_by = r->killed_by;
+  out->exit_code = r->exit_code;
+  out->signal = r->signal;
+  out->wall_time_ms = r->wall_time_ms;
+  out->cpu_time_ms = r->cpu_time_ms;
+  out->peak_memory_bytes = r->peak_memory_bytes;
+  out->feedback = (const char *const *)r->feedback;
+  out->n_feedback = r->n_feedback;
+  if (r->n_artifacts > 0) {
+    st->artifacts = calloc(r->n_artifacts, sizeof(*st->artifacts));
+    if (st->artifacts == NULL) {
+      out->status = SBXC_INTERNAL;
+      snprintf(st->message, sizeof(st->message), "out of memory");
+      return -1;
+    }
+    for (size_t i = 0; i < r->n_artifacts; i++)
+      st->artifacts[i] = (struct sbxc_artifact){
+          r->artifacts[i]->name, r->artifacts[i]->relative_path, r->artifacts[i]->size,
+          r->artifacts[i]->mime, r->artifacts[i]->content.data, r->artifacts[i]->content.len};
+    out->artifacts = st->artifacts;
+    out->n_artifacts = r->n_artifacts;
+  }
+  return 0;
+}
+
+void sbxc_result_free(struct sbxc_result *result) {
+  struct result_storage *st = result->internal_;
+  if (st != NULL) {
+    if (st->resp != NULL)
+      sandbox__v1__run_code_response__free_unpacked(st->resp, NULL);
+    if (st->reply != NULL)
+      sandbox__v1__reply_envelope__free_unpacked(st->reply, NULL);
+    free(st->artifacts);
+    free(st);
+  }
+  memset(result, 0, sizeof(*result));
+}
+
+/* Calls a method without retries beyond the client's setting; returns the
+ * decoded payload of an OK reply. */
+static ProtobufCMessage *simple_call(sbxc_client *c, const char *method,
+                                     const ProtobufCMessage *payload,
+                                     const ProtobufCMessageDescriptor *out_desc, char *err,
+                                     size_t errlen) {
+  unsigned attempts;
+  int code;
+  Sandbox__V1__ReplyEnvelope *reply =
+      call_with_retries(c, method, payload, 0, &attempts, &code, err, errlen);
+  if (reply == NULL)
+    return NULL;
+  ProtobufCMessage *out = NULL;
+  if (reply->status != SANDBOX__V1__CODE__OK)
+    fail(err, errlen, "%s: %s", sbx_code_name(reply->status), reply->message);
+  else if ((out = protobuf_c_message_unpack(out_desc, NULL, reply->payload.len,
+                                            reply->payload.data)) == NULL)
+    fail(err, errlen, "the reply is not a valid %s", out_desc->name);
+  sandbox__v1__reply_envelope__free_unpacked(reply, NULL);
+  return out;
+}
+
+int sbxc_health(sbxc_client *c, bool *serving, char *err, size_t errlen) {
+  Sandbox__V1__HealthRequest req = SANDBOX__V1__HEALTH_REQUEST__INIT;
+  Sandbox__V1__HealthResponse *resp = (Sandbox__V1__HealthResponse *)simple_call(
+      c, SBX_METHOD_HEALTH, &req.base, &sandbox__v1__health_response__descriptor, err, errlen);
+  if (resp == NULL)
+    return -1;
+  *serving = resp->status == SANDBOX__V1__HEALTH_RESPONSE__SERVING_STATUS__SERVING;
+  sandbox__v1__health_response__free_unpacked(resp, NULL);
+  return 0;
+}
+
+static void limits_json(struct json_buf *j, const char *key, const Sandbox__V1__Limits *l) {
+  json_key(j, key);
+  json_begin(j, '{');
+  if (l != NULL) {
+    json_key(j, "timeout_ms"), json_int(j, l->timeout_ms);
+    json_key(j, "cpu_time_ms"), json_int(j, l->cpu_time_ms);
+    json_key(j, "memory_bytes"), json_int(j, l->memory_bytes);
+    json_key(j, "output_bytes"), json_int(j, l->output_bytes);
+    json_key(j, "max_processes"), json_int(j, l->max_processes);
+    json_key(j, "disk_bytes"), json_int(j, l->disk_bytes);
+  }
+  json_end(j, '}');
+}
+
+int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
+  Sandbox__V1__GetInfoRequest req = SANDBOX__V1__GET_INFO_REQUEST__INIT;
+  Sandbox__V1__GetInfoResponse *r = (Sandbox__V1__GetInfoResponse *)simple_call(
+      c, SBX_METHOD_GET_INFO, &req.base, &sandbox__v1__get_info_response__descriptor, err, errlen);
+  if (r == NULL)
+    return -1;
+  struct json_buf j = {0};
+  json_begin(&j, '{');
+  json_key(&j, "version"), json_cstring(&j, r->version);
+  json_key(&j, "runtimes"), json_begin(&j, '[');
+  for (size_t i = 0; i < r->n_runtimes; i++)
+    json_cstring(&j, r->runtimes[i]);
+  json_end(&j, ']');
+  json_key(&j, "isolation"), json_begin(&j, '{');
+  if (r->isolation != NULL) {
+    json_key(&j, "backend"), json_cstring(&j, r->isolation->backend);
+    json_key(&j, "cgroup_path"), json_cstring(&j, r->isolation->cgroup_path);
+    json_key(&j, "seccomp"), json_bool(&j, r->isolation->seccomp);
+    json_key(&j, "namespaces"), json_cstring(&j, r->isolation->namespaces);
+    json_key(&j, "uid_base"), json_uint(&j, r->isolation->uid_base);
+    json_key(&j, "slots"), json_uint(&j, r->isolation->slots);
+    json_key(&j, "memory_per_process"), json_bool(&j, r->isolation->memory_per_process);
+  }
+  json_end(&j, '}');
+  limits_json(&j, "default_limits", r->default_limits);
+  limits_json(&j, "max_limits", r->max_limits);
+  json_key(&j, "workers"), json_uint(&j, r->workers);
+  json_key(&j, "queue_capacity"), json_uint(&j, r->queue_capacity);
+  json_key(&j, "queue_depth"), json_uint(&j, r->queue_depth);
+  json_key(&j, "running"), json_uint(&j, r->running);
+  json_key(&j, "max_message_bytes"), json_uint(&j, r->max_message_bytes);
+  json_key(&j, "requests_total"), json_uint(&j, r->requests_total);
+  json_key(&j, "runs_total"), json_uint(&j, r->runs_total);
+  json_key(&j, "rejected_total"), json_uint(&j, r->rejected_total);
+  json_end(&j, '}');
+  sandbox__v1__get_info_response__free_unpacked(r, NULL);
+  *json = json_finish(&j);
+  if (*json == NULL)
+    return fail(err, errlen, "out of memory");
+  return 0;
+}
+
+const char *sbxc_status_name(int status) {
+  return sbx_code_name(status);
+}
+
+const char *sbxc_killed_by_name(int killed_by) {
+  return sbx_killed_by_name(killed_by);
+}

@@ -1,0 +1,251 @@
+/* sandbox-bench: a load generator for sandboxd. N threads, each with its own
+ * nng context on one socket, send RunCode requests cycling through the
+ * given scripts; no retries, so RESOURCE_EXHAUSTED shows up in the counts.
+ * Prints throughput, p50/p90/p99/max latency, counts by status and by
+ * killed_by. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "sandbox_client.h"
+
+#define MAX_STATUS 17
+#define MAX_KILLED 5
+
+struct bench {
+  sbxc_client *client;
+  sbxc_request **requests;
+  size_t n_requests_kinds;
+  long total;          /* --requests; -1 with a duration */
+  double duration_s;   /* --duration; 0 with a count */
+  atomic_long next;    /* requests handed out */
+  double start;
+  pthread_mutex_t lock;
+  double *latencies_ms;
+  size_t n_lat, cap_lat;
+  long by_status[MAX_STATUS];
+  long by_killed[MAX_KILLED];
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *bench_thread(void *arg) {
+  struct bench *b = arg;
+  for (;;) {
+    long i = atomic_fetch_add(&b->next, 1);
+    if (b->total >= 0 && i >= b->total)
+      break;
+    if (b->total < 0 && now_s() - b->start >= b->duration_s)
+      break;
+    const sbxc_request *req = b->requests[(size_t)i % b->n_requests_kinds];
+    double t0 = now_s();
+    struct sbxc_result r;
+    sbxc_run_code(b->client, req, &r);
+    double ms = (now_s() - t0) * 1000.0;
+    pthread_mutex_lock(&b->lock);
+    if (b->n_lat == b->cap_lat) {
+      size_t cap = b->cap_lat ? b->cap_lat * 2 : 1024;
+      double *p = realloc(b->latencies_ms, cap * sizeof(double));
+      if (p != NULL) {
+        b->latencies_ms = p;
+        b->cap_lat = cap;
+      }
+    }
+    if (b->n_lat < b->cap_lat)
+      b->latencies_ms[b->n_lat++] = ms;
+    b->by_status[r.status >= 0 && r.status < MAX_STATUS ? r.status : 2]++;
+    if (r.status == SBXC_OK && r.killed_by >= 0 && r.killed_by < MAX_KILLED)
+      b->by_killed[r.killed_by]++;
+    pthread_mutex_unlock(&b->lock);
+    sbxc_result_free(&r);
+  }
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double percentile(const double *sorted, size_t n, double p) {
+  if (n == 0)
+    return 0;
+  size_t idx = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+  return sorted[idx < n ? idx : n - 1];
+}
+
+static int load_script(const char *path, sbxc_request **out) {
+  FILE *f = fopen(path, "re");
+  if (f == NULL)
+    return -1;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+    fwrite(chunk, 1, n, mem);
+  fclose(f);
+  fclose(mem);
+  sbxc_request *r = sbxc_request_new();
+  if (r == NULL || sbxc_request_set_code(r, buf, len) < 0) {
+    free(buf);
+    sbxc_request_free(r);
+    errno = ENOMEM;
+    return -1;
+  }
+  free(buf);
+  *out = r;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"endpoint", required_argument, NULL, 'e'},
+      {"concurrency", required_argument, NULL, 'c'},
+      {"requests", required_argument, NULL, 'n'},
+      {"duration", required_argument, NULL, 'd'},
+      {"timeout-ms", required_argument, NULL, 't'},
+      {"json", no_argument, NULL, 'j'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  const char *url = getenv("SANDBOX_URL");
+  if (url == NULL || url[0] == '\0')
+    url = "tcp://127.0.0.1:7878";
+  long concurrency = 1, requests = -1, timeout_ms = 0;
+  double duration = 0;
+  bool json = false;
+  int c;
+  while ((c = getopt_long(argc, argv, "e:c:n:d:t:jh", opts, NULL)) != -1) {
+    switch (c) {
+    case 'e':
+      url = optarg;
+      break;
+    case 'c':
+      concurrency = strtol(optarg, NULL, 10);
+      break;
+    case 'n':
+      requests = strtol(optarg, NULL, 10);
+      break;
+    case 'd':
+      duration = strtod(optarg, NULL);
+      break;
+    case 't':
+      timeout_ms = strtol(optarg, NULL, 10);
+      break;
+    case 'j':
+      json = true;
+      break;
+    case 'h':
+      printf("usage: sandbox-bench [-e URL] [--concurrency N] [--requests N | --duration S]\n"
+             "                     [--timeout-ms N] [--json] SCRIPT...\n");
+      return 0;
+    default:
+      return 2;
+    }
+  }
+  if (optind >= argc || concurrency < 1 || concurrency > 4096 ||
+      (requests < 0 && duration <= 0) || (requests >= 0 && duration > 0)) {
+    fprintf(stderr, "sandbox-bench: need SCRIPT..., --concurrency 1..4096 and one of "
+                    "--requests N or --duration S (see --help)\n");
+    return 2;
+  }
+  static struct bench b;
+  b.total = requests;
+  b.duration_s = duration;
+  pthread_mutex_init(&b.lock, NULL);
+  b.n_requests_kinds = (size_t)(argc - optind);
+  b.requests = calloc(b.n_requests_kinds, sizeof(*b.requests));
+  if (b.requests == NULL)
+    return 1;
+  for (int i = optind; i < argc; i++) {
+    if (load_script(argv[i], &b.requests[i - optind]) < 0) {
+      fprintf(stderr, "sandbox-bench: %s: %s\n", argv[i], strerror(errno));
+      return 2;
+    }
+    struct sbxc_limits limits = {.timeout_ms = timeout_ms};
+    sbxc_request_set_limits(b.requests[i - optind], &limits);
+  }
+  char err[512];
+  if (sbxc_client_open(&b.client, url, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandbox-bench: %s\n", err);
+    return 1;
+  }
+  sbxc_client_set_retries(b.client, 0);
+
+  pthread_t *threads = calloc((size_t)concurrency, sizeof(pthread_t));
+  b.start = now_s();
+  for (long i = 0; i < concurrency; i++)
+    pthread_create(&threads[i], NULL, bench_thread, &b);
+  for (long i = 0; i < concurrency; i++)
+    pthread_join(threads[i], NULL);
+  double elapsed = now_s() - b.start;
+
+  qsort(b.latencies_ms, b.n_lat, sizeof(double), cmp_double);
+  double p50 = percentile(b.latencies_ms, b.n_lat, 50), p90 = percentile(b.latencies_ms, b.n_lat, 90),
+         p99 = percentile(b.latencies_ms, b.n_lat, 99),
+         max = b.n_lat ? b.latencies_ms[b.n_lat - 1] : 0;
+  double rps = elapsed > 0 ? (double)b.n_lat / elapsed : 0;
+  if (json) {
+    struct json_buf j = {0};
+    json_begin(&j, '{');
+    json_key(&j, "requests"), json_uint(&j, b.n_lat);
+    json_key(&j, "concurrency"), json_int(&j, concurrency);
+    json_key(&j, "elapsed_s"), json_double(&j, elapsed);
+    json_key(&j, "throughput_rps"), json_double(&j, rps);
+    json_key(&j, "latency_ms"), json_begin(&j, '{');
+    json_key(&j, "p50"), json_double(&j, p50);
+    json_key(&j, "p90"), json_double(&j, p90);
+    json_key(&j, "p99"), json_double(&j, p99);
+    json_key(&j, "max"), json_double(&j, max);
+    json_end(&j, '}');
+    json_key(&j, "status"), json_begin(&j, '{');
+    for (int s = 0; s < MAX_STATUS; s++)
+      if (b.by_status[s] > 0)
+        json_key(&j, sbxc_status_name(s)), json_int(&j, b.by_status[s]);
+    json_end(&j, '}');
+    json_key(&j, "killed_by"), json_begin(&j, '{');
+    for (int k = 0; k < MAX_KILLED; k++)
+      if (b.by_killed[k] > 0)
+        json_key(&j, sbxc_killed_by_name(k)), json_int(&j, b.by_killed[k]);
+    json_end(&j, '}');
+    json_end(&j, '}');
+    char *text = json_finish(&j);
+    if (text != NULL)
+      puts(text);
+    free(text);
+  } else {
+    printf("requests: %zu  concurrency: %ld  elapsed: %.2f s  throughput: %.2f req/s\n", b.n_lat,
+           concurrency, elapsed, rps);
+    printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", p50, p90, p99, max);
+    printf("status:");
+    for (int s = 0; s < MAX_STATUS; s++)
+      if (b.by_status[s] > 0)
+        printf(" %s=%ld", sbxc_status_name(s), b.by_status[s]);
+    printf("\nkilled_by:");
+    for (int k = 0; k < MAX_KILLED; k++)
+      if (b.by_killed[k] > 0)
+        printf(" %s=%ld", sbxc_killed_by_name(k), b.by_killed[k]);
+    printf("\n");
+  }
+  sbxc_client_close(b.client);
+  for (size_t i = 0; i < b.n_requests_kinds; i++)
+    sbxc_request_free(b.requests[i]);
+  free(b.requests);
+  free(threads);
+  free(b.latencies_ms);
+  return b.by_status[SBXC_OK] == (long)b.n_lat ? 0 : 1;
+}

@@ -1,0 +1,134 @@
+/* sandbox_client.h: C client for sandboxd (sandbox.v1 over nng REQ/REP).
+ *
+ * Build a request, call sbxc_run_code, read the result. One client may be
+ * used from several threads at once: each call opens its own nng context.
+ *
+ * At-most-once: nng's REQ would resend a request after 60 s by default and so
+ * run code twice; this client turns resend off, waits for the reply for the
+ * request's own timeout plus the queue budget plus a margin, and retries only
+ * replies that prove nothing ran (RESOURCE_EXHAUSTED, UNAVAILABLE), with
+ * exponential backoff. A call that times out is reported as
+ * DEADLINE_EXCEEDED and never retried: the code may have run. */
+#ifndef SANDBOX_CLIENT_H
+#define SANDBOX_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* gRPC's status codes, as on the wire. */
+enum sbxc_status {
+  SBXC_OK = 0,
+  SBXC_INVALID_ARGUMENT = 3,
+  SBXC_DEADLINE_EXCEEDED = 4,
+  SBXC_NOT_FOUND = 5,
+  SBXC_ALREADY_EXISTS = 6,
+  SBXC_RESOURCE_EXHAUSTED = 8,
+  SBXC_FAILED_PRECONDITION = 9,
+  SBXC_UNIMPLEMENTED = 12,
+  SBXC_INTERNAL = 13,
+  SBXC_UNAVAILABLE = 14,
+};
+
+enum sbxc_killed_by {
+  SBXC_KILLED_BY_NONE = 0,
+  SBXC_KILLED_BY_TIMEOUT = 1,
+  SBXC_KILLED_BY_MEMORY = 2,
+  SBXC_KILLED_BY_OUTPUT_LIMIT = 3,
+  SBXC_KILLED_BY_SIGNAL = 4,
+};
+
+/* 0 = the server's default. Signed: the server names bad values. */
+struct sbxc_limits {
+  int64_t timeout_ms;
+  int64_t cpu_time_ms;
+  int64_t memory_bytes;
+  int64_t output_bytes;
+  int64_t max_processes;
+  int64_t disk_bytes;
+};
+
+struct sbxc_artifact {
+  const char *name;
+  const char *relative_path;
+  uint64_t size;
+  const char *mime;
+  const uint8_t *content;
+  size_t content_len;
+};
+
+struct sbxc_result {
+  int status;          /* enum sbxc_status */
+  const char *message; /* why, when status != SBXC_OK; "" otherwise */
+  unsigned attempts;   /* calls made, retries included */
+  /* Valid when status == SBXC_OK: */
+  const char *run_id;
+  const char *session_id;
+  const uint8_t *stdout_data;
+  size_t stdout_len;
+  bool stdout_truncated;
+  const uint8_t *stderr_data;
+  size_t stderr_len;
+  bool stderr_truncated;
+  int killed_by; /* enum sbxc_killed_by */
+  int exit_code;
+  int signal;
+  uint64_t wall_time_ms;
+  uint64_t cpu_time_ms;
+  uint64_t peak_memory_bytes;
+  const struct sbxc_artifact *artifacts;
+  size_t n_artifacts;
+  const char *const *feedback;
+  size_t n_feedback;
+  void *internal_; /* owned storage; freed by sbxc_result_free */
+};
+
+typedef struct sbxc_client sbxc_client;
+typedef struct sbxc_request sbxc_request;
+
+/* Connects to url (tcp:// or ipc://). Returns 0, or -1 with err filled. */
+int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errlen);
+void sbxc_client_close(sbxc_client *client);
+/* Retries of RESOURCE_EXHAUSTED/UNAVAILABLE (default 3; 0 = never). */
+void sbxc_client_set_retries(sbxc_client *client, unsigned retries);
+/* How long a call may wait in the server's queue before it must start
+ * (default 30000 ms); the server answers DEADLINE_EXCEEDED past it. */
+void sbxc_client_set_queue_wait_ms(sbxc_client *client, uint64_t ms);
+
+sbxc_request *sbxc_request_new(void);
+void sbxc_request_free(sbxc_request *req);
+/* Each returns 0, or -1 when out of memory. Data is copied. */
+int sbxc_request_set_code(sbxc_request *req, const char *code, size_t len);
+int sbxc_request_set_stdin(sbxc_request *req, const void *data, size_t len);
+int sbxc_request_add_arg(sbxc_request *req, const char *arg);
+int sbxc_request_add_file(sbxc_request *req, const char *path, const void *data, size_t len);
+int sbxc_request_add_file_url(sbxc_request *req, const char *path, const char *url);
+int sbxc_request_add_requirement(sbxc_request *req, const char *spec);
+int sbxc_request_add_env(sbxc_request *req, const char *key, const char *value);
+int sbxc_request_set_run_id(sbxc_request *req, const char *run_id);
+int sbxc_request_set_session_id(sbxc_request *req, const char *session_id);
+int sbxc_request_set_runtime(sbxc_request *req, const char *runtime);
+void sbxc_request_set_limits(sbxc_request *req, const struct sbxc_limits *limits);
+
+/* Calls RunCode. Always fills result (free it with sbxc_result_free);
+ * returns 0 when status == SBXC_OK, -1 otherwise. */
+int sbxc_run_code(sbxc_client *client, const sbxc_request *req, struct sbxc_result *result);
+void sbxc_result_free(struct sbxc_result *result);
+
+/* Calls Health: *serving is true for SERVING. Returns 0 or -1 (message in err). */
+int sbxc_health(sbxc_client *client, bool *serving, char *err, size_t errlen);
+/* Calls GetInfo and returns it as a malloc'd JSON object in *json. */
+int sbxc_get_info_json(sbxc_client *client, char **json, char *err, size_t errlen);
+
+/* "OK", "RESOURCE_EXHAUSTED", ...; "none", "timeout", ... */
+const char *sbxc_status_name(int status);
+const char *sbxc_killed_by_name(int killed_by);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
