@@ -1,0 +1,754 @@
+/* engine_test.c: the sandbox engine against the real kernel, as root.
+ *
+ * One test per killed_by value, per isolation property and per limit. The
+ * backend comes from SANDBOX_TEST_BACKEND (auto, cgroup-v1, cgroup-v2,
+ * rlimit); every test prints the one that ran. Without root the tests skip
+ * loudly, and fail when CI=true. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sandbox.h"
+
+#define PY "/usr/bin/python3"
+#define SLOTS 2
+
+static struct sandbox_engine *engine;
+static char state_dir[] = "/tmp/sandboxd-engine-test.XXXXXX";
+static int state_fd = -1;
+static enum sandbox_backend backend_wanted = SANDBOX_BACKEND_AUTO;
+static uid_t uid_base = 61000;
+
+static bool is_cgroup(void) {
+  return sandbox_engine_report(engine)->backend != SANDBOX_BACKEND_RLIMIT;
+}
+
+static int group_setup(void **state) {
+  if (geteuid() != 0) {
+    const char *ci = getenv("CI");
+    fprintf(stderr, "SKIP: engine tests need root (namespaces, mounts, cgroups)\n");
+    if (ci != NULL && strcmp(ci, "true") == 0) {
+      fprintf(stderr, "FAIL: CI=true and not root: a skipped root test is a failure\n");
+      return -1;
+    }
+    return 0;
+  }
+  const char *b = getenv("SANDBOX_TEST_BACKEND");
+  if (b != NULL && strcmp(b, "rlimit") == 0) {
+    backend_wanted = SANDBOX_BACKEND_RLIMIT;
+    uid_base = 61100;
+  } else if (b != NULL && strcmp(b, "cgroup-v1") == 0) {
+    backend_wanted = SANDBOX_BACKEND_CGROUP_V1;
+  } else if (b != NULL && strcmp(b, "cgroup-v2") == 0) {
+    backend_wanted = SANDBOX_BACKEND_CGROUP_V2;
+  }
+  if (mkdtemp(state_dir) == NULL)
+    return -1;
+  state_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct sandbox_engine_config cfg = {.state_dir = state_dir, .backend = backend_wanted,
+                                      .slots = SLOTS, .uid_base = uid_base};
+  struct sandbox_error err = {0};
+  if (sandbox_engine_new(&cfg, &engine, &err) < 0) {
+    fprintf(stderr, "engine: %s\n", err.msg);
+    return -1;
+  }
+  const struct sandbox_report *r = sandbox_engine_report(engine);
+  fprintf(stderr, "# isolation backend: %s (cgroups at %s, clone_into_cgroup=%d)\n",
+          r->backend_name, r->cgroup_path[0] ? r->cgroup_path : "-", r->clone_into_cgroup);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  if (engine == NULL)
+    return 0;
+  char cg[sizeof sandbox_engine_report(engine)->cgroup_path];
+  snprintf(cg, sizeof cg, "%s", sandbox_engine_report(engine)->cgroup_path);
+  sandbox_engine_free(engine);
+  engine = NULL;
+  int ret = 0;
+  if (cg[0] != '\0' && access(cg, F_OK) == 0) {
+    fprintf(stderr, "engine cgroup %s left behind\n", cg);
+    ret = -1;
+  }
+  sandbox_remove_tree(AT_FDCWD, state_dir);
+  return ret;
+}
+
+static int test_setup(void **state) {
+  if (engine == NULL) {
+    skip();
+  }
+  return 0;
+}
+
+struct run {
+  struct sandbox_result r;
+  int rc;
+  struct sandbox_error err;
+};
+
+/* Counts processes on the host owned by uid. */
+static int count_uid_processes(uid_t uid) {
+  DIR *d = opendir("/proc");
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9')
+      continue;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%s/status", de->d_name);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+      continue;
+    while (fgets(line, sizeof line, f) != NULL) {
+      unsigned ruid;
+      if (sscanf(line, "Uid:\t%u", &ruid) == 1) {
+        if (ruid == uid)
+          n++;
+        break;
+      }
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+static void run_in_slot(unsigned slot, const char *const *argv, const struct sandbox_limits *limits,
+                        const void *in, size_t in_len, const struct sandbox_mount *mounts,
+                        size_t n_mounts, struct run *out) {
+  char ws[64];
+  snprintf(ws, sizeof ws, "ws.XXXXXX");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", state_dir, ws);
+  assert_non_null(mkdtemp(path));
+  assert_int_equal(chown(path, uid_base + slot, uid_base + slot), 0);
+  static const char *const env[] = {"USER_VAR=visible", NULL};
+  struct sandbox_spec spec = {.argv = argv, .env = env, .workspace_dir = path,
+                              .stdin_data = in, .stdin_len = in_len,
+                              .mounts = mounts, .n_mounts = n_mounts};
+  if (limits != NULL)
+    spec.limits = *limits;
+  memset(out, 0, sizeof *out);
+  out->rc = sandbox_run(engine, slot, &spec, &out->r, &out->err);
+  if (out->rc < 0)
+    fprintf(stderr, "sandbox_run: %s\n", out->err.msg);
+  else
+    fprintf(stderr, "# [%s] killed_by=%s exit=%d signal=%d wall=%.1fms cpu=%.1fms peak=%.1fMiB\n",
+            sandbox_backend_name(out->r.backend), sandbox_killed_by_name(out->r.killed_by),
+            out->r.exit_code, out->r.signal, out->r.wall_time_us / 1000.0,
+            out->r.cpu_time_us / 1000.0, out->r.peak_memory_bytes / 1048576.0);
+  assert_int_equal(sandbox_remove_tree(state_fd, strrchr(path, '/') + 1), 0);
+  /* Whatever happened, nothing of the run survives it. */
+  assert_int_equal(count_uid_processes(uid_base + slot), 0);
+}
+
+static void run_py_limits(const char *code, const struct sandbox_limits *limits, const void *in,
+                          size_t in_len, struct run *out) {
+  const char *argv[] = {PY, "-I", "-c", code, NULL};
+  run_in_slot(0, argv, limits, in, in_len, NULL, 0, out);
+}
+
+static void run_py(const char *code, struct run *out) {
+  run_py_limits(code, NULL, NULL, 0, out);
+}
+
+static void assert_stdout(const struct run *run, const char *expected) {
+  assert_int_equal(run->rc, 0);
+  if (run->r.stdout_len != strlen(expected) ||
+      memcmp(run->r.stdout_data, expected, run->r.stdout_len) != 0) {
+    fprintf(stderr, "stdout: %.*s\nstderr: %.*s\n", (int)run->r.stdout_len,
+            (const char *)run->r.stdout_data, (int)run->r.stderr_len,
+            (const char *)run->r.stderr_data);
+    fail_msg("stdout differs from '%s'", expected);
+  }
+}
+
+/* ---- how a run ended ---- */
+
+static void test_killed_by_none_exit_code(void **state) {
+  struct run run;
+  run_py("import sys; print('hello'); sys.exit(3)", &run);
+  assert_stdout(&run, "hello\n");
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_NONE);
+  assert_int_equal(run.r.exit_code, 3);
+  assert_int_equal(run.r.signal, 0);
+  assert_true(run.r.wall_time_us > 0);
+  assert_true(run.r.cpu_time_us > 0);
+  assert_true(run.r.peak_memory_bytes > 0);
+  assert_int_equal(run.r.backend, sandbox_engine_report(engine)->backend);
+  sandbox_result_free(&run.r);
+}
+
+static void test_killed_by_memory(void **state) {
+  struct run run;
+  run_py("b = bytearray(512 * 2**20); print('survived')", &run);
+  assert_int_equal(run.rc, 0);
+  if (is_cgroup()) {
+    assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_MEMORY);
+    assert_int_equal(run.r.signal, SIGKILL);
+    assert_true(run.r.peak_memory_bytes <= SANDBOX_DEFAULT_MEMORY_BYTES);
+    assert_true(run.r.peak_memory_bytes > SANDBOX_DEFAULT_MEMORY_BYTES / 2);
+  } else {
+    /* Per-process RLIMIT_AS: the allocation fails, the program exits. */
+    assert_true(run.r.memory_per_process);
+    assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_NONE);
+    assert_int_equal(run.r.exit_code, 1);
+    assert_non_null(memmem(run.r.stderr_data, run.r.stderr_len, "MemoryError", 11));
+  }
+  assert_int_equal(run.r.stdout_len, 0);
+  sandbox_result_free(&run.r);
+}
+
+static void test_memory_under_limit_runs(void **state) {
+  struct run run;
+  run_py("b = bytearray(64 * 2**20); print(len(b))", &run);
+  assert_stdout(&run, "67108864\n");
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_NONE);
+  if (is_cgroup())
+    assert_true(run.r.peak_memory_bytes >= 64u << 20);
+  sandbox_result_free(&run.r);
+}
+
+static void expect_timeout(const char *code, uint64_t timeout_ms, const void *in, size_t in_len) {
+  struct sandbox_limits l = {.timeout_ms = timeout_ms};
+  struct run run;
+  run_py_limits(code, &l, in, in_len, &run);
+  assert_int_equal(run.rc, 0);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_TIMEOUT);
+  assert_int_equal(run.r.signal, SIGKILL);
+  assert_true(run.r.wall_time_us < (timeout_ms + 1500) * 1000);
+  sandbox_result_free(&run.r);
+}
+
+static void test_timeout_busy_loop(void **state) {
+  expect_timeout("while True: pass", 1000, NULL, 0);
+}
+
+static void test_timeout_spinning_thread(void **state) {
+  expect_timeout("import threading\n"
+                 "def spin():\n    while True: pass\n"
+                 "threading.Thread(target=spin).start()\n"
+                 "threading.Thread(target=spin).start()\n", 1000, NULL, 0);
+}
+
+static void test_timeout_sleep(void **state) {
+  expect_timeout("import time; time.sleep(60)", 1000, NULL, 0);
+}
+
+static void test_timeout_program_never_reads_stdin(void **state) {
+  /* 8 MiB of stdin that nobody reads must not block the supervisor. */
+  size_t n = 8u << 20;
+  char *in = malloc(n);
+  memset(in, 'x', n);
+  expect_timeout("import time; time.sleep(60)", 1000, in, n);
+  free(in);
+}
+
+static void test_timeout_reading_stdin_forever(void **state) {
+  /* A pipe that a child keeps open: the read never ends. */
+  expect_timeout("import os, sys, time\n"
+                 "r, w = os.pipe()\n"
+                 "os.read(r, 1)\n", 1000, NULL, 0);
+}
+
+static void test_cpu_limit_counts_the_whole_tree(void **state) {
+  /* Two spinning processes, 600 ms of CPU allowed, 10 s of wall time. */
+  struct sandbox_limits l = {.timeout_ms = 10000, .cpu_time_ms = 600};
+  struct run run;
+  run_py_limits("import os\nos.fork()\nwhile True: pass\n", &l, NULL, 0, &run);
+  assert_int_equal(run.rc, 0);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_TIMEOUT);
+  assert_true(run.r.wall_time_us < 5000 * 1000);
+  sandbox_result_free(&run.r);
+}
+
+static void test_killed_by_output_limit(void **state) {
+  struct run run;
+  run_py("import sys\nwhile True: sys.stdout.write('y' * 65536)\n", &run);
+  assert_int_equal(run.rc, 0);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_OUTPUT_LIMIT);
+  assert_true(run.r.stdout_truncated);
+  assert_false(run.r.stderr_truncated);
+  assert_int_equal(run.r.stdout_len, SANDBOX_DEFAULT_OUTPUT_BYTES);
+  for (size_t i = 0; i < run.r.stdout_len; i++)
+    assert_int_equal(run.r.stdout_data[i], 'y');
+  /* Stopped at once, not at the 5 s timeout. */
+  assert_true(run.r.wall_time_us < 1000 * 1000);
+  sandbox_result_free(&run.r);
+}
+
+static void test_output_limit_on_stderr(void **state) {
+  struct sandbox_limits l = {.output_bytes = 1000};
+  struct run run;
+  run_py_limits("import sys\nsys.stdout.write('ok')\nsys.stderr.write('e' * 5000)\n", &l, NULL, 0,
+                &run);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_OUTPUT_LIMIT);
+  assert_true(run.r.stderr_truncated);
+  assert_int_equal(run.r.stderr_len, 1000);
+  sandbox_result_free(&run.r);
+}
+
+static void test_output_exactly_at_limit_is_not_truncated(void **state) {
+  struct sandbox_limits l = {.output_bytes = 1000};
+  struct run run;
+  run_py_limits("import sys\nsys.stdout.write('z' * 1000)\n", &l, NULL, 0, &run);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_NONE);
+  assert_false(run.r.stdout_truncated);
+  assert_int_equal(run.r.stdout_len, 1000);
+  sandbox_result_free(&run.r);
+}
+
+static void test_killed_by_signal_segv(void **state) {
+  struct run run;
+  run_py("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", &run);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_SIGNAL);
+  assert_int_equal(run.r.signal, SIGSEGV);
+  sandbox_result_free(&run.r);
+}
+
+static void test_killed_by_signal_abort(void **state) {
+  struct run run;
+  run_py("import os; os.abort()", &run);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_SIGNAL);
+  assert_int_equal(run.r.signal, SIGABRT);
+  sandbox_result_free(&run.r);
+}
+
+/* ---- the tree ends with the run ---- */
+
+static void test_children_do_not_survive(void **state) {
+  struct run run;
+  run_py("import os, subprocess, time\n"
+         "subprocess.Popen(['/bin/sleep', '1000'], start_new_session=True)\n"
+         "if os.fork() == 0:\n"
+         "    os.setsid()\n"
+         "    if os.fork() == 0:\n"
+         "        time.sleep(1000)\n"
+         "    os._exit(0)\n"
+         "os.system('nohup /bin/sleep 1000 >/dev/null 2>&1 &')\n"
+         "time.sleep(0.2)\n"
+         "print(len([p for p in os.listdir('/proc') if p.isdigit()]))\n",
+         &run);
+  assert_int_equal(run.rc, 0);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_NONE);
+  int seen = atoi((const char *)run.r.stdout_data);
+  assert_true(seen >= 4); /* init, python and the sleepers were running */
+  /* run_in_slot asserted that no process of the slot's uid is left. */
+  sandbox_result_free(&run.r);
+}
+
+static void test_fork_bomb_is_contained(void **state) {
+  struct sandbox_limits l = {.timeout_ms = 3000, .max_processes = 32};
+  struct run run;
+  run_py_limits("import os\n"
+                "n = 0\n"
+                "while True:\n"
+                "    try:\n"
+                "        os.fork()\n"
+                "    except OSError:\n"
+                "        n += 1\n",
+                &l, NULL, 0, &run);
+  assert_int_equal(run.rc, 0);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_TIMEOUT);
+  assert_true(run.r.wall_time_us < 5000 * 1000);
+  /* The machine still answers: a normal run right after is quick. */
+  struct run after;
+  run_py("print('fine')", &after);
+  assert_stdout(&after, "fine\n");
+  assert_true(after.r.wall_time_us < 2000 * 1000);
+  sandbox_result_free(&after.r);
+  sandbox_result_free(&run.r);
+}
+
+static void test_pids_limit_refuses_fork(void **state) {
+  struct sandbox_limits l = {.max_processes = 8};
+  struct run run;
+  run_py_limits("import os, time\n"
+                "kids = 0\n"
+                "for i in range(50):\n"
+                "    try:\n"
+                "        if os.fork() == 0:\n"
+                "            time.sleep(5); os._exit(0)\n"
+                "        kids += 1\n"
+                "    except BlockingIOError:\n"
+                "        break\n"
+                "print(kids)\n",
+                &l, NULL, 0, &run);
+  assert_int_equal(run.rc, 0);
+  int kids = atoi((const char *)run.r.stdout_data);
+  fprintf(stderr, "# forks allowed under max_processes=8: %d\n", kids);
+  assert_true(kids >= 1 && kids < 8);
+  sandbox_result_free(&run.r);
+}
+
+/* ---- bytes in, bytes out ---- */
+
+static void test_stdin_delivered_byte_exact(void **state) {
+  size_t n = 1u << 20;
+  uint8_t *in = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    in[i] = (uint8_t)(i * 131 + (i >> 8));
+  struct sandbox_limits l = {.output_bytes = 2u << 20};
+  struct run run;
+  run_py_limits("import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())", &l, in, n, &run);
+  assert_int_equal(run.rc, 0);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_NONE);
+  assert_int_equal(run.r.stdout_len, n);
+  assert_memory_equal(run.r.stdout_data, in, n);
+  free(in);
+  sandbox_result_free(&run.r);
+}
+
+static void test_non_utf8_output_preserved(void **state) {
+  struct run run;
+  run_py("import sys\n"
+         "sys.stdout.buffer.write(bytes([0xff, 0xfe, 0x00, 0xc3, 0x28, 0x80]))\n"
+         "sys.stderr.buffer.write(b'\\xed\\xa0\\x80')\n",
+         &run);
+  assert_int_equal(run.rc, 0);
+  static const uint8_t out[] = {0xff, 0xfe, 0x00, 0xc3, 0x28, 0x80};
+  static const uint8_t err[] = {0xed, 0xa0, 0x80};
+  assert_int_equal(run.r.stdout_len, sizeof out);
+  assert_memory_equal(run.r.stdout_data, out, sizeof out);
+  assert_int_equal(run.r.stderr_len, sizeof err);
+  assert_memory_equal(run.r.stderr_data, err, sizeof err);
+  sandbox_result_free(&run.r);
+}
+
+/* ---- isolation ---- */
+
+static void test_network_connect_is_permission_error(void **state) {
+  struct run run;
+  run_py("import socket\n"
+         "for fam, typ in [(socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),\n"
+         "                 (socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_NETLINK, socket.SOCK_RAW)]:\n"
+         "    try:\n"
+         "        socket.socket(fam, typ).connect(('127.0.0.1', 7878))\n"
+         "        print('connected')\n"
+         "    except PermissionError:\n"
+         "        print('blocked')\n"
+         "socket.socket(socket.AF_UNIX).close(); print('unix ok')\n",
+         &run);
+  assert_stdout(&run, "blocked\nblocked\nblocked\nblocked\nunix ok\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_network_namespace_has_only_lo(void **state) {
+  struct run run;
+  run_py("lines = open('/proc/net/dev').read().splitlines()[2:]\n"
+         "print(','.join(sorted(l.split(':')[0].strip() for l in lines)))\n",
+         &run);
+  assert_stdout(&run, "lo\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_root_is_read_only(void **state) {
+  struct run run;
+  run_py("import errno\n"
+         "for p in ['/x', '/usr/x', '/etc/x', '/bin/x', '/dev/x', '/proc/sys/kernel/hostname']:\n"
+         "    try:\n"
+         "        open(p, 'w'); print('wrote', p)\n"
+         "    except OSError as e:\n"
+         "        print(e.errno in (errno.EROFS, errno.EACCES, errno.EPERM))\n"
+         "open('/workspace/ok', 'w').write('1'); open('/tmp/ok', 'w').write('1'); print('rw')\n",
+         &run);
+  assert_stdout(&run, "True\nTrue\nTrue\nTrue\nTrue\nTrue\nrw\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_unprivileged_uid_and_empty_caps(void **state) {
+  struct run run;
+  run_py("import os\n"
+         "print(os.getresuid() == (61000,)*3 or os.getresuid() == (61100,)*3, os.getuid() != 0)\n"
+         "print(os.getgroups())\n"
+         "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+         "print(set(caps))\n"
+         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])\n"
+         "try:\n    os.setuid(0)\nexcept PermissionError:\n    print('setuid refused')\n",
+         &run);
+  assert_stdout(&run, "True True\n[]\n{'0000000000000000'}\n['1']\nsetuid refused\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_proc_shows_only_the_sandbox(void **state) {
+  struct run run;
+  run_py("import os\n"
+         "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+         "print(pids, os.getpid())\n",
+         &run);
+  assert_stdout(&run, "[1, 2] 2\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_no_host_secrets_in_etc(void **state) {
+  struct run run;
+  run_py("import os\n"
+         "print(os.path.exists('/etc/shadow'), os.path.exists('/root'), os.path.exists('/etc/ssh'))\n"
+         "print(sorted(os.listdir('/etc')))\n",
+         &run);
+  assert_int_equal(run.rc, 0);
+  assert_non_null(memmem(run.r.stdout_data, run.r.stdout_len, "False False False\n", 18));
+  assert_null(memmem(run.r.stdout_data, run.r.stdout_len, "shadow", 6));
+  sandbox_result_free(&run.r);
+}
+
+static void test_no_server_environment(void **state) {
+  setenv("SANDBOXD_TEST_SECRET", "hunter2", 1);
+  struct run run;
+  run_py("import os; print(sorted(os.environ))", &run);
+  assert_stdout(&run, "['HOME', 'LANG', 'PATH', 'PYTHONUNBUFFERED', 'TMPDIR', 'USER_VAR']\n");
+  unsetenv("SANDBOXD_TEST_SECRET");
+  sandbox_result_free(&run.r);
+}
+
+static void test_only_stdio_fds_inherited(void **state) {
+  int leak = open("/etc/hostname", O_RDONLY); /* not CLOEXEC on purpose */
+  struct run run;
+  run_py("import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')))", &run);
+  close(leak);
+  /* 3 is the directory listdir itself opened. */
+  assert_stdout(&run, "[0, 1, 2, 3]\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_new_namespaces_and_hostname(void **state) {
+  static const char *const ns[] = {"pid", "mnt", "net", "ipc", "uts", "cgroup"};
+  struct run run;
+  run_py("import socket, os\n"
+         "print(socket.gethostname())\n"
+         "for ns in ['pid', 'mnt', 'net', 'ipc', 'uts', 'cgroup']:\n"
+         "    print(os.readlink('/proc/self/ns/' + ns))\n",
+         &run);
+  assert_int_equal(run.rc, 0);
+  /* Every namespace link inside must differ from the host's. */
+  char *saveptr = NULL;
+  char *copy = strndup((const char *)run.r.stdout_data, run.r.stdout_len);
+  char *line = strtok_r(copy, "\n", &saveptr);
+  assert_string_equal(line, "sandbox");
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    line = strtok_r(NULL, "\n", &saveptr);
+    assert_non_null(line);
+    char path[64], host[128];
+    snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i]);
+    ssize_t n = readlink(path, host, sizeof host - 1);
+    host[n] = '\0';
+    if (strcmp(line, host) == 0)
+      fail_msg("namespace %s is the host's (%s)", ns[i], host);
+  }
+  free(copy);
+  sandbox_result_free(&run.r);
+}
+
+static void test_seccomp_denies_dangerous_syscalls(void **state) {
+  struct run run;
+  run_py("import ctypes, os\n"
+         "libc = ctypes.CDLL(None, use_errno=True)\n"
+         "nr = {'ptrace': 101, 'mount': 165, 'unshare': 272, 'setns': 308, 'bpf': 321,\n"
+         "      'perf_event_open': 298, 'userfaultfd': 323, 'io_uring_setup': 425,\n"
+         "      'keyctl': 250, 'add_key': 248, 'kexec_load': 246, 'init_module': 175,\n"
+         "      'open_by_handle_at': 304, 'reboot': 169, 'settimeofday': 164,\n"
+         "      'process_vm_readv': 310, 'pivot_root': 155, 'acct': 163, 'swapon': 167}\n"
+         "bad = []\n"
+         "for name, n in nr.items():\n"
+         "    ctypes.set_errno(0)\n"
+         "    r = libc.syscall(n, 0, 0, 0, 0, 0)\n"
+         "    if r != -1 or ctypes.get_errno() not in (1, 13, 38):\n"
+         "        bad.append((name, r, ctypes.get_errno()))\n"
+         "# unshare(CLONE_NEWUSER) would give a fresh root inside: must fail\n"
+         "r = libc.unshare(0x10000000)\n"
+         "print(bad, r, ctypes.get_errno())\n"
+         "# x32 ABI: getpid with the x32 bit\n"
+         "print(libc.syscall(0x40000000 | 39) == -1)\n",
+         &run);
+  assert_stdout(&run, "[] -1 1\nTrue\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_subprocess_and_threads_work(void **state) {
+  struct run run;
+  run_py("import subprocess, threading, json\n"
+         "out = subprocess.run(['/bin/echo', 'child'], capture_output=True).stdout.decode()\n"
+         "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+         "print(out.strip(), json.dumps({'a': 1}))\n",
+         &run);
+  assert_stdout(&run, "child {\"a\": 1}\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_file_size_limit(void **state) {
+  struct sandbox_limits l = {.file_size_bytes = 1u << 20};
+  struct run run;
+  run_py_limits("import errno\n"
+                "try:\n"
+                "    open('/workspace/big', 'wb').write(b'x' * (2 << 20))\n"
+                "    print('wrote')\n"
+                "except OSError as e:\n"
+                "    print(e.errno == errno.EFBIG)\n",
+                &l, NULL, 0, &run);
+  assert_stdout(&run, "True\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_open_files_limit(void **state) {
+  struct sandbox_limits l = {.open_files = 32};
+  struct run run;
+  run_py_limits("import resource, os\n"
+                "print(resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+                "fds = []\n"
+                "try:\n"
+                "    while True: fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+                "except OSError as e:\n"
+                "    print(len(fds) < 32, e.errno)\n",
+                &l, NULL, 0, &run);
+  assert_stdout(&run, "(32, 32)\nTrue 24\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_tmp_is_size_limited(void **state) {
+  struct sandbox_limits l = {.tmp_bytes = 4u << 20};
+  struct run run;
+  run_py_limits("import errno\n"
+                "try:\n"
+                "    open('/tmp/fill', 'wb').write(b'x' * (8 << 20))\n"
+                "    print('wrote')\n"
+                "except OSError as e:\n"
+                "    print(e.errno == errno.ENOSPC)\n",
+                &l, NULL, 0, &run);
+  assert_stdout(&run, "True\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_extra_mount_is_read_only(void **state) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/extra", state_dir);
+  mkdir(dir, 0755);
+  char file[4300];
+  snprintf(file, sizeof file, "%s/mod.py", dir);
+  FILE *f = fopen(file, "w");
+  fputs("VALUE = 42\n", f);
+  fclose(f);
+  struct sandbox_mount m = {.source = dir, .target = "/opt/env/lib"};
+  const char *argv[] = {PY, "-I", "-c",
+                        "import sys; sys.path.insert(0, '/opt/env/lib'); import mod\n"
+                        "print(mod.VALUE)\n"
+                        "try:\n    open('/opt/env/lib/x', 'w')\nexcept OSError as e:\n"
+                        "    print(e.errno)\n",
+                        NULL};
+  struct run run;
+  run_in_slot(0, argv, NULL, NULL, 0, &m, 1, &run);
+  assert_stdout(&run, "42\n30\n");
+  sandbox_result_free(&run.r);
+  unlink(file);
+  rmdir(dir);
+}
+
+static void test_bad_mount_target_refused(void **state) {
+  static const char *const bad[] = {"/usr/lib/x", "relative", "/opt/../etc", "/", "/proc",
+                                    "/opt//x", "/workspace/x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    struct sandbox_mount m = {.source = "/usr/share", .target = bad[i]};
+    const char *argv[] = {PY, "-c", "print(1)", NULL};
+    struct run run;
+    run_in_slot(0, argv, NULL, NULL, 0, &m, 1, &run);
+    assert_int_equal(run.rc, -1);
+    assert_int_equal(run.err.errnum, EINVAL);
+  }
+}
+
+static void test_missing_program_is_setup_error(void **state) {
+  const char *argv[] = {"/usr/bin/no-such-interpreter", NULL};
+  struct run run;
+  run_in_slot(0, argv, NULL, NULL, 0, NULL, 0, &run);
+  assert_int_equal(run.rc, -1);
+  assert_int_equal(run.err.errnum, ENOENT);
+  assert_non_null(strstr(run.err.msg, "exec"));
+}
+
+struct thread_run {
+  unsigned slot;
+  struct run run;
+};
+
+static void *run_thread(void *arg) {
+  struct thread_run *t = arg;
+  const char *argv[] = {PY, "-I", "-c", "import time, os; time.sleep(0.5); print(os.getuid())",
+                        NULL};
+  run_in_slot(t->slot, argv, NULL, NULL, 0, NULL, 0, &t->run);
+  return NULL;
+}
+
+static void test_slots_run_concurrently(void **state) {
+  struct thread_run t[SLOTS];
+  pthread_t th[SLOTS];
+  for (unsigned i = 0; i < SLOTS; i++) {
+    t[i].slot = i;
+    pthread_create(&th[i], NULL, run_thread, &t[i]);
+  }
+  for (unsigned i = 0; i < SLOTS; i++)
+    pthread_join(th[i], NULL);
+  for (unsigned i = 0; i < SLOTS; i++) {
+    char expect[32];
+    snprintf(expect, sizeof expect, "%u\n", (unsigned)(uid_base + i));
+    assert_stdout(&t[i].run, expect);
+    /* Two half-second sleeps side by side, not one after the other. */
+    assert_true(t[i].run.r.wall_time_us < 1400 * 1000);
+    sandbox_result_free(&t[i].run.r);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_killed_by_none_exit_code, test_setup),
+      cmocka_unit_test_setup(test_killed_by_memory, test_setup),
+      cmocka_unit_test_setup(test_memory_under_limit_runs, test_setup),
+      cmocka_unit_test_setup(test_timeout_busy_loop, test_setup),
+      cmocka_unit_test_setup(test_timeout_spinning_thread, test_setup),
+      cmocka_unit_test_setup(test_timeout_sleep, test_setup),
+      cmocka_unit_test_setup(test_timeout_program_never_reads_stdin, test_setup),
+      cmocka_unit_test_setup(test_timeout_reading_stdin_forever, test_setup),
+      cmocka_unit_test_setup(test_cpu_limit_counts_the_whole_tree, test_setup),
+      cmocka_unit_test_setup(test_killed_by_output_limit, test_setup),
+      cmocka_unit_test_setup(test_output_limit_on_stderr, test_setup),
+      cmocka_unit_test_setup(test_output_exactly_at_limit_is_not_truncated, test_setup),
+      cmocka_unit_test_setup(test_killed_by_signal_segv, test_setup),
+      cmocka_unit_test_setup(test_killed_by_signal_abort, test_setup),
+      cmocka_unit_test_setup(test_children_do_not_survive, test_setup),
+      cmocka_unit_test_setup(test_fork_bomb_is_contained, test_setup),
+      cmocka_unit_test_setup(test_pids_limit_refuses_fork, test_setup),
+      cmocka_unit_test_setup(test_stdin_delivered_byte_exact, test_setup),
+      cmocka_unit_test_setup(test_non_utf8_output_preserved, test_setup),
+      cmocka_unit_test_setup(test_network_connect_is_permission_error, test_setup),
+      cmocka_unit_test_setup(test_network_namespace_has_only_lo, test_setup),
+      cmocka_unit_test_setup(test_root_is_read_only, test_setup),
+      cmocka_unit_test_setup(test_unprivileged_uid_and_empty_caps, test_setup),
+      cmocka_unit_test_setup(test_proc_shows_only_the_sandbox, test_setup),
+      cmocka_unit_test_setup(test_no_host_secrets_in_etc, test_setup),
+      cmocka_unit_test_setup(test_no_server_environment, test_setup),
+      cmocka_unit_test_setup(test_only_stdio_fds_inherited, test_setup),
+      cmocka_unit_test_setup(test_new_namespaces_and_hostname, test_setup),
+      cmocka_unit_test_setup(test_seccomp_denies_dangerous_syscalls, test_setup),
+      cmocka_unit_test_setup(test_subprocess_and_threads_work, test_setup),
+      cmocka_unit_test_setup(test_file_size_limit, test_setup),
+      cmocka_unit_test_setup(test_open_files_limit, test_setup),
+      cmocka_unit_test_setup(test_tmp_is_size_limited, test_setup),
+      cmocka_unit_test_setup(test_extra_mount_is_read_only, test_setup),
+      cmocka_unit_test_setup(test_bad_mount_target_refused, test_setup),
+      cmocka_unit_test_setup(test_missing_program_is_setup_error, test_setup),
+      cmocka_unit_test_setup(test_slots_run_concurrently, test_setup),
+  };
+  return cmocka_run_group_tests_name("engine", tests, group_setup, group_teardown);
+}
