@@ -1,0 +1,98 @@
+/* Settings: defaults, then file, then environment, then flags. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "settings.h"
+
+static char config_path[64];
+
+static int setup(void **state) {
+  unsetenv("SANDBOXD_WORKERS");
+  unsetenv("SANDBOXD_QUEUE");
+  unsetenv("SANDBOXD_LISTEN");
+  unsetenv("SANDBOXD_CONFIG");
+  snprintf(config_path, sizeof(config_path), "/tmp/sbx-settings-XXXXXX");
+  int fd = mkstemp(config_path);
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "# comment\nworkers = 3\nqueue = 10 # trailing\nlisten = ipc:///tmp/x.sock\n"
+             "max-timeout-ms = 20000\n");
+  fclose(f);
+  return 0;
+}
+
+static int teardown(void **state) {
+  unlink(config_path);
+  return 0;
+}
+
+static int load(struct server_settings *s, int argc, char **argv) {
+  char err[512];
+  int rv = settings_load(s, argc, argv, err, sizeof(err));
+  if (rv < 0)
+    print_message("settings_load: %s\n", err);
+  return rv;
+}
+
+static void defaults(void **state) {
+  struct server_settings s;
+  char *argv[] = {"sandboxd", NULL};
+  assert_int_equal(load(&s, 1, argv), 0);
+  assert_int_equal(s.n_listen, 1);
+  assert_string_equal(s.listen[0], "tcp://127.0.0.1:7878");
+  assert_string_equal(s.state_dir, "/var/lib/sandboxd");
+  assert_true(s.workers >= 1);
+  assert_int_equal(s.default_limits.timeout_ms, 5000);
+}
+
+static void layers_in_order(void **state) {
+  struct server_settings s;
+  char *argv[] = {"sandboxd", "--config", config_path, "--queue", "7", NULL};
+  setenv("SANDBOXD_WORKERS", "5", 1);
+  setenv("SANDBOXD_QUEUE", "9", 1);
+  assert_int_equal(load(&s, 5, argv), 0);
+  assert_int_equal(s.workers, 5);  /* env beats file */
+  assert_int_equal(s.queue, 7);    /* flag beats env */
+  assert_int_equal(s.max_limits.timeout_ms, 20000); /* file beats default */
+  assert_int_equal(s.n_listen, 1); /* file replaced the default listen */
+  assert_string_equal(s.listen[0], "ipc:///tmp/x.sock");
+}
+
+static void listen_repeatable(void **state) {
+  struct server_settings s;
+  char *argv[] = {"sandboxd", "--listen", "tcp://0.0.0.0:1", "--listen=ipc:///tmp/y", NULL};
+  assert_int_equal(load(&s, 4, argv), 0);
+  assert_int_equal(s.n_listen, 2);
+  assert_string_equal(s.listen[1], "ipc:///tmp/y");
+}
+
+static void bad_values_refused(void **state) {
+  struct server_settings s;
+  char *a1[] = {"sandboxd", "--workers", "0", NULL};
+  assert_int_equal(load(&s, 3, a1), -1);
+  char *a2[] = {"sandboxd", "--workers", "2x", NULL};
+  assert_int_equal(load(&s, 3, a2), -1);
+  char *a3[] = {"sandboxd", "--listen", "http://x", NULL};
+  assert_int_equal(load(&s, 3, a3), -1);
+  char *a4[] = {"sandboxd", "--default-timeout-ms", "90000", NULL}; /* above max */
+  assert_int_equal(load(&s, 3, a4), -1);
+  char *a5[] = {"sandboxd", "--no-such-flag", "1", NULL};
+  assert_int_equal(load(&s, 3, a5), -1);
+  char *a6[] = {"sandboxd", "--config", "/nonexistent/file", NULL};
+  assert_int_equal(load(&s, 3, a6), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(layers_in_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(listen_repeatable, setup, teardown),
+      cmocka_unit_test_setup_teardown(bad_values_refused, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

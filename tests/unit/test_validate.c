@@ -1,0 +1,135 @@
+/* Request validation: every bad input names its field and range. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "settings.h"
+#include "validate.h"
+
+static struct server_settings settings;
+static Sandbox__V1__RunCodeRequest req;
+static Sandbox__V1__Limits limits;
+static char msg[512];
+static struct sandbox_limits out;
+
+static int setup(void **state) {
+  settings_defaults(&settings);
+  sandbox__v1__run_code_request__init(&req);
+  sandbox__v1__limits__init(&limits);
+  req.code = "print(1)";
+  req.limits = &limits;
+  msg[0] = '\0';
+  return 0;
+}
+
+static sbx_code check(void) {
+  return validate_run_request(&req, &settings, &out, msg, sizeof(msg));
+}
+
+static void defaults_fill_zero_limits(void **state) {
+  assert_int_equal(check(), SBX_OK);
+  assert_int_equal(out.timeout_ms, 5000);
+  assert_int_equal(out.memory_bytes, 128 << 20);
+  assert_int_equal(out.output_bytes, 64 << 10);
+  req.limits = NULL;
+  assert_int_equal(check(), SBX_OK);
+  assert_int_equal(out.timeout_ms, 5000);
+}
+
+static void cpu_limit_never_above_wall_clock(void **state) {
+  limits.timeout_ms = 1000;
+  limits.cpu_time_ms = 30000;
+  assert_int_equal(check(), SBX_OK);
+  assert_int_equal(out.cpu_time_ms, 1000);
+}
+
+static void negative_and_too_large_limits_named(void **state) {
+  struct {
+    int64_t *field;
+    int64_t value;
+    const char *name;
+  } cases[] = {
+      {&limits.timeout_ms, -1, "limits.timeout_ms"},
+      {&limits.timeout_ms, 60001, "limits.timeout_ms"},
+      {&limits.cpu_time_ms, -1, "limits.cpu_time_ms"},
+      {&limits.memory_bytes, 1024, "limits.memory_bytes"},
+      {&limits.memory_bytes, (1LL << 30) + 1, "limits.memory_bytes"},
+      {&limits.output_bytes, -64, "limits.output_bytes"},
+      {&limits.max_processes, 257, "limits.max_processes"},
+      {&limits.disk_bytes, -1, "limits.disk_bytes"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    setup(NULL);
+    *cases[i].field = cases[i].value;
+    assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, cases[i].name));
+    assert_non_null(strstr(msg, "allowed"));
+  }
+  setup(NULL);
+  limits.timeout_ms = 60000; /* the maximum itself is allowed */
+  assert_int_equal(check(), SBX_OK);
+}
+
+static void bad_fields_refused(void **state) {
+  req.code = "";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "code"));
+  setup(NULL);
+  req.runtime = "ruby";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  setup(NULL);
+  req.run_id = "../x";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  setup(NULL);
+  req.session_id = "s";
+  assert_int_equal(check(), SBX_UNIMPLEMENTED);
+}
+
+static void file_paths_checked(void **state) {
+  assert_true(validate_relative_path("a.txt"));
+  assert_true(validate_relative_path("dir/sub/a.txt"));
+  assert_false(validate_relative_path(""));
+  assert_false(validate_relative_path("/etc/passwd"));
+  assert_false(validate_relative_path("../x"));
+  assert_false(validate_relative_path("a/../../x"));
+  assert_false(validate_relative_path("a//b"));
+  assert_false(validate_relative_path("a/./b"));
+  assert_false(validate_relative_path("a/"));
+  Sandbox__V1__File f = SANDBOX__V1__FILE__INIT, *files[] = {&f};
+  f.path = "../escape";
+  f.source_case = SANDBOX__V1__FILE__SOURCE_CONTENT;
+  req.n_files = 1;
+  req.files = files;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "files[0].path"));
+  f.path = "ok.txt";
+  assert_int_equal(check(), SBX_OK);
+  settings.max_files = 0;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+}
+
+static void run_ids(void **state) {
+  assert_true(validate_run_id("abc-123_X.y"));
+  assert_false(validate_run_id("."));
+  assert_false(validate_run_id(".."));
+  assert_false(validate_run_id("a/b"));
+  assert_false(validate_run_id(""));
+  char long_id[80];
+  memset(long_id, 'a', 65);
+  long_id[65] = '\0';
+  assert_false(validate_run_id(long_id));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(defaults_fill_zero_limits, setup),
+      cmocka_unit_test_setup(cpu_limit_never_above_wall_clock, setup),
+      cmocka_unit_test_setup(negative_and_too_large_limits_named, setup),
+      cmocka_unit_test_setup(bad_fields_refused, setup),
+      cmocka_unit_test_setup(file_paths_checked, setup),
+      cmocka_unit_test_setup(run_ids, setup),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
