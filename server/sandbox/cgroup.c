@@ -157,7 +157,7 @@ void cgroup_kill_procs_at(int dirfd) {
     long pid = strtol(p, &end, 10);
     if (end == p)
       break;
-    if (pid > 1)
+    if (pid > 1 && pid != getpid())
       kill((pid_t)pid, SIGKILL);
     p = end;
     while (*p == '\n')
@@ -183,7 +183,9 @@ static bool cgroup_wait_empty(int dirfd, bool v2) {
     } else {
       if (cgroup_read_at(dirfd, "cgroup.procs", buf, sizeof buf) < 0)
         return false;
-      if (buf[0] == '\0')
+      char self[32];
+      snprintf(self, sizeof self, "%d\n", (int)getpid());
+      if (buf[0] == '\0' || strcmp(buf, self) == 0)
         return true;
       cgroup_kill_procs_at(dirfd);
       /* v1 has no populated event on a file we can poll: dying tasks leave

@@ -23,7 +23,13 @@ struct cgroup_slot {
   uint64_t oom_kills_before;        /* v1: counter at prepare (slot reuse) */
   uint64_t memory_limit;            /* v1: last limit written, to skip rewrites */
   uint64_t pids_limit;
+  pid_t thread;                     /* v1: the thread that sits in the slot */
+  uint64_t thread_cpu_before_ns;    /* v1: its CPU time at prepare */
 };
+
+/* clone_fd() results besides a cgroup fd. */
+#define CGROUP_ATTACH_AFTER_CLONE (-1) /* write the pid, then release the child */
+#define CGROUP_INHERITED (-2)          /* the child inherits the calling thread's */
 
 struct cgroup_manager {
   const struct cgroup_backend *backend;
@@ -51,7 +57,8 @@ struct cgroup_backend {
   /* Before a run: limits in place, counters reset or baselined. */
   int (*prepare)(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *limits,
                  struct sandbox_error *err);
-  /* fd for clone3(CLONE_INTO_CGROUP), or -1 to attach after clone. */
+  /* fd for clone3(CLONE_INTO_CGROUP), CGROUP_ATTACH_AFTER_CLONE or
+   * CGROUP_INHERITED. */
   int (*clone_fd)(struct cgroup_manager *m, unsigned slot);
   int (*attach)(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err);
   int (*cpu_usage_ns)(struct cgroup_manager *m, unsigned slot, uint64_t *ns);
@@ -84,7 +91,7 @@ int cgroup_self_path(const char *controller, char *out, size_t size, struct sand
  * cgroup2 when controller is NULL. */
 int cgroup_find_mount(const char *controller, char *mnt, size_t mnt_size, char *root,
                       size_t root_size);
-/* Kill every process listed in dirfd's cgroup.procs. */
+/* Kill every process listed in dirfd's cgroup.procs, except ourselves. */
 void cgroup_kill_procs_at(int dirfd);
 /* Remove engine directories (sandboxd.<pid>) left by engines that died. */
 void cgroup_remove_stale(const char *base_dir, bool v2);

@@ -14,7 +14,7 @@ static int rlimit_prepare(struct cgroup_manager *m, unsigned slot,
   return 0;
 }
 static int rlimit_clone_fd(struct cgroup_manager *m, unsigned slot) {
-  return -1;
+  return CGROUP_INHERITED;
 }
 static int rlimit_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,
                          struct sandbox_error *err) {

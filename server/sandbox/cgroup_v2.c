@@ -185,7 +185,7 @@ static int v2_prepare(struct cgroup_manager *m, unsigned slot, const struct sand
 }
 
 static int v2_clone_fd(struct cgroup_manager *m, unsigned slot) {
-  return m->clone_into_cgroup ? m->slots[slot].dirfd[0] : -1;
+  return m->clone_into_cgroup ? m->slots[slot].dirfd[0] : CGROUP_ATTACH_AFTER_CLONE;
 }
 
 static int v2_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,

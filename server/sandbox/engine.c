@@ -326,7 +326,7 @@ static pid_t spawn(struct sandbox_engine *e, unsigned slot, const struct child_a
   ca.flags = NS_FLAGS | CLONE_PIDFD;
   ca.pidfd = (uint64_t)(uintptr_t)pidfd;
   ca.exit_signal = SIGCHLD;
-  if (cgroup_fd >= 0) {
+  if (cgroup_fd >= 0) { /* else inherited, or attached after the clone */
     ca.flags |= CLONE_INTO_CGROUP;
     ca.cgroup = (uint64_t)cgroup_fd;
   }
@@ -370,7 +370,7 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
     return -1;
   }
   const struct cgroup_backend *cg = e->cgroups.backend;
-  bool need_sync = cg->clone_fd(&e->cgroups, slot) < 0 && cg->kind != SANDBOX_BACKEND_RLIMIT;
+  bool need_sync;
   struct run_pipes p;
   int ret = -1;
   int pidfd = -1;
@@ -381,7 +381,9 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
   struct cgroup_run_stats stats;
   memset(&stats, 0, sizeof stats);
 
-  if (pipes_open(&p, need_sync, err) < 0) {
+  /* The sync pipe is only used when the child must be attached after the
+   * clone; opening it always keeps the prepare/clone order simple. */
+  if (pipes_open(&p, true, err) < 0) {
     rootfs_plan_free(&plan);
     return -1;
   }
@@ -390,7 +392,7 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
     goto finish;
   }
   /* Prepare may have created the per-run cgroup: the clone fd is known now. */
-  need_sync = cg->clone_fd(&e->cgroups, slot) < 0 && cg->kind != SANDBOX_BACKEND_RLIMIT;
+  need_sync = cg->clone_fd(&e->cgroups, slot) == CGROUP_ATTACH_AFTER_CLONE;
   struct child_args args = {
       .ops = plan.ops,
       .n_ops = plan.n_ops,

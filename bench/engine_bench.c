@@ -1,0 +1,165 @@
+/* engine_bench.c: the sandbox engine's overhead over the bare interpreter.
+ *
+ * Runs `/usr/bin/python3 -I hello.py` bare (posix_spawn, output to a pipe)
+ * and through sandbox_run, interleaved so that the noise of a shared machine
+ * hits both alike, and prints the medians and their ratio. Also times the
+ * bare namespace creation (clone with the same flags, child exits at once).
+ *
+ *   build/bin/engine-bench [--runs N] [--json]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox.h"
+
+extern char **environ;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double bare_run(const char *script) {
+  int p[2];
+  if (pipe(p) < 0)
+    return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  posix_spawn_file_actions_addclose(&fa, p[0]);
+  char *argv[] = {"/usr/bin/python3", "-I", (char *)script, NULL};
+  double t0 = now_ms();
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+    return -1;
+  close(p[1]);
+  char buf[4096];
+  while (read(p[0], buf, sizeof buf) > 0)
+    ;
+  int st;
+  waitpid(pid, &st, 0);
+  double t = now_ms() - t0;
+  close(p[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  return t;
+}
+
+static double ns_only(void) {
+  double t0 = now_ms();
+  pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                                            CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
+                             NULL, NULL, NULL, NULL);
+  if (pid == 0)
+    _exit(0);
+  int st;
+  waitpid(pid, &st, 0);
+  return now_ms() - t0;
+}
+
+int main(int argc, char **argv) {
+  int runs = 40;
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+      runs = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--json") == 0)
+      json = 1;
+    else {
+      fprintf(stderr, "usage: engine-bench [--runs N] [--json]\n");
+      return 2;
+    }
+  }
+  if (runs < 3)
+    runs = 3;
+  char state[] = "/tmp/sandboxd-bench.XXXXXX";
+  if (mkdtemp(state) == NULL) {
+    perror("mkdtemp");
+    return 1;
+  }
+  struct sandbox_engine_config cfg = {.state_dir = state, .slots = 1, .uid_base = 61200};
+  struct sandbox_engine *engine;
+  struct sandbox_error err = {0};
+  if (sandbox_engine_new(&cfg, &engine, &err) < 0) {
+    fprintf(stderr, "engine-bench: %s\n", err.msg);
+    return 1;
+  }
+  char ws[4200], script[4300];
+  snprintf(ws, sizeof ws, "%s/ws", state);
+  mkdir(ws, 0755);
+  snprintf(script, sizeof script, "%s/hello.py", ws);
+  FILE *f = fopen(script, "w");
+  fputs("print('hello')\n", f);
+  fclose(f);
+  const char *sargv[] = {"/usr/bin/python3", "-I", "/workspace/hello.py", NULL};
+  struct sandbox_spec spec = {.argv = sargv, .workspace_dir = ws};
+
+  double *bare = calloc((size_t)runs, sizeof(double));
+  double *sbx = calloc((size_t)runs, sizeof(double));
+  double *ns = calloc((size_t)runs, sizeof(double));
+  /* Warm the page cache and the slot's cgroup once. */
+  bare_run(script);
+  struct sandbox_result r;
+  if (sandbox_run(engine, 0, &spec, &r, &err) < 0) {
+    fprintf(stderr, "engine-bench: %s\n", err.msg);
+    return 1;
+  }
+  sandbox_result_free(&r);
+  for (int i = 0; i < runs; i++) {
+    bare[i] = bare_run(script);
+    double t0 = now_ms();
+    if (sandbox_run(engine, 0, &spec, &r, &err) < 0) {
+      fprintf(stderr, "engine-bench: %s\n", err.msg);
+      return 1;
+    }
+    sbx[i] = now_ms() - t0;
+    if (r.stdout_len != 6 || memcmp(r.stdout_data, "hello\n", 6) != 0) {
+      fprintf(stderr, "engine-bench: unexpected output\n");
+      return 1;
+    }
+    sandbox_result_free(&r);
+    ns[i] = ns_only();
+  }
+  double mb = median(bare, runs), ms = median(sbx, runs), mn = median(ns, runs);
+  const char *backend = sandbox_engine_report(engine)->backend_name;
+  if (json)
+    printf("{\"runs\":%d,\"backend\":\"%s\",\"bare_ms\":%.3f,\"sandbox_ms\":%.3f,"
+           "\"namespaces_ms\":%.3f,\"ratio\":%.4f}\n",
+           runs, backend, mb, ms, mn, ms / mb);
+  else
+    printf("engine-bench: %d interleaved runs of python3 -I hello.py (%s)\n"
+           "  bare interpreter     median %7.2f ms\n"
+           "  through the sandbox  median %7.2f ms\n"
+           "  namespaces alone     median %7.2f ms\n"
+           "  ratio sandbox/bare   %.3f (goal <= 1.10)\n",
+           runs, backend, mb, ms, mn, ms / mb);
+  unlink(script);
+  rmdir(ws);
+  sandbox_engine_free(engine);
+  sandbox_remove_tree(AT_FDCWD, state);
+  free(bare);
+  free(sbx);
+  free(ns);
+  return 0;
+}
