@@ -38,6 +38,7 @@ struct child_op {
 /* Stages before the mount operations; op i reports CHILD_STAGE_OPS + i. */
 enum child_stage {
   CHILD_STAGE_FDS = 1,
+  CHILD_STAGE_NETNS,
   CHILD_STAGE_SIGNALS,
   CHILD_STAGE_PRIVATE_MOUNTS,
   CHILD_STAGE_PIVOT_ROOT,
@@ -87,6 +88,9 @@ struct child_args {
   int cap_last_cap;
   /* Parent's pipe ends for the child, moved to 0, 1, 2, 3 and 4. */
   int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd; /* sync_fd -1: none */
+  int netns_fd; /* the slot's network namespace, joined then closed */
+  void *program_stack; /* for the vfork-style start of the program */
+  size_t program_stack_size;
   struct {
     int resource;
     struct rlimit limit;

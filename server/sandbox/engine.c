@@ -41,10 +41,17 @@ struct sandbox_engine {
   struct rootfs rootfs;
   struct sandbox_report report;
   int cap_last_cap;
+  struct engine_slot {
+    int netns_fd;        /* the slot's network namespace (only a down lo) */
+    void *program_stack; /* where init starts the program (CLONE_VM|CLONE_VFORK) */
+  } *slots;
 };
 
-static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                                 CLONE_NEWUTS | CLONE_NEWCGROUP;
+#define PROGRAM_STACK_SIZE (64 * 1024)
+
+/* The network namespace is per slot (joined with setns), the others per run. */
+static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                                 CLONE_NEWCGROUP;
 
 const char *sandbox_killed_by_name(enum sandbox_killed_by k) {
   switch (k) {
@@ -107,6 +114,50 @@ static int read_cap_last_cap(void) {
   return atoi(buf);
 }
 
+/* Makes one empty network namespace per slot, from this (still single)
+ * thread: unshare, keep an fd, step back into the host's. */
+static int make_slot_netns(struct sandbox_engine *e, struct sandbox_error *err) {
+  cleanup_close int host = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (host < 0)
+    return sandbox_error_set(err, errno, "open own network namespace");
+  for (unsigned i = 0; i < e->config.slots; i++) {
+    if (unshare(CLONE_NEWNET) < 0)
+      return sandbox_error_set(err, errno, "create a network namespace");
+    e->slots[i].netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    int saved = errno;
+    if (setns(host, CLONE_NEWNET) < 0)
+      return sandbox_error_set(err, errno, "return to the host network namespace");
+    if (e->slots[i].netns_fd < 0)
+      return sandbox_error_set(err, saved, "open a slot network namespace");
+  }
+  return 0;
+}
+
+static void free_slots(struct sandbox_engine *e) {
+  if (e->slots == NULL)
+    return;
+  for (unsigned i = 0; i < e->config.slots; i++) {
+    if (e->slots[i].netns_fd >= 0)
+      close(e->slots[i].netns_fd);
+    free(e->slots[i].program_stack);
+  }
+  free(e->slots);
+  e->slots = NULL;
+}
+
+static int make_slots(struct sandbox_engine *e, struct sandbox_error *err) {
+  e->slots = calloc(e->config.slots, sizeof *e->slots);
+  if (e->slots == NULL)
+    return sandbox_error_set(err, ENOMEM, "slots");
+  for (unsigned i = 0; i < e->config.slots; i++) {
+    e->slots[i].netns_fd = -1;
+    e->slots[i].program_stack = malloc(PROGRAM_STACK_SIZE);
+    if (e->slots[i].program_stack == NULL)
+      return sandbox_error_set(err, ENOMEM, "slot stacks");
+  }
+  return make_slot_netns(e, err);
+}
+
 int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbox_engine **out,
                        struct sandbox_error *err) {
   if (geteuid() != 0)
@@ -135,10 +186,17 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
    * kill the server: the engine ignores SIGPIPE for the process. */
   signal(SIGPIPE, SIG_IGN);
 
+  if (make_slots(e, err) < 0) {
+    free_slots(e);
+    return -1;
+  }
   if (rootfs_init(&e->rootfs, e->state_dir, e->config.uid_base, e->config.gid_base,
-                  e->config.slots, err) < 0)
+                  e->config.slots, err) < 0) {
+    free_slots(e);
     return sandbox_error_wrap(err, "prepare sandbox filesystem");
+  }
   if (seccomp_policy_compile(&e->seccomp, err) < 0) {
+    free_slots(e);
     rootfs_destroy(&e->rootfs);
     return sandbox_error_wrap(err, "compile seccomp policy");
   }
@@ -146,6 +204,7 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
                           err) < 0) {
     seccomp_policy_free(&e->seccomp);
     rootfs_destroy(&e->rootfs);
+    free_slots(e);
     return -1;
   }
   struct sandbox_report *r = &e->report;
@@ -153,7 +212,7 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
   r->backend_name = e->cgroups.backend->name;
   snprintf(r->cgroup_path, sizeof r->cgroup_path, "%s", e->cgroups.engine_dir[0]);
   r->seccomp = true;
-  r->namespaces = "pid,mount,net,ipc,uts,cgroup";
+  r->namespaces = "pid,mount,ipc,uts,cgroup per run; net per slot";
   r->uid_base = e->config.uid_base;
   r->slots = e->config.slots;
   r->clone_into_cgroup = e->cgroups.clone_into_cgroup;
@@ -167,6 +226,7 @@ void sandbox_engine_free(struct sandbox_engine *e) {
   cgroup_manager_destroy(&e->cgroups);
   seccomp_policy_free(&e->seccomp);
   rootfs_destroy(&e->rootfs);
+  free_slots(e);
   free(e);
 }
 
@@ -409,6 +469,9 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
       .stderr_fd = p.fds[2][1],
       .report_fd = p.fds[3][1],
       .sync_fd = need_sync ? p.fds[4][0] : -1,
+      .netns_fd = e->slots[slot].netns_fd,
+      .program_stack = e->slots[slot].program_stack,
+      .program_stack_size = PROGRAM_STACK_SIZE,
       .seccomp = &e->seccomp,
   };
   fill_rlimits(e, &limits, &args);
