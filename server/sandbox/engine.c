@@ -294,10 +294,14 @@ static void fill_rlimits(const struct sandbox_engine *e, const struct sandbox_li
    * the namespace's init. */
   set_rlimit(a, RLIMIT_NPROC, l->max_processes + 1, l->max_processes + 1);
   set_rlimit(a, RLIMIT_STACK, 8u << 20, 8u << 20);
-  /* Per process backstop for the tree-wide CPU check: SIGXCPU, then SIGKILL. */
-  set_rlimit(a, RLIMIT_CPU, cpu_s + 1, cpu_s + 2);
-  if (e->cgroups.backend->kind == SANDBOX_BACKEND_RLIMIT)
+  if (e->cgroups.backend->kind == SANDBOX_BACKEND_RLIMIT) {
+    /* No tree-wide figures: memory and CPU are limited per process. */
+    set_rlimit(a, RLIMIT_CPU, cpu_s, cpu_s + 1);
     set_rlimit(a, RLIMIT_AS, l->memory_bytes, l->memory_bytes);
+  } else {
+    /* Per-process backstop for the supervisor's tree-wide CPU check. */
+    set_rlimit(a, RLIMIT_CPU, cpu_s + 1, cpu_s + 2);
+  }
 }
 
 static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *err) {

@@ -92,7 +92,7 @@ HELLO = 'print("hello")\n'
 
 
 def group_transports(b):
-    s = Server(b, 61000)
+    s = Server(b, 62000)
     try:
         for url in (s.tcp, s.ipc):
             rc, out = s.run(HELLO, url=url)
@@ -126,7 +126,7 @@ def group_transports(b):
 
 
 def group_killed_by(b):
-    s = Server(b, 61100)
+    s = Server(b, 62100)
     try:
         cases = [
             ("none", "print(1)\n", [], 0),
@@ -153,7 +153,7 @@ def group_killed_by(b):
 
 
 def group_invalid_argument(b):
-    s = Server(b, 61200, "--max-files", "2", "--max-timeout-ms", "10000")
+    s = Server(b, 62200, "--max-files", "2", "--max-timeout-ms", "10000")
     try:
         f = os.path.join(s.tmp, "f.txt")
         open(f, "w").write("x")
@@ -191,7 +191,7 @@ def group_invalid_argument(b):
 
 
 def group_resource_exhausted(b):
-    s = Server(b, 61300, "--workers", "1", "--queue", "1")
+    s = Server(b, 62300, "--workers", "1", "--queue", "1")
     try:
         script = os.path.join(s.tmp, "sleep.py")
         open(script, "w").write("import time\ntime.sleep(0.5)\nprint('done')\n")
@@ -216,7 +216,7 @@ def group_resource_exhausted(b):
 
 
 def group_bad_messages(b):
-    s = Server(b, 61400, "--max-message-bytes", "65536")
+    s = Server(b, 62400, "--max-message-bytes", "65536")
     try:
         r = s.probe("garbage")
         check(r.startswith("INVALID_ARGUMENT"), "garbage bytes: INVALID_ARGUMENT", r)
@@ -244,7 +244,7 @@ def group_bad_messages(b):
 
 
 def group_concurrency(b):
-    s = Server(b, 61500, "--workers", "2", "--queue", "64")
+    s = Server(b, 62500, "--workers", "2", "--queue", "64")
     try:
         def one(i):
             return i, s.run("import sys\nprint(sys.argv[1])\n", "--arg", str(i),
@@ -260,7 +260,7 @@ def group_concurrency(b):
 
 
 def group_drain(b):
-    s = Server(b, 61600, "--workers", "1")
+    s = Server(b, 62600, "--workers", "1")
     slow = os.path.join(s.tmp, "slow.py")
     open(slow, "w").write("import time\ntime.sleep(1.5)\nprint('finished')\n")
     p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", slow],
@@ -287,7 +287,7 @@ def group_drain(b):
 
 
 def group_feedback_and_info(b):
-    s = Server(b, 61700)
+    s = Server(b, 62700)
     try:
         rc, out = s.run("while True: pass\n", "--timeout-ms", "1000")
         check(any("timed out after 1 s" in l for l in out.get("feedback", [])),
