@@ -101,6 +101,9 @@ int cgroup_self_path(const char *controller, char *out, size_t size, struct sand
     char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     if (c2 == NULL)
       continue;
+    /* "ID:CONTROLLERS:PATH": cut after ID too, or the v2 line "0::/x" would
+     * read as hierarchy "0:" and never match. */
+    *c1 = '\0';
     *c2 = '\0';
     const char *controllers = c1 + 1;
     const char *path = c2 + 1;

@@ -114,6 +114,19 @@ static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_
   }
   if (strstr(rel, "/..") != NULL || rel[0] != '/')
     return sandbox_error_set(err, EINVAL, "cgroup path %s", rel);
+  /* The mount may show only a part of the hierarchy (a bind mount of a
+   * subtree, or the host's cgroupfs seen from a cgroup namespace, whose root
+   * then reads "/.."): paths are relative to the mount's root, and a cgroup
+   * outside it cannot be reached through it. */
+  if (strcmp(root, "/") != 0) {
+    size_t rlen = strlen(root);
+    if (strncmp(rel, root, rlen) != 0 || (rel[rlen] != '/' && rel[rlen] != '\0'))
+      return sandbox_error_set(err, 0, "cgroup %s is not below the cgroup2 mount's root %s", rel,
+                               root);
+    rel += rlen;
+    if (rel[0] == '\0')
+      rel = "/";
+  }
   char base[4096];
   if ((size_t)snprintf(base, sizeof base, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel) >=
       sizeof base)
@@ -129,7 +142,11 @@ static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_
                              base);
   if (faccessat(bfd, "cgroup.subtree_control", W_OK, 0) < 0)
     return sandbox_error_set(err, errno, "%s is not writable", base);
-  if (strcmp(rel, "/") != 0 && v2_move_members_to_leaf(base, err) < 0)
+  /* Only the kernel's root cgroup may have members and enable controllers
+   * for its children; it is the one without cgroup.type. "/" of a cgroup
+   * namespace (a container's view) is not it. */
+  bool kernel_root = faccessat(bfd, "cgroup.type", F_OK, 0) < 0 && errno == ENOENT;
+  if (!kernel_root && v2_move_members_to_leaf(base, err) < 0)
     return -1;
   if (v2_enable(base, avail, err) < 0)
     return -1;

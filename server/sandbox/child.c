@@ -1,13 +1,16 @@
-/* child.c: the sandbox child, from the clone to the exec, in one straight
- * sequence (bubblewrap's order): file descriptors, signals, mounts,
- * pivot_root, rlimits, credentials, no-new-privs, seccomp, then fork the
- * program and stay behind as its PID-1 init.
+/* child.c: the sandbox child, from the clone to the exec of sandbox-init, in
+ * one straight sequence (bubblewrap's order): file descriptors, signals,
+ * network namespace, mounts, pivot_root, rlimits, credentials,
+ * no-new-privs, seccomp, exec. sandbox-init (init.c) then starts the
+ * program and stays as PID 1.
  *
- * Runs as the child of a multi-threaded process: only async-signal-safe
- * calls. No malloc, no stdio, and raw system calls for the credential
- * changes (glibc's setresuid/setgroups broadcast to threads that do not exist
- * in the child and would deadlock). Any failure is reported on fd 3 and the
- * child exits before exec: the program never runs with less isolation. */
+ * Runs as a vfork-style child (CLONE_VM | CLONE_VFORK) of a multi-threaded
+ * process, on a stack of its own, while the parent thread waits for the
+ * exec: only async-signal-safe calls, nothing written but its own stack. No
+ * malloc, no stdio, and raw system calls for the credential changes
+ * (glibc's setresuid/setgroups broadcast to the parent's threads and would
+ * deadlock). Any failure is reported on fd 3 and the child exits before
+ * exec: the program never runs with less isolation. */
 #include "child.h"
 
 #include <errno.h>
@@ -24,8 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_REPORT = 3, FD_SYNC = 4, FD_NETNS = 5 };
-enum { N_KEPT_FDS = 6 };
+enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_REPORT = 3, FD_SYNC = 4, FD_NETNS = 5,
+       FD_INIT = 6 };
+enum { N_KEPT_FDS = 7 };
 
 static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
   struct child_report r = {.kind = kind, .stage = stage, .errnum = errnum, .status = status};
@@ -43,8 +47,8 @@ __attribute__((noreturn)) static void fail(int stage) {
 /* Moves the descriptors the child keeps to 0..5 and closes the rest: the
  * server's sockets, other runs' pipes, everything it had open. */
 static void setup_fds(const struct child_args *a) {
-  int want[N_KEPT_FDS] = {a->stdin_fd,  a->stdout_fd, a->stderr_fd,
-                          a->report_fd, a->sync_fd,   a->netns_fd};
+  int want[N_KEPT_FDS] = {a->stdin_fd, a->stdout_fd, a->stderr_fd, a->report_fd,
+                          a->sync_fd,  a->netns_fd,  a->init_fd};
   int tmp[N_KEPT_FDS];
   for (int i = 0; i < N_KEPT_FDS; i++) {
     tmp[i] = -1;
@@ -61,7 +65,8 @@ static void setup_fds(const struct child_args *a) {
     close(FD_SYNC);
   if (a->netns_fd < 0)
     close(FD_NETNS);
-  if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0)
+  /* The report and sync pipes go on to sandbox-init; its own image not. */
+  if (fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
     fail(CHILD_STAGE_FDS);
 }
 
@@ -180,41 +185,8 @@ static void drop_privileges(const struct child_args *a) {
     fail(CHILD_STAGE_DUMPABLE);
 }
 
-/* Runs on its own stack in init's memory (CLONE_VM | CLONE_VFORK): init is
- * suspended until the exec, so nothing is copied and nothing is shared
- * after it. */
-static int exec_program(void *arg) {
+int child_main(void *arg) {
   const struct child_args *a = arg;
-  close(FD_SYNC);
-  umask(022);
-  execve(a->argv[0], (char *const *)a->argv, (char *const *)a->envp);
-  fail(CHILD_STAGE_EXEC);
-}
-
-/* PID 1 of the namespace: reaps orphans, and when the program ends reports
- * its status and exits, which makes the kernel kill everything left in the
- * namespace (daemons, setsid children). */
-__attribute__((noreturn)) static void init_loop(pid_t program) {
-  close(FD_STDIN);
-  close(FD_STDOUT);
-  close(FD_STDERR);
-  close(FD_SYNC);
-  for (;;) {
-    int status;
-    pid_t pid = (pid_t)syscall(SYS_wait4, -1, &status, __WALL, NULL);
-    if (pid < 0) {
-      if (errno == EINTR)
-        continue;
-      _exit(1);
-    }
-    if (pid == program) {
-      report(CHILD_REPORT_EXIT, 0, 0, status);
-      _exit(0);
-    }
-  }
-}
-
-void child_main(const struct child_args *a) {
   setup_fds(a);
   reset_signals();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
@@ -230,26 +202,13 @@ void child_main(const struct child_args *a) {
   umask(0);
   enter_root(a);
   drop_privileges(a);
-  if (a->sync_fd >= 0) {
-    /* Wait until the parent has put us into the slot's cgroup, so that the
-     * program and all it starts are accounted there. */
-    char go;
-    ssize_t n;
-    do {
-      n = read(FD_SYNC, &go, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) {
-      errno = n == 0 ? EPIPE : errno;
-      fail(CHILD_STAGE_SYNC);
-    }
-  }
+  /* Last: from here on every system call, the exec included, is filtered. */
   if (seccomp_policy_load(a->seccomp) < 0)
     fail(CHILD_STAGE_SECCOMP);
-  pid_t pid = clone(exec_program, (char *)a->program_stack + a->program_stack_size,
-                    CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)a);
-  if (pid < 0)
-    fail(CHILD_STAGE_FORK);
-  init_loop(pid);
+  umask(022);
+  syscall(SYS_execveat, FD_INIT, "", (char *const *)a->argv, (char *const *)a->envp,
+          AT_EMPTY_PATH);
+  fail(CHILD_STAGE_INIT_EXEC);
 }
 
 const char *child_stage_name(int stage) {
@@ -274,6 +233,7 @@ const char *child_stage_name(int stage) {
       [CHILD_STAGE_SYNC] = "cgroup placement",
       [CHILD_STAGE_SECCOMP] = "seccomp filter",
       [CHILD_STAGE_FORK] = "fork of the program",
+      [CHILD_STAGE_INIT_EXEC] = "exec of sandbox-init",
       [CHILD_STAGE_EXEC] = "exec of the program",
   };
   if (stage > 0 && stage < (int)(sizeof names / sizeof names[0]) && names[stage] != NULL)

@@ -58,6 +58,7 @@ enum child_stage {
   CHILD_STAGE_SECCOMP,
   CHILD_STAGE_FORK,
   CHILD_STAGE_EXEC,
+  CHILD_STAGE_INIT_EXEC,
   CHILD_STAGE_OPS = 1000,
 };
 
@@ -89,8 +90,7 @@ struct child_args {
   /* Parent's pipe ends for the child, moved to 0, 1, 2, 3 and 4. */
   int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd; /* sync_fd -1: none */
   int netns_fd; /* the slot's network namespace, joined then closed */
-  void *program_stack; /* for the vfork-style start of the program */
-  size_t program_stack_size;
+  int init_fd;  /* sealed memfd holding sandbox-init (init.c), exec'd last */
   struct {
     int resource;
     struct rlimit limit;
@@ -99,8 +99,10 @@ struct child_args {
   const struct seccomp_policy *seccomp;
 };
 
-/* Runs in the clone child (PID 1 of the new PID namespace). Never returns. */
-__attribute__((noreturn)) void child_main(const struct child_args *args);
+/* Runs in the clone child (PID 1 of the new PID namespace, sharing the
+ * parent's memory until it execs sandbox-init; the parent thread waits).
+ * Returns only by exiting. */
+int child_main(void *args);
 
 /* Human name of a stage (parent side). */
 const char *child_stage_name(int stage);

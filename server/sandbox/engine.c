@@ -1,14 +1,19 @@
 /* engine.c: the engine's front: creation (privileges, cgroup backend,
- * seccomp program, /etc) and one run from spec to result.
+ * seccomp program, /etc, sandbox-init) and one run from spec to result.
  *
- * The spawn is a clone3 straight from the calling thread, with every
+ * The spawn is a clone3 straight from the calling thread, vfork-style
+ * (CLONE_VM | CLONE_VFORK, on the slot's own stack) with every per-run
  * namespace flag and, on cgroup v2, CLONE_INTO_CGROUP: no helper process, no
- * round trip. This is safe in a threaded server because the child (child.c)
- * only makes system calls on data prepared here before the clone. A helper
- * process would add an IPC hop to the hot path and a second place to fail. */
+ * round trip, no copy of the server's memory. The child (child.c) only makes
+ * system calls on data prepared here, then execs sandbox-init (init.c) from
+ * a sealed memfd; this thread waits until that exec. A helper process would
+ * add an IPC hop to the hot path and a second place to fail; a fork-like
+ * clone would leave PID 1 holding a copy-on-write image of the server (and
+ * of other requests' data) for the whole run. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <sys/mman.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,13 +46,53 @@ struct sandbox_engine {
   struct rootfs rootfs;
   struct sandbox_report report;
   int cap_last_cap;
+  int init_fd; /* sealed memfd with sandbox-init */
   struct engine_slot {
-    int netns_fd;        /* the slot's network namespace (only a down lo) */
-    void *program_stack; /* where init starts the program (CLONE_VM|CLONE_VFORK) */
+    int netns_fd;      /* the slot's network namespace (only a down lo) */
+    void *clone_stack; /* the vfork-style child's stack */
   } *slots;
 };
 
-#define PROGRAM_STACK_SIZE (64 * 1024)
+#define CLONE_STACK_SIZE (256 * 1024)
+
+/* sandbox-init, embedded at build time (sandbox_init_blob.S). */
+extern const unsigned char sandbox_init_blob[];
+extern const unsigned char sandbox_init_blob_end[];
+
+long sandbox_clone3(struct clone_args *args, size_t size, int (*fn)(void *), void *arg);
+
+/* Puts sandbox-init in a sealed, executable memfd: no file on disk to find,
+ * replace or keep in step with the library. */
+static int make_init_memfd(struct sandbox_error *err) {
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+  int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL) /* kernels before 6.3 have no MFD_EXEC */
+    fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "memfd for sandbox-init");
+  size_t len = (size_t)(sandbox_init_blob_end - sandbox_init_blob);
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, sandbox_init_blob + off, len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int e = errno;
+      close(fd);
+      return sandbox_error_set(err, e, "write sandbox-init");
+    }
+    off += (size_t)n;
+  }
+  if (fchmod(fd, 0555) < 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+    int e = errno;
+    close(fd);
+    return sandbox_error_set(err, e, "seal sandbox-init");
+  }
+  return fd;
+}
 
 /* The network namespace is per slot (joined with setns), the others per run. */
 static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -139,7 +184,7 @@ static void free_slots(struct sandbox_engine *e) {
   for (unsigned i = 0; i < e->config.slots; i++) {
     if (e->slots[i].netns_fd >= 0)
       close(e->slots[i].netns_fd);
-    free(e->slots[i].program_stack);
+    free(e->slots[i].clone_stack);
   }
   free(e->slots);
   e->slots = NULL;
@@ -151,8 +196,8 @@ static int make_slots(struct sandbox_engine *e, struct sandbox_error *err) {
     return sandbox_error_set(err, ENOMEM, "slots");
   for (unsigned i = 0; i < e->config.slots; i++) {
     e->slots[i].netns_fd = -1;
-    e->slots[i].program_stack = malloc(PROGRAM_STACK_SIZE);
-    if (e->slots[i].program_stack == NULL)
+    e->slots[i].clone_stack = aligned_alloc(64, CLONE_STACK_SIZE);
+    if (e->slots[i].clone_stack == NULL)
       return sandbox_error_set(err, ENOMEM, "slot stacks");
   }
   return make_slot_netns(e, err);
@@ -190,13 +235,20 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
     free_slots(e);
     return -1;
   }
+  e->init_fd = make_init_memfd(err);
+  if (e->init_fd < 0) {
+    free_slots(e);
+    return -1;
+  }
   if (rootfs_init(&e->rootfs, e->state_dir, e->config.uid_base, e->config.gid_base,
                   e->config.slots, err) < 0) {
     free_slots(e);
+    close(e->init_fd);
     return sandbox_error_wrap(err, "prepare sandbox filesystem");
   }
   if (seccomp_policy_compile(&e->seccomp, err) < 0) {
     free_slots(e);
+    close(e->init_fd);
     rootfs_destroy(&e->rootfs);
     return sandbox_error_wrap(err, "compile seccomp policy");
   }
@@ -205,6 +257,7 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
     seccomp_policy_free(&e->seccomp);
     rootfs_destroy(&e->rootfs);
     free_slots(e);
+    close(e->init_fd);
     return -1;
   }
   struct sandbox_report *r = &e->report;
@@ -227,6 +280,7 @@ void sandbox_engine_free(struct sandbox_engine *e) {
   seccomp_policy_free(&e->seccomp);
   rootfs_destroy(&e->rootfs);
   free_slots(e);
+  close(e->init_fd);
   free(e);
 }
 
@@ -382,24 +436,24 @@ static void classify(const struct supervise *s, const struct cgroup_run_stats *s
     r->killed_by = SANDBOX_KILLED_BY_NONE;
 }
 
-static pid_t spawn(struct sandbox_engine *e, unsigned slot, const struct child_args *args,
-                   int *pidfd, struct sandbox_error *err) {
+static pid_t spawn(struct sandbox_engine *e, unsigned slot, struct child_args *args, int *pidfd,
+                   struct sandbox_error *err) {
   int cgroup_fd = e->cgroups.backend->clone_fd(&e->cgroups, slot);
   struct clone_args ca;
   memset(&ca, 0, sizeof ca);
-  ca.flags = NS_FLAGS | CLONE_PIDFD;
+  ca.flags = NS_FLAGS | CLONE_PIDFD | CLONE_VM | CLONE_VFORK;
   ca.pidfd = (uint64_t)(uintptr_t)pidfd;
   ca.exit_signal = SIGCHLD;
+  ca.stack = (uint64_t)(uintptr_t)e->slots[slot].clone_stack;
+  ca.stack_size = CLONE_STACK_SIZE;
   if (cgroup_fd >= 0) { /* else inherited, or attached after the clone */
     ca.flags |= CLONE_INTO_CGROUP;
     ca.cgroup = (uint64_t)cgroup_fd;
   }
-  /* Fork-like clone3: the child continues here on a copy of this stack. */
-  long pid = syscall(SYS_clone3, &ca, sizeof ca);
-  if (pid == 0)
-    child_main(args);
+  /* Returns once the child has exec'd sandbox-init or died. */
+  long pid = sandbox_clone3(&ca, sizeof ca, child_main, args);
   if (pid < 0)
-    return sandbox_error_set(err, errno, "clone3");
+    return sandbox_error_set(err, (int)-pid, "clone3");
   return (pid_t)pid;
 }
 
@@ -474,8 +528,7 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
       .report_fd = p.fds[3][1],
       .sync_fd = need_sync ? p.fds[4][0] : -1,
       .netns_fd = e->slots[slot].netns_fd,
-      .program_stack = e->slots[slot].program_stack,
-      .program_stack_size = PROGRAM_STACK_SIZE,
+      .init_fd = e->init_fd,
       .seccomp = &e->seccomp,
   };
   fill_rlimits(e, &limits, &args);
