@@ -331,8 +331,9 @@ int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "proc",
                                          .path = ROOT_PATH("/proc"), .fstype = "proc",
                                          .flags = MS_NOSUID | MS_NODEV | MS_NOEXEC});
-  static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
-                                        "/proc/bus"};
+  /* Writes there need root; the binds are defence in depth against a kernel
+   * bug, kept to the two that change the whole host. */
+  static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger"};
   for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
     char host[64];
     snprintf(host, sizeof host, "%s", proc_ro[i]);
