@@ -43,6 +43,7 @@ struct sandbox_engine {
   char state_dir[4096];
   struct cgroup_manager cgroups;
   struct seccomp_policy seccomp;
+  struct seccomp_policy seccomp_network; /* spec.network: the installer's profile */
   struct rootfs rootfs;
   struct sandbox_report report;
   int cap_last_cap;
@@ -246,7 +247,9 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
     close(e->init_fd);
     return sandbox_error_wrap(err, "prepare sandbox filesystem");
   }
-  if (seccomp_policy_compile(&e->seccomp, err) < 0) {
+  if (seccomp_policy_compile(&e->seccomp, false, err) < 0 ||
+      seccomp_policy_compile(&e->seccomp_network, true, err) < 0) {
+    seccomp_policy_free(&e->seccomp);
     free_slots(e);
     close(e->init_fd);
     rootfs_destroy(&e->rootfs);
@@ -255,6 +258,7 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
   if (cgroup_manager_init(&e->cgroups, config->backend, config->cgroup_parent, e->config.slots,
                           err) < 0) {
     seccomp_policy_free(&e->seccomp);
+    seccomp_policy_free(&e->seccomp_network);
     rootfs_destroy(&e->rootfs);
     free_slots(e);
     close(e->init_fd);
@@ -278,6 +282,7 @@ void sandbox_engine_free(struct sandbox_engine *e) {
     return;
   cgroup_manager_destroy(&e->cgroups);
   seccomp_policy_free(&e->seccomp);
+  seccomp_policy_free(&e->seccomp_network);
   rootfs_destroy(&e->rootfs);
   free_slots(e);
   close(e->init_fd);
@@ -527,9 +532,9 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
       .stderr_fd = p.fds[2][1],
       .report_fd = p.fds[3][1],
       .sync_fd = need_sync ? p.fds[4][0] : -1,
-      .netns_fd = e->slots[slot].netns_fd,
+      .netns_fd = spec->network ? -1 : e->slots[slot].netns_fd,
       .init_fd = e->init_fd,
-      .seccomp = &e->seccomp,
+      .seccomp = spec->network ? &e->seccomp_network : &e->seccomp,
   };
   fill_rlimits(e, &limits, &args);
 

@@ -110,8 +110,8 @@ static void remove_stale_etc(const char *state_dir) {
     }
     struct dirent *f;
     while ((f = readdir(sub)) != NULL)
-      if (f->d_name[0] != '.')
-        unlinkat(dfd, f->d_name, 0);
+      if (f->d_name[0] != '.' && unlinkat(dfd, f->d_name, 0) < 0 && errno == EISDIR)
+        unlinkat(dfd, f->d_name, AT_REMOVEDIR);
     closedir(sub);
     unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
   }
@@ -137,6 +137,14 @@ static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, un
   static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
   static const char nss[] = "passwd: files\ngroup: files\nhosts: files\n";
   static const char hostname[] = "sandbox\n";
+  /* Empty unless a run has network (the installer): then the host's file is
+   * bound over it. */
+  if (write_file(fs->etc, "resolv.conf", "", 0, err) < 0)
+    return -1;
+  char ssl[4200];
+  snprintf(ssl, sizeof ssl, "%s/ssl", fs->etc);
+  if (mkdir(ssl, 0755) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s", ssl);
   if (write_file(fs->etc, "passwd", passwd, p, err) < 0 ||
       write_file(fs->etc, "group", group, g, err) < 0 ||
       write_file(fs->etc, "hosts", hosts, sizeof hosts - 1, err) < 0 ||
@@ -211,8 +219,8 @@ void rootfs_destroy(const struct rootfs *fs) {
     return;
   struct dirent *f;
   while ((f = readdir(d)) != NULL)
-    if (f->d_name[0] != '.')
-      unlinkat(dirfd(d), f->d_name, 0);
+    if (f->d_name[0] != '.' && unlinkat(dirfd(d), f->d_name, 0) < 0 && errno == EISDIR)
+      unlinkat(dirfd(d), f->d_name, AT_REMOVEDIR);
   closedir(d);
   rmdir(fs->etc);
 }
@@ -274,6 +282,16 @@ int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
   for (const char *c = t; *c != '\0'; c++)
     if ((unsigned char)*c < 0x20 || *c == 0x7f)
       return sandbox_error_set(err, EINVAL, "mount target has a control character");
+  /* Under /usr/local/ (read-only from the host): only over a directory that
+   * exists there, such as the interpreter's site directory
+   * /usr/local/lib/python3.11/dist-packages, which is on sys.path even for
+   * python3 -I. Nothing is created under the host's /usr. */
+  if (strncmp(t, "/usr/local/", 11) == 0) {
+    struct stat st;
+    if (lstat(t, &st) < 0 || !S_ISDIR(st.st_mode))
+      return sandbox_error_set(err, EINVAL, "mount target '%s' is not an existing directory", t);
+    return 0;
+  }
   for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
     size_t rl = strlen(reserved[i]);
     if (strncmp(t, reserved[i], rl) == 0 && (t[rl] == '\0' || t[rl] == '/'))
@@ -325,6 +343,16 @@ int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
                                          .mode = 0755});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = fs->etc,
                                          .path = ROOT_PATH("/etc"), .flags = RO_FLAGS});
+  if (spec->network) {
+    /* Name resolution and CA certificates for the installer's downloads. */
+    if (access("/etc/resolv.conf", R_OK) == 0)
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/resolv.conf",
+                                             .path = ROOT_PATH("/etc/resolv.conf"),
+                                             .flags = RO_FLAGS});
+    if (access("/etc/ssl", R_OK) == 0)
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/ssl",
+                                             .path = ROOT_PATH("/etc/ssl"), .flags = RO_FLAGS});
+  }
   /* /proc for the new PID namespace, with the kernel's knobs read-only. */
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/proc"),
                                          .mode = 0555});
@@ -405,8 +433,14 @@ int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
       rootfs_plan_free(plan);
       return sandbox_error_set(err, e, "mount source %s", m->source);
     }
-    if (S_ISDIR(st.st_mode)) {
+    bool under_usr = strncmp(m->target, "/usr/", 5) == 0; /* exists: checked above */
+    if (S_ISDIR(st.st_mode) && under_usr) {
+      /* mount point already there in the read-only /usr */
+    } else if (S_ISDIR(st.st_mode)) {
       rc |= plan_mkdir_p(fs, plan, m->target);
+    } else if (under_usr) {
+      rootfs_plan_free(plan);
+      return sandbox_error_set(err, EINVAL, "mount source for %s must be a directory", m->target);
     } else {
       char parent[256];
       snprintf(parent, sizeof parent, "%.*s", (int)(strrchr(m->target, '/') - m->target),

@@ -69,6 +69,10 @@ struct sandbox_spec {
   const struct sandbox_mount *mounts; /* extra read-only binds */
   size_t n_mounts;
   struct sandbox_limits limits; /* zeros take the defaults */
+  /* Host network and a seccomp profile that allows IPv4/IPv6 sockets, plus
+   * the host's resolv.conf and CA certificates. Only for the package
+   * installer when the configuration names an index; never for user code. */
+  bool network;
 };
 
 struct sandbox_result {

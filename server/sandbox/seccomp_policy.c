@@ -97,17 +97,37 @@ static const unsigned long namespace_flags[] = {
     CLONE_NEWCGROUP,
 };
 
-static int add_rules(scmp_filter_ctx ctx, struct sandbox_error *err) {
+static int add_socket_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *err) {
   int rc;
-  for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
-    int nr = seccomp_syscall_resolve_name(denied[i].name);
-    if (nr == __NR_SCMP_ERROR)
-      continue; /* not a syscall on this architecture */
-    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+  if (network) {
+    /* The installer's profile: local, IPv4, IPv6 and route-netlink sockets
+     * (glibc's getaddrinfo asks netlink for the host's addresses); raw and
+     * packet sockets and every other family stay out. One comparison per
+     * argument and rule, so the families are listed. */
+    rc = 0;
+    for (int family = 0; family <= AF_NETLINK && rc == 0; family++) {
+      if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK)
+        continue;
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                            SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family));
+    }
+    if (rc == 0)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                            SCMP_A0(SCMP_CMP_GT, AF_NETLINK));
+    if (rc == 0)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 2,
+                            SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, 0));
+    for (int i = 0; i < 2 && rc == 0; i++) /* no crafted packets */
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 2,
+                            SCMP_A0(SCMP_CMP_EQ, i == 0 ? AF_INET : AF_INET6),
+                            SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+    if (rc == 0)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
+                            SCMP_A0(SCMP_CMP_NE, AF_UNIX));
     if (rc < 0)
-      return sandbox_error_set(err, -rc, "seccomp rule for %s", denied[i].name);
+      return sandbox_error_set(err, -rc, "seccomp rule for socket (network profile)");
+    return 0;
   }
-
   /* Network: only local (AF_UNIX) sockets; everything else reads as
    * "Permission denied", which Python raises as PermissionError. The network
    * namespace has no interface but a down lo anyway; this keeps raw, packet
@@ -120,6 +140,22 @@ static int add_rules(scmp_filter_ctx ctx, struct sandbox_error *err) {
                         SCMP_A0(SCMP_CMP_NE, AF_UNIX));
   if (rc < 0)
     return sandbox_error_set(err, -rc, "seccomp rule for socketpair");
+  return 0;
+}
+
+static int add_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *err) {
+  int rc;
+  for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
+    int nr = seccomp_syscall_resolve_name(denied[i].name);
+    if (nr == __NR_SCMP_ERROR)
+      continue; /* not a syscall on this architecture */
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+    if (rc < 0)
+      return sandbox_error_set(err, -rc, "seccomp rule for %s", denied[i].name);
+  }
+
+  if (add_socket_rules(ctx, network, err) < 0)
+    return -1;
 
   /* clone with a namespace flag would give the program a fresh namespace
    * where it is root: denied flag by flag. */
@@ -144,7 +180,7 @@ static int add_rules(scmp_filter_ctx ctx, struct sandbox_error *err) {
   return 0;
 }
 
-int seccomp_policy_compile(struct seccomp_policy *policy, struct sandbox_error *err) {
+int seccomp_policy_compile(struct seccomp_policy *policy, bool network, struct sandbox_error *err) {
   memset(policy, 0, sizeof *policy);
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == NULL)
@@ -167,7 +203,7 @@ int seccomp_policy_compile(struct seccomp_policy *policy, struct sandbox_error *
     sandbox_error_set(err, -rc, "seccomp nnp attribute");
     goto out;
   }
-  if (add_rules(ctx, err) < 0)
+  if (add_rules(ctx, network, err) < 0)
     goto out;
 
   fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);

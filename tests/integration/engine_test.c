@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -680,8 +683,80 @@ static void test_extra_mount_is_read_only(void **state) {
   rmdir(dir);
 }
 
+static void test_site_packages_mount_is_on_sys_path(void **state) {
+  /* What the requirements store does: a read-only package directory over the
+   * interpreter's /usr/local site directory, importable even with -I. */
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/site", state_dir);
+  mkdir(dir, 0755);
+  char file[4300];
+  snprintf(file, sizeof file, "%s/sbx_site_probe.py", dir);
+  FILE *f = fopen(file, "w");
+  fputs("VALUE = 'from the store'\n", f);
+  fclose(f);
+  struct sandbox_mount m = {.source = dir, .target = "/usr/local/lib/python3.11/dist-packages"};
+  const char *argv[] = {PY, "-I", "-c", "import sbx_site_probe; print(sbx_site_probe.VALUE)", NULL};
+  struct run run;
+  run_in_slot(0, argv, NULL, NULL, 0, &m, 1, &run);
+  assert_stdout(&run, "from the store\n");
+  sandbox_result_free(&run.r);
+  /* Only over an existing directory there, never a new one under /usr. */
+  struct sandbox_mount bad = {.source = dir, .target = "/usr/local/lib/no-such-dir"};
+  run_in_slot(0, argv, NULL, NULL, 0, &bad, 1, &run);
+  assert_int_equal(run.rc, -1);
+  unlink(file);
+  rmdir(dir);
+}
+
+static void *accept_one(void *arg) {
+  int fd = *(int *)arg;
+  int c = accept(fd, NULL, NULL);
+  if (c >= 0) {
+    (void)!write(c, "pong", 4);
+    close(c);
+  }
+  return NULL;
+}
+
+static void test_network_profile_reaches_loopback_only_when_asked(void **state) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  socklen_t sl = sizeof sa;
+  getsockname(lfd, (struct sockaddr *)&sa, &sl);
+  listen(lfd, 4);
+  pthread_t th;
+  pthread_create(&th, NULL, accept_one, &lfd);
+  char code[512];
+  snprintf(code, sizeof code,
+           "import socket\n"
+           "s = socket.create_connection(('127.0.0.1', %d), timeout=3)\n"
+           "print(s.recv(4).decode())\n"
+           "for fam, typ in [(socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_INET, socket.SOCK_RAW)]:\n"
+           "    try:\n"
+           "        socket.socket(fam, typ); print('opened')\n"
+           "    except PermissionError:\n"
+           "        print('blocked')\n",
+           ntohs(sa.sin_port));
+  const char *argv[] = {PY, "-I", "-c", code, NULL};
+  char ws[4200];
+  snprintf(ws, sizeof ws, "%s/netws", state_dir);
+  mkdir(ws, 0755);
+  struct sandbox_spec spec = {.argv = argv, .workspace_dir = ws, .network = true};
+  struct sandbox_result r;
+  struct sandbox_error err = {0};
+  assert_int_equal(sandbox_run(engine, 0, &spec, &r, &err), 0);
+  pthread_join(th, NULL);
+  close(lfd);
+  assert_int_equal(r.stdout_len, strlen("pong\nblocked\nblocked\n"));
+  assert_memory_equal(r.stdout_data, "pong\nblocked\nblocked\n", r.stdout_len);
+  sandbox_result_free(&r);
+  rmdir(ws);
+  /* Without the flag the same connect is refused (test_network_connect...). */
+}
+
 static void test_bad_mount_target_refused(void **state) {
-  static const char *const bad[] = {"/usr/lib/x", "relative", "/opt/../etc", "/", "/proc",
+  static const char *const bad[] = {"/usr/lib/x", "/usr/local", "/usr/local/../lib", "relative", "/opt/../etc", "/", "/proc",
                                     "/opt//x", "/workspace/x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     struct sandbox_mount m = {.source = "/usr/share", .target = bad[i]};
@@ -782,6 +857,8 @@ int main(void) {
       cmocka_unit_test_setup(test_tmp_is_size_limited, test_setup),
       cmocka_unit_test_setup(test_extra_mount_is_read_only, test_setup),
       cmocka_unit_test_setup(test_bad_mount_target_refused, test_setup),
+      cmocka_unit_test_setup(test_site_packages_mount_is_on_sys_path, test_setup),
+      cmocka_unit_test_setup(test_network_profile_reaches_loopback_only_when_asked, test_setup),
       cmocka_unit_test_setup(test_missing_program_is_setup_error, test_setup),
       cmocka_unit_test_setup(test_slots_run_concurrently, test_setup),
   };
