@@ -417,6 +417,7 @@ int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *o
   out->peak_memory_bytes = r->peak_memory_bytes;
   out->feedback = (const char *const *)r->feedback;
   out->n_feedback = r->n_feedback;
+  out->session_created = r->session_created;
   if (r->n_artifacts > 0) {
     st->artifacts = calloc(r->n_artifacts, sizeof(*st->artifacts));
     if (st->artifacts == NULL) {
@@ -427,7 +428,8 @@ int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *o
     for (size_t i = 0; i < r->n_artifacts; i++)
       st->artifacts[i] = (struct sbxc_artifact){
           r->artifacts[i]->name, r->artifacts[i]->relative_path, r->artifacts[i]->size,
-          r->artifacts[i]->mime, r->artifacts[i]->content.data, r->artifacts[i]->content.len};
+          r->artifacts[i]->mime, r->artifacts[i]->content.data, r->artifacts[i]->content.len,
+          r->artifacts[i]->content_omitted};
     out->artifacts = st->artifacts;
     out->n_artifacts = r->n_artifacts;
   }
@@ -449,16 +451,23 @@ void sbxc_result_free(struct sbxc_result *result) {
 
 /* Calls a method without retries beyond the client's setting; returns the
  * decoded payload of an OK reply. */
-static ProtobufCMessage *simple_call(sbxc_client *c, const char *method,
-                                     const ProtobufCMessage *payload,
-                                     const ProtobufCMessageDescriptor *out_desc, char *err,
-                                     size_t errlen) {
+static ProtobufCMessage *simple_call_status(sbxc_client *c, const char *method,
+                                            const ProtobufCMessage *payload,
+                                            const ProtobufCMessageDescriptor *out_desc,
+                                            int *status, char *err, size_t errlen) {
   unsigned attempts;
-  int code;
+  int code = SBXC_INTERNAL;
+  if (status != NULL)
+    *status = SBXC_INTERNAL;
   Sandbox__V1__ReplyEnvelope *reply =
       call_with_retries(c, method, payload, 0, &attempts, &code, err, errlen);
-  if (reply == NULL)
+  if (reply == NULL) {
+    if (status != NULL)
+      *status = code;
     return NULL;
+  }
+  if (status != NULL)
+    *status = reply->status;
   ProtobufCMessage *out = NULL;
   if (reply->status != SANDBOX__V1__CODE__OK)
     fail(err, errlen, "%s: %s", sbx_code_name(reply->status), reply->message);
@@ -467,6 +476,85 @@ static ProtobufCMessage *simple_call(sbxc_client *c, const char *method,
     fail(err, errlen, "the reply is not a valid %s", out_desc->name);
   sandbox__v1__reply_envelope__free_unpacked(reply, NULL);
   return out;
+}
+
+static ProtobufCMessage *simple_call(sbxc_client *c, const char *method,
+                                     const ProtobufCMessage *payload,
+                                     const ProtobufCMessageDescriptor *out_desc, char *err,
+                                     size_t errlen) {
+  return simple_call_status(c, method, payload, out_desc, NULL, err, errlen);
+}
+
+int sbxc_close_session(sbxc_client *c, const char *session_id, int *status, char *err,
+                       size_t errlen) {
+  Sandbox__V1__CloseSessionRequest req = SANDBOX__V1__CLOSE_SESSION_REQUEST__INIT;
+  req.session_id = (char *)session_id;
+  ProtobufCMessage *resp =
+      simple_call_status(c, SBX_METHOD_CLOSE_SESSION, &req.base,
+                         &sandbox__v1__close_session_response__descriptor, status, err, errlen);
+  if (resp == NULL)
+    return -1;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return 0;
+}
+
+int sbxc_list_files_json(sbxc_client *c, const char *session_id, const char *path, char **json,
+                         int *status, char *err, size_t errlen) {
+  static const char *const types[] = {"other", "file", "directory", "symlink"};
+  Sandbox__V1__ListFilesRequest req = SANDBOX__V1__LIST_FILES_REQUEST__INIT;
+  req.session_id = (char *)session_id;
+  req.path = (char *)path;
+  Sandbox__V1__ListFilesResponse *r = (Sandbox__V1__ListFilesResponse *)simple_call_status(
+      c, SBX_METHOD_LIST_FILES, &req.base, &sandbox__v1__list_files_response__descriptor, status,
+      err, errlen);
+  if (r == NULL)
+    return -1;
+  struct json_buf j = {0};
+  json_begin(&j, '{');
+  json_key(&j, "entries"), json_begin(&j, '[');
+  for (size_t i = 0; i < r->n_entries; i++) {
+    const Sandbox__V1__FileEntry *e = r->entries[i];
+    json_begin(&j, '{');
+    json_key(&j, "name"), json_cstring(&j, e->name);
+    json_key(&j, "relative_path"), json_cstring(&j, e->relative_path);
+    json_key(&j, "type"), json_cstring(&j, (unsigned)e->type < 4 ? types[e->type] : "other");
+    json_key(&j, "size"), json_uint(&j, e->size);
+    json_end(&j, '}');
+  }
+  json_end(&j, ']');
+  json_key(&j, "truncated"), json_bool(&j, r->truncated);
+  json_end(&j, '}');
+  sandbox__v1__list_files_response__free_unpacked(r, NULL);
+  *json = json_finish(&j);
+  if (*json == NULL)
+    return fail(err, errlen, "out of memory");
+  return 0;
+}
+
+int sbxc_read_file(sbxc_client *c, const char *session_id, const char *path, uint64_t offset,
+                   uint64_t length, uint8_t **data, size_t *len, uint64_t *size, bool *eof,
+                   int *status, char *err, size_t errlen) {
+  Sandbox__V1__ReadFileRequest req = SANDBOX__V1__READ_FILE_REQUEST__INIT;
+  req.session_id = (char *)session_id;
+  req.path = (char *)path;
+  req.offset = offset;
+  req.length = length;
+  Sandbox__V1__ReadFileResponse *r = (Sandbox__V1__ReadFileResponse *)simple_call_status(
+      c, SBX_METHOD_READ_FILE, &req.base, &sandbox__v1__read_file_response__descriptor, status,
+      err, errlen);
+  if (r == NULL)
+    return -1;
+  *data = malloc(r->content.len > 0 ? r->content.len : 1);
+  if (*data == NULL) {
+    sandbox__v1__read_file_response__free_unpacked(r, NULL);
+    return fail(err, errlen, "out of memory");
+  }
+  memcpy(*data, r->content.data, r->content.len);
+  *len = r->content.len;
+  *size = r->size;
+  *eof = r->eof;
+  sandbox__v1__read_file_response__free_unpacked(r, NULL);
+  return 0;
 }
 
 int sbxc_health(sbxc_client *c, bool *serving, char *err, size_t errlen) {
@@ -528,6 +616,7 @@ int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
   json_key(&j, "requests_total"), json_uint(&j, r->requests_total);
   json_key(&j, "runs_total"), json_uint(&j, r->runs_total);
   json_key(&j, "rejected_total"), json_uint(&j, r->rejected_total);
+  json_key(&j, "sessions"), json_uint(&j, r->sessions);
   json_end(&j, '}');
   sandbox__v1__get_info_response__free_unpacked(r, NULL);
   *json = json_finish(&j);

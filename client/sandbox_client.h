@@ -59,6 +59,7 @@ struct sbxc_artifact {
   const char *mime;
   const uint8_t *content;
   size_t content_len;
+  bool content_omitted; /* over a cap of the server: metadata only */
 };
 
 struct sbxc_result {
@@ -84,6 +85,7 @@ struct sbxc_result {
   size_t n_artifacts;
   const char *const *feedback;
   size_t n_feedback;
+  bool session_created;
   void *internal_; /* owned storage; freed by sbxc_result_free */
 };
 
@@ -123,6 +125,20 @@ void sbxc_result_free(struct sbxc_result *result);
 int sbxc_health(sbxc_client *client, bool *serving, char *err, size_t errlen);
 /* Calls GetInfo and returns it as a malloc'd JSON object in *json. */
 int sbxc_get_info_json(sbxc_client *client, char **json, char *err, size_t errlen);
+
+/* Sessions. Each returns 0, or -1 with the status in *status (when not
+ * NULL) and the reason in err. */
+int sbxc_close_session(sbxc_client *client, const char *session_id, int *status, char *err,
+                       size_t errlen);
+/* ListFiles as a malloc'd JSON object {"entries":[{name, relative_path,
+ * type, size}], "truncated": bool}. */
+int sbxc_list_files_json(sbxc_client *client, const char *session_id, const char *path,
+                         char **json, int *status, char *err, size_t errlen);
+/* ReadFile: *data (malloc'd) holds up to length bytes at offset; *size is
+ * the file's size, *eof whether data reaches its end. */
+int sbxc_read_file(sbxc_client *client, const char *session_id, const char *path,
+                   uint64_t offset, uint64_t length, uint8_t **data, size_t *len, uint64_t *size,
+                   bool *eof, int *status, char *err, size_t errlen);
 
 /* "OK", "RESOURCE_EXHAUSTED", ...; "none", "timeout", ... */
 const char *sbxc_status_name(int status);

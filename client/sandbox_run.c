@@ -25,8 +25,11 @@ static void usage(FILE *out) {
           "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
           "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
           "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
-          "                   [--json] SCRIPT|-\n"
-          "       sandbox-run [-e URL] --health | --info\n\n"
+          "                   [--disk-mb N] [--file-url DEST=URL]... [--json] SCRIPT|-\n"
+          "       sandbox-run [-e URL] --health | --info\n"
+          "       sandbox-run [-e URL] --close-session ID\n"
+          "       sandbox-run [-e URL] --session ID --list-files PATH|.\n"
+          "       sandbox-run [-e URL] --session ID --read-file PATH [--offset N] [--length N]\n\n"
           "Runs SCRIPT (or code read from stdin for -) in sandboxd and prints its stdout and\n"
           "stderr. Exits with the program's status: 124 when it timed out, 128+N when signal\n"
           "N ended it, 125 when the call failed. Default URL: tcp://127.0.0.1:7878\n"
@@ -114,38 +117,65 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
-/* Artifacts come from the sandbox: only plain relative paths, created
- * below dir, never following an existing symlink. */
-static int save_artifact(const char *dir, const struct sbxc_artifact *a) {
-  const char *rel = a->relative_path[0] != '\0' ? a->relative_path : a->name;
-  if (rel[0] == '\0' || rel[0] == '/' || strstr(rel, "..") != NULL)
+/* Artifacts come from the sandbox: relative_path is hostile. Only plain
+ * relative paths (no empty, "." or ".." component), created below dir and
+ * never outside it: every directory opened with O_NOFOLLOW relative to the
+ * one above, the file created with O_NOFOLLOW and O_NONBLOCK and checked to
+ * be a regular file (a FIFO or symlink planted in DIR is never followed). */
+static int save_artifact(int dir_fd, const struct sbxc_artifact *a) {
+  const char *rel = a->relative_path;
+  size_t len = strlen(rel);
+  if (len == 0 || len >= PATH_MAX || rel[0] == '/') {
+    errno = EINVAL;
     return -1;
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
-    return -1;
+  }
   char buf[PATH_MAX];
-  snprintf(buf, sizeof(buf), "%s", rel);
+  memcpy(buf, rel, len + 1);
+  int cur = dup(dir_fd);
+  if (cur < 0)
+    return -1;
   char *comp = buf;
-  for (char *slash; (slash = strchr(comp, '/')) != NULL; comp = slash + 1) {
-    *slash = '\0';
-    if (mkdirat(dfd, comp, 0755) < 0 && errno != EEXIST)
+  for (;;) {
+    char *slash = strchr(comp, '/');
+    if (slash != NULL)
+      *slash = '\0';
+    if (comp[0] == '\0' || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
+      close(cur);
+      errno = EINVAL;
+      return -1;
+    }
+    if (slash == NULL)
+      break;
+    if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
       goto fail;
-    int next = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (next < 0)
       goto fail;
-    close(dfd);
-    dfd = next;
+    close(cur);
+    cur = next;
+    comp = slash + 1;
   }
-  int fd = openat(dfd, comp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = openat(cur, comp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0)
     goto fail;
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) < 0) {
+    close(fd);
+    errno = EINVAL;
+    goto fail;
+  }
   int rv = write_all(fd, a->content, a->content_len);
+  int saved = errno;
   close(fd);
-  close(dfd);
+  close(cur);
+  errno = saved;
   return rv;
-fail:
-  close(dfd);
+fail : {
+  int fail_errno = errno;
+  close(cur);
+  errno = fail_errno;
   return -1;
+}
 }
 
 static int exit_status(const struct sbxc_result *r) {
@@ -182,9 +212,13 @@ static void print_json(const struct sbxc_result *r) {
     json_key(&j, "relative_path"), json_cstring(&j, r->artifacts[i].relative_path);
     json_key(&j, "size"), json_uint(&j, r->artifacts[i].size);
     json_key(&j, "mime"), json_cstring(&j, r->artifacts[i].mime);
+    json_key(&j, "content_omitted"), json_bool(&j, r->artifacts[i].content_omitted);
+    json_key(&j, "content_bytes"), json_uint(&j, r->artifacts[i].content_len);
     json_end(&j, '}');
   }
   json_end(&j, ']');
+  json_key(&j, "session_id"), json_cstring(&j, ok && r->session_id != NULL ? r->session_id : "");
+  json_key(&j, "session_created"), json_bool(&j, r->session_created);
   json_key(&j, "feedback"), json_begin(&j, '[');
   for (size_t i = 0; i < r->n_feedback; i++)
     json_cstring(&j, r->feedback[i]);
@@ -202,7 +236,8 @@ static void print_json(const struct sbxc_result *r) {
 enum {
   OPT_TIMEOUT = 256, OPT_CPU, OPT_MEMORY, OPT_OUTPUT, OPT_PROCS, OPT_SESSION, OPT_RUN_ID,
   OPT_FILE, OPT_REQ, OPT_STDIN, OPT_ARG, OPT_ENV, OPT_ARTIFACTS, OPT_JSON, OPT_HEALTH,
-  OPT_INFO, OPT_RETRIES, OPT_HELP,
+  OPT_INFO, OPT_RETRIES, OPT_HELP, OPT_DISK, OPT_FILE_URL, OPT_CLOSE, OPT_LIST, OPT_READ,
+  OPT_OFFSET, OPT_LENGTH,
 };
 
 int main(int argc, char **argv) {
@@ -226,12 +261,21 @@ int main(int argc, char **argv) {
       {"info", no_argument, NULL, OPT_INFO},
       {"retries", required_argument, NULL, OPT_RETRIES},
       {"help", no_argument, NULL, OPT_HELP},
+      {"disk-mb", required_argument, NULL, OPT_DISK},
+      {"file-url", required_argument, NULL, OPT_FILE_URL},
+      {"close-session", required_argument, NULL, OPT_CLOSE},
+      {"list-files", required_argument, NULL, OPT_LIST},
+      {"read-file", required_argument, NULL, OPT_READ},
+      {"offset", required_argument, NULL, OPT_OFFSET},
+      {"length", required_argument, NULL, OPT_LENGTH},
       {NULL, 0, NULL, 0},
   };
   const char *url = getenv("SANDBOX_URL");
   if (url == NULL || url[0] == '\0')
     url = "tcp://127.0.0.1:7878";
-  const char *artifacts_dir = NULL, *stdin_path = NULL;
+  const char *artifacts_dir = NULL, *stdin_path = NULL, *session = NULL;
+  const char *close_session = NULL, *list_path = NULL, *read_path_arg = NULL;
+  int64_t offset = 0, length = 0;
   bool json = false, health = false, info = false;
   int64_t retries = 3;
   struct sbxc_limits limits = {0};
@@ -269,7 +313,37 @@ int main(int argc, char **argv) {
       }
       break;
     case OPT_SESSION:
+      session = optarg;
       bad = sbxc_request_set_session_id(req, optarg);
+      break;
+    case OPT_DISK:
+      bad = scaled(optarg, "--disk-mb", 1 << 20, &limits.disk_bytes);
+      break;
+    case OPT_FILE_URL: {
+      char *eq = strchr(optarg, '=');
+      if (eq == NULL) {
+        fprintf(stderr, "sandbox-run: --file-url %s: expected DEST=URL\n", optarg);
+        bad = 1;
+        break;
+      }
+      *eq = '\0';
+      bad = sbxc_request_add_file_url(req, optarg, eq + 1);
+      break;
+    }
+    case OPT_CLOSE:
+      close_session = optarg;
+      break;
+    case OPT_LIST:
+      list_path = optarg;
+      break;
+    case OPT_READ:
+      read_path_arg = optarg;
+      break;
+    case OPT_OFFSET:
+      bad = parse_i64(optarg, "--offset", &offset) || offset < 0;
+      break;
+    case OPT_LENGTH:
+      bad = parse_i64(optarg, "--length", &length) || length < 0;
       break;
     case OPT_RUN_ID:
       bad = sbxc_request_set_run_id(req, optarg);
@@ -353,6 +427,70 @@ int main(int argc, char **argv) {
   sbxc_client_set_retries(client, (unsigned)retries);
 
   int status = 0;
+  if (close_session != NULL || list_path != NULL || read_path_arg != NULL) {
+    int code = SBXC_OK;
+    if (close_session != NULL) {
+      if (sbxc_close_session(client, close_session, &code, err, sizeof(err)) < 0)
+        goto session_call_failed;
+      if (json)
+        printf("{\"status\":\"OK\"}\n");
+      goto out;
+    }
+    if (session == NULL) {
+      fprintf(stderr, "sandbox-run: --list-files and --read-file need --session ID\n");
+      status = 2;
+      goto out;
+    }
+    if (list_path != NULL) {
+      char *text;
+      if (sbxc_list_files_json(client, session, strcmp(list_path, ".") == 0 ? "" : list_path,
+                               &text, &code, err, sizeof(err)) < 0)
+        goto session_call_failed;
+      puts(text);
+      free(text);
+      goto out;
+    }
+    uint8_t *data;
+    size_t len;
+    uint64_t size;
+    bool eof;
+    if (sbxc_read_file(client, session, read_path_arg, (uint64_t)offset, (uint64_t)length, &data,
+                       &len, &size, &eof, &code, err, sizeof(err)) < 0)
+      goto session_call_failed;
+    if (json) {
+      struct json_buf j = {0};
+      json_begin(&j, '{');
+      json_key(&j, "status"), json_cstring(&j, "OK");
+      json_key(&j, "content"), json_string(&j, (const char *)data, len);
+      json_key(&j, "size"), json_uint(&j, size);
+      json_key(&j, "eof"), json_bool(&j, eof);
+      json_end(&j, '}');
+      char *text = json_finish(&j);
+      if (text != NULL)
+        puts(text);
+      free(text);
+    } else {
+      write_all(STDOUT_FILENO, data, len);
+    }
+    free(data);
+    goto out;
+  session_call_failed:
+    if (json) {
+      struct json_buf j = {0};
+      json_begin(&j, '{');
+      json_key(&j, "status"), json_cstring(&j, sbxc_status_name(code));
+      json_key(&j, "error"), json_cstring(&j, err);
+      json_end(&j, '}');
+      char *text = json_finish(&j);
+      if (text != NULL)
+        puts(text);
+      free(text);
+    } else {
+      fprintf(stderr, "sandbox-run: %s\n", err);
+    }
+    status = EXIT_CALL_FAILED;
+    goto out;
+  }
   if (health || info) {
     if (health) {
       bool serving;
@@ -425,11 +563,22 @@ int main(int argc, char **argv) {
               result.n_feedback > 0 ? result.feedback[0] : "");
   }
   if (result.status == SBXC_OK && artifacts_dir != NULL) {
+    int dir_fd = -1;
     if (mkdir(artifacts_dir, 0755) < 0 && errno != EEXIST)
       fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", artifacts_dir, strerror(errno));
-    for (size_t i = 0; i < result.n_artifacts; i++)
-      if (save_artifact(artifacts_dir, &result.artifacts[i]) < 0)
-        fprintf(stderr, "sandbox-run: artifact %s: not saved\n", result.artifacts[i].name);
+    else if ((dir_fd = open(artifacts_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+      fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", artifacts_dir, strerror(errno));
+    for (size_t i = 0; dir_fd >= 0 && i < result.n_artifacts; i++) {
+      const struct sbxc_artifact *a = &result.artifacts[i];
+      if (a->content_omitted)
+        fprintf(stderr, "sandbox-run: artifact %s (%llu bytes): content left out by the server, "
+                        "not saved\n", a->relative_path, (unsigned long long)a->size);
+      else if (save_artifact(dir_fd, a) < 0)
+        fprintf(stderr, "sandbox-run: artifact %s: not saved: %s\n", a->relative_path,
+                strerror(errno));
+    }
+    if (dir_fd >= 0)
+      close(dir_fd);
   }
   status = exit_status(&result);
   sbxc_result_free(&result);

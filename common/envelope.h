@@ -20,6 +20,8 @@
 #define SBX_METHOD_HEALTH "/sandbox.v1.Sandbox/Health"
 #define SBX_METHOD_GET_INFO "/sandbox.v1.Sandbox/GetInfo"
 #define SBX_METHOD_CLOSE_SESSION "/sandbox.v1.Sandbox/CloseSession"
+#define SBX_METHOD_LIST_FILES "/sandbox.v1.Sandbox/ListFiles"
+#define SBX_METHOD_READ_FILE "/sandbox.v1.Sandbox/ReadFile"
 
 /* Index of full_name ("/sandbox.v1.Sandbox/<Method>") in the generated
  * service descriptor, checked against its method count; -1 when it is not a

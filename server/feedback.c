@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void add(struct feedback *fb, const char *fmt, ...) {
+void feedback_add(struct feedback *fb, const char *fmt, ...) {
   if (fb->n >= FEEDBACK_MAX_LINES)
     return;
   va_list ap;
@@ -49,40 +49,40 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
     format_ms(limits->timeout_ms, a, sizeof(a));
     if (r->cpu_time_us / 1000 >= limits->cpu_time_ms && limits->cpu_time_ms < limits->timeout_ms) {
       format_ms(limits->cpu_time_ms, b, sizeof(b));
-      add(fb, "CPU time limit of %s reached; the program was killed (limits.cpu_time_ms)", b);
+      feedback_add(fb, "CPU time limit of %s reached; the program was killed (limits.cpu_time_ms)", b);
     } else {
-      add(fb, "timed out after %s; the program was killed (limits.timeout_ms)", a);
+      feedback_add(fb, "timed out after %s; the program was killed (limits.timeout_ms)", a);
     }
     break;
   case SANDBOX_KILLED_BY_MEMORY:
     feedback_format_bytes(limits->memory_bytes, a, sizeof(a));
-    add(fb, "memory limit of %s%s reached; the program was killed (limits.memory_bytes)", a,
+    feedback_add(fb, "memory limit of %s%s reached; the program was killed (limits.memory_bytes)", a,
         r->memory_per_process ? " per process" : "");
     break;
   case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
     feedback_format_bytes(limits->output_bytes, a, sizeof(a));
-    add(fb, "output limit of %s per stream reached; the program was killed (limits.output_bytes)",
+    feedback_add(fb, "output limit of %s per stream reached; the program was killed (limits.output_bytes)",
         a);
     break;
   case SANDBOX_KILLED_BY_SIGNAL: {
     const char *name = sigabbrev_np(r->signal);
-    add(fb, "killed by signal %d (SIG%s)", r->signal, name != NULL ? name : "?");
+    feedback_add(fb, "killed by signal %d (SIG%s)", r->signal, name != NULL ? name : "?");
     break;
   }
   case SANDBOX_KILLED_BY_NONE:
     if (r->signal != 0) {
       const char *name = sigabbrev_np(r->signal);
-      add(fb, "terminated by signal %d (SIG%s)", r->signal, name != NULL ? name : "?");
+      feedback_add(fb, "terminated by signal %d (SIG%s)", r->signal, name != NULL ? name : "?");
     } else if (r->exit_code != 0) {
-      add(fb, "exited with status %d; see stderr", r->exit_code);
+      feedback_add(fb, "exited with status %d; see stderr", r->exit_code);
     }
     break;
   }
   if (r->killed_by != SANDBOX_KILLED_BY_OUTPUT_LIMIT) {
     feedback_format_bytes(limits->output_bytes, a, sizeof(a));
     if (r->stdout_truncated)
-      add(fb, "stdout truncated at %s (limits.output_bytes)", a);
+      feedback_add(fb, "stdout truncated at %s (limits.output_bytes)", a);
     if (r->stderr_truncated)
-      add(fb, "stderr truncated at %s (limits.output_bytes)", a);
+      feedback_add(fb, "stderr truncated at %s (limits.output_bytes)", a);
   }
 }

@@ -7,7 +7,7 @@
 
 #include "sandbox/sandbox.h"
 
-#define FEEDBACK_MAX_LINES 8
+#define FEEDBACK_MAX_LINES 16
 #define FEEDBACK_LINE_MAX 160
 
 struct feedback {
@@ -17,6 +17,9 @@ struct feedback {
 
 /* "64 KiB", "128 MiB", "1.5 GiB", "100 bytes". */
 void feedback_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* Appends one line (dropped when the list is full). */
+void feedback_add(struct feedback *fb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void feedback_build(const struct sandbox_result *result, const struct sandbox_limits *limits,
                     struct feedback *fb);

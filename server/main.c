@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "server.h"
+#include "download.h"
 #include "workspace.h"
 
 static enum sandbox_backend backend_from_name(const char *name) {
@@ -24,29 +25,6 @@ static enum sandbox_backend backend_from_name(const char *name) {
   if (strcmp(name, "rlimit") == 0)
     return SANDBOX_BACKEND_RLIMIT;
   return SANDBOX_BACKEND_AUTO;
-}
-
-/* Workspaces left by a server that crashed mid-run: nothing owns them. */
-static void remove_stale_workspaces(int root_fd) {
-  int fd = dup(root_fd);
-  if (fd < 0)
-    return;
-  DIR *dir = fdopendir(fd);
-  if (dir == NULL) {
-    close(fd);
-    return;
-  }
-  struct dirent *de;
-  while ((de = readdir(dir)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-      continue;
-    char msg[512];
-    if (workspace_remove(root_fd, de->d_name, msg, sizeof(msg)) < 0)
-      log_line("stale_workspace", "name=%s error=\"%s\"", de->d_name, msg);
-    else
-      log_line("stale_workspace", "name=%s removed=true", de->d_name);
-  }
-  closedir(dir);
 }
 
 int main(int argc, char **argv) {
@@ -84,7 +62,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sandboxd: workspaces %s: %s\n", srv.workspace_root, strerror(errno));
     return 1;
   }
-  remove_stale_workspaces(srv.workspace_root_fd);
+  /* Workspaces of a server that crashed: nothing owns them any more. */
+  int stale = workspace_remove_stale(srv.workspace_root_fd, srv.workspace_root);
+  if (stale > 0)
+    log_line("stale_workspaces", "detached=%d", stale);
+  if (mime_db_load(&srv.mime, s->mime_types) < 0)
+    log_line("warning", "mime_types=%s error=\"%s\" artifacts get application/octet-stream",
+             s->mime_types, strerror(errno));
+  if (download_global_init() < 0) {
+    fprintf(stderr, "sandboxd: libcurl initialisation failed\n");
+    return 1;
+  }
 
   struct sandbox_engine_config config = {
       .state_dir = s->state_dir,
@@ -101,6 +89,17 @@ int main(int argc, char **argv) {
   }
   const struct sandbox_report *rep = sandbox_engine_report(srv.engine);
 
+  srv.n_workers = (unsigned)s->workers;
+  if (run_slots_mount(&srv, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandboxd: workspaces: %s\n", err);
+    run_slots_unmount(&srv);
+    return 1;
+  }
+  if (session_table_init(&srv.sessions, (size_t)s->max_sessions,
+                         (uint64_t)s->session_ttl_s * 1000u) < 0) {
+    fprintf(stderr, "sandboxd: sessions: out of memory\n");
+    return 1;
+  }
   service_init(&srv);
   if (server_start(&srv, err, sizeof(err)) < 0) {
     fprintf(stderr, "sandboxd: %s\n", err);
@@ -115,10 +114,22 @@ int main(int argc, char **argv) {
            rep->backend_name != NULL ? rep->backend_name : "?", rep->seccomp ? "true" : "false",
            rep->namespaces != NULL ? rep->namespaces : "?", (unsigned)rep->uid_base, s->state_dir);
 
+  /* The main thread waits for SIGTERM/SIGINT and, every tick, ends idle
+   * sessions past their TTL and detaches the workspaces of ended ones. */
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  for (;;) {
+    struct timespec tick = {0, 250 * 1000 * 1000};
+    sig = sigtimedwait(&stop_signals, NULL, &tick);
+    if (sig == SIGTERM || sig == SIGINT)
+      break;
+    session_expire(&srv.sessions);
+    session_reap(&srv.sessions, srv.workspace_root_fd, srv.workspace_root);
+  }
   log_line("draining", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server_drain_and_stop(&srv);
+  session_table_destroy(&srv.sessions, srv.workspace_root_fd, srv.workspace_root);
+  run_slots_unmount(&srv);
+  mime_db_free(&srv.mime);
   sandbox_engine_free(srv.engine);
   close(srv.workspace_root_fd);
   log_line("stopped", "requests_total=%llu runs_total=%llu rejected_total=%llu",

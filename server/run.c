@@ -8,6 +8,12 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "artifacts.h"
+#include "dedent.h"
+#include "download.h"
 #include "feedback.h"
 #include "log.h"
 #include "server.h"
@@ -43,6 +49,13 @@ struct run_scratch {
   char **env;
   size_t n_env;
   struct workspace_file *files;
+  uint8_t **downloads; /* bodies of files by URL, index as files */
+  size_t n_files;
+  char *code;
+  size_t code_len;
+  struct artifact_set artifacts;
+  Sandbox__V1__Artifact *artifact_msgs;
+  Sandbox__V1__Artifact **artifact_ptrs;
 };
 
 static void run_scratch_free(struct run_scratch *s) {
@@ -50,7 +63,15 @@ static void run_scratch_free(struct run_scratch *s) {
   for (size_t i = 0; i < s->n_env; i++)
     free(s->env[i]);
   free(s->env);
+  if (s->downloads != NULL)
+    for (size_t i = 0; i < s->n_files; i++)
+      free(s->downloads[i]);
+  free(s->downloads);
   free(s->files);
+  free(s->code);
+  artifacts_free(&s->artifacts);
+  free(s->artifact_msgs);
+  free(s->artifact_ptrs);
 }
 
 static void fail_run(struct server_call *call, const char *run_id, unsigned slot, sbx_code code,
@@ -58,6 +79,194 @@ static void fail_run(struct server_call *call, const char *run_id, unsigned slot
   call_set_reply(call, code, message, NULL);
   log_line("run", "run_id=%s slot=%u status=%s duration_ms=%llu error=\"%s\"", run_id, slot,
            sbx_code_name(code), (unsigned long long)ms_since(&call->received), message);
+}
+
+/* Printable, bounded copy of a URL for messages and logs. */
+static void printable(const char *in, char *out, size_t len) {
+  size_t i = 0;
+  for (; in[i] != '\0' && i + 1 < len; i++)
+    out[i] = (in[i] > 0x20 && in[i] < 0x7f && in[i] != '"') ? in[i] : '?';
+  out[i] = '\0';
+}
+
+/* Downloads every file given by URL. Returns SBX_OK or FAILED_PRECONDITION
+ * with msg naming the URL and the reason. */
+static sbx_code fetch_files(struct server *srv, const Sandbox__V1__RunCodeRequest *req,
+                            const struct sandbox_limits *limits, struct run_scratch *scratch,
+                            char *msg, size_t msglen) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < req->n_files; i++)
+    if (req->files[i]->source_case == SANDBOX__V1__FILE__SOURCE_CONTENT)
+      total += req->files[i]->content.len;
+  for (size_t i = 0; i < req->n_files; i++) {
+    const Sandbox__V1__File *f = req->files[i];
+    if (f->source_case != SANDBOX__V1__FILE__SOURCE_URL)
+      continue;
+    uint64_t room = limits->file_size_bytes > total ? limits->file_size_bytes - total : 0;
+    uint64_t cap = (uint64_t)srv->settings.max_file_bytes;
+    struct download_policy policy = {
+        .allowed_hosts = srv->settings.download_hosts,
+        .timeout_ms = (uint64_t)srv->settings.download_timeout_ms,
+        .max_bytes = cap < room ? cap : room,
+    };
+    char reason[512], url[300];
+    size_t len;
+    if (download_fetch(&policy, f->url, &scratch->downloads[i], &len, reason, sizeof(reason)) < 0) {
+      printable(f->url, url, sizeof(url));
+      snprintf(msg, msglen, "files[%zu].url %s: download failed: %s; nothing ran", i, url, reason);
+      return SBX_FAILED_PRECONDITION;
+    }
+    scratch->files[i].data = scratch->downloads[i];
+    scratch->files[i].len = len;
+    total += len;
+  }
+  return SBX_OK;
+}
+
+/* The workspace of this run: the slot's tmpfs, or the session's (mounted
+ * by its first run, handed to this slot's uid when another slot ran it
+ * last). Returns its fd (owned by the slot or the session) or -1 with
+ * *code and msg. */
+static int acquire_workspace(struct server *srv, unsigned slot, struct server_call *call,
+                             uid_t uid, char *dir_name, size_t dir_len, sbx_code *code, char *msg,
+                             size_t msglen) {
+  uint64_t quota = call->limits.file_size_bytes;
+  uint64_t inodes = (uint64_t)srv->settings.workspace_inodes;
+  struct session *s = call->session;
+  *code = SBX_INTERNAL;
+  if (s == NULL) {
+    struct slot_workspace *w = &srv->slot_ws[slot];
+    if (w->fd < 0) { /* an earlier remount failed: try again */
+      w->fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root, w->name, quota, inodes,
+                              uid, (gid_t)uid, msg, msglen);
+      if (w->fd < 0)
+        return -1;
+      w->size = quota;
+    }
+    if (w->size != quota) {
+      if (workspace_resize(srv->workspace_root, w->name, quota, inodes, msg, msglen) < 0)
+        return -1;
+      w->size = quota;
+    }
+    snprintf(dir_name, dir_len, "%s", w->name);
+    return w->fd;
+  }
+  snprintf(dir_name, dir_len, "%s", s->dir);
+  if (s->fd < 0) {
+    /* Ended sessions first: their memory is what this one may need. */
+    session_reap(&srv->sessions, srv->workspace_root_fd, srv->workspace_root);
+    int fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root, s->dir, quota, inodes,
+                             uid, (gid_t)uid, msg, msglen);
+    if (fd < 0)
+      return -1;
+    session_set_workspace(&srv->sessions, s, fd, uid, quota);
+    return fd;
+  }
+  if (s->uid != uid) {
+    if (workspace_chown_tree(s->fd, uid, (gid_t)uid, msg, msglen) < 0) {
+      *code = errno == ELOOP ? SBX_FAILED_PRECONDITION : SBX_INTERNAL;
+      return -1;
+    }
+    session_set_workspace(&srv->sessions, s, s->fd, uid, s->quota);
+  }
+  return s->fd;
+}
+
+/* Empties the slot's workspace; if that fails (a tree it cannot remove),
+ * replaces the tmpfs with a fresh one so the next run starts clean. */
+static void release_slot_workspace(struct server *srv, unsigned slot, uid_t uid) {
+  struct slot_workspace *w = &srv->slot_ws[slot];
+  char msg[512];
+  if (workspace_empty(w->fd, msg, sizeof(msg)) == 0)
+    return;
+  log_line("workspace_empty_failed", "slot=%u error=\"%s\"; remounting", slot, msg);
+  close(w->fd);
+  w->fd = -1;
+  if (workspace_unmount(srv->workspace_root_fd, srv->workspace_root, w->name, msg, sizeof(msg)) <
+          0 ||
+      (w->fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root, w->name, w->size,
+                               (uint64_t)srv->settings.workspace_inodes, uid, (gid_t)uid, msg,
+                               sizeof(msg))) < 0)
+    log_line("workspace_remount_failed", "slot=%u error=\"%s\"", slot, msg);
+}
+
+/* Collects output/ and turns it into response artifacts and feedback. */
+static void collect_artifacts(struct server *srv, int ws_fd, struct run_scratch *scratch,
+                              struct feedback *fb, Sandbox__V1__RunCodeResponse *resp) {
+  int out = openat(ws_fd, WORKSPACE_OUTPUT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (out < 0) {
+    if (errno != ENOENT)
+      feedback_add(fb, "output/ is not a directory (a symlink?); no artifacts collected");
+    return;
+  }
+  struct artifact_caps caps = {
+      .max_count = (size_t)srv->settings.max_artifacts,
+      .max_depth = (size_t)srv->settings.artifact_depth,
+      .per_file = (uint64_t)srv->settings.artifact_bytes,
+      .total = (uint64_t)srv->settings.artifacts_total_bytes,
+  };
+  struct artifact_set *set = &scratch->artifacts;
+  int rv = artifacts_collect(out, &caps, &srv->mime, set);
+  close(out);
+  if (rv < 0) {
+    feedback_add(fb, "artifacts could not be collected: out of memory");
+    return;
+  }
+  if (set->n > 0) {
+    scratch->artifact_msgs = calloc(set->n, sizeof(*scratch->artifact_msgs));
+    scratch->artifact_ptrs = calloc(set->n, sizeof(*scratch->artifact_ptrs));
+    if (scratch->artifact_msgs == NULL || scratch->artifact_ptrs == NULL) {
+      feedback_add(fb, "artifacts could not be sent: out of memory");
+      return;
+    }
+    for (size_t i = 0; i < set->n; i++) {
+      const struct artifact *a = &set->items[i];
+      Sandbox__V1__Artifact *m = &scratch->artifact_msgs[i];
+      sandbox__v1__artifact__init(m);
+      m->name = (char *)a->name;
+      m->relative_path = a->relative_path;
+      m->size = a->size;
+      m->mime = (char *)a->mime;
+      m->content = (ProtobufCBinaryData){a->content_len, a->content};
+      m->content_omitted = a->omitted;
+      scratch->artifact_ptrs[i] = m;
+    }
+    resp->n_artifacts = set->n;
+    resp->artifacts = scratch->artifact_ptrs;
+  }
+  char a[32], b[32];
+  if (set->omitted_per_file > 0) {
+    const struct artifact *first = NULL;
+    for (size_t i = 0; i < set->n && first == NULL; i++)
+      if (set->items[i].omitted && set->items[i].size > caps.per_file)
+        first = &set->items[i];
+    feedback_format_bytes(caps.per_file, a, sizeof(a));
+    feedback_format_bytes(first != NULL ? first->size : 0, b, sizeof(b));
+    feedback_add(fb,
+                 "%zu artifact(s) over the %s per-artifact cap sent without content "
+                 "(content_omitted), e.g. output/%.60s (%s)",
+                 set->omitted_per_file, a, first != NULL ? first->relative_path : "?", b);
+  }
+  if (set->omitted_total > 0) {
+    feedback_format_bytes(caps.total, a, sizeof(a));
+    feedback_add(fb,
+                 "%zu artifact(s) sent without content (content_omitted): the response's %s "
+                 "of artifact content was used up",
+                 set->omitted_total, a);
+  }
+  if (set->skipped_special > 0)
+    feedback_add(fb, "%zu entries in output/ skipped: symlinks, FIFOs, sockets and devices are "
+                     "not artifacts",
+                 set->skipped_special);
+  if (set->skipped_names > 0)
+    feedback_add(fb, "%zu files in output/ skipped: name not valid UTF-8 or path over %d bytes",
+                 set->skipped_names, ARTIFACT_PATH_MAX);
+  if (set->skipped_depth > 0)
+    feedback_add(fb, "%zu directories in output/ deeper than %lld levels skipped",
+                 set->skipped_depth, (long long)srv->settings.artifact_depth);
+  if (set->skipped_count > 0)
+    feedback_add(fb, "more than %lld files in output/: the rest were not reported",
+                 (long long)srv->settings.max_artifacts);
 }
 
 void run_code_execute(struct server *srv, unsigned slot, struct server_call *call) {
@@ -73,17 +282,21 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
   }
 
   struct run_scratch scratch = {0};
+  scratch.n_files = req->n_files;
   scratch.argv = calloc(req->n_args + 4, sizeof(char *));
   scratch.env = calloc(req->n_env + 1, sizeof(char *));
   scratch.files = calloc(req->n_files + 1, sizeof(*scratch.files));
-  if (scratch.argv == NULL || scratch.env == NULL || scratch.files == NULL) {
+  scratch.downloads = calloc(req->n_files + 1, sizeof(*scratch.downloads));
+  scratch.code = dedent(req->code, strlen(req->code), &scratch.code_len);
+  if (scratch.argv == NULL || scratch.env == NULL || scratch.files == NULL ||
+      scratch.downloads == NULL || scratch.code == NULL) {
     run_scratch_free(&scratch);
     fail_run(call, run_id, slot, SBX_INTERNAL, "out of memory");
     return;
   }
   scratch.argv[0] = "/usr/bin/python3";
   scratch.argv[1] = "-I";
-  scratch.argv[2] = "/workspace/main.py";
+  scratch.argv[2] = "/workspace/" WORKSPACE_SCRIPT;
   for (size_t i = 0; i < req->n_args; i++)
     scratch.argv[3 + i] = req->args[i];
   for (size_t i = 0; i < req->n_env; i++) {
@@ -99,22 +312,44 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
     scratch.files[i] = (struct workspace_file){req->files[i]->path, req->files[i]->content.data,
                                                req->files[i]->content.len};
 
-  uid_t uid = (uid_t)(srv->settings.uid_base + slot);
-  char msg[512];
-  if (workspace_create(srv->workspace_root_fd, run_id, uid, (gid_t)uid, req->code, scratch.files,
-                       req->n_files, msg, sizeof(msg)) < 0) {
-    bool in_use = errno == EEXIST;
+  char msg[1024];
+  sbx_code code = fetch_files(srv, req, &call->limits, &scratch, msg, sizeof(msg));
+  if (code != SBX_OK) {
     run_scratch_free(&scratch);
-    if (in_use) {
-      snprintf(msg, sizeof(msg), "run_id %s is in use by another run; nothing ran", run_id);
-      fail_run(call, run_id, slot, SANDBOX__V1__CODE__ALREADY_EXISTS, msg);
-    } else {
-      fail_run(call, run_id, slot, SBX_INTERNAL, msg);
-    }
+    fail_run(call, run_id, slot, code, msg);
     return;
   }
-  char workspace_dir[PATH_MAX + RUN_ID_MAX + 2];
-  snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", srv->workspace_root, run_id);
+
+  uid_t uid = (uid_t)(srv->settings.uid_base + slot);
+  char dir_name[32];
+  int ws_fd = acquire_workspace(srv, slot, call, uid, dir_name, sizeof(dir_name), &code, msg,
+                                sizeof(msg));
+  if (ws_fd < 0) {
+    run_scratch_free(&scratch);
+    char failure[sizeof(msg) + 64];
+    snprintf(failure, sizeof(failure), "workspace: %s; nothing ran", msg);
+    fail_run(call, run_id, slot, code, failure);
+    return;
+  }
+  if (workspace_prepare(ws_fd, uid, (gid_t)uid, scratch.code, scratch.code_len, scratch.files,
+                        req->n_files, msg, sizeof(msg)) < 0) {
+    bool full = errno == ENOSPC || errno == EDQUOT || errno == EFBIG;
+    if (call->session == NULL)
+      release_slot_workspace(srv, slot, uid);
+    run_scratch_free(&scratch);
+    char failure[sizeof(msg) + 128];
+    snprintf(failure, sizeof(failure), "%s%s; nothing ran", msg,
+             full ? " (the files do not fit in the workspace's quota, limits.disk_bytes)" : "");
+    fail_run(call, run_id, slot, full ? SBX_FAILED_PRECONDITION : SBX_INTERNAL, failure);
+    return;
+  }
+  /* The inputs are in the workspace now: drop the downloaded copies. */
+  for (size_t i = 0; i < scratch.n_files; i++) {
+    free(scratch.downloads[i]);
+    scratch.downloads[i] = NULL;
+  }
+  char workspace_dir[PATH_MAX + 64];
+  snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", srv->workspace_root, dir_name);
 
   struct sandbox_spec spec = {
       .argv = scratch.argv,
@@ -132,12 +367,10 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
   struct sandbox_error err = {0};
   int rc = sandbox_run(srv->engine, slot, &spec, &result, &err);
 
-  char rm_msg[512];
-  if (workspace_remove(srv->workspace_root_fd, run_id, rm_msg, sizeof(rm_msg)) < 0)
-    log_line("workspace_remove_failed", "run_id=%s error=\"%s\"", run_id, rm_msg);
-  run_scratch_free(&scratch);
-
   if (rc < 0) {
+    if (call->session == NULL)
+      release_slot_workspace(srv, slot, uid);
+    run_scratch_free(&scratch);
     char failure[sizeof(err.msg) + 64];
     snprintf(failure, sizeof(failure), "sandbox setup failed, the code did not run: %s", err.msg);
     fail_run(call, run_id, slot, SBX_INTERNAL, failure);
@@ -148,13 +381,22 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
   struct feedback fb;
   /* The engine reports the limits in force; fall back to what we asked. */
   feedback_build(&result, result.limits.timeout_ms != 0 ? &result.limits : &call->limits, &fb);
+  if (call->session_created)
+    feedback_add(&fb, "session %s is new: its workspace started empty", req->session_id);
+
+  Sandbox__V1__RunCodeResponse resp = SANDBOX__V1__RUN_CODE_RESPONSE__INIT;
+  /* Every process of the run is gone: output/ holds what it left. */
+  collect_artifacts(srv, ws_fd, &scratch, &fb, &resp);
+  /* Before the reply, so nothing of a session-less run outlives it. */
+  if (call->session == NULL)
+    release_slot_workspace(srv, slot, uid);
+
   char *fb_lines[FEEDBACK_MAX_LINES];
   for (size_t i = 0; i < fb.n; i++)
     fb_lines[i] = fb.lines[i];
-
-  Sandbox__V1__RunCodeResponse resp = SANDBOX__V1__RUN_CODE_RESPONSE__INIT;
   resp.run_id = run_id;
   resp.session_id = (char *)req->session_id;
+  resp.session_created = call->session_created;
   resp.stdout = (ProtobufCBinaryData){result.stdout_len, result.stdout_data};
   resp.stderr = (ProtobufCBinaryData){result.stderr_len, result.stderr_data};
   resp.stdout_truncated = result.stdout_truncated;
@@ -170,13 +412,56 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
   call_set_reply(call, SBX_OK, "", &resp.base);
 
   log_line("run",
-           "run_id=%s slot=%u status=OK killed_by=%s exit_code=%d signal=%d wall_ms=%llu "
-           "cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu queue_ms=%llu "
-           "duration_ms=%llu",
-           run_id, slot, sandbox_killed_by_name(result.killed_by), result.exit_code, result.signal,
+           "run_id=%s slot=%u session=%s status=OK killed_by=%s exit_code=%d signal=%d "
+           "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
+           "artifacts=%zu queue_ms=%llu duration_ms=%llu",
+           run_id, slot, req->session_id[0] != '\0' ? req->session_id : "-",
+           sandbox_killed_by_name(result.killed_by), result.exit_code, result.signal,
            (unsigned long long)(result.wall_time_us / 1000),
            (unsigned long long)(result.cpu_time_us / 1000),
            (unsigned long long)result.peak_memory_bytes, result.stdout_len, result.stderr_len,
-           (unsigned long long)queue_ms, (unsigned long long)ms_since(&call->received));
+           scratch.artifacts.n, (unsigned long long)queue_ms,
+           (unsigned long long)ms_since(&call->received));
   sandbox_result_free(&result);
+  run_scratch_free(&scratch);
+}
+
+int run_slots_mount(struct server *srv, char *err, size_t errlen) {
+  srv->slot_ws = calloc(srv->n_workers, sizeof(*srv->slot_ws));
+  if (srv->slot_ws == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (unsigned i = 0; i < srv->n_workers; i++) {
+    struct slot_workspace *w = &srv->slot_ws[i];
+    uid_t uid = (uid_t)(srv->settings.uid_base + i);
+    char msg[512];
+    snprintf(w->name, sizeof(w->name), "slot-%u", i);
+    w->size = (uint64_t)srv->settings.default_limits.disk_bytes;
+    w->fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root, w->name, w->size,
+                            (uint64_t)srv->settings.workspace_inodes, uid, (gid_t)uid, msg,
+                            sizeof(msg));
+    if (w->fd < 0) {
+      snprintf(err, errlen, "%s", msg);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void run_slots_unmount(struct server *srv) {
+  if (srv->slot_ws == NULL)
+    return;
+  for (unsigned i = 0; i < srv->n_workers; i++) {
+    struct slot_workspace *w = &srv->slot_ws[i];
+    char msg[512];
+    if (w->fd >= 0)
+      close(w->fd);
+    if (w->name[0] != '\0' &&
+        workspace_unmount(srv->workspace_root_fd, srv->workspace_root, w->name, msg,
+                          sizeof(msg)) < 0)
+      log_line("workspace_unmount_failed", "slot=%u error=\"%s\"", i, msg);
+  }
+  free(srv->slot_ws);
+  srv->slot_ws = NULL;
 }

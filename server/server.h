@@ -11,9 +11,11 @@
 #include <time.h>
 
 #include "bounded_alloc.h"
+#include "mime.h"
 #include "queue.h"
 #include "sandbox.pb-c.h"
 #include "sandbox/sandbox.h"
+#include "session.h"
 #include "settings.h"
 #include "status.h"
 
@@ -32,6 +34,8 @@ struct server_call {
   struct sbx_bounded_alloc alloc;
   ProtobufCMessage *input; /* the decoded request, freed through alloc */
   struct sandbox_limits limits; /* RunCode: validated, defaults applied */
+  struct session *session;      /* RunCode with session_id: reserved at dispatch */
+  bool session_created;
   struct timespec received;
   nng_msg *reply;
 };
@@ -48,6 +52,15 @@ struct server {
   unsigned n_workers;
   int workspace_root_fd;
   char workspace_root[PATH_MAX];
+  /* One persistent tmpfs per worker slot for runs without a session,
+   * emptied after each run (docs/WORKSPACES.md). */
+  struct slot_workspace {
+    char name[16]; /* "slot-N" under workspace_root */
+    int fd;
+    uint64_t size;
+  } *slot_ws;
+  struct session_table sessions;
+  struct mime_db mime;
   atomic_bool draining;
   /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */
   atomic_uint_fast64_t requests_total, runs_total, rejected_total;
@@ -63,5 +76,8 @@ void call_set_reply(struct server_call *call, sbx_code status, const char *messa
 
 /* run.c: runs a validated RunCode call in slot and sets its reply. */
 void run_code_execute(struct server *srv, unsigned slot, struct server_call *call);
+/* run.c: the slot workspaces, mounted at start and detached at exit. */
+int run_slots_mount(struct server *srv, char *err, size_t errlen);
+void run_slots_unmount(struct server *srv);
 
 #endif

@@ -13,10 +13,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include "envelope.h"
 #include "log.h"
+#include "safefs.h"
 #include "server.h"
 #include "validate.h"
+#include "wire_check.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -77,9 +82,23 @@ static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
     closure(NULL, closure_data);
     return;
   }
+  d->call->session = NULL;
+  d->call->session_created = false;
+  if (input->session_id[0] != '\0') {
+    d->status = session_reserve(&srv->sessions, input->session_id, &d->call->session,
+                                &d->call->session_created, d->message, sizeof(d->message));
+    if (d->status != SBX_OK) {
+      closure(NULL, closure_data);
+      return;
+    }
+  }
   d->queued = true;
   if (!work_queue_push(&srv->queue, d->call)) {
     d->queued = false;
+    if (d->call->session != NULL) {
+      session_release(&srv->sessions, d->call->session);
+      d->call->session = NULL;
+    }
     d->status = SBX_RESOURCE_EXHAUSTED;
     snprintf(d->message, sizeof(d->message),
              "all %u workers busy and the queue of %lld is full; nothing ran, retry later",
@@ -143,6 +162,7 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   resp.requests_total = atomic_load(&srv->requests_total);
   resp.runs_total = atomic_load(&srv->runs_total);
   resp.rejected_total = atomic_load(&srv->rejected_total);
+  resp.sessions = (uint32_t)session_count(&srv->sessions);
   closure(&resp, closure_data);
 }
 
@@ -150,10 +170,189 @@ static void handle_close_session(Sandbox__V1__Sandbox_Service *service,
                                  const Sandbox__V1__CloseSessionRequest *input,
                                  Sandbox__V1__CloseSessionResponse_Closure closure,
                                  void *closure_data) {
+  struct server *srv = server_of(service);
   struct dispatch *d = closure_data;
-  d->status = SBX_UNIMPLEMENTED;
-  snprintf(d->message, sizeof(d->message), "CloseSession: sessions are not implemented yet");
-  closure(NULL, closure_data);
+  if (!session_id_valid(input->session_id)) {
+    d->status = SBX_INVALID_ARGUMENT;
+    snprintf(d->message, sizeof(d->message),
+             "session_id: must be 1 to %d characters of [A-Za-z0-9._-], not \".\" or \"..\"",
+             SESSION_ID_MAX);
+    closure(NULL, closure_data);
+    return;
+  }
+  if (session_close(&srv->sessions, input->session_id) < 0) {
+    bool busy = errno == EBUSY;
+    d->status = busy ? SBX_FAILED_PRECONDITION : SANDBOX__V1__CODE__NOT_FOUND;
+    snprintf(d->message, sizeof(d->message),
+             busy ? "session %s has a run queued or running; close it after the run answered"
+                  : "no session %s (never created, closed, expired or evicted)",
+             input->session_id);
+    closure(NULL, closure_data);
+    return;
+  }
+  /* Its tmpfs is detached by the main thread's next tick (session_reap):
+   * the session is already gone for every call. */
+  Sandbox__V1__CloseSessionResponse resp = SANDBOX__V1__CLOSE_SESSION_RESPONSE__INIT;
+  closure(&resp, closure_data);
+}
+
+/* Checks session_id and path and opens the session's workspace; fills d
+ * and returns -1 when the call must be answered with an error. ListFiles
+ * and ReadFile run in the nng callback: tmpfs reads, bounded by the caps. */
+static int open_session_path(struct server *srv, struct dispatch *d, const char *session_id,
+                             const char *path, bool allow_empty) {
+  if (!session_id_valid(session_id)) {
+    d->status = SBX_INVALID_ARGUMENT;
+    snprintf(d->message, sizeof(d->message),
+             "session_id: must be 1 to %d characters of [A-Za-z0-9._-], not \".\" or \"..\"",
+             SESSION_ID_MAX);
+    return -1;
+  }
+  if (!(allow_empty && path[0] == '\0') && !validate_relative_path(path)) {
+    d->status = SBX_INVALID_ARGUMENT;
+    snprintf(d->message, sizeof(d->message),
+             "path: must be a relative path of at most 255 bytes without empty, \".\" or \"..\" "
+             "components");
+    return -1;
+  }
+  int fd = session_open_workspace(&srv->sessions, session_id);
+  if (fd < 0) {
+    d->status = SANDBOX__V1__CODE__NOT_FOUND;
+    snprintf(d->message, sizeof(d->message), "no session %s with files", session_id);
+    return -1;
+  }
+  return fd;
+}
+
+static void path_error(struct dispatch *d, const char *path, int err) {
+  char safe[300];
+  size_t i = 0;
+  for (; path[i] != '\0' && i + 1 < sizeof(safe); i++)
+    safe[i] = (path[i] >= 0x20 && path[i] < 0x7f) ? path[i] : '?';
+  safe[i] = '\0';
+  if (err == ENOENT) {
+    d->status = SANDBOX__V1__CODE__NOT_FOUND;
+    snprintf(d->message, sizeof(d->message), "path %s: no such file or directory", safe);
+  } else if (err == ELOOP || err == ENOTDIR || err == EINVAL || err == EISDIR) {
+    d->status = SBX_FAILED_PRECONDITION;
+    snprintf(d->message, sizeof(d->message), "path %s: %s", safe,
+             err == ELOOP     ? "is or goes through a symlink (never followed)"
+             : err == ENOTDIR ? "goes through something that is not a directory"
+             : err == EISDIR  ? "is a directory"
+                              : "is not a regular file (FIFO, socket or device)");
+  } else {
+    d->status = SBX_INTERNAL;
+    snprintf(d->message, sizeof(d->message), "path %s: %s", safe, strerror(err));
+  }
+}
+
+static void handle_list_files(Sandbox__V1__Sandbox_Service *service,
+                              const Sandbox__V1__ListFilesRequest *input,
+                              Sandbox__V1__ListFilesResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  int ws = open_session_path(srv, d, input->session_id, input->path, true);
+  if (ws < 0) {
+    closure(NULL, closure_data);
+    return;
+  }
+  int dir = safefs_open_dir(ws, input->path);
+  int e = errno;
+  close(ws);
+  if (dir < 0) {
+    path_error(d, input->path, e);
+    closure(NULL, closure_data);
+    return;
+  }
+  struct safefs_listing l;
+  int rv = safefs_list(dir, (size_t)srv->settings.max_artifacts, &l);
+  e = errno;
+  close(dir);
+  if (rv < 0) {
+    path_error(d, input->path, e);
+    closure(NULL, closure_data);
+    return;
+  }
+  Sandbox__V1__FileEntry *entries = calloc(l.n > 0 ? l.n : 1, sizeof(*entries));
+  Sandbox__V1__FileEntry **ptrs = calloc(l.n > 0 ? l.n : 1, sizeof(*ptrs));
+  char **rels = calloc(l.n > 0 ? l.n : 1, sizeof(*rels));
+  Sandbox__V1__ListFilesResponse resp = SANDBOX__V1__LIST_FILES_RESPONSE__INIT;
+  if (entries == NULL || ptrs == NULL || rels == NULL) {
+    d->status = SBX_INTERNAL;
+    snprintf(d->message, sizeof(d->message), "out of memory");
+    closure(NULL, closure_data);
+  } else {
+    size_t n = 0;
+    for (size_t i = 0; i < l.n; i++) {
+      const struct safefs_entry *se = &l.entries[i];
+      if ((input->path[0] != '\0' ? asprintf(&rels[n], "%s/%s", input->path, se->name)
+                                   : asprintf(&rels[n], "%s", se->name)) < 0) {
+        rels[n] = NULL;
+        resp.truncated = true;
+        continue;
+      }
+      sandbox__v1__file_entry__init(&entries[n]);
+      entries[n].name = se->name;
+      entries[n].relative_path = rels[n];
+      entries[n].type = (Sandbox__V1__FileEntry__Type)se->type;
+      entries[n].size = se->size;
+      ptrs[n] = &entries[n];
+      n++;
+    }
+    resp.n_entries = n;
+    resp.entries = ptrs;
+    resp.truncated = resp.truncated || l.truncated;
+    closure(&resp, closure_data);
+    for (size_t i = 0; i < n; i++)
+      free(rels[i]);
+  }
+  free(rels);
+  free(ptrs);
+  free(entries);
+  safefs_listing_free(&l);
+}
+
+static void handle_read_file(Sandbox__V1__Sandbox_Service *service,
+                             const Sandbox__V1__ReadFileRequest *input,
+                             Sandbox__V1__ReadFileResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  int ws = open_session_path(srv, d, input->session_id, input->path, false);
+  if (ws < 0) {
+    closure(NULL, closure_data);
+    return;
+  }
+  struct stat st;
+  int fd = safefs_open_file(ws, input->path, &st);
+  int e = errno;
+  close(ws);
+  if (fd < 0) {
+    path_error(d, input->path, e);
+    closure(NULL, closure_data);
+    return;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  uint64_t cap = (uint64_t)srv->settings.artifact_bytes;
+  uint64_t want = input->length == 0 || input->length > cap ? cap : input->length;
+  uint64_t offset = input->offset < size ? input->offset : size;
+  if (want > size - offset)
+    want = size - offset;
+  uint8_t *buf = NULL;
+  size_t got = 0;
+  if (safefs_pread(fd, offset, (size_t)want, &buf, &got) < 0) {
+    e = errno;
+    close(fd);
+    path_error(d, input->path, e);
+    closure(NULL, closure_data);
+    return;
+  }
+  close(fd);
+  Sandbox__V1__ReadFileResponse resp = SANDBOX__V1__READ_FILE_RESPONSE__INIT;
+  resp.content = (ProtobufCBinaryData){got, buf};
+  resp.size = size;
+  resp.eof = offset + got >= size;
+  closure(&resp, closure_data);
+  free(buf);
 }
 
 void service_init(struct server *srv) {
@@ -162,6 +361,8 @@ void service_init(struct server *srv) {
   srv->service.health = handle_health;
   srv->service.get_info = handle_get_info;
   srv->service.close_session = handle_close_session;
+  srv->service.list_files = handle_list_files;
+  srv->service.read_file = handle_read_file;
 }
 
 /* ---- the call state machine ---- */
@@ -229,6 +430,15 @@ static bool call_handle(struct server_call *call, nng_msg *msg) {
   const ProtobufCMethodDescriptor *method = &desc->methods[index];
   if (atomic_load(&srv->draining) && strcmp(method->name, "Health") != 0) {
     call_set_reply(call, SBX_UNAVAILABLE, "server is shutting down; nothing ran", NULL);
+    sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
+    return false;
+  }
+
+  const char *nul_field = NULL;
+  if (wire_find_nul_string(method->input, env->payload.data, env->payload.len, &nul_field) == 1) {
+    char message[200];
+    snprintf(message, sizeof(message), "%s: must not contain NUL bytes", nul_field);
+    call_set_reply(call, SBX_INVALID_ARGUMENT, message, NULL);
     sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
     return false;
   }
@@ -321,6 +531,10 @@ static void *worker_main(void *arg) {
                      "the call waited in the queue past its deadline; it did not run", NULL);
     } else {
       run_code_execute(srv, slot, call);
+    }
+    if (call->session != NULL) {
+      session_release(&srv->sessions, call->session);
+      call->session = NULL;
     }
     protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
     call->input = NULL;

@@ -75,6 +75,28 @@ static const struct setting_def setting_defs[] = {
      "largest file and /tmp size when the request has none (default 64 MiB)"},
     {"max-disk-bytes", SETTING_INT, OFF(max_limits.disk_bytes), 0, 4096, 1LL << 40,
      "largest disk_bytes (default 1 GiB)"},
+    {"workspace-inodes", SETTING_INT, OFF(workspace_inodes), 0, 64, 1LL << 22,
+     "files and directories a workspace may hold (default 32768)"},
+    {"max-sessions", SETTING_INT, OFF(max_sessions), 0, 0, 65536,
+     "sessions kept; past it the least recently used idle one ends (default 64)"},
+    {"session-ttl-s", SETTING_INT, OFF(session_ttl_s), 0, 1, 86400 * 30,
+     "a session unused this long ends (default 1800)"},
+    {"max-file-bytes", SETTING_INT, OFF(max_file_bytes), 0, 1, 1LL << 40,
+     "size of each input file, inline or downloaded (default 64 MiB)"},
+    {"download-timeout-ms", SETTING_INT, OFF(download_timeout_ms), 0, 1, 3600000,
+     "time for each download, redirects included (default 10000)"},
+    {"download-hosts", SETTING_STRING, STR(download_hosts), 0, 0,
+     "comma-separated hosts files may be downloaded from (default: any host)"},
+    {"artifact-bytes", SETTING_INT, OFF(artifact_bytes), 0, 0, 1LL << 30,
+     "artifact content sent inline per file, and ReadFile's largest read (default 1 MiB)"},
+    {"artifacts-total-bytes", SETTING_INT, OFF(artifacts_total_bytes), 0, 0, 1LL << 30,
+     "artifact content sent inline per response (default 8 MiB)"},
+    {"max-artifacts", SETTING_INT, OFF(max_artifacts), 0, 0, 1 << 20,
+     "artifacts per response and entries per ListFiles (default 16384)"},
+    {"artifact-depth", SETTING_INT, OFF(artifact_depth), 0, 1, 256,
+     "directory levels below output/ searched for artifacts (default 32)"},
+    {"mime-types", SETTING_STRING, STR(mime_types), 0, 0,
+     "mime.types database for artifact types (default /etc/mime.types)"},
 };
 #define N_SETTINGS (sizeof(setting_defs) / sizeof(setting_defs[0]))
 
@@ -118,6 +140,16 @@ void settings_defaults(struct server_settings *s) {
       .max_processes = 256,
       .disk_bytes = 1LL << 30,
   };
+  s->workspace_inodes = 32768;
+  s->max_sessions = 64;
+  s->session_ttl_s = 1800;
+  s->max_file_bytes = 64LL << 20;
+  s->download_timeout_ms = 10000;
+  s->artifact_bytes = 1LL << 20;
+  s->artifacts_total_bytes = 8LL << 20;
+  s->max_artifacts = 16384;
+  s->artifact_depth = 32;
+  snprintf(s->mime_types, sizeof(s->mime_types), "/etc/mime.types");
 }
 
 static const struct setting_def *find_def(const char *name, size_t len) {
@@ -259,6 +291,13 @@ int settings_check(const struct server_settings *s, char *err, size_t errlen) {
   /* A reply carries both streams; it must fit in what a client accepts. */
   if (s->max_limits.output_bytes > (1LL << 30) / 2)
     return fail(err, errlen, "max-output-bytes: at most 512 MiB");
+  /* Both streams and the artifacts must fit in what a client accepts. */
+  if (2 * s->max_limits.output_bytes + s->artifacts_total_bytes > (1LL << 30) - (1LL << 20))
+    return fail(err, errlen, "artifacts-total-bytes: with two streams of max-output-bytes, "
+                             "a reply would exceed 1 GiB");
+  if (s->artifact_bytes > s->artifacts_total_bytes)
+    return fail(err, errlen, "artifact-bytes (%" PRId64 ") is above artifacts-total-bytes (%" PRId64 ")",
+                s->artifact_bytes, s->artifacts_total_bytes);
   return 0;
 }
 

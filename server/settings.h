@@ -43,6 +43,18 @@ struct server_settings {
   int64_t max_code_bytes;
   struct settings_limits default_limits;
   struct settings_limits max_limits;
+  /* Workspaces, sessions, input files, artifacts (docs/WORKSPACES.md). */
+  int64_t workspace_inodes;      /* nr_inodes of each workspace tmpfs */
+  int64_t max_sessions;          /* past it the least recently used idle one ends */
+  int64_t session_ttl_s;         /* idle time after which a session ends */
+  int64_t max_file_bytes;        /* each input file, inline or downloaded */
+  int64_t download_timeout_ms;   /* each download, redirects included */
+  char download_hosts[1024];     /* comma-separated allowlist; "" = any host */
+  int64_t artifact_bytes;        /* content inline per artifact; ReadFile's largest read */
+  int64_t artifacts_total_bytes; /* content inline per response */
+  int64_t max_artifacts;         /* artifacts per response, entries per ListFiles */
+  int64_t artifact_depth;        /* directory levels below output/ */
+  char mime_types[PATH_MAX];     /* the mime.types database */
 };
 
 /* Fills s from defaults, the config file, the environment and argv, in that

@@ -1,6 +1,9 @@
 /* validate.c: see validate.h. */
 #include "validate.h"
 
+#include "download.h"
+#include "session.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -82,8 +85,10 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
     return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
                   "run_id: must be 1 to %d characters of [A-Za-z0-9._-], not \".\" or \"..\"",
                   RUN_ID_MAX);
-  if (req->session_id[0] != '\0')
-    return refuse(SBX_UNIMPLEMENTED, msg, msglen, "session_id: sessions are not implemented yet");
+  if (req->session_id[0] != '\0' && !session_id_valid(req->session_id))
+    return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                  "session_id: must be 1 to %d characters of [A-Za-z0-9._-], not \".\" or \"..\"",
+                  SESSION_ID_MAX);
   if (req->n_requirements > 0)
     return refuse(SBX_UNIMPLEMENTED, msg, msglen,
                   "requirements: installing packages is not implemented yet");
@@ -91,25 +96,34 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
   if ((int64_t)req->n_files > s->max_files)
     return refuse(SBX_INVALID_ARGUMENT, msg, msglen, "files: %zu files; allowed: 0 to %" PRId64,
                   req->n_files, s->max_files);
+  uint64_t inline_total = 0;
   for (size_t i = 0; i < req->n_files; i++) {
     const Sandbox__V1__File *f = req->files[i];
     if (!validate_relative_path(f->path))
       return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
-                    "files[%zu].path: must be a relative path of at most 255 bytes without "
-                    "empty, \".\" or \"..\" components",
+                    "files[%zu].path: must be a relative path (below mounts/) of at most 255 "
+                    "bytes without empty, \".\" or \"..\" components",
                     i);
-    if (strcmp(f->path, "main.py") == 0)
-      return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
-                    "files[%zu].path: main.py is reserved for the code", i);
     for (size_t j = 0; j < i; j++)
       if (strcmp(req->files[j]->path, f->path) == 0)
         return refuse(SBX_INVALID_ARGUMENT, msg, msglen, "files[%zu].path: duplicate of files[%zu]",
                       i, j);
-    if (f->source_case == SANDBOX__V1__FILE__SOURCE_URL)
-      return refuse(SBX_UNIMPLEMENTED, msg, msglen,
-                    "files[%zu].url: fetching files by URL is not implemented yet", i);
+    if (f->source_case == SANDBOX__V1__FILE__SOURCE_URL) {
+      if (!download_url_syntax_ok(f->url))
+        return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                      "files[%zu].url: must be an http:// or https:// URL of at most %d bytes "
+                      "without spaces or control characters",
+                      i, DOWNLOAD_URL_MAX);
+      continue;
+    }
     if (f->source_case != SANDBOX__V1__FILE__SOURCE_CONTENT)
       return refuse(SBX_INVALID_ARGUMENT, msg, msglen, "files[%zu]: needs content or url", i);
+    if ((int64_t)f->content.len > s->max_file_bytes)
+      return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                    "files[%zu].content: %zu bytes; allowed: at most %" PRId64
+                    " bytes (max-file-bytes)",
+                    i, f->content.len, s->max_file_bytes);
+    inline_total += f->content.len;
   }
 
   if ((int64_t)req->n_args > s->max_args)
@@ -140,6 +154,11 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
                     limit_fields[i].name, v, limit_fields[i].min, max[i], def[i]);
     eff[i] = v != 0 ? v : def[i];
   }
+  if (inline_total > (uint64_t)eff[5])
+    return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                  "files: %" PRIu64 " bytes in all; allowed: at most the disk quota of %" PRId64
+                  " bytes (limits.disk_bytes)",
+                  inline_total, eff[5]);
   memset(limits, 0, sizeof(*limits));
   limits->timeout_ms = (uint64_t)eff[0];
   /* A CPU limit above the wall-clock limit can never be reached. */

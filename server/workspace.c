@@ -1,22 +1,24 @@
-/* workspace.c: see workspace.h. Runs as root against a tree the sandbox
- * wrote: never build a path from its contents, never follow its symlinks. */
+/* workspace.c: see workspace.h. Runs as root against trees the sandbox
+ * wrote: never build a path from their contents, never follow their
+ * symlinks, never open anything of theirs but directories (O_NOFOLLOW). */
 #include "workspace.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandbox/cleanup.h"
-
-/* Deeper trees than this are left behind and reported, so that removal can
- * not run out of file descriptors. */
-#define WORKSPACE_MAX_DEPTH 256
+#include "sandbox/sandbox.h"
 
 static int ws_fail(char *msg, size_t msglen, int errnum, const char *fmt, ...) {
   va_list ap;
@@ -35,6 +37,65 @@ int workspace_root_open(const char *path) {
   return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+/* ---- tmpfs ---- */
+
+static int mount_path(char *buf, size_t len, const char *root_path, const char *name) {
+  if ((size_t)snprintf(buf, len, "%s/%s", root_path, name) >= len) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  return 0;
+}
+
+int workspace_mount(int root_fd, const char *root_path, const char *name, uint64_t size,
+                    uint64_t inodes, uid_t uid, gid_t gid, char *msg, size_t msglen) {
+  char path[PATH_MAX], data[160];
+  if (mount_path(path, sizeof(path), root_path, name) < 0)
+    return ws_fail(msg, msglen, errno, "workspace %s", name);
+  if (mkdirat(root_fd, name, 0700) < 0 && errno != EEXIST)
+    return ws_fail(msg, msglen, errno, "mkdir workspace %s", name);
+  snprintf(data, sizeof(data), "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0700,uid=%u,gid=%u",
+           size, inodes, (unsigned)uid, (unsigned)gid);
+  if (mount("sandboxd-workspace", path, "tmpfs", MS_NOSUID | MS_NODEV, data) < 0) {
+    int e = errno;
+    unlinkat(root_fd, name, AT_REMOVEDIR);
+    return ws_fail(msg, msglen, e, "mount tmpfs on workspace %s", name);
+  }
+  int fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
+    unlinkat(root_fd, name, AT_REMOVEDIR);
+    return ws_fail(msg, msglen, e, "open workspace %s", name);
+  }
+  return fd;
+}
+
+int workspace_resize(const char *root_path, const char *name, uint64_t size, uint64_t inodes,
+                     char *msg, size_t msglen) {
+  char path[PATH_MAX], data[96];
+  if (mount_path(path, sizeof(path), root_path, name) < 0)
+    return ws_fail(msg, msglen, errno, "workspace %s", name);
+  snprintf(data, sizeof(data), "size=%" PRIu64 ",nr_inodes=%" PRIu64, size, inodes);
+  if (mount(NULL, path, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, data) < 0)
+    return ws_fail(msg, msglen, errno, "resize workspace %s", name);
+  return 0;
+}
+
+int workspace_unmount(int root_fd, const char *root_path, const char *name, char *msg,
+                      size_t msglen) {
+  char path[PATH_MAX];
+  if (mount_path(path, sizeof(path), root_path, name) < 0)
+    return ws_fail(msg, msglen, errno, "workspace %s", name);
+  if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+    return ws_fail(msg, msglen, errno, "unmount workspace %s", name);
+  if (unlinkat(root_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+    return ws_fail(msg, msglen, errno, "rmdir workspace %s", name);
+  return 0;
+}
+
+/* ---- writing into a (possibly hostile) workspace ---- */
+
 static int write_all(int fd, const uint8_t *data, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, data, len);
@@ -49,7 +110,34 @@ static int write_all(int fd, const uint8_t *data, size_t len) {
   return 0;
 }
 
-/* Creates dir_fd/path (parents made as needed) with data. */
+/* Removes whatever dir_fd/name is (file, link, FIFO, tree). */
+static int remove_any(int dir_fd, const char *name) {
+  if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
+    return 0;
+  if (errno != EISDIR && errno != EPERM)
+    return -1;
+  return sandbox_remove_tree(dir_fd, name);
+}
+
+/* Opens dir_fd/name as a directory owned by uid:gid, replacing anything
+ * that is not a directory. Returns an fd or -1. */
+static int ensure_dir(int dir_fd, const char *name, uid_t uid, gid_t gid) {
+  struct stat st;
+  if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+    if (remove_any(dir_fd, name) < 0)
+      return -1;
+  }
+  if (mkdirat(dir_fd, name, 0700) == 0) {
+    if (fchownat(dir_fd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+      return -1;
+  } else if (errno != EEXIST) {
+    return -1;
+  }
+  return openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Creates dir_fd/path (parents made as needed) with data, replacing what
+ * was there. */
 static int write_file(int dir_fd, const char *path, const uint8_t *data, size_t len, uid_t uid,
                       gid_t gid, char *msg, size_t msglen) {
   char buf[256];
@@ -62,19 +150,16 @@ static int write_file(int dir_fd, const char *path, const uint8_t *data, size_t 
   char *comp = buf;
   for (char *slash; (slash = strchr(comp, '/')) != NULL; comp = slash + 1) {
     *slash = '\0';
-    if (mkdirat(cur, comp, 0700) == 0) {
-      if (fchownat(cur, comp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-        return ws_fail(msg, msglen, errno, "chown directory %s", comp);
-    } else if (errno != EEXIST) {
-      return ws_fail(msg, msglen, errno, "mkdir %s", comp);
-    }
-    int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int next = ensure_dir(cur, comp, uid, gid);
     if (next < 0)
-      return ws_fail(msg, msglen, errno, "open directory %s", comp);
+      return ws_fail(msg, msglen, errno, "directory %s of %s", comp, path);
     close(cur);
     cur = next;
   }
-  cleanup_close int fd = openat(cur, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (remove_any(cur, comp) < 0)
+    return ws_fail(msg, msglen, errno, "replace %s", path);
+  cleanup_close int fd =
+      openat(cur, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return ws_fail(msg, msglen, errno, "create %s", path);
   if (write_all(fd, data, len) < 0)
@@ -84,85 +169,187 @@ static int write_file(int dir_fd, const char *path, const uint8_t *data, size_t 
   return 0;
 }
 
-int workspace_create(int root_fd, const char *name, uid_t uid, gid_t gid, const char *code,
-                     const struct workspace_file *files, size_t n_files, char *msg, size_t msglen) {
-  if (mkdirat(root_fd, name, 0700) < 0)
-    return ws_fail(msg, msglen, errno, "mkdir workspace %s", name);
-  cleanup_close int dir_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd < 0)
-    goto fail;
-  if (fchown(dir_fd, uid, gid) < 0) {
-    ws_fail(msg, msglen, errno, "chown workspace %s", name);
-    goto fail;
+int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t code_len,
+                      const struct workspace_file *files, size_t n_files, char *msg,
+                      size_t msglen) {
+  msg[0] = '\0';
+  cleanup_close int out_fd = ensure_dir(ws_fd, WORKSPACE_OUTPUT, uid, gid);
+  if (out_fd < 0)
+    return ws_fail(msg, msglen, errno, "directory %s", WORKSPACE_OUTPUT);
+  if (n_files > 0) {
+    cleanup_close int mounts_fd = ensure_dir(ws_fd, WORKSPACE_MOUNTS, uid, gid);
+    if (mounts_fd < 0)
+      return ws_fail(msg, msglen, errno, "directory %s", WORKSPACE_MOUNTS);
+    for (size_t i = 0; i < n_files; i++)
+      if (write_file(mounts_fd, files[i].path, files[i].data, files[i].len, uid, gid, msg,
+                     msglen) < 0)
+        return -1;
   }
-  for (size_t i = 0; i < n_files; i++)
-    if (write_file(dir_fd, files[i].path, files[i].data, files[i].len, uid, gid, msg, msglen) < 0)
-      goto fail;
-  if (write_file(dir_fd, "main.py", (const uint8_t *)code, strlen(code), uid, gid, msg, msglen) < 0)
-    goto fail;
-  return 0;
-fail : {
-  int saved = errno;
-  char ignored[128];
-  workspace_remove(root_fd, name, ignored, sizeof(ignored));
-  errno = saved;
-  return -1;
-}
+  return write_file(ws_fd, WORKSPACE_SCRIPT, (const uint8_t *)code, code_len, uid, gid, msg,
+                    msglen);
 }
 
-static int remove_entry(int dir_fd, const char *name, int depth, char *msg, size_t msglen);
-
-/* Empties the directory open as fd (consumed). */
-static int remove_children(int fd, int depth, char *msg, size_t msglen) {
+int workspace_empty(int ws_fd, char *msg, size_t msglen) {
+  msg[0] = '\0';
+  int fd = openat(ws_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return ws_fail(msg, msglen, errno, "open workspace");
   DIR *dir = fdopendir(fd);
   if (dir == NULL) {
     close(fd);
     return ws_fail(msg, msglen, errno, "fdopendir");
   }
   int rv = 0;
-  /* Removing while reading may make readdir skip entries: read again until a
-   * pass finds nothing left to remove. */
-  for (;;) {
-    bool removed_any = false;
+  /* Removing while reading may make readdir skip entries: read again until
+   * a pass finds nothing left. */
+  for (int pass = 0; pass < 8; pass++) {
+    bool any = false;
     struct dirent *de;
-    errno = 0;
+    rewinddir(dir);
     while ((de = readdir(dir)) != NULL) {
       if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
         continue;
-      if (remove_entry(dirfd(dir), de->d_name, depth + 1, msg, msglen) < 0) {
-        rv = -1;
-        continue;
-      }
-      removed_any = true;
+      any = true;
+      if (remove_any(ws_fd, de->d_name) < 0 && rv == 0)
+        rv = ws_fail(msg, msglen, errno, "remove %s", de->d_name);
     }
-    if (!removed_any || rv < 0)
+    if (!any || rv < 0)
       break;
-    rewinddir(dir);
   }
   closedir(dir);
   return rv;
 }
 
-static int remove_entry(int dir_fd, const char *name, int depth, char *msg, size_t msglen) {
-  /* unlinkat never follows a symlink: a link is removed, not its target. */
-  if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
-    return 0;
-  if (errno != EISDIR && errno != EPERM)
-    return ws_fail(msg, msglen, errno, "unlink %s", name);
-  if (depth > WORKSPACE_MAX_DEPTH)
-    return ws_fail(msg, msglen, ELOOP, "directory %s nested deeper than %d", name,
-                   WORKSPACE_MAX_DEPTH);
-  int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return ws_fail(msg, msglen, errno, "open directory %s", name);
-  if (remove_children(fd, depth, msg, msglen) < 0)
+/* ---- chown ---- */
+
+static int chown_children(int fd, uid_t uid, gid_t gid, int depth);
+
+static int chown_children(int fd, uid_t uid, gid_t gid, int depth) {
+  if (depth > WORKSPACE_MAX_DEPTH) {
+    errno = ELOOP;
     return -1;
-  if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-    return ws_fail(msg, msglen, errno, "rmdir %s", name);
+  }
+  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return -1;
+  DIR *dir = fdopendir(dfd);
+  if (dir == NULL) {
+    close(dfd);
+    return -1;
+  }
+  int rv = 0;
+  struct dirent *de;
+  while (rv == 0 && (de = readdir(dir)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    struct stat st;
+    if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+      continue;
+    if ((st.st_uid != uid || st.st_gid != gid) &&
+        fchownat(fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+      rv = -1;
+      break;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0) {
+        rv = -1;
+        break;
+      }
+      rv = chown_children(sub, uid, gid, depth + 1);
+      int saved = errno;
+      close(sub);
+      errno = saved;
+    }
+  }
+  int saved = errno;
+  closedir(dir);
+  errno = saved;
+  return rv;
+}
+
+int workspace_chown_tree(int ws_fd, uid_t uid, gid_t gid, char *msg, size_t msglen) {
+  if (fchown(ws_fd, uid, gid) < 0 || chown_children(ws_fd, uid, gid, 0) < 0)
+    return ws_fail(msg, msglen, errno,
+                   errno == ELOOP ? "workspace nested deeper than %d directories"
+                                  : "chown workspace (depth limit %d)",
+                   WORKSPACE_MAX_DEPTH);
   return 0;
 }
 
+/* ---- removal ---- */
+
 int workspace_remove(int root_fd, const char *name, char *msg, size_t msglen) {
   msg[0] = '\0';
-  return remove_entry(root_fd, name, 0, msg, msglen);
+  if (sandbox_remove_tree(root_fd, name) < 0)
+    return ws_fail(msg, msglen, errno, "remove %s", name);
+  return 0;
+}
+
+/* Decodes mountinfo's octal escapes (\040 for a space...) in place. */
+static void mountinfo_unescape(char *s) {
+  char *w = s;
+  for (char *r = s; *r != '\0'; r++) {
+    if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+        r[3] <= '7') {
+      *w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
+      r += 3;
+    } else {
+      *w++ = *r;
+    }
+  }
+  *w = '\0';
+}
+
+int workspace_remove_stale(int root_fd, const char *root_path) {
+  char real[PATH_MAX];
+  if (realpath(root_path, real) == NULL)
+    return -1;
+  size_t rl = strlen(real);
+  int detached = 0;
+  /* Detach the deepest first; repeat, since detaching may reveal more. */
+  for (int pass = 0; pass < 16; pass++) {
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (f == NULL)
+      return -1;
+    char line[8192], found[PATH_MAX] = "";
+    size_t found_len = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+      /* id parent major:minor root mountpoint ... */
+      char *save = NULL, *field = strtok_r(line, " ", &save);
+      for (int i = 0; i < 4 && field != NULL; i++)
+        field = strtok_r(NULL, " ", &save);
+      if (field == NULL)
+        continue;
+      mountinfo_unescape(field);
+      size_t fl = strlen(field);
+      if (fl > rl + 1 && strncmp(field, real, rl) == 0 && field[rl] == '/' && fl > found_len &&
+          fl < sizeof(found)) {
+        memcpy(found, field, fl + 1);
+        found_len = fl;
+      }
+    }
+    fclose(f);
+    if (found_len == 0)
+      break;
+    if (umount2(found, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+      break;
+    detached++;
+  }
+  int fd = dup(root_fd);
+  if (fd < 0)
+    return detached;
+  DIR *dir = fdopendir(fd);
+  if (dir == NULL) {
+    close(fd);
+    return detached;
+  }
+  struct dirent *de;
+  while ((de = readdir(dir)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    sandbox_remove_tree(root_fd, de->d_name);
+  }
+  closedir(dir);
+  return detached;
 }

@@ -7,6 +7,7 @@
 
 #include "settings.h"
 #include "validate.h"
+#include "wire_check.h"
 
 static struct server_settings settings;
 static Sandbox__V1__RunCodeRequest req;
@@ -83,8 +84,97 @@ static void bad_fields_refused(void **state) {
   req.run_id = "../x";
   assert_int_equal(check(), SBX_INVALID_ARGUMENT);
   setup(NULL);
-  req.session_id = "s";
-  assert_int_equal(check(), SBX_UNIMPLEMENTED);
+  req.session_id = "s-1.ok_X";
+  assert_int_equal(check(), SBX_OK);
+  const char *bad_sessions[] = {"..", ".", "a/b", "a b", "x\n",
+                                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+  for (size_t i = 0; i < sizeof(bad_sessions) / sizeof(bad_sessions[0]); i++) {
+    setup(NULL);
+    req.session_id = (char *)bad_sessions[i];
+    assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "session_id"));
+  }
+}
+
+static void file_sources_and_sizes_checked(void **state) {
+  static uint8_t data[4096];
+  Sandbox__V1__File a = SANDBOX__V1__FILE__INIT, b = SANDBOX__V1__FILE__INIT;
+  Sandbox__V1__File *files[] = {&a, &b};
+  a.path = "a.bin";
+  a.source_case = SANDBOX__V1__FILE__SOURCE_CONTENT;
+  a.content = (ProtobufCBinaryData){sizeof(data), data};
+  b.path = "b.bin";
+  b.source_case = SANDBOX__V1__FILE__SOURCE_URL;
+  b.url = "https://example.com/b.bin";
+  req.n_files = 2;
+  req.files = files;
+  assert_int_equal(check(), SBX_OK);
+  /* Per file. */
+  settings.max_file_bytes = 4095;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "files[0].content"));
+  settings.max_file_bytes = 1 << 20;
+  /* In total, against the run's disk quota. */
+  limits.disk_bytes = 4096;
+  b.source_case = SANDBOX__V1__FILE__SOURCE_CONTENT;
+  b.content = (ProtobufCBinaryData){1, data};
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "disk_bytes"));
+  limits.disk_bytes = 0;
+  /* Duplicates. */
+  b.path = "a.bin";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "duplicate"));
+  b.path = "b.bin";
+  /* URLs: http and https only, no spaces or control characters. */
+  const char *bad_urls[] = {"file:///etc/passwd", "ftp://h/x", "gopher://h/", "http://a b/",
+                            "javascript:alert(1)", "", "http://x/\x01"};
+  b.source_case = SANDBOX__V1__FILE__SOURCE_URL;
+  for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+    b.url = (char *)bad_urls[i];
+    assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "files[1].url"));
+  }
+  b.url = "HTTP://127.0.0.1:8000/x";
+  assert_int_equal(check(), SBX_OK);
+}
+
+/* protobuf-c would cut "a\0/../x" to "a": such requests are refused before
+ * decoding, whichever string field holds the NUL, nested ones included. */
+static void nul_bytes_in_strings_found_on_the_wire(void **state) {
+  Sandbox__V1__File f = SANDBOX__V1__FILE__INIT, *files[] = {&f};
+  f.path = "placeholder";
+  f.source_case = SANDBOX__V1__FILE__SOURCE_CONTENT;
+  f.content = (ProtobufCBinaryData){3, (uint8_t *)"a\0b"};
+  req.n_files = 1;
+  req.files = files;
+  uint8_t buf[512];
+  size_t len = sandbox__v1__run_code_request__pack(&req, buf);
+  const char *field = NULL;
+  /* Bytes fields may hold NUL. */
+  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len,
+                                        &field),
+                   0);
+  /* Patch the path's 'c' (of "placeholder") into a NUL on the wire. */
+  uint8_t *p = memmem(buf, len, "placeholder", 11);
+  assert_non_null(p);
+  p[5] = 0;
+  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len,
+                                        &field),
+                   1);
+  assert_string_equal(field, "path");
+  p[5] = 'h';
+  p = memmem(buf, len, "print(1)", 8);
+  p[5] = 0;
+  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len,
+                                        &field),
+                   1);
+  assert_string_equal(field, "code");
+  p[5] = '1';
+  /* Truncated input is not well-formed. */
+  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len - 3,
+                                        &field),
+                   -1);
 }
 
 static void file_paths_checked(void **state) {
@@ -129,6 +219,8 @@ int main(void) {
       cmocka_unit_test_setup(negative_and_too_large_limits_named, setup),
       cmocka_unit_test_setup(bad_fields_refused, setup),
       cmocka_unit_test_setup(file_paths_checked, setup),
+      cmocka_unit_test_setup(file_sources_and_sizes_checked, setup),
+      cmocka_unit_test_setup(nul_bytes_in_strings_found_on_the_wire, setup),
       cmocka_unit_test_setup(run_ids, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

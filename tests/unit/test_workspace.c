@@ -1,9 +1,11 @@
-/* Workspaces: created with the code and files, removed without following
- * the symlinks a hostile program may leave. */
+/* Workspaces: prepared with the code and files (replacing what a hostile
+ * session left), emptied and removed without following its symlinks, tmpfs
+ * quotas and crash leftovers (as root). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +41,21 @@ static int teardown(void **state) {
   return system(cmd);
 }
 
-static void create_writes_code_and_files(void **state) {
+static int make_ws(const char *name) {
+  char p[256];
+  snprintf(p, sizeof(p), "%s/%s", root, name);
+  assert_int_equal(mkdir(p, 0700), 0);
+  int fd = open(p, O_RDONLY | O_DIRECTORY);
+  assert_true(fd >= 0);
+  return fd;
+}
+
+static void prepare_writes_code_files_and_output(void **state) {
   struct workspace_file files[] = {{"data/in.txt", (const uint8_t *)"abc", 3}};
   char msg[256];
-  assert_int_equal(workspace_create(root_fd, "run1", getuid(), getgid(), "print(1)", files, 1, msg,
-                                    sizeof(msg)),
+  int ws = make_ws("run1");
+  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), "print(1)", 8, files, 1, msg,
+                                     sizeof(msg)),
                    0);
   char p[256], buf[16] = {0};
   snprintf(p, sizeof(p), "%s/run1/main.py", root);
@@ -52,26 +64,113 @@ static void create_writes_code_and_files(void **state) {
   assert_non_null(fgets(buf, sizeof(buf), f));
   fclose(f);
   assert_string_equal(buf, "print(1)");
-  snprintf(p, sizeof(p), "%s/run1/data/in.txt", root);
   struct stat st;
+  snprintf(p, sizeof(p), "%s/run1/mounts/data/in.txt", root);
   assert_int_equal(stat(p, &st), 0);
   assert_int_equal(st.st_size, 3);
-  snprintf(p, sizeof(p), "%s/run1", root);
+  snprintf(p, sizeof(p), "%s/run1/output", root);
   assert_int_equal(stat(p, &st), 0);
-  assert_int_equal(st.st_mode & 0777, 0700);
-  /* The same name twice: EEXIST, and the first is untouched. */
-  assert_int_equal(workspace_create(root_fd, "run1", getuid(), getgid(), "x", NULL, 0, msg,
-                                    sizeof(msg)),
-                   -1);
-  assert_int_equal(workspace_remove(root_fd, "run1", msg, sizeof(msg)), 0);
-  assert_int_equal(stat(p, &st), -1);
+  assert_true(S_ISDIR(st.st_mode));
+  /* Emptying leaves the workspace itself, and nothing in it. */
+  assert_int_equal(workspace_empty(ws, msg, sizeof(msg)), 0);
+  snprintf(p, sizeof(p), "%s/run1/main.py", root);
+  assert_int_equal(lstat(p, &st), -1);
+  close(ws);
+}
+
+/* What a session's earlier run may leave where the server writes next:
+ * symlinks to outside, a FIFO, a directory. Replaced, never followed. */
+static void prepare_replaces_hostile_entries(void **state) {
+  char msg[256], p[256], target[256];
+  int ws = make_ws("run3");
+  snprintf(target, sizeof(target), "%s/keep.txt", outside);
+  snprintf(p, sizeof(p), "%s/run3/main.py", root);
+  assert_int_equal(symlink(target, p), 0);
+  snprintf(p, sizeof(p), "%s/run3/mounts", root);
+  assert_int_equal(symlink(outside, p), 0);
+  snprintf(p, sizeof(p), "%s/run3/output", root);
+  assert_int_equal(mkfifo(p, 0600), 0);
+  struct workspace_file files[] = {{"keep.txt", (const uint8_t *)"EVIL", 4}};
+  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), "x = 1\n", 6, files, 1, msg,
+                                     sizeof(msg)),
+                   0);
+  char buf[16] = {0};
+  FILE *f = fopen(target, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(buf, sizeof(buf), f));
+  fclose(f);
+  assert_string_equal(buf, "keep"); /* the outside file is untouched */
+  struct stat st;
+  snprintf(p, sizeof(p), "%s/run3/mounts", root);
+  assert_int_equal(lstat(p, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  snprintf(p, sizeof(p), "%s/run3/output", root);
+  assert_int_equal(lstat(p, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  snprintf(p, sizeof(p), "%s/run3/main.py", root);
+  assert_int_equal(lstat(p, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  assert_int_equal(workspace_empty(ws, msg, sizeof(msg)), 0);
+  assert_int_equal(stat(target, &st), 0);
+  close(ws);
+}
+
+static void chown_tree_never_follows_links(void **state) {
+  if (geteuid() != 0)
+    skip();
+  char msg[256], p[256], target[256];
+  int ws = make_ws("run4");
+  snprintf(target, sizeof(target), "%s/keep.txt", outside);
+  snprintf(p, sizeof(p), "%s/run4/d", root);
+  assert_int_equal(mkdir(p, 0700), 0);
+  snprintf(p, sizeof(p), "%s/run4/d/link", root);
+  assert_int_equal(symlink(target, p), 0);
+  snprintf(p, sizeof(p), "%s/run4/d/f", root);
+  FILE *f = fopen(p, "w");
+  fclose(f);
+  assert_int_equal(workspace_chown_tree(ws, 63999, 63999, msg, sizeof(msg)), 0);
+  struct stat st;
+  assert_int_equal(stat(p, &st), 0);
+  assert_int_equal(st.st_uid, 63999);
+  assert_int_equal(stat(target, &st), 0);
+  assert_int_equal(st.st_uid, 0); /* the link's target kept its owner */
+  snprintf(p, sizeof(p), "%s/run4/d/link", root);
+  assert_int_equal(lstat(p, &st), 0);
+  assert_int_equal(st.st_uid, 63999); /* the link itself changed */
+  close(ws);
+}
+
+/* As root: a real tmpfs with a quota; writing past it fails with ENOSPC,
+ * and a stale mount is found and detached as after a crash. */
+static void tmpfs_quota_and_stale_removal(void **state) {
+  if (geteuid() != 0)
+    skip();
+  char msg[256];
+  int ws = workspace_mount(root_fd, root, "slot-9", 1 << 20, 64, getuid(), getgid(), msg,
+                           sizeof(msg));
+  assert_true(ws >= 0);
+  int fd = openat(ws, "big", O_WRONLY | O_CREAT, 0600);
+  assert_true(fd >= 0);
+  static char chunk[65536];
+  int err = 0;
+  for (int i = 0; i < 64 && err == 0; i++)
+    if (write(fd, chunk, sizeof(chunk)) < 0)
+      err = errno;
+  close(fd);
+  assert_int_equal(err, ENOSPC);
+  assert_int_equal(workspace_resize(root, "slot-9", 2 << 20, 64, msg, sizeof(msg)), 0);
+  close(ws);
+  /* Left mounted, as by a crash: found and detached. */
+  assert_int_equal(workspace_remove_stale(root_fd, root), 1);
+  char p[256];
+  struct stat st;
+  snprintf(p, sizeof(p), "%s/slot-9", root);
+  assert_int_equal(lstat(p, &st), -1);
 }
 
 static void remove_does_not_follow_symlinks(void **state) {
   char msg[256], p[256], target[256];
-  assert_int_equal(workspace_create(root_fd, "run2", getuid(), getgid(), "x", NULL, 0, msg,
-                                    sizeof(msg)),
-                   0);
+  close(make_ws("run2"));
   /* What a hostile run could leave: links to outside, deep dirs, odd modes. */
   snprintf(p, sizeof(p), "%s/run2/link-dir", root);
   assert_int_equal(symlink(outside, p), 0);
@@ -105,7 +204,10 @@ static void remove_missing_is_fine(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(create_writes_code_and_files, setup, teardown),
+      cmocka_unit_test_setup_teardown(prepare_writes_code_files_and_output, setup, teardown),
+      cmocka_unit_test_setup_teardown(prepare_replaces_hostile_entries, setup, teardown),
+      cmocka_unit_test_setup_teardown(chown_tree_never_follows_links, setup, teardown),
+      cmocka_unit_test_setup_teardown(tmpfs_quota_and_stale_removal, setup, teardown),
       cmocka_unit_test_setup_teardown(remove_does_not_follow_symlinks, setup, teardown),
       cmocka_unit_test_setup_teardown(remove_missing_is_fine, setup, teardown),
   };

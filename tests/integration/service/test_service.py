@@ -116,7 +116,7 @@ def group_transports(b):
         with open(data, "w") as f:
             f.write("file-content")
         rc, out = s.run('import sys, os\nprint(sys.stdin.read(), sys.argv[1:], '
-                        'open("sub/d.txt").read(), os.environ["GREETING"])\n',
+                        'open("mounts/sub/d.txt").read(), os.environ["GREETING"])\n',
                         "--stdin", "-", "--arg", "a b", "--file", f"{data}:sub/d.txt",
                         "--env", "GREETING=hi", stdin=b"in-data")
         check(out.get("stdout") == "in-data ['a b'] file-content hi\n",
@@ -168,7 +168,7 @@ def group_invalid_argument(b):
             ("bad run id", ["--run-id", "../etc"], "run_id"),
             ("file path escapes", ["--file", f"{f}:../x"], "files[0].path"),
             ("absolute file path", ["--file", f"{f}:/etc/x"], "files[0].path"),
-            ("reserved main.py", ["--file", f"{f}:main.py"], "files[0].path"),
+            ("empty component", ["--file", f"{f}:a//b"], "files[0].path"),
             ("too many files", ["--file", f"{f}:a", "--file", f"{f}:b", "--file", f"{f}:c"],
              "files"),
             ("bad env key", ["--env", "1BAD=x"], "env"),
@@ -180,8 +180,9 @@ def group_invalid_argument(b):
         rc, out = s.run("")
         check(out.get("status") == "INVALID_ARGUMENT" and "code" in out.get("error", ""),
               "INVALID_ARGUMENT: empty code", out)
-        rc, out = s.run(HELLO, "--session", "abc")
-        check(out.get("status") == "UNIMPLEMENTED", "session_id is UNIMPLEMENTED for now", out)
+        rc, out = s.run(HELLO, "--session", "../abc")
+        check(out.get("status") == "INVALID_ARGUMENT" and "session_id" in out.get("error", ""),
+              "INVALID_ARGUMENT: bad session id", out)
         rc, out = s.run(HELLO)
         check(out.get("stdout") == "hello\n", "server still serves after bad requests", out)
         runs = s.log_text().count("event=run ")
@@ -229,7 +230,8 @@ def group_bad_messages(b):
         r = s.probe("method", "")
         check(r.startswith("UNIMPLEMENTED"), "empty method: UNIMPLEMENTED", r)
         r = s.probe("method", "/sandbox.v1.Sandbox/CloseSession")
-        check(r.startswith("UNIMPLEMENTED"), "CloseSession: UNIMPLEMENTED until sessions", r)
+        check(r.startswith("INVALID_ARGUMENT") and "session_id" in r,
+              "CloseSession without a session id: INVALID_ARGUMENT", r)
         r = s.probe("oversize", str(1 << 20))
         check(r.startswith("NO_REPLY"), "oversized message is dropped, not answered", r)
         rc, out = s.run(HELLO)
@@ -266,7 +268,8 @@ def group_drain(b):
     p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", slow],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 10
-    while time.time() < deadline and not os.listdir(os.path.join(s.state, "workspaces")):
+    slot0 = os.path.join(s.state, "workspaces", "slot-0")
+    while time.time() < deadline and not (os.path.isdir(slot0) and os.listdir(slot0)):
         time.sleep(0.02)
     time.sleep(0.2)
     s.proc.send_signal(signal.SIGTERM)
@@ -282,7 +285,7 @@ def group_drain(b):
     left = os.listdir(os.path.join(s.state, "workspaces"))
     check(not left, "no workspace left behind", left)
     ps = subprocess.run(["ps", "-e", "-o", "uid=,pid=,comm="], capture_output=True, text=True)
-    stray = [l for l in ps.stdout.splitlines() if 61600 <= int(l.split()[0]) < 61700]
+    stray = [l for l in ps.stdout.splitlines() if 62600 <= int(l.split()[0]) < 62700]
     check(not stray, "no sandbox process left behind", stray)
 
 

@@ -1,0 +1,36 @@
+/* download.h: fetches an input file by URL, in the server, before the run.
+ * http and https only, at every hop; redirects followed by hand so that
+ * each target's scheme and host are checked against the allowlist; a
+ * timeout for the whole chain; a size cap enforced while receiving (a
+ * Content-Length is not trusted). The body stays in memory: the caller
+ * writes it into the workspace only when every download has succeeded, so
+ * a failure leaves nothing behind and nothing runs. */
+#ifndef SBX_DOWNLOAD_H
+#define SBX_DOWNLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DOWNLOAD_URL_MAX 2048
+#define DOWNLOAD_MAX_REDIRECTS 5
+
+struct download_policy {
+  const char *allowed_hosts; /* comma-separated, case-insensitive; "" = any */
+  uint64_t timeout_ms;
+  uint64_t max_bytes;
+};
+
+/* Once, before any thread. */
+int download_global_init(void);
+
+/* Checks a URL before anything is fetched: http:// or https://, at most
+ * DOWNLOAD_URL_MAX bytes, no control characters or spaces. */
+int download_url_syntax_ok(const char *url);
+
+/* Fetches url. Returns 0 with a malloc'd body, or -1 with reason filled
+ * ("HTTP status 404", "larger than 1 MiB", "timed out after 2 s", "host
+ * example.com is not in download-hosts", ...). */
+int download_fetch(const struct download_policy *policy, const char *url, uint8_t **body,
+                   size_t *len, char *reason, size_t reasonlen);
+
+#endif

@@ -1,0 +1,249 @@
+/* safefs.c: see safefs.h. Never builds a host path from a name the sandbox
+ * chose; never follows its symlinks; never blocks on its FIFOs. */
+#include "safefs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sandbox/cleanup.h"
+
+bool utf8_valid(const char *s, size_t len) {
+  const unsigned char *p = (const unsigned char *)s, *end = p + len;
+  while (p < end) {
+    unsigned c = *p;
+    if (c < 0x80) {
+      p++;
+      continue;
+    }
+    size_t n;
+    unsigned cp, min;
+    if ((c & 0xe0) == 0xc0)
+      n = 2, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0)
+      n = 3, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0)
+      n = 4, cp = c & 0x07, min = 0x10000;
+    else
+      return false;
+    if ((size_t)(end - p) < n)
+      return false;
+    for (size_t i = 1; i < n; i++) {
+      if ((p[i] & 0xc0) != 0x80)
+        return false;
+      cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    p += n;
+  }
+  return true;
+}
+
+int safefs_open_dir(int root_fd, const char *rel) {
+  int cur = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (cur < 0)
+    return -1;
+  const char *p = rel;
+  while (*p != '\0') {
+    const char *slash = strchr(p, '/');
+    size_t n = slash != NULL ? (size_t)(slash - p) : strlen(p);
+    char comp[256];
+    if (n == 0 || n >= sizeof(comp)) {
+      close(cur);
+      errno = EINVAL;
+      return -1;
+    }
+    memcpy(comp, p, n);
+    comp[n] = '\0';
+    int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int saved = errno;
+    close(cur);
+    if (next < 0) {
+      errno = saved;
+      return -1;
+    }
+    cur = next;
+    p = slash != NULL ? slash + 1 : p + n;
+  }
+  return cur;
+}
+
+int safefs_open_file(int root_fd, const char *rel, struct stat *st) {
+  const char *slash = strrchr(rel, '/');
+  const char *name = slash != NULL ? slash + 1 : rel;
+  if (name[0] == '\0' || strlen(name) > 255) {
+    errno = EINVAL;
+    return -1;
+  }
+  cleanup_close int dir = -1;
+  if (slash != NULL) {
+    char parent[4096];
+    size_t n = (size_t)(slash - rel);
+    if (n >= sizeof(parent)) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    memcpy(parent, rel, n);
+    parent[n] = '\0';
+    dir = safefs_open_dir(root_fd, parent);
+  } else {
+    dir = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
+  if (dir < 0)
+    return -1;
+  struct stat pre;
+  if (fstatat(dir, name, &pre, AT_SYMLINK_NOFOLLOW) < 0)
+    return -1;
+  if (S_ISLNK(pre.st_mode)) {
+    errno = ELOOP;
+    return -1;
+  }
+  if (!S_ISREG(pre.st_mode)) {
+    errno = S_ISDIR(pre.st_mode) ? EISDIR : EINVAL;
+    return -1;
+  }
+  /* O_NONBLOCK: should it have become a FIFO in between, open returns at
+   * once; the fstat below then refuses it. */
+  int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_ino != pre.st_ino ||
+      st->st_dev != pre.st_dev) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
+int safefs_pread(int fd, uint64_t offset, size_t len, uint8_t **out, size_t *out_len) {
+  uint8_t *buf = malloc(len > 0 ? len : 1);
+  if (buf == NULL)
+    return -1;
+  size_t n = 0;
+  while (n < len) {
+    ssize_t r = pread(fd, buf + n, len - n, (off_t)(offset + n));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      free(buf);
+      return -1;
+    }
+    if (r == 0)
+      break;
+    n += (size_t)r;
+  }
+  *out = buf;
+  *out_len = n;
+  return 0;
+}
+
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void safefs_free_names(char **names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
+  free(names);
+}
+
+int safefs_read_names(int dir_fd, size_t max, char ***names_out, size_t *n_out, bool *truncated) {
+  *names_out = NULL;
+  *n_out = 0;
+  *truncated = false;
+  int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return -1;
+  }
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  int rv = 0;
+  errno = 0;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (n >= max) {
+      *truncated = true;
+      break;
+    }
+    if (n == cap) {
+      size_t ncap = cap != 0 ? cap * 2 : 64;
+      char **p = realloc(names, ncap * sizeof(*p));
+      if (p == NULL) {
+        rv = -1;
+        break;
+      }
+      names = p;
+      cap = ncap;
+    }
+    if ((names[n] = strdup(de->d_name)) == NULL) {
+      rv = -1;
+      break;
+    }
+    n++;
+  }
+  closedir(d);
+  if (rv < 0) {
+    safefs_free_names(names, n);
+    errno = ENOMEM;
+    return -1;
+  }
+  qsort(names, n, sizeof(*names), name_cmp);
+  *names_out = names;
+  *n_out = n;
+  return 0;
+}
+
+int safefs_list(int dir_fd, size_t max, struct safefs_listing *out) {
+  memset(out, 0, sizeof(*out));
+  char **names;
+  size_t n;
+  bool truncated;
+  if (safefs_read_names(dir_fd, max, &names, &n, &truncated) < 0)
+    return -1;
+  out->truncated = truncated;
+  out->entries = calloc(n > 0 ? n : 1, sizeof(*out->entries));
+  if (out->entries == NULL) {
+    safefs_free_names(names, n);
+    errno = ENOMEM;
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct stat st;
+    if (!utf8_valid(names[i], strlen(names[i]))) {
+      out->truncated = true;
+      free(names[i]);
+      continue;
+    }
+    if (fstatat(dir_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      free(names[i]); /* gone meanwhile */
+      continue;
+    }
+    enum safefs_type t = S_ISREG(st.st_mode)   ? SAFEFS_FILE
+                         : S_ISDIR(st.st_mode) ? SAFEFS_DIR
+                         : S_ISLNK(st.st_mode) ? SAFEFS_SYMLINK
+                                               : SAFEFS_OTHER;
+    out->entries[out->n++] = (struct safefs_entry){
+        names[i], t, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0};
+  }
+  free(names);
+  return 0;
+}
+
+void safefs_listing_free(struct safefs_listing *l) {
+  for (size_t i = 0; i < l->n; i++)
+    free(l->entries[i].name);
+  free(l->entries);
+  memset(l, 0, sizeof(*l));
+}
