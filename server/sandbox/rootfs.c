@@ -87,6 +87,42 @@ static int copy_host_file(const char *src, const char *dir, const char *name,
   return write_file(dir, name, buf, off, err);
 }
 
+/* Recreates the symlinks of Debian's /etc/alternatives that point into /usr
+ * (bound read-only in the sandbox): shared libraries such as libblas.so.3,
+ * which numpy and matplotlib load, are reached through them. Links to
+ * anywhere else are left out: their targets are not in the sandbox. */
+static int copy_alternatives(const char *etc, struct sandbox_error *err) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/alternatives", etc);
+  if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s", dir);
+  DIR *d = opendir("/etc/alternatives");
+  if (d == NULL)
+    return 0;
+  cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    closedir(d);
+    return sandbox_error_set(err, errno, "open %s", dir);
+  }
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(dirfd(d), de->d_name, target, sizeof target - 1);
+    if (n <= 0)
+      continue;
+    target[n] = '\0';
+    if (strncmp(target, "/usr/", 5) != 0 || strstr(target, "/../") != NULL)
+      continue;
+    if (symlinkat(target, dfd, de->d_name) < 0 && errno != EEXIST) {
+      int e = errno;
+      closedir(d);
+      return sandbox_error_set(err, e, "symlink %s/%s", dir, de->d_name);
+    }
+  }
+  closedir(d);
+  return 0;
+}
+
 /* Removes etc.<pid> directories of engines that are gone. */
 static void remove_stale_etc(const char *state_dir) {
   DIR *d = opendir(state_dir);
@@ -100,20 +136,7 @@ static void remove_stale_etc(const char *state_dir) {
     long pid = strtol(de->d_name + 4, &end, 10);
     if (*end != '\0' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
       continue;
-    int dfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0)
-      continue;
-    DIR *sub = fdopendir(dfd);
-    if (sub == NULL) {
-      close(dfd);
-      continue;
-    }
-    struct dirent *f;
-    while ((f = readdir(sub)) != NULL)
-      if (f->d_name[0] != '.' && unlinkat(dfd, f->d_name, 0) < 0 && errno == EISDIR)
-        unlinkat(dfd, f->d_name, AT_REMOVEDIR);
-    closedir(sub);
-    unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    sandbox_remove_tree(dirfd(d), de->d_name); /* with ssl/ and alternatives/ */
   }
   closedir(d);
 }
@@ -155,7 +178,8 @@ static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, un
    * shadow, ssh keys, or the server's configuration. */
   if (copy_host_file("/etc/ld.so.cache", fs->etc, "ld.so.cache", err) < 0 ||
       copy_host_file("/etc/localtime", fs->etc, "localtime", err) < 0 ||
-      copy_host_file("/etc/mime.types", fs->etc, "mime.types", err) < 0)
+      copy_host_file("/etc/mime.types", fs->etc, "mime.types", err) < 0 ||
+      copy_alternatives(fs->etc, err) < 0)
     return -1;
   return 0;
 }
@@ -220,7 +244,7 @@ void rootfs_destroy(const struct rootfs *fs) {
   struct dirent *f;
   while ((f = readdir(d)) != NULL)
     if (f->d_name[0] != '.' && unlinkat(dirfd(d), f->d_name, 0) < 0 && errno == EISDIR)
-      unlinkat(dirfd(d), f->d_name, AT_REMOVEDIR);
+      sandbox_remove_tree(dirfd(d), f->d_name); /* ssl/, alternatives/ */
   closedir(d);
   rmdir(fs->etc);
 }
