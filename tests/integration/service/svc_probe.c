@@ -2,7 +2,8 @@
  * prints the reply's status name, or NO_REPLY. The service tests use it for
  * what the real client never sends: garbage, oversized messages, unknown
  * methods, undecodable payloads.
- *   svc-probe URL garbage | oversize N | method NAME | badpayload */
+ *   svc-probe URL garbage | oversize N | method NAME | badpayload | nulpath
+ * nulpath: a RunCode whose file path holds a NUL byte ("a\0/../../x"). */
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <stdio.h>
@@ -69,6 +70,29 @@ int main(int argc, char **argv) {
     env.request_id = "probe";
     env.payload.data = junk;
     env.payload.len = sizeof(junk);
+    nng_msg_alloc(&msg, protobuf_c_message_get_packed_size(&env.base));
+    protobuf_c_message_pack(&env.base, nng_msg_body(msg));
+  } else if (strcmp(mode, "nulpath") == 0) {
+    /* Packed with a placeholder, then the placeholder's bytes replaced:
+     * the C API cannot express a string with a NUL in it. */
+    Sandbox__V1__RunCodeRequest req = SANDBOX__V1__RUN_CODE_REQUEST__INIT;
+    Sandbox__V1__File f = SANDBOX__V1__FILE__INIT, *files[] = {&f};
+    static uint8_t content[] = "x";
+    f.path = "aQ/../../x";
+    f.source_case = SANDBOX__V1__FILE__SOURCE_CONTENT;
+    f.content = (ProtobufCBinaryData){1, content};
+    req.code = "print(1)";
+    req.n_files = 1;
+    req.files = files;
+    uint8_t buf[256];
+    size_t len = sandbox__v1__run_code_request__pack(&req, buf);
+    uint8_t *q = memchr(buf, 'Q', len);
+    if (q != NULL)
+      *q = 0;
+    Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;
+    env.method = SBX_METHOD_RUN_CODE;
+    env.request_id = "probe";
+    env.payload = (ProtobufCBinaryData){len, buf};
     nng_msg_alloc(&msg, protobuf_c_message_get_packed_size(&env.base));
     protobuf_c_message_pack(&env.base, nng_msg_body(msg));
   } else {

@@ -8,6 +8,7 @@ sandbox-bench and svc-probe. Needs root; without it the group skips loudly
 """
 import argparse
 import concurrent.futures
+import http.server
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 FAILURES = []
@@ -312,6 +314,420 @@ def group_feedback_and_info(b):
         check(len([l for l in s.log_text().splitlines() if "event=run " in l
                    and "run_id=" in l and "killed_by=" in l and "exit_code=" in l
                    and "duration_ms=" in l]) == 2, "one structured log line per run")
+    finally:
+        s.stop()
+
+
+# ---- workspaces, sessions, input files, artifacts (docs/WORKSPACES.md) ----
+
+def sbx(s, *args, timeout=60):
+    """sandbox-run --json with session/file commands; returns parsed json."""
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--json", *args],
+                       capture_output=True, timeout=timeout)
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        return {"raw": p.stdout, "stderr": p.stderr, "rc": p.returncode}
+
+
+def runs_total(s):
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True,
+                       text=True)
+    return json.loads(p.stdout)["runs_total"]
+
+
+def workspace_mounts(state):
+    """Mount points under state (the server's workspaces)."""
+    real = os.path.realpath(state)
+    with open("/proc/self/mountinfo") as f:
+        return [l.split()[4] for l in f if l.split()[4].startswith(real + "/")]
+
+
+def group_sessions(b):
+    s = Server(b, 63000, "--workers", "2", "--max-sessions", "3")
+    try:
+        rc, out = s.run("open('notes.txt', 'w').write('kept')\nprint('wrote')\n",
+                        "--session", "alpha")
+        check(out.get("status") == "OK" and out.get("session_created") is True
+              and any("is new" in l for l in out.get("feedback", [])),
+              "first run creates the session, feedback says it is new", out)
+        # Runs land on both slots (different uids): the files stay usable.
+        outs = [s.run("print(open('notes.txt').read())\nopen('notes.txt', 'a').write('+')\n",
+                      "--session", "alpha")[1] for _ in range(4)]
+        check([o.get("stdout") for o in outs] == ["kept\n", "kept+\n", "kept++\n", "kept+++\n"]
+              and not any(o.get("session_created") for o in outs),
+              "a file written in one run is there (and writable) in the next", outs)
+        # Another session sees nothing of alpha's, anywhere it can look.
+        rc, out = s.run("import os\nfound = []\nfor d, subs, fs in os.walk('/'):\n"
+                        "    if d == '/':\n        subs[:] = [x for x in subs if x not in "
+                        "('usr', 'proc', 'lib', 'lib64', 'bin', 'sbin')]\n"
+                        "    found += [os.path.join(d, f) for f in fs if f == 'notes.txt']\n"
+                        "print(found)\n", "--session", "beta")
+        check(out.get("stdout") == "[]\n" and out.get("session_created") is True,
+              "one session never sees another's files", out)
+        # ListFiles / ReadFile.
+        ls = sbx(s, "--session", "alpha", "--list-files", ".")
+        names = {e["name"]: e for e in ls.get("entries", [])}
+        check("notes.txt" in names and names["notes.txt"]["type"] == "file"
+              and names["notes.txt"]["size"] == 8 and names.get("output", {}).get("type")
+              == "directory", "ListFiles lists the session's workspace", ls)
+        rd = sbx(s, "--session", "alpha", "--read-file", "notes.txt", "--offset", "2",
+                 "--length", "3")
+        check(rd.get("content") == "pt+" and rd.get("size") == 8 and rd.get("eof") is False,
+              "ReadFile reads a range of a session file", rd)
+        s.run("import os\nos.symlink('/etc/shadow', 'shadow')\nos.symlink('/', 'root')\n"
+              "os.mkfifo('fifo')\n", "--session", "alpha")
+        for path, want in (("shadow", "FAILED_PRECONDITION"), ("root/etc/passwd",
+                           "FAILED_PRECONDITION"), ("fifo", "FAILED_PRECONDITION"),
+                           ("../x", "INVALID_ARGUMENT"), ("/etc/passwd", "INVALID_ARGUMENT"),
+                           ("missing.txt", "NOT_FOUND")):
+            rd = sbx(s, "--session", "alpha", "--read-file", path, timeout=10)
+            check(rd.get("status") == want, f"ReadFile {path}: {want}", rd)
+        ls = sbx(s, "--session", "alpha", "--list-files", "root")
+        check(ls.get("status") == "FAILED_PRECONDITION", "ListFiles never follows a symlink", ls)
+        rd = sbx(s, "--session", "nosuch", "--read-file", "notes.txt")
+        check(rd.get("status") == "NOT_FOUND", "ReadFile of an unknown session: NOT_FOUND", rd)
+        # Two runs of one session at once: the second is refused.
+        slow = os.path.join(s.tmp, "slow.py")
+        open(slow, "w").write("import time\nopen('started', 'w').close()\ntime.sleep(1.5)\n"
+                              "print('slow done')\n")
+        p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", "--session", "alpha",
+                              slow], stdout=subprocess.PIPE)
+        deadline = time.time() + 10
+        while time.time() < deadline and sbx(s, "--session", "alpha", "--read-file",
+                                             "started").get("status") != "OK":
+            time.sleep(0.05)
+        before = runs_total(s)
+        rc, out = s.run("print('second')\n", "--session", "alpha")
+        check(out.get("status") == "FAILED_PRECONDITION" and "alpha" in out.get("error", ""),
+              "a second concurrent run of a session: FAILED_PRECONDITION", out)
+        cl = sbx(s, "--close-session", "alpha")
+        check(cl.get("status") == "FAILED_PRECONDITION", "CloseSession while it runs is refused",
+              cl)
+        first = json.loads(p.communicate(timeout=30)[0])
+        check(first.get("stdout") == "slow done\n" and runs_total(s) == before + 1,
+              "the first run finished; the refused one never ran", first)
+        # Close: files gone, the next run with that id starts empty.
+        cl = sbx(s, "--close-session", "alpha")
+        check(cl.get("status") == "OK", "CloseSession", cl)
+        rd = sbx(s, "--session", "alpha", "--read-file", "notes.txt")
+        check(rd.get("status") == "NOT_FOUND", "a closed session's files are gone", rd)
+        cl = sbx(s, "--close-session", "alpha")
+        check(cl.get("status") == "NOT_FOUND", "CloseSession of an unknown session: NOT_FOUND", cl)
+        rc, out = s.run("import os\nprint(os.path.exists('notes.txt'))\n", "--session", "alpha")
+        check(out.get("stdout") == "False\n" and out.get("session_created") is True
+              and any("is new" in l for l in out.get("feedback", [])),
+              "after close the same id starts empty, and feedback says it is new", out)
+        time.sleep(0.6)  # the reaper's tick
+        check(len(workspace_mounts(s.state)) == 2 + 2,
+              "a closed session's tmpfs is detached (2 slots + alpha + beta left)",
+              workspace_mounts(s.state))
+        # Cap 3: alpha, beta, gamma exist; delta evicts the least recently used (beta).
+        s.run("open('g', 'w').write('g')\n", "--session", "gamma")
+        s.run("print(1)\n", "--session", "alpha")
+        rc, out = s.run("print(1)\n", "--session", "delta")
+        rd = sbx(s, "--session", "gamma", "--read-file", "g")
+        ls = sbx(s, "--session", "beta", "--list-files", ".")
+        check(out.get("session_created") is True and rd.get("content") == "g"
+              and ls.get("status") == "NOT_FOUND",
+              "at the cap the least recently used session is evicted", (rd, ls))
+        rc, out = s.run("print(1)\n", "--session", "beta")
+        check(out.get("session_created") is True, "an evicted session starts anew", out)
+        # Bad ids.
+        for bad in ("../x", "a/b", "x" * 65, "caf\u00e9"):
+            rc, out = s.run(HELLO, "--session", bad)
+            check(out.get("status") == "INVALID_ARGUMENT", f"session id {bad[:10]!r} refused", out)
+    finally:
+        check(s.stop() == 0, "server exits 0")
+        check(workspace_mounts(s.state) == [] and os.listdir(os.path.join(s.state, "workspaces"))
+              == [], "no workspace mount or directory left after exit")
+
+
+def group_session_expiry_and_crash(b):
+    s = Server(b, 63100, "--workers", "1", "--session-ttl-s", "1")
+    try:
+        s.run("open('f', 'w').write('x')\n", "--session", "short")
+        rd = sbx(s, "--session", "short", "--read-file", "f")
+        check(rd.get("content") == "x", "session file readable before the TTL", rd)
+        time.sleep(2.0)
+        rd = sbx(s, "--session", "short", "--read-file", "f")
+        check(rd.get("status") == "NOT_FOUND", "an idle session ends after its TTL", rd)
+        check(len(workspace_mounts(s.state)) == 1, "its tmpfs is detached",
+              workspace_mounts(s.state))
+        rc, out = s.run("import os\nprint(os.listdir('.'))\n", "--session", "short")
+        check(out.get("session_created") is True and "'f'" not in out.get("stdout", ""),
+              "an expired session starts anew", out)
+        # A crash leaves mounts; the next server on the same state dir removes them.
+        s.proc.kill()
+        s.proc.wait()
+        check(len(workspace_mounts(s.state)) == 2, "a killed server leaves its mounts behind",
+              workspace_mounts(s.state))
+        s2 = Server(b, 63100, "--workers", "1", "--state-dir", s.state)
+        try:
+            mounts = workspace_mounts(s.state)
+            check(len(mounts) == 1 and mounts[0].endswith("/slot-0")
+                  and sorted(os.listdir(os.path.join(s.state, "workspaces"))) == ["slot-0"],
+                  "the next server detaches and removes a crashed one's workspaces", mounts)
+            check("stale_workspaces" in s2.log_text(), "and logs it")
+        finally:
+            s2.stop()
+    finally:
+        s.stop()
+
+
+class Files(http.server.BaseHTTPRequestHandler):
+    """The test's own web server: what downloads meet in the wild."""
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        port = self.server.server_address[1]
+        if self.path == "/ok.txt":
+            body = b"downloaded content\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif self.path == "/big":  # no Content-Length: the cap must hold while receiving
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(64):
+                    self.wfile.write(b"B" * 65536)
+            except OSError:
+                pass
+        elif self.path == "/slow":
+            time.sleep(4)
+            self.send_response(200)
+            self.end_headers()
+        elif self.path.startswith("/redirect-"):
+            target = {"/redirect-ok": f"http://127.0.0.1:{port}/ok.txt",
+                      "/redirect-file": "file:///etc/passwd",
+                      "/redirect-host": f"http://localhost:{port}/ok.txt"}[self.path]
+            self.send_response(302)
+            self.send_header("Location", target)
+            self.end_headers()
+        else:
+            self.send_response(404)
+            self.end_headers()
+
+
+def group_files(b):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    web = f"http://127.0.0.1:{httpd.server_address[1]}"
+    s = Server(b, 63200, "--max-file-bytes", "1048576", "--download-hosts", "127.0.0.1",
+               "--download-timeout-ms", "1500")
+    try:
+        f = os.path.join(s.tmp, "in.txt")
+        open(f, "w").write("inline")
+        rc, out = s.run("import os\nprint(open('mounts/in.txt').read(), "
+                        "open('mounts/d/e/x.txt').read(), sorted(os.listdir('.')))\n",
+                        "--file", f, "--file", f"{f}:d/e/x.txt")
+        check(out.get("stdout") == "inline inline ['main.py', 'mounts', 'output']\n",
+              "input files land under mounts/", out)
+        rc, out = s.run("    import sys\n    if True:\n        print('dedented', sys.argv[1])\n",
+                        "--arg", "ok")
+        check(out.get("stdout") == "dedented ok\n", "indented code is dedented before it runs",
+              out)
+        big = os.path.join(s.tmp, "big.bin")
+        open(big, "wb").write(b"x" * (1048576 + 1))
+        half = os.path.join(s.tmp, "half.bin")
+        open(half, "wb").write(b"h" * 700000)
+        before = runs_total(s)
+        cases = [
+            ("absolute path", ["--file", f"{f}:/etc/x"], "files[0].path"),
+            ("dot-dot", ["--file", f"{f}:a/../../x"], "files[0].path"),
+            ("over-long name", ["--file", f"{f}:{'n' * 256}"], "files[0].path"),
+            ("duplicate", ["--file", f"{f}:a", "--file", f"{f}:a"], "files[1].path"),
+            ("file over max-file-bytes", ["--file", f"{big}:big"], "files[0].content"),
+            ("files over the disk quota", ["--disk-mb", "1", "--file", f"{half}:a",
+                                           "--file", f"{half}:b"], "disk_bytes"),
+            ("file:// URL", ["--file-url", "x=file:///etc/passwd"], "files[0].url"),
+            ("ftp:// URL", ["--file-url", "x=ftp://127.0.0.1/x"], "files[0].url"),
+        ]
+        for what, flags, field in cases:
+            rc, out = s.run(HELLO, *flags)
+            check(out.get("status") == "INVALID_ARGUMENT" and field in out.get("error", ""),
+                  f"INVALID_ARGUMENT: {what}", out)
+        r = s.probe("nulpath")
+        check(r.startswith("INVALID_ARGUMENT") and "NUL" in r, "a NUL in a file path is refused", r)
+        check(runs_total(s) == before, "nothing ran for refused files")
+        # Downloads.
+        rc, out = s.run("print(open('mounts/web/ok.txt').read(), end='')\n",
+                        "--file-url", f"web/ok.txt={web}/ok.txt")
+        check(out.get("stdout") == "downloaded content\n", "a file by URL is downloaded", out)
+        rc, out = s.run("print(open('mounts/r.txt').read(), end='')\n",
+                        "--file-url", f"r.txt={web}/redirect-ok")
+        check(out.get("stdout") == "downloaded content\n", "an allowed redirect is followed", out)
+        before = runs_total(s)
+        port = httpd.server_address[1]
+        failures = [
+            ("404", f"{web}/missing", "404"),
+            ("too big", f"{web}/big", "larger than"),
+            ("timeout", f"{web}/slow", "timed out"),
+            ("host not allowed", f"http://localhost:{port}/ok.txt", "not in download-hosts"),
+            ("redirect to file://", f"{web}/redirect-file", "redirected to file:///etc/passwd"),
+            ("redirect to another host", f"{web}/redirect-host", "not in download-hosts"),
+            ("connection refused", f"http://127.0.0.1:{free_port()}/x", "127.0.0.1"),
+        ]
+        for what, url, reason in failures:
+            rc, out = s.run(HELLO, "--file-url", f"x={url}")
+            err = out.get("error", "")
+            check(out.get("status") == "FAILED_PRECONDITION" and url in err and reason in err,
+                  f"download {what}: FAILED_PRECONDITION naming URL and reason", out)
+        check(runs_total(s) == before, "nothing ran after a failed download")
+        rc, out = s.run(HELLO)
+        check(out.get("stdout") == "hello\n", "server still serves", out)
+    finally:
+        s.stop()
+        httpd.shutdown()
+
+
+def group_artifacts(b):
+    s = Server(b, 63300, "--workers", "1")
+    try:
+        code = ("import os, socket\n"
+                "os.makedirs('output/sub/deeper')\n"
+                "open('output/top.txt', 'w').write('top')\n"
+                "open('output/sub/deeper/data.json', 'w').write('{}')\n"
+                "open('output/with space.txt', 'w').write('s')\n"
+                "open('output/new\\nline.txt', 'w').write('n')\n"
+                "open('output/caf\\u00e9 \\u65e5\\u672c.txt', 'w').write('u')\n"
+                "open(b'output/bad\\xff.txt', 'w').write('b')\n"
+                "open('output/big.bin', 'wb').write(b'B' * (2 << 20))\n"
+                "os.symlink('/etc/shadow', 'output/shadow')\n"
+                f"os.symlink('/proc/{s.proc.pid}/environ', 'output/environ')\n"
+                "os.symlink('/etc', 'output/etc')\n"
+                "os.symlink('loop2', 'output/loop1')\nos.symlink('loop1', 'output/loop2')\n"
+                "os.mkfifo('output/fifo')\n"
+                "socket.socket(socket.AF_UNIX).bind('output/sock')\n"
+                "print('made')\n")
+        adir = os.path.join(s.tmp, "arts")
+        t0 = time.time()
+        rc, out = s.run(code, "--artifacts-dir", adir, timeout=30)
+        arts = {a["relative_path"]: a for a in out.get("artifacts", [])}
+        check(out.get("stdout") == "made\n" and time.time() - t0 < 20,
+              "a FIFO in output/ never blocks the collector", out.get("stderr"))
+        want = {"top.txt", "sub/deeper/data.json", "with space.txt", "new\nline.txt",
+                "caf\u00e9 \u65e5\u672c.txt", "big.bin"}
+        check(set(arts) == want, "only regular files come back, symlinks/FIFO/socket skipped",
+              sorted(arts))
+        check(arts.get("sub/deeper/data.json", {}).get("name") == "data.json"
+              and arts["sub/deeper/data.json"]["mime"] == "application/json"
+              and arts.get("top.txt", {}).get("mime") == "text/plain",
+              "name and mime type from mime.types", arts.get("sub/deeper/data.json"))
+        check(arts.get("big.bin", {}).get("content_omitted") is True
+              and arts["big.bin"]["size"] == 2 << 20 and arts["big.bin"]["content_bytes"] == 0
+              and any("per-artifact cap" in l and "big.bin" in l for l in out.get("feedback", [])),
+              "an artifact over the cap keeps its metadata, loses its content, feedback says so",
+              (arts.get("big.bin"), out.get("feedback")))
+        check(any("skipped" in l and "symlinks" in l for l in out.get("feedback", []))
+              and any("UTF-8" in l for l in out.get("feedback", [])),
+              "feedback names the skipped entries", out.get("feedback"))
+        saved = {}
+        for d, _, fs in os.walk(adir):
+            for name in fs:
+                path = os.path.join(d, name)
+                saved[os.path.relpath(path, adir)] = open(path, "rb").read()
+        check(saved == {"top.txt": b"top", "sub/deeper/data.json": b"{}", "with space.txt": b"s",
+                        "new\nline.txt": b"n", "caf\u00e9 \u65e5\u672c.txt": b"u"},
+              "--artifacts-dir saves them with their content", sorted(saved))
+        environ = open(f"/proc/{s.proc.pid}/environ", "rb").read()
+        check(all(b"/etc" not in v and v != environ for v in saved.values()),
+              "nothing of the host comes back")
+        # The client never writes outside DIR, whatever is planted in it.
+        victim_dir = os.path.join(s.tmp, "victim")
+        os.mkdir(victim_dir)
+        victim = os.path.join(s.tmp, "victim.txt")
+        open(victim, "w").write("precious")
+        adir2 = os.path.join(s.tmp, "arts2")
+        os.mkdir(adir2)
+        os.symlink(victim_dir, os.path.join(adir2, "sub"))
+        os.symlink(victim, os.path.join(adir2, "top.txt"))
+        os.mkfifo(os.path.join(adir2, "f.txt"))
+        rc, out = s.run("import os\nos.makedirs('output/sub')\nopen('output/sub/x', 'w')"
+                        ".write('x')\nopen('output/top.txt', 'w').write('t')\n"
+                        "open('output/f.txt', 'w').write('f')\n", "--artifacts-dir", adir2,
+                        timeout=30)
+        check(open(victim).read() == "precious" and os.listdir(victim_dir) == [],
+              "--artifacts-dir never follows a symlink planted in DIR", os.listdir(victim_dir))
+        # 10,000 small files.
+        t0 = time.time()
+        rc, out = s.run("import os\nos.makedirs('output/many')\nfor i in range(10000):\n"
+                        "    open(f'output/many/{i:05d}.txt', 'w').write(str(i))\n",
+                        "--timeout-ms", "30000", timeout=90)
+        arts = out.get("artifacts", [])
+        check(len(arts) == 10000 and arts[0]["relative_path"] == "many/00000.txt"
+              and arts[-1]["relative_path"] == "many/09999.txt"
+              and not any(a["content_omitted"] for a in arts),
+              f"10,000 small files come back, sorted ({time.time() - t0:.1f} s)", len(arts))
+        # The per-response cap.
+        rc, out = s.run("import os\nfor i in range(10):\n"
+                        "    open(f'output/{i}.bin', 'wb').write(b'x' * 1000000)\n")
+        arts = out.get("artifacts", [])
+        sent = [a for a in arts if not a["content_omitted"]]
+        check(len(arts) == 10 and len(sent) == 8
+              and any("used up" in l for l in out.get("feedback", [])),
+              "past the per-response cap (8 MiB) content is left out, feedback says so",
+              (len(sent), out.get("feedback")))
+        # A matplotlib plot comes back as a PNG.
+        adir3 = os.path.join(s.tmp, "plot")
+        rc, out = s.run("import matplotlib\nmatplotlib.use('Agg')\n"
+                        "import matplotlib.pyplot as plt\n"
+                        "plt.plot([1, 2, 3], [1, 4, 9])\nplt.savefig('output/plot.png')\n",
+                        "--env", "MPLCONFIGDIR=/tmp", "--env",
+                        "MATPLOTLIBRC=/usr/share/matplotlib/mpl-data/matplotlibrc",
+                        "--memory-mb", "256",
+                        "--timeout-ms", "30000", "--artifacts-dir", adir3, timeout=90)
+        arts = {a["relative_path"]: a for a in out.get("artifacts", [])}
+        png = open(os.path.join(adir3, "plot.png"), "rb").read() if os.path.exists(
+            os.path.join(adir3, "plot.png")) else b""
+        w, h = (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) \
+            if len(png) > 24 else (0, 0)
+        check(arts.get("plot.png", {}).get("mime") == "image/png"
+              and png.startswith(b"\x89PNG\r\n\x1a\n") and png[12:16] == b"IHDR"
+              and w > 100 and h > 100, f"a matplotlib plot comes back as image/png ({w}x{h})",
+              (out.get("stderr", "")[-300:], arts.get("plot.png")))
+    finally:
+        s.stop()
+
+
+def group_quota_and_leftovers(b):
+    s = Server(b, 63400, "--workers", "1")
+    try:
+        rc, out = s.run("import errno\nn = 0\ntry:\n    for i in range(40):\n"
+                        "        with open(f'f{i}', 'wb') as f:\n"
+                        "            f.write(b'x' * (1 << 20))\n        n += 1\n"
+                        "except OSError as e:\n    print('OSError', errno.errorcode[e.errno], n)\n",
+                        "--disk-mb", "8")
+        check(out.get("stdout", "").startswith("OSError ENOSPC ")
+              and int(out["stdout"].split()[2]) in (6, 7),
+              "writing past the workspace quota fails with ENOSPC", out)
+        rc, out = s.run("import errno\ntry:\n    open('big', 'wb').write(b'x' * (9 << 20))\n"
+                        "except OSError as e:\n    print('OSError', errno.errorcode[e.errno])\n",
+                        "--disk-mb", "8")
+        check(out.get("stdout") in ("OSError EFBIG\n", "OSError ENOSPC\n"),
+              "one file past the quota fails (EFBIG or ENOSPC)", out)
+        rc, out = s.run("import os, shutil\nprint(os.listdir('.'), shutil.disk_usage('.').total)\n")
+        check(out.get("stdout") == f"['main.py', 'output'] {64 << 20}\n",
+              "the next run starts with an empty workspace of the default quota (64 MiB)", out)
+        # Nothing of a run without a session remains on the host after the reply.
+        token = f"leftover-{os.getpid()}-{time.monotonic_ns()}"
+        rc, out = s.run(f"import os\nfor d in ('.', 'output', '/tmp', '/dev/shm'):\n"
+                        f"    open(os.path.join(d, '{token}'), 'w').write('x')\n"
+                        f"os.makedirs('output/d/{token}')\nprint('ok')\n")
+        check(out.get("stdout") == "ok\n" and any(a["name"] == token for a in out["artifacts"]),
+              "the run wrote its markers", out)
+        found = []
+        for top in (s.state, "/tmp", "/dev/shm"):
+            p = subprocess.run(["find", top, "-xdev", "-name", token], capture_output=True,
+                               text=True, timeout=60)
+            found += p.stdout.split()
+        for m in workspace_mounts(s.state):
+            found += [os.path.join(m, n) for n in os.listdir(m)]
+        check(found == [], "nothing of a session-less run remains in the state dir, /tmp or "
+              "/dev/shm", found)
     finally:
         s.stop()
 
