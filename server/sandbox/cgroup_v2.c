@@ -1,9 +1,12 @@
 /* cgroup_v2.c: the production backend, on a delegated cgroup v2 subtree.
  *
- * Layout under our own cgroup (or the configured parent) P:
+ * Layout under our own cgroup (or the configured parent) P, named relative
+ * to the cgroup2 mount's root (a P outside it is refused):
  *   P/leaf/                 the processes that were in P (us included): the
  *                           no-internal-processes rule forbids enabling
- *                           controllers for P's children while P has members
+ *                           controllers for P's children while P has members;
+ *                           not made when P is the kernel's root cgroup (no
+ *                           cgroup.type), which a container's "/" is not
  *   P/sandboxd.<pid>/       this engine, +memory +pids (+cpu) for children
  *   P/sandboxd.<pid>/slot-N one cgroup per run, made before the clone and
  *                           entered with clone3(CLONE_INTO_CGROUP)
