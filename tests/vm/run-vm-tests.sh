@@ -117,6 +117,11 @@ tar -C / -cf - \
   --exclude='*/lib-dynload/_tkinter*' \
   "${pylib#/}" | tar -C "$root" -xf -
 put_libs "$pylib"/lib-dynload/*.so
+# The site directories as Debian lays them out (empty): the requirements
+# store mounts packages over the /usr/local one, which must exist.
+for d in "/usr/local/lib/$(basename "$pyver")/dist-packages" /usr/lib/python3/dist-packages; do
+  [ -d "$d" ] && mkdir -p "$root$d"
+done
 
 missing=()
 for b in engine_test sandbox-exec sandboxd sandbox-run; do
