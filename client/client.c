@@ -549,7 +549,8 @@ int sbxc_read_file(sbxc_client *c, const char *session_id, const char *path, uin
     sandbox__v1__read_file_response__free_unpacked(r, NULL);
     return fail(err, errlen, "out of memory");
   }
-  memcpy(*data, r->content.data, r->content.len);
+  if (r->content.len > 0)
+    memcpy(*data, r->content.data, r->content.len);
   *len = r->content.len;
   *size = r->size;
   *eof = r->eof;

@@ -87,6 +87,8 @@ struct sink {
 static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg) {
   struct sink *s = arg;
   size_t n = size * nmemb;
+  if (n == 0)
+    return 0;
   if (s->len + n > s->max) {
     s->too_big = true;
     return 0; /* makes curl fail with CURLE_WRITE_ERROR */

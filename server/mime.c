@@ -74,7 +74,8 @@ int mime_db_load(struct mime_db *db, const char *path) {
     errno = ENOMEM;
     return -1;
   }
-  qsort(db->entries, db->n, sizeof(*db->entries), entry_cmp_ordered);
+  if (db->n > 1)
+    qsort(db->entries, db->n, sizeof(*db->entries), entry_cmp_ordered);
   size_t kept = 0;
   for (size_t i = 0; i < db->n; i++) {
     if (kept > 0 && strcasecmp(db->entries[kept - 1].ext, db->entries[i].ext) == 0) {
@@ -100,7 +101,7 @@ void mime_db_free(struct mime_db *db) {
 
 const char *mime_db_lookup(const struct mime_db *db, const char *name) {
   const char *dot = strrchr(name, '.');
-  if (dot == NULL || dot == name || dot[1] == '\0' || strlen(dot + 1) > 64)
+  if (db->n == 0 || dot == NULL || dot == name || dot[1] == '\0' || strlen(dot + 1) > 64)
     return MIME_DEFAULT;
   struct mime_entry key = {(char *)(dot + 1), NULL, 0};
   const struct mime_entry *e =

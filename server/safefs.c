@@ -199,7 +199,8 @@ int safefs_read_names(int dir_fd, size_t max, char ***names_out, size_t *n_out, 
     errno = ENOMEM;
     return -1;
   }
-  qsort(names, n, sizeof(*names), name_cmp);
+  if (n > 1)
+    qsort(names, n, sizeof(*names), name_cmp);
   *names_out = names;
   *n_out = n;
   return 0;

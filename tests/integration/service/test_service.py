@@ -389,14 +389,15 @@ def group_sessions(b):
         check(rd.get("status") == "NOT_FOUND", "ReadFile of an unknown session: NOT_FOUND", rd)
         # Two runs of one session at once: the second is refused.
         slow = os.path.join(s.tmp, "slow.py")
-        open(slow, "w").write("import time\nopen('started', 'w').close()\ntime.sleep(1.5)\n"
+        open(slow, "w").write("import time\nopen('started', 'w').close()\ntime.sleep(2)\n"
                               "print('slow done')\n")
         p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", "--session", "alpha",
                               slow], stdout=subprocess.PIPE)
-        deadline = time.time() + 10
-        while time.time() < deadline and sbx(s, "--session", "alpha", "--read-file",
-                                             "started").get("status") != "OK":
+        deadline, started = time.time() + 10, False
+        while time.time() < deadline and not started:
+            started = sbx(s, "--session", "alpha", "--read-file", "started").get("status") == "OK"
             time.sleep(0.05)
+        check(started, "the slow run started (seen through ReadFile while it runs)")
         before = runs_total(s)
         rc, out = s.run("print('second')\n", "--session", "alpha")
         check(out.get("status") == "FAILED_PRECONDITION" and "alpha" in out.get("error", ""),
