@@ -434,6 +434,9 @@ def group_sessions(b):
               "at the cap the least recently used session is evicted", (rd, ls))
         rc, out = s.run("print(1)\n", "--session", "beta")
         check(out.get("session_created") is True, "an evicted session starts anew", out)
+        info = json.loads(subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--info"],
+                                         capture_output=True, text=True).stdout)
+        check(info.get("sessions") == 3, "GetInfo counts the live sessions (the cap)", info)
         # Bad ids.
         for bad in ("../x", "a/b", "x" * 65, "caf\u00e9"):
             rc, out = s.run(HELLO, "--session", bad)
