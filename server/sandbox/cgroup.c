@@ -274,6 +274,10 @@ int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
     const struct cgroup_backend *b = order[i];
     if (wanted != SANDBOX_BACKEND_AUTO && wanted != b->kind)
       continue;
+    /* AUTO means real isolation: v2, then v1. The per-process rlimit
+     * fallback is only ever used when asked for by name. */
+    if (wanted == SANDBOX_BACKEND_AUTO && b->kind == SANDBOX_BACKEND_RLIMIT)
+      continue;
     struct sandbox_error e = {0};
     m->backend = b;
     if (b->init(m, parent ? parent : "", &e) == 0)
@@ -287,7 +291,10 @@ int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
   }
   free(m->slots);
   m->slots = NULL;
-  return sandbox_error_set(err, 0, "no usable resource-control backend (%s)", reasons);
+  return sandbox_error_set(err, 0,
+                           "no usable cgroup backend (%s); the rlimit backend (memory limited "
+                           "per process) runs only when asked for by name",
+                           reasons);
 }
 
 void cgroup_manager_destroy(struct cgroup_manager *m) {

@@ -96,7 +96,7 @@ struct sandbox_result {
 struct sandbox_engine_config {
   const char *state_dir;      /* default /var/lib/sandboxd */
   const char *cgroup_parent;  /* absolute cgroup path to work under; NULL = own */
-  enum sandbox_backend backend; /* AUTO picks v2, then v1, then rlimit */
+  enum sandbox_backend backend; /* AUTO: v2, then v1, else fail; RLIMIT only by name */
   unsigned slots;             /* number of concurrent runs; default 1 */
   uid_t uid_base;             /* slot i runs as uid_base + i; default 60000 */
   gid_t gid_base;             /* slot i runs as gid_base + i; default uid_base */

@@ -795,20 +795,25 @@ static void *run_thread(void *arg) {
 static void test_slots_run_concurrently(void **state) {
   struct thread_run t[SLOTS];
   pthread_t th[SLOTS];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   for (unsigned i = 0; i < SLOTS; i++) {
     t[i].slot = i;
     pthread_create(&th[i], NULL, run_thread, &t[i]);
   }
   for (unsigned i = 0; i < SLOTS; i++)
     pthread_join(th[i], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double total_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
   for (unsigned i = 0; i < SLOTS; i++) {
     char expect[32];
     snprintf(expect, sizeof expect, "%u\n", (unsigned)(uid_base + i));
     assert_stdout(&t[i].run, expect);
-    /* Two half-second sleeps side by side, not one after the other. */
-    assert_true(t[i].run.r.wall_time_us < scaled_ms(1400) * 1000);
     sandbox_result_free(&t[i].run.r);
   }
+  /* Two half-second sleeps side by side, not one after the other. */
+  fprintf(stderr, "# two 0.5 s runs in two slots took %.0f ms in all\n", total_ms);
+  assert_true(total_ms < scaled_ms(950));
 }
 
 int main(void) {

@@ -204,21 +204,32 @@ if [ -x $BIN/sandboxd ] && [ -x $BIN/sandbox-run ]; then
   rc=$?
   cat /tmp/nodeleg.log
   check nodeleg_v2_refuses_to_start sh -c "test $rc -eq 1 && grep -q 'refusing to start' /tmp/nodeleg.log"
-  # With the default backend (auto) it starts on rlimit and says so.
+  # With the default backend (auto) it refuses too: no cgroup, no start.
   sh -c "echo \$\$ > $U/inner/cgroup.procs && exec $BIN/sandboxd --listen $URL \
     --state-dir /tmp/sandboxd-nodeleg --workers 1 --uid-base 63500" >/tmp/nodeleg-auto.log 2>&1 &
   pid=$!
   i=0
-  while [ $i -lt 150 ] && ! grep -q ready /tmp/nodeleg-auto.log; do
+  while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+  kill $pid 2>/dev/null
+  wait $pid
+  rc=$?
+  cat /tmp/nodeleg-auto.log
+  check nodeleg_auto_refuses_to_start sh -c "test $rc -eq 1 && grep -q 'refusing to start' /tmp/nodeleg-auto.log"
+  # Only when asked for by name (a development machine) it runs on rlimit, and says so.
+  sh -c "echo \$\$ > $U/inner/cgroup.procs && exec $BIN/sandboxd --backend rlimit --listen $URL \
+    --state-dir /tmp/sandboxd-nodeleg --workers 1 --uid-base 63500" >/tmp/nodeleg-rl.log 2>&1 &
+  pid=$!
+  i=0
+  while [ $i -lt 150 ] && ! grep -q ready /tmp/nodeleg-rl.log; do
     kill -0 $pid 2>/dev/null || break
     sleep 0.2
     i=$((i + 1))
   done
   $BIN/sandbox-run -e $URL --info >/tmp/nodeleg-info.json 2>/tmp/nodeleg-info.err
-  cat /tmp/nodeleg-auto.log /tmp/nodeleg-info.err /tmp/nodeleg-info.json
+  cat /tmp/nodeleg-rl.log /tmp/nodeleg-info.err /tmp/nodeleg-info.json
   b=$(json_field isolation.backend </tmp/nodeleg-info.json)
   mpp=$(json_field isolation.memory_per_process </tmp/nodeleg-info.json)
-  check nodeleg_auto_reports_rlimit test "$b/$mpp" = rlimit/True
+  check nodeleg_rlimit_by_name_reports_rlimit test "$b/$mpp" = rlimit/True
   kill -TERM $pid
   wait $pid
 else
