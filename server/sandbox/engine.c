@@ -303,7 +303,10 @@ void sandbox_result_free(struct sandbox_result *r) {
  * wins for the same name). Nothing of the server's own environment. */
 static const char *const env_minimum[] = {
     "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8",
-    "PYTHONUNBUFFERED=1", "TMPDIR=/tmp", NULL};
+    "PYTHONUNBUFFERED=1", "TMPDIR=/tmp",
+    /* Caches (matplotlib's font list and the like) go to /tmp, not into the
+     * workspace, where they would count against its quota and persist. */
+    "XDG_CACHE_HOME=/tmp/.cache", "MPLCONFIGDIR=/tmp/.config/matplotlib", NULL};
 
 static const char **build_env(const char *const *extra, struct sandbox_error *err) {
   size_t n_extra = 0;

@@ -141,6 +141,18 @@ static void remove_stale_etc(const char *state_dir) {
   closedir(d);
 }
 
+/* fontconfig's main file (its conf.d is optional), so that libraries that
+ * render text do not complain on every run. */
+static int copy_fontconfig(const char *etc, struct sandbox_error *err) {
+  if (access("/etc/fonts/fonts.conf", R_OK) < 0)
+    return 0;
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/fonts", etc);
+  if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s", dir);
+  return copy_host_file("/etc/fonts/fonts.conf", dir, "fonts.conf", err);
+}
+
 static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, unsigned slots,
                      struct sandbox_error *err) {
   size_t cap = 256 + (size_t)slots * 96;
@@ -179,6 +191,10 @@ static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, un
   if (copy_host_file("/etc/ld.so.cache", fs->etc, "ld.so.cache", err) < 0 ||
       copy_host_file("/etc/localtime", fs->etc, "localtime", err) < 0 ||
       copy_host_file("/etc/mime.types", fs->etc, "mime.types", err) < 0 ||
+      /* Debian's matplotlib reads its defaults from here; without it every
+       * plot fails with "Could not find matplotlibrc file". */
+      copy_host_file("/etc/matplotlibrc", fs->etc, "matplotlibrc", err) < 0 ||
+      copy_fontconfig(fs->etc, err) < 0 ||
       copy_alternatives(fs->etc, err) < 0)
     return -1;
   return 0;

@@ -537,7 +537,8 @@ static void test_no_server_environment(void **state) {
   setenv("SANDBOXD_TEST_SECRET", "hunter2", 1);
   struct run run;
   run_py("import os; print(sorted(os.environ))", &run);
-  assert_stdout(&run, "['HOME', 'LANG', 'PATH', 'PYTHONUNBUFFERED', 'TMPDIR', 'USER_VAR']\n");
+  assert_stdout(&run, "['HOME', 'LANG', 'MPLCONFIGDIR', 'PATH', 'PYTHONUNBUFFERED', 'TMPDIR', "
+                      "'USER_VAR', 'XDG_CACHE_HOME']\n");
   unsetenv("SANDBOXD_TEST_SECRET");
   sandbox_result_free(&run.r);
 }
@@ -613,6 +614,28 @@ static void test_subprocess_and_threads_work(void **state) {
          "print(out.strip(), json.dumps({'a': 1}))\n",
          &run);
   assert_stdout(&run, "child {\"a\": 1}\n");
+  sandbox_result_free(&run.r);
+}
+
+static void test_matplotlib_plots_without_setup(void **state) {
+  /* What a data-analysis user does first: no environment variables, no
+   * warnings on stderr, nothing but the plot left in the workspace. */
+  if (access("/usr/lib/python3/dist-packages/matplotlib", F_OK) < 0) {
+    /* The qemu VM's initramfs carries the standard library only. */
+    fprintf(stderr, "# matplotlib is not installed here (scripts/install-deps installs it)\n");
+    skip();
+  }
+  struct sandbox_limits l = {.timeout_ms = scaled_ms(20000)};
+  struct run run;
+  run_py_limits("import matplotlib\nmatplotlib.use('Agg')\n"
+                "import matplotlib.pyplot as plt, os\n"
+                "plt.plot([1, 2, 3]); plt.title('t'); plt.savefig('/workspace/p.png')\n"
+                "print(sorted(os.listdir('/workspace')))\n",
+                &l, NULL, 0, &run);
+  if (run.r.stderr_len != 0)
+    fprintf(stderr, "stderr: %.*s\n", (int)run.r.stderr_len, (const char *)run.r.stderr_data);
+  assert_stdout(&run, "['p.png']\n");
+  assert_int_equal(run.r.stderr_len, 0);
   sandbox_result_free(&run.r);
 }
 
@@ -857,6 +880,7 @@ int main(void) {
       cmocka_unit_test_setup(test_new_namespaces_and_hostname, test_setup),
       cmocka_unit_test_setup(test_seccomp_denies_dangerous_syscalls, test_setup),
       cmocka_unit_test_setup(test_subprocess_and_threads_work, test_setup),
+      cmocka_unit_test_setup(test_matplotlib_plots_without_setup, test_setup),
       cmocka_unit_test_setup(test_file_size_limit, test_setup),
       cmocka_unit_test_setup(test_open_files_limit, test_setup),
       cmocka_unit_test_setup(test_tmp_is_size_limited, test_setup),
