@@ -618,6 +618,12 @@ int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
   json_key(&j, "runs_total"), json_uint(&j, r->runs_total);
   json_key(&j, "rejected_total"), json_uint(&j, r->rejected_total);
   json_key(&j, "sessions"), json_uint(&j, r->sessions);
+  json_key(&j, "requirements_available"), json_bool(&j, r->requirements_available);
+  json_key(&j, "environments"), json_uint(&j, r->environments);
+  json_key(&j, "environment_bytes"), json_uint(&j, r->environment_bytes);
+  json_key(&j, "environment_builds_total"), json_uint(&j, r->environment_builds_total);
+  json_key(&j, "environment_build_failures_total"),
+      json_uint(&j, r->environment_build_failures_total);
   json_end(&j, '}');
   sandbox__v1__get_info_response__free_unpacked(r, NULL);
   *json = json_finish(&j);

@@ -86,3 +86,50 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
       feedback_add(fb, "stderr truncated at %s (limits.output_bytes)", a);
   }
 }
+
+/* Import names whose distribution is called something else. */
+static const struct {
+  const char *module, *distribution;
+} known_distributions[] = {
+    {"yaml", "pyyaml"},       {"cv2", "opencv-python"}, {"sklearn", "scikit-learn"},
+    {"PIL", "pillow"},        {"bs4", "beautifulsoup4"}, {"dateutil", "python-dateutil"},
+    {"skimage", "scikit-image"}, {"Crypto", "pycryptodome"}, {"attr", "attrs"},
+    {"dotenv", "python-dotenv"}, {"jwt", "pyjwt"},       {"magic", "python-magic"},
+    {"serial", "pyserial"},   {"usb", "pyusb"},          {"docx", "python-docx"},
+    {"pptx", "python-pptx"},  {"git", "gitpython"},      {"Levenshtein", "levenshtein"},
+};
+
+void feedback_missing_module(const uint8_t *data, size_t len, struct feedback *fb) {
+  static const char needle[] = "ModuleNotFoundError: No module named '";
+  const size_t nlen = sizeof(needle) - 1;
+  const uint8_t *found = NULL;
+  for (const uint8_t *p = data; data != NULL && p + nlen <= data + len;) {
+    const uint8_t *hit = memmem(p, (size_t)(data + len - p), needle, nlen);
+    if (hit == NULL)
+      break;
+    found = hit; /* the last one: the exception that ended the program */
+    p = hit + nlen;
+  }
+  if (found == NULL)
+    return;
+  const uint8_t *name = found + nlen, *end = data + len;
+  char module[64];
+  size_t n = 0;
+  /* A Python identifier, ASCII only; stop at the first '.' (top level). */
+  while (name + n < end && n < sizeof(module) - 1 &&
+         ((name[n] >= 'a' && name[n] <= 'z') || (name[n] >= 'A' && name[n] <= 'Z') ||
+          (name[n] >= '0' && name[n] <= '9') || name[n] == '_'))
+    n++;
+  if (n == 0 || (name[0] >= '0' && name[0] <= '9') ||
+      (name + n < end && name[n] != '\'' && name[n] != '.'))
+    return;
+  memcpy(module, name, n);
+  module[n] = '\0';
+  for (size_t i = 0; i < sizeof(known_distributions) / sizeof(known_distributions[0]); i++)
+    if (strcmp(module, known_distributions[i].module) == 0) {
+      feedback_add(fb, "add '%s' to requirements (it provides the module %s)",
+                   known_distributions[i].distribution, module);
+      return;
+    }
+  feedback_add(fb, "add '%s' to requirements", module);
+}

@@ -24,4 +24,9 @@ void feedback_add(struct feedback *fb, const char *fmt, ...) __attribute__((form
 void feedback_build(const struct sandbox_result *result, const struct sandbox_limits *limits,
                     struct feedback *fb);
 
+/* "add 'X' to requirements" when stderr (hostile bytes) ends in
+ * ModuleNotFoundError: No module named 'X' (X's top-level package; the
+ * distribution's name where it is known to differ, e.g. yaml -> pyyaml). */
+void feedback_missing_module(const uint8_t *stderr_data, size_t len, struct feedback *fb);
+
 #endif

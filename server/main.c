@@ -100,6 +100,24 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sandboxd: sessions: out of memory\n");
     return 1;
   }
+  /* Requirements: without pip or a package source the server still runs
+   * code, and answers requirements with FAILED_PRECONDITION saying why. */
+  install_probe(s, &srv.install);
+  if (srv.install.available) {
+    char envs[PATH_MAX + 16];
+    snprintf(envs, sizeof(envs), "%s/envs", s->state_dir);
+    if (envstore_open(&srv.store, envs, (uint64_t)s->requirements_store_bytes, err,
+                      sizeof(err)) < 0) {
+      fprintf(stderr, "sandboxd: requirements store: %s\n", err);
+      return 1;
+    }
+    log_line("requirements", "available=true site_dir=%s wheelhouse=%s index_url=%s",
+             srv.install.site_dir, s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
+             s->index_url[0] != '\0' ? s->index_url : "-");
+  } else {
+    srv.store.dir_fd = -1;
+    log_line("requirements", "available=false reason=\"%s\"", srv.install.why_unavailable);
+  }
   service_init(&srv);
   if (server_start(&srv, err, sizeof(err)) < 0) {
     fprintf(stderr, "sandboxd: %s\n", err);
@@ -129,6 +147,7 @@ int main(int argc, char **argv) {
   server_drain_and_stop(&srv);
   session_table_destroy(&srv.sessions, srv.workspace_root_fd, srv.workspace_root);
   run_slots_unmount(&srv);
+  envstore_close(&srv.store);
   mime_db_free(&srv.mime);
   sandbox_engine_free(srv.engine);
   close(srv.workspace_root_fd);

@@ -15,7 +15,9 @@
 #include "dedent.h"
 #include "download.h"
 #include "feedback.h"
+#include "install.h"
 #include "log.h"
+#include "requirements.h"
 #include "server.h"
 #include "validate.h"
 #include "workspace.h"
@@ -56,6 +58,13 @@ struct run_scratch {
   struct artifact_set artifacts;
   Sandbox__V1__Artifact *artifact_msgs;
   Sandbox__V1__Artifact **artifact_ptrs;
+  /* The requirements' environment, held from the store until the run is
+   * over (an environment in use is never evicted). */
+  struct envstore *store;
+  struct envstore_env *pkg_env;
+  char env_site[PATH_MAX];
+  bool env_built;  /* this run built it */
+  uint64_t env_ms; /* time spent building or waiting for another's build */
 };
 
 static void run_scratch_free(struct run_scratch *s) {
@@ -72,6 +81,9 @@ static void run_scratch_free(struct run_scratch *s) {
   artifacts_free(&s->artifacts);
   free(s->artifact_msgs);
   free(s->artifact_ptrs);
+  if (s->pkg_env != NULL)
+    envstore_release(s->store, s->pkg_env);
+  s->pkg_env = NULL;
 }
 
 static void fail_run(struct server_call *call, const char *run_id, unsigned slot, sbx_code code,
@@ -79,6 +91,71 @@ static void fail_run(struct server_call *call, const char *run_id, unsigned slot
   call_set_reply(call, code, message, NULL);
   log_line("run", "run_id=%s slot=%u status=%s duration_ms=%llu error=\"%s\"", run_id, slot,
            sbx_code_name(code), (unsigned long long)ms_since(&call->received), message);
+}
+
+/* For answers that hold pip's output: the reply gets all of it, the log line
+ * the first line, quotes replaced, so it stays one logfmt line. */
+static void fail_run_multiline(struct server_call *call, const char *run_id, unsigned slot,
+                               sbx_code code, const char *message) {
+  call_set_reply(call, code, message, NULL);
+  char first[300];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(message, "\n"), message);
+  for (char *c = first; *c != '\0'; c++)
+    if (*c == '"' || (unsigned char)*c < 0x20)
+      *c = '\'';
+  log_line("run", "run_id=%s slot=%u status=%s duration_ms=%llu error=\"%s\"", run_id, slot,
+           sbx_code_name(code), (unsigned long long)ms_since(&call->received), first);
+}
+
+/* The environment for the request's requirements: from the store, or built
+ * now on this slot (other runs asking for the same new set wait for this
+ * build; see envstore.h). Returns SBX_OK with scratch->env set (NULL without
+ * requirements), or the code to answer with msg. */
+static sbx_code prepare_requirements(struct server *srv, unsigned slot,
+                                     const Sandbox__V1__RunCodeRequest *req,
+                                     struct run_scratch *scratch, char *msg, size_t msglen) {
+  if (req->n_requirements == 0)
+    return SBX_OK;
+  struct requirement_set set;
+  char why[512];
+  if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, &set,
+                            why, sizeof(why)) < 0) {
+    snprintf(msg, msglen, "%s", why); /* validation passed it: only out of memory */
+    return SBX_INTERNAL;
+  }
+  char key[REQUIREMENT_KEY_HEX + 1];
+  char *material = NULL;
+  if (requirement_key(&set, srv->install.key_context, key, &material) < 0) {
+    requirement_set_free(&set);
+    snprintf(msg, msglen, "requirements: could not compute the environment's key");
+    return SBX_INTERNAL;
+  }
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  struct envstore_env *env = NULL;
+  sbx_code code = SBX_OK;
+  switch (envstore_acquire(&srv->store, key, &env, &code, msg, msglen)) {
+  case ENVSTORE_USE:
+    scratch->pkg_env = env;
+    break;
+  case ENVSTORE_BUILD:
+    code = install_build(srv, slot, &set, env, material, msg, msglen);
+    if (code == SBX_OK) {
+      scratch->pkg_env = env;
+      scratch->env_built = true;
+    }
+    break;
+  case ENVSTORE_ERROR:
+    break;
+  }
+  free(material);
+  requirement_set_free(&set);
+  if (scratch->pkg_env != NULL) {
+    scratch->store = &srv->store;
+    scratch->env_ms = ms_since(&t0);
+    envstore_site_path(&srv->store, scratch->pkg_env, scratch->env_site, sizeof(scratch->env_site));
+  }
+  return code;
 }
 
 /* Printable, bounded copy of a URL for messages and logs. */
@@ -312,8 +389,18 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
     scratch.files[i] = (struct workspace_file){req->files[i]->path, req->files[i]->content.data,
                                                req->files[i]->content.len};
 
+  /* Before anything is downloaded or written: when the install fails,
+   * nothing else happens. */
+  char req_msg[4096];
+  sbx_code code = prepare_requirements(srv, slot, req, &scratch, req_msg, sizeof(req_msg));
+  if (code != SBX_OK) {
+    run_scratch_free(&scratch);
+    fail_run_multiline(call, run_id, slot, code, req_msg);
+    return;
+  }
+
   char msg[1024];
-  sbx_code code = fetch_files(srv, req, &call->limits, &scratch, msg, sizeof(msg));
+  code = fetch_files(srv, req, &call->limits, &scratch, msg, sizeof(msg));
   if (code != SBX_OK) {
     run_scratch_free(&scratch);
     fail_run(call, run_id, slot, code, msg);
@@ -351,6 +438,9 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
   char workspace_dir[PATH_MAX + 64];
   snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", srv->workspace_root, dir_name);
 
+  /* Read-only over the interpreter's /usr/local site directory: on sys.path
+   * even with -I, before Debian's own packages. */
+  struct sandbox_mount env_mount = {.source = scratch.env_site, .target = srv->install.site_dir};
   struct sandbox_spec spec = {
       .argv = scratch.argv,
       .env = (const char *const *)scratch.env,
@@ -358,8 +448,8 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
       .cwd = NULL,
       .stdin_data = req->stdin.data,
       .stdin_len = req->stdin.len,
-      .mounts = NULL,
-      .n_mounts = 0,
+      .mounts = scratch.pkg_env != NULL ? &env_mount : NULL,
+      .n_mounts = scratch.pkg_env != NULL ? 1 : 0,
       .limits = call->limits,
   };
   struct sandbox_result result;
@@ -383,6 +473,16 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
   feedback_build(&result, result.limits.timeout_ms != 0 ? &result.limits : &call->limits, &fb);
   if (call->session_created)
     feedback_add(&fb, "session %s is new: its workspace started empty", req->session_id);
+  if (result.killed_by == SANDBOX_KILLED_BY_NONE && result.exit_code != 0)
+    feedback_missing_module(result.stderr_data, result.stderr_len, &fb);
+  if (scratch.env_built)
+    feedback_add(&fb, "requirements: installed into a new environment in %.1f s; runs with the "
+                      "same requirements reuse it",
+                 (double)scratch.env_ms / 1000.0);
+  else if (scratch.pkg_env != NULL && scratch.env_ms >= 100)
+    feedback_add(&fb, "requirements: waited %.1f s for another run's install of the same "
+                      "requirements",
+                 (double)scratch.env_ms / 1000.0);
 
   Sandbox__V1__RunCodeResponse resp = SANDBOX__V1__RUN_CODE_RESPONSE__INIT;
   /* Every process of the run is gone: output/ holds what it left. */
@@ -414,13 +514,14 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
   log_line("run",
            "run_id=%s slot=%u session=%s status=OK killed_by=%s exit_code=%d signal=%d "
            "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
-           "artifacts=%zu queue_ms=%llu duration_ms=%llu",
+           "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
            run_id, slot, req->session_id[0] != '\0' ? req->session_id : "-",
            sandbox_killed_by_name(result.killed_by), result.exit_code, result.signal,
            (unsigned long long)(result.wall_time_us / 1000),
            (unsigned long long)(result.cpu_time_us / 1000),
            (unsigned long long)result.peak_memory_bytes, result.stdout_len, result.stderr_len,
-           scratch.artifacts.n, (unsigned long long)queue_ms,
+           scratch.artifacts.n, scratch.pkg_env != NULL ? scratch.pkg_env->key : "-",
+           (unsigned long long)scratch.env_ms, (unsigned long long)queue_ms,
            (unsigned long long)ms_since(&call->received));
   sandbox_result_free(&result);
   run_scratch_free(&scratch);

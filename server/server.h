@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "bounded_alloc.h"
+#include "envstore.h"
+#include "install.h"
 #include "mime.h"
 #include "queue.h"
 #include "sandbox.pb-c.h"
@@ -60,6 +62,10 @@ struct server {
     uint64_t size;
   } *slot_ws;
   struct session_table sessions;
+  /* Requirements: what the interpreter probe found, and the store
+   * (docs/REQUIREMENTS.md). The store is open only when install.available. */
+  struct install_info install;
+  struct envstore store;
   struct mime_db mime;
   atomic_bool draining;
   /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */

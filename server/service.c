@@ -82,6 +82,14 @@ static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
     closure(NULL, closure_data);
     return;
   }
+  if (input->n_requirements > 0 && !srv->install.available) {
+    d->status = SBX_FAILED_PRECONDITION;
+    snprintf(d->message, sizeof(d->message),
+             "requirements: this server cannot install packages: %s; nothing ran",
+             srv->install.why_unavailable);
+    closure(NULL, closure_data);
+    return;
+  }
   d->call->session = NULL;
   d->call->session_created = false;
   if (input->session_id[0] != '\0') {
@@ -163,6 +171,16 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   resp.runs_total = atomic_load(&srv->runs_total);
   resp.rejected_total = atomic_load(&srv->rejected_total);
   resp.sessions = (uint32_t)session_count(&srv->sessions);
+  resp.requirements_available = srv->install.available;
+  if (srv->install.available) {
+    size_t envs;
+    uint64_t bytes;
+    envstore_counts(&srv->store, &envs, &bytes);
+    resp.environments = (uint32_t)envs;
+    resp.environment_bytes = bytes;
+    resp.environment_builds_total = atomic_load(&srv->store.builds_total);
+    resp.environment_build_failures_total = atomic_load(&srv->store.build_failures_total);
+  }
   closure(&resp, closure_data);
 }
 

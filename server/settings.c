@@ -97,6 +97,27 @@ static const struct setting_def setting_defs[] = {
      "directory levels below output/ searched for artifacts (default 32)"},
     {"mime-types", SETTING_STRING, STR(mime_types), 0, 0,
      "mime.types database for artifact types (default /etc/mime.types)"},
+    {"wheelhouse", SETTING_STRING, STR(wheelhouse), 0, 0,
+     "directory of wheels pip installs requirements from, offline unless index-url is set "
+     "(default: none)"},
+    {"index-url", SETTING_STRING, STR(index_url), 0, 0,
+     "package index (PEP 503) for requirements; gives pip's sandbox the host network "
+     "(default: none, offline)"},
+    {"pip-proxy", SETTING_STRING, STR(pip_proxy), 0, 0,
+     "proxy pip reaches its index through; gives pip's sandbox the host network (default: none)"},
+    {"requirements-store-bytes", SETTING_INT, OFF(requirements_store_bytes), 0, 1 << 20,
+     1LL << 50, "disk the requirements store may use; least recently used idle environments "
+                "are evicted past it (default 4 GiB)"},
+    {"max-requirements", SETTING_INT, OFF(max_requirements), 0, 0, 1024,
+     "requirements per request (default 32)"},
+    {"max-requirement-bytes", SETTING_INT, OFF(max_requirement_bytes), 0, 1, 1024,
+     "length of each requirement (default 200)"},
+    {"pip-timeout-ms", SETTING_INT, OFF(pip_timeout_ms), 0, 1000, 86400000,
+     "time one environment's pip install may take (default 300000)"},
+    {"pip-memory-bytes", SETTING_INT, OFF(pip_memory_bytes), 0, 64LL << 20, 1LL << 40,
+     "memory of pip's processes; the build's disk comes on top (default 1 GiB)"},
+    {"pip-disk-bytes", SETTING_INT, OFF(pip_disk_bytes), 0, 1 << 20, 1LL << 40,
+     "the build directory's size (a tmpfs) and the largest file (default 1 GiB)"},
 };
 #define N_SETTINGS (sizeof(setting_defs) / sizeof(setting_defs[0]))
 
@@ -150,6 +171,12 @@ void settings_defaults(struct server_settings *s) {
   s->max_artifacts = 16384;
   s->artifact_depth = 32;
   snprintf(s->mime_types, sizeof(s->mime_types), "/etc/mime.types");
+  s->requirements_store_bytes = 4LL << 30;
+  s->max_requirements = 32;
+  s->max_requirement_bytes = 200;
+  s->pip_timeout_ms = 300000;
+  s->pip_memory_bytes = 1LL << 30;
+  s->pip_disk_bytes = 1LL << 30;
 }
 
 static const struct setting_def *find_def(const char *name, size_t len) {
@@ -295,6 +322,14 @@ int settings_check(const struct server_settings *s, char *err, size_t errlen) {
   if (2 * s->max_limits.output_bytes + s->artifacts_total_bytes > (1LL << 30) - (1LL << 20))
     return fail(err, errlen, "artifacts-total-bytes: with two streams of max-output-bytes, "
                              "a reply would exceed 1 GiB");
+  if (s->wheelhouse[0] != '\0' && s->wheelhouse[0] != '/')
+    return fail(err, errlen, "wheelhouse: \"%s\" is not an absolute path", s->wheelhouse);
+  if (s->index_url[0] != '\0' && strncmp(s->index_url, "http://", 7) != 0 &&
+      strncmp(s->index_url, "https://", 8) != 0)
+    return fail(err, errlen, "index-url: \"%s\" is not an http:// or https:// URL", s->index_url);
+  for (const char *c = s->index_url; *c != '\0'; c++)
+    if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
+      return fail(err, errlen, "index-url: spaces and control characters are not allowed");
   if (s->artifact_bytes > s->artifacts_total_bytes)
     return fail(err, errlen, "artifact-bytes (%" PRId64 ") is above artifacts-total-bytes (%" PRId64 ")",
                 s->artifact_bytes, s->artifacts_total_bytes);

@@ -55,6 +55,16 @@ struct server_settings {
   int64_t max_artifacts;         /* artifacts per response, entries per ListFiles */
   int64_t artifact_depth;        /* directory levels below output/ */
   char mime_types[PATH_MAX];     /* the mime.types database */
+  /* Requirements (docs/REQUIREMENTS.md). */
+  char wheelhouse[PATH_MAX];      /* wheels pip installs from; "" = none */
+  char index_url[SETTINGS_URL_MAX]; /* package index; "" = offline */
+  char pip_proxy[SETTINGS_URL_MAX]; /* proxy for pip; "" = none */
+  int64_t requirements_store_bytes; /* the store's cap; LRU eviction past it */
+  int64_t max_requirements;       /* requirements per request */
+  int64_t max_requirement_bytes;  /* length of each */
+  int64_t pip_timeout_ms;         /* one environment's build */
+  int64_t pip_memory_bytes;       /* pip's processes (the build tmpfs comes on top) */
+  int64_t pip_disk_bytes;         /* the build tmpfs, and the largest file */
 };
 
 /* Fills s from defaults, the config file, the environment and argv, in that

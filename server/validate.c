@@ -2,6 +2,7 @@
 #include "validate.h"
 
 #include "download.h"
+#include "requirements.h"
 #include "session.h"
 
 #include <inttypes.h>
@@ -89,9 +90,21 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
     return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
                   "session_id: must be 1 to %d characters of [A-Za-z0-9._-], not \".\" or \"..\"",
                   SESSION_ID_MAX);
-  if (req->n_requirements > 0)
-    return refuse(SBX_UNIMPLEMENTED, msg, msglen,
-                  "requirements: installing packages is not implemented yet");
+  if ((int64_t)req->n_requirements > s->max_requirements)
+    return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                  "requirements: %zu requirements; allowed: 0 to %" PRId64, req->n_requirements,
+                  s->max_requirements);
+  for (size_t i = 0; i < req->n_requirements; i++) {
+    char canonical[REQUIREMENT_MAX + 1], why[256];
+    size_t len = strlen(req->requirements[i]);
+    if ((int64_t)len > s->max_requirement_bytes || len == 0)
+      return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                    "requirements[%zu]: %zu bytes; allowed: 1 to %" PRId64 " bytes", i, len,
+                    s->max_requirement_bytes);
+    if (requirement_normalize(req->requirements[i], canonical, sizeof(canonical), why,
+                              sizeof(why)) < 0)
+      return refuse(SBX_INVALID_ARGUMENT, msg, msglen, "requirements[%zu]: %s", i, why);
+  }
 
   if ((int64_t)req->n_files > s->max_files)
     return refuse(SBX_INVALID_ARGUMENT, msg, msglen, "files: %zu files; allowed: 0 to %" PRId64,

@@ -1,0 +1,394 @@
+/* install.c: see install.h. pip runs as any run does (the slot's uid,
+ * namespaces, seccomp, cgroup limits), with its own limits, a fresh tmpfs of
+ * --pip-disk-bytes as its only writable directory besides /tmp, the
+ * wheelhouse bound read-only, and the host network only when an index or a
+ * proxy is configured. Its argv is built here from canonical requirement
+ * strings (requirements.c) after "--": no request byte reaches pip
+ * otherwise. What it wrote is hostile and is copied out by envstore.c. */
+#include "install.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "envstore.h"
+#include "log.h"
+#include "safefs.h"
+#include "server.h"
+#include "workspace.h"
+
+#define PYTHON "/usr/bin/python3"
+#define WHEELHOUSE_TARGET "/wheelhouse"
+#define PIP_OUTPUT_BYTES (256u << 10)
+#define PIP_MAX_PROCESSES 128
+#define PIP_INODES (1u << 18)
+#define TAIL_BYTES 2048
+
+static const char probe_code[] =
+    "import sys, sysconfig\n"
+    "try:\n"
+    "    import pip; pv = pip.__version__\n"
+    "except Exception:\n"
+    "    pv = ''\n"
+    "site = '/usr/local/lib/python%d.%d/dist-packages' % sys.version_info[:2]\n"
+    "print(sys.version.split()[0], sysconfig.get_platform(), sys.implementation.cache_tag)\n"
+    "print(pv)\n"
+    "print(site if site in sys.path else '')\n";
+
+/* Runs the probe; out gets its stdout (NUL-terminated). */
+static int run_probe(char *out, size_t len) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0)
+    return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  char *argv[] = {PYTHON, "-I", "-c", (char *)probe_code, NULL};
+  char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, PYTHON, &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  close(pipefd[1]);
+  if (rc != 0) {
+    close(pipefd[0]);
+    errno = rc;
+    return -1;
+  }
+  size_t n = 0;
+  for (;;) {
+    ssize_t k = read(pipefd[0], out + n, len - 1 - n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0 || (n += (size_t)k) == len - 1)
+      break;
+  }
+  out[n] = '\0';
+  close(pipefd[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* SHA-256 over the wheelhouse's top-level names, sizes and mtimes, so that
+ * a changed wheelhouse gives new keys after a restart. */
+static int wheelhouse_fingerprint(const char *dir, char *hex, size_t len) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  char **names;
+  size_t n;
+  bool truncated;
+  if (safefs_read_names(fd, 1u << 20, &names, &n, &truncated) < 0) {
+    close(fd);
+    return -1;
+  }
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int rv = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -1;
+  for (size_t i = 0; i < n && rv == 0; i++) {
+    struct stat st;
+    char line[600];
+    if (fstatat(fd, names[i], &st, 0) < 0)
+      continue;
+    int k = snprintf(line, sizeof(line), "%.500s %lld %lld.%09ld\n", names[i],
+                     (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    if (EVP_DigestUpdate(ctx, line, (size_t)k) != 1)
+      rv = -1;
+  }
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int dl = 0;
+  if (rv == 0 && (EVP_DigestFinal_ex(ctx, d, &dl) != 1 || dl * 2 + 1 > len))
+    rv = -1;
+  for (unsigned i = 0; rv == 0 && i < dl; i++)
+    snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  EVP_MD_CTX_free(ctx);
+  safefs_free_names(names, n);
+  close(fd);
+  return rv;
+}
+
+static void unavailable(struct install_info *info, const char *why) {
+  info->available = false;
+  snprintf(info->why_unavailable, sizeof(info->why_unavailable), "%s", why);
+}
+
+void install_probe(const struct server_settings *s, struct install_info *info) {
+  memset(info, 0, sizeof(*info));
+  if (s->wheelhouse[0] == '\0' && s->index_url[0] == '\0' && s->pip_proxy[0] == '\0') {
+    unavailable(info, "no package source is configured (--wheelhouse or --index-url)");
+    return;
+  }
+  char out[1024];
+  if (run_probe(out, sizeof(out)) < 0) {
+    unavailable(info, "/usr/bin/python3 could not be asked for its version");
+    return;
+  }
+  char *line2 = strchr(out, '\n');
+  char *line3 = line2 != NULL ? strchr(line2 + 1, '\n') : NULL;
+  if (line2 == NULL || line3 == NULL) {
+    unavailable(info, "/usr/bin/python3 gave an unexpected answer");
+    return;
+  }
+  *line2++ = '\0';
+  *line3++ = '\0';
+  line3[strcspn(line3, "\n")] = '\0';
+  if (line2[0] == '\0') {
+    unavailable(info, "pip is not installed for /usr/bin/python3 (Debian: python3-pip)");
+    return;
+  }
+  struct stat st;
+  if (line3[0] == '\0' || stat(line3, &st) < 0 || !S_ISDIR(st.st_mode)) {
+    unavailable(info, "the interpreter has no /usr/local site directory on its path");
+    return;
+  }
+  snprintf(info->site_dir, sizeof(info->site_dir), "%s", line3);
+  char fp[65] = "none";
+  if (s->wheelhouse[0] != '\0' && wheelhouse_fingerprint(s->wheelhouse, fp, sizeof(fp)) < 0) {
+    unavailable(info, "the wheelhouse cannot be read");
+    return;
+  }
+  snprintf(info->key_context, sizeof(info->key_context),
+           "python=%.100s\npip=%.40s\nsource=%s\nwheelhouse=%.300s %s\nindex-url=%.300s", out,
+           line2, s->index_url[0] != '\0' || s->pip_proxy[0] != '\0' ? "network" : "offline",
+           s->wheelhouse, fp, s->index_url);
+  info->available = true;
+}
+
+/* Bytes of untrusted output as printable ASCII lines: at most the last
+ * TAIL_BYTES, starting at a line. */
+static void tail_text(const uint8_t *data, size_t len, char *out, size_t outlen) {
+  size_t start = len > TAIL_BYTES ? len - TAIL_BYTES : 0;
+  if (start > 0)
+    while (start < len && data[start - 1] != '\n')
+      start++;
+  size_t n = 0;
+  for (size_t i = start; i < len && n + 1 < outlen; i++) {
+    uint8_t c = data[i];
+    out[n++] = (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? (char)c : '?';
+  }
+  while (n > 0 && out[n - 1] == '\n')
+    n--;
+  out[n] = '\0';
+}
+
+void install_failure_hint(const char *output, const struct server_settings *s, char *hint,
+                          size_t len) {
+  static const char *const patterns[] = {"No matching distribution found for ",
+                                         "Could not find a version that satisfies the requirement "};
+  char where[400];
+  if (s->index_url[0] != '\0')
+    snprintf(where, sizeof(where), "index %.300s", s->index_url);
+  else
+    snprintf(where, sizeof(where), "wheelhouse %.300s", s->wheelhouse);
+  for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
+    const char *at = strstr(output, patterns[p]);
+    if (at == NULL)
+      continue;
+    at += strlen(patterns[p]);
+    char name[101];
+    size_t n = 0;
+    while (n < sizeof(name) - 1 && at[n] != '\0' && at[n] != ' ' && at[n] != '\n')
+      name[n] = at[n], n++;
+    name[n] = '\0';
+    snprintf(hint, len, "could not install '%s': no matching distribution in the configured "
+                        "index (%s)", name, where);
+    return;
+  }
+  if (strstr(output, "ResolutionImpossible") != NULL ||
+      strstr(output, "conflicting dependencies") != NULL) {
+    snprintf(hint, len, "could not install the requirements: they conflict with each other");
+    return;
+  }
+  snprintf(hint, len, "could not install the requirements: pip failed (its output follows)");
+}
+
+static sbx_code run_pip(struct server *srv, unsigned slot, const struct requirement_set *set,
+                        const char *ws_name, char *msg, size_t msglen, uint64_t *pip_ms) {
+  const struct server_settings *s = &srv->settings;
+  const char *argv[40 + 64];
+  size_t n = 0;
+  static const char *const fixed[] = {
+      PYTHON, "-I", "-m", "pip", "install", "--isolated", "--no-cache-dir",
+      "--disable-pip-version-check", "--no-input", "--no-color", "--progress-bar", "off",
+      "--quiet", "--no-warn-script-location", "--target", "/workspace/" ENVSTORE_SITE};
+  for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+    argv[n++] = fixed[i];
+  bool network = s->index_url[0] != '\0' || s->pip_proxy[0] != '\0';
+  if (!network)
+    argv[n++] = "--no-index";
+  if (s->wheelhouse[0] != '\0') {
+    argv[n++] = "--find-links";
+    argv[n++] = WHEELHOUSE_TARGET;
+  }
+  if (s->index_url[0] != '\0') {
+    argv[n++] = "--index-url";
+    argv[n++] = s->index_url;
+  }
+  if (s->pip_proxy[0] != '\0') {
+    argv[n++] = "--proxy";
+    argv[n++] = s->pip_proxy;
+  }
+  argv[n++] = "--"; /* and defensively: nothing after this is an option */
+  const char **all = calloc(n + set->n + 1, sizeof(*all));
+  if (all == NULL) {
+    snprintf(msg, msglen, "out of memory");
+    return SBX_INTERNAL;
+  }
+  memcpy(all, argv, n * sizeof(*all));
+  for (size_t i = 0; i < set->n; i++)
+    all[n + i] = set->items[i];
+
+  static const char *const env[] = {"TMPDIR=/workspace/tmp", NULL};
+  struct sandbox_mount wheelhouse = {.source = s->wheelhouse, .target = WHEELHOUSE_TARGET};
+  char workspace_dir[PATH_MAX + 64];
+  snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", srv->workspace_root, ws_name);
+  struct sandbox_spec spec = {
+      .argv = all,
+      .env = env,
+      .workspace_dir = workspace_dir,
+      .mounts = s->wheelhouse[0] != '\0' ? &wheelhouse : NULL,
+      .n_mounts = s->wheelhouse[0] != '\0' ? 1 : 0,
+      .network = network,
+      .limits =
+          {
+              .timeout_ms = (uint64_t)s->pip_timeout_ms,
+              .cpu_time_ms = (uint64_t)s->pip_timeout_ms,
+              /* The tmpfs's pages are charged to pip's cgroup too. */
+              .memory_bytes = (uint64_t)(s->pip_memory_bytes + s->pip_disk_bytes),
+              .output_bytes = PIP_OUTPUT_BYTES,
+              .max_processes = PIP_MAX_PROCESSES,
+              .file_size_bytes = (uint64_t)s->pip_disk_bytes,
+              .tmp_bytes = 64u << 20,
+              .open_files = 1024,
+          },
+  };
+  struct sandbox_result r;
+  memset(&r, 0, sizeof(r));
+  struct sandbox_error err = {0};
+  int rc = sandbox_run(srv->engine, slot, &spec, &r, &err);
+  free(all);
+  if (rc < 0) {
+    snprintf(msg, msglen, "requirements: the installer's sandbox could not be set up: %s; "
+                          "nothing ran", err.msg);
+    return SBX_INTERNAL;
+  }
+  *pip_ms = r.wall_time_us / 1000;
+  sbx_code code = SBX_OK;
+  if (r.killed_by != SANDBOX_KILLED_BY_NONE || r.exit_code != 0) {
+    /* pip writes its errors to stderr; stdout only when stderr is empty. */
+    char tail[TAIL_BYTES + 1], hint[600];
+    if (r.stderr_len > 0)
+      tail_text(r.stderr_data, r.stderr_len, tail, sizeof(tail));
+    else
+      tail_text(r.stdout_data, r.stdout_len, tail, sizeof(tail));
+    switch (r.killed_by) {
+    case SANDBOX_KILLED_BY_TIMEOUT:
+      snprintf(hint, sizeof(hint), "could not install the requirements: pip did not finish "
+                                   "within %" PRId64 " ms (--pip-timeout-ms)", s->pip_timeout_ms);
+      break;
+    case SANDBOX_KILLED_BY_MEMORY:
+      snprintf(hint, sizeof(hint), "could not install the requirements: pip ran out of memory "
+                                   "(--pip-memory-bytes, --pip-disk-bytes)");
+      break;
+    case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
+      snprintf(hint, sizeof(hint), "could not install the requirements: pip wrote more than "
+                                   "%u KiB of output", PIP_OUTPUT_BYTES >> 10);
+      break;
+    case SANDBOX_KILLED_BY_SIGNAL:
+      snprintf(hint, sizeof(hint), "could not install the requirements: pip was killed by "
+                                   "signal %d", r.signal);
+      break;
+    case SANDBOX_KILLED_BY_NONE:
+    default:
+      install_failure_hint(tail, s, hint, sizeof(hint));
+      if (strstr(tail, "No space left on device") != NULL)
+        snprintf(hint, sizeof(hint), "could not install the requirements: they need more than "
+                                     "%" PRId64 " bytes (--pip-disk-bytes)", s->pip_disk_bytes);
+      break;
+    }
+    snprintf(msg, msglen, "requirements: %s; nothing ran\npip's output (the end):\n%s", hint,
+             tail);
+    code = SBX_FAILED_PRECONDITION;
+  }
+  sandbox_result_free(&r);
+  return code;
+}
+
+sbx_code install_build(struct server *srv, unsigned slot, const struct requirement_set *set,
+                       struct envstore_env *env, const char *material, char *msg, size_t msglen) {
+  const struct server_settings *s = &srv->settings;
+  uid_t uid = (uid_t)(s->uid_base + slot);
+  char ws_name[32], key[REQUIREMENT_KEY_HEX + 1];
+  snprintf(ws_name, sizeof(ws_name), "build-%u", slot);
+  snprintf(key, sizeof(key), "%s", env->key); /* env may be gone when the build failed */
+  msg[0] = '\0';
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  char why[512];
+  int ws_fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root, ws_name,
+                              (uint64_t)s->pip_disk_bytes, PIP_INODES, uid, (gid_t)uid, why,
+                              sizeof(why));
+  if (ws_fd < 0) {
+    snprintf(msg, msglen, "requirements: build directory: %s; nothing ran", why);
+    envstore_fail(&srv->store, env, SBX_INTERNAL, msg);
+    return SBX_INTERNAL;
+  }
+  sbx_code code = SBX_OK;
+  if ((mkdirat(ws_fd, ENVSTORE_SITE, 0755) < 0 || fchownat(ws_fd, ENVSTORE_SITE, uid, uid, 0) < 0 ||
+       mkdirat(ws_fd, "tmp", 0700) < 0 || fchownat(ws_fd, "tmp", uid, uid, 0) < 0)) {
+    snprintf(msg, msglen, "requirements: build directory: %s; nothing ran", strerror(errno));
+    code = SBX_INTERNAL;
+  }
+  uint64_t pip_ms = 0;
+  if (code == SBX_OK)
+    code = run_pip(srv, slot, set, ws_name, msg, msglen, &pip_ms);
+  if (code == SBX_OK) {
+    /* Every process of pip's run is dead: the tree is final, and hostile. */
+    int site_fd = safefs_open_dir(ws_fd, ENVSTORE_SITE);
+    if (site_fd < 0) {
+      snprintf(msg, msglen, "requirements: pip left no %s directory (%s); nothing ran",
+               ENVSTORE_SITE, strerror(errno));
+      code = SBX_FAILED_PRECONDITION;
+    } else {
+      char cwhy[512];
+      if (envstore_commit(&srv->store, env, site_fd, material, cwhy, sizeof(cwhy)) < 0) {
+        snprintf(msg, msglen, "requirements: the environment could not be stored: %s; nothing "
+                              "ran", cwhy);
+        code = SBX_FAILED_PRECONDITION;
+        env = NULL; /* commit failed it */
+      }
+      close(site_fd);
+    }
+  }
+  if (code != SBX_OK && env != NULL)
+    envstore_fail(&srv->store, env, code, msg);
+  close(ws_fd);
+  if (workspace_unmount(srv->workspace_root_fd, srv->workspace_root, ws_name, why, sizeof(why)) <
+      0)
+    log_line("workspace_unmount_failed", "name=%s error=\"%s\"", ws_name, why);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  uint64_t ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
+                (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000000);
+  char first[200];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(msg, "\n"), msg);
+  for (char *c = first; *c != '\0'; c++)
+    if (*c == '"')
+      *c = '\'';
+  log_line("env_build", "key=%.64s slot=%u requirements=%zu status=%s pip_ms=%" PRIu64
+                        " duration_ms=%" PRIu64 "%s%s%s",
+           key, slot, set->n, sbx_code_name(code), pip_ms, ms,
+           code != SBX_OK ? " error=\"" : "", code != SBX_OK ? first : "",
+           code != SBX_OK ? "\"" : "");
+  return code;
+}

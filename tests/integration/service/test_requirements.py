@@ -1,0 +1,370 @@
+#!/usr/bin/python3
+"""End-to-end tests of per-run requirements (docs/REQUIREMENTS.md): the real
+sandboxd and sandbox-run, offline, with wheels this test writes itself into a
+temporary wheelhouse (and, for the network mode, a PEP 503 index served from
+127.0.0.1). Uses test_service.py's Server and check. uid bases 64000-64900.
+"""
+import argparse
+import concurrent.futures
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_service  # noqa: E402
+from test_service import FAILURES, Server, check  # noqa: E402
+from wheelhouse import make_module_wheel  # noqa: E402
+
+IMPORT = "import {mod}\nprint({mod}.VALUE)\n"
+
+
+def info(s):
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True,
+                       text=True, timeout=30)
+    return json.loads(p.stdout)
+
+
+def env_dirs(state):
+    d = os.path.join(state, "envs")
+    return sorted(n for n in os.listdir(d)) if os.path.isdir(d) else []
+
+
+def req_flags(*reqs):
+    return [x for r in reqs for x in ("--requirement", r)]
+
+
+def new_wheelhouse():
+    wh = tempfile.mkdtemp(prefix="sbx-wheels-")
+    os.chmod(wh, 0o755)
+    return wh
+
+
+def group_requirements_basic(b):
+    wh = new_wheelhouse()
+    make_module_wheel(wh, "sbx-alpha", "1.0", "alpha one")
+    make_module_wheel(wh, "sbx-alpha", "2.0", "alpha two")
+    make_module_wheel(wh, "sbx-dep", "1.0", "dep")
+    make_module_wheel(wh, "sbx-uses-dep", "1.0", "uses dep", requires=["sbx-dep>=1"])
+    make_module_wheel(wh, "sbx-broken", "1.0", "never", requires=["sbx-missing-dep"])
+    s = Server(b, 64000, "--workers", "2", "--wheelhouse", wh, "--max-requirements", "4")
+    try:
+        rc, out = s.run(IMPORT.format(mod="sbx_alpha"), *req_flags("sbx-alpha==1.0"))
+        check(out.get("status") == "OK" and out.get("stdout") == "alpha one\n",
+              "a run with a requirement imports the package", out)
+        check(any("installed into a new environment" in l for l in out.get("feedback", [])),
+              "its feedback says the environment was built", out.get("feedback"))
+        i1 = info(s)
+        check(i1["environment_builds_total"] == 1 and i1["environments"] == 1,
+              "one build, one environment", i1)
+        # The same set spelled differently: same key, no new build.
+        rc, out = s.run(IMPORT.format(mod="sbx_alpha"), *req_flags("SBX_Alpha == 1.0"))
+        i2 = info(s)
+        check(out.get("stdout") == "alpha one\n" and i2["environment_builds_total"] == 1
+              and not any("installed" in l for l in out.get("feedback", [])),
+              "a second run with the same set reuses the environment", (out, i2))
+        check(re.search(r"event=run .* env=[0-9a-f]{12} ", s.log_text()) is not None,
+              "the run's log line names its environment")
+        # Dependencies come along; another version is another environment.
+        rc, out = s.run("import sbx_uses_dep, sbx_dep\nprint(sbx_uses_dep.VALUE, sbx_dep.VALUE)\n",
+                        *req_flags("sbx-uses-dep"))
+        check(out.get("stdout") == "uses dep dep\n", "a dependency is installed with it", out)
+        rc, out = s.run(IMPORT.format(mod="sbx_alpha"), *req_flags("sbx-alpha>=2"))
+        check(out.get("stdout") == "alpha two\n", "a version specifier picks the version", out)
+        # Read-only, and nothing of it without requirements.
+        rc, out = s.run("import os, sbx_alpha\nd = os.path.dirname(sbx_alpha.__file__)\n"
+                        "try:\n    open(os.path.join(d, 'x'), 'w')\nexcept OSError as e:\n"
+                        "    print(e.errno)\n", *req_flags("sbx-alpha==1.0"))
+        check(out.get("stdout") == "30\n", "the environment is read-only in the run (EROFS)", out)
+        rc, out = s.run("import importlib.util\nprint(importlib.util.find_spec('sbx_alpha'))\n")
+        check(out.get("stdout") == "None\n", "a run without requirements does not see it", out)
+        owners = {os.stat(os.path.join(r, n)).st_uid
+                  for r, ds, fs in os.walk(os.path.join(s.state, "envs")) for n in ds + fs}
+        check(owners == {0}, "the store's files belong to root, not the sandbox's uid", owners)
+
+        before = info(s)
+        bad = [
+            ("-e .", "must not start with '-'"),
+            ("--index-url=http://evil.example/simple", "must not start with '-'"),
+            ("-r/etc/passwd", "must not start with '-'"),
+            ("sbx-alpha @ https://example.com/x.whl", "URLs"),
+            ("https://example.com/sbx_alpha-1.0-py3-none-any.whl", "URLs"),
+            ("./pkg", "local paths"),
+            ("/etc/passwd", "local paths"),
+            ("sbx_alpha-1.0-py3-none-any.whl", "archive"),
+            ("sbx-alpha==1.0.zip", "archive"),
+            ("sbx-alpha; os.system('id')", "marker"),
+            ("sbx-alpha==1.0 --hash=sha256:00", "end of the requirement"),
+            ("sbx alpha", "end of the requirement"),
+            ("x" * 201, "bytes"),
+        ]
+        for spec, why in bad:
+            rc, out = s.run(HELLO, *req_flags(spec))
+            check(out.get("status") == "INVALID_ARGUMENT" and "requirements[0]" in out.get("error", "")
+                  and why in out.get("error", ""), f"INVALID_ARGUMENT for {spec[:40]!r}", out)
+        rc, out = s.run(HELLO, *req_flags("a", "b", "c", "d", "e"))
+        check(out.get("status") == "INVALID_ARGUMENT" and "0 to 4" in out.get("error", ""),
+              "more than --max-requirements is refused", out)
+        after = info(s)
+        check(after["runs_total"] == before["runs_total"]
+              and after["environment_builds_total"] == before["environment_builds_total"],
+              "nothing ran or was built for refused requirements", (before, after))
+
+        # A package whose install fails: nothing runs, pip's reason comes back.
+        marker = os.path.join(s.tmp, "ran")
+        rc, out = s.run(f"open({marker!r}, 'w')\n", *req_flags("sbx-broken"))
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION" and rc == 125
+              and "could not install 'sbx-missing-dep': no matching distribution in the "
+                  "configured index" in err
+              and "No matching distribution found for sbx-missing-dep" in err
+              and "nothing ran" in err, "a failed install is FAILED_PRECONDITION with pip's "
+              "output tail", out)
+        rc, out = s.run(HELLO, *req_flags("sbx-not-in-wheelhouse"))
+        check("could not install 'sbx-not-in-wheelhouse'" in out.get("error", ""),
+              "an unknown package names itself", out)
+        after2 = info(s)
+        check(after2["runs_total"] == after["runs_total"]
+              and after2["environment_build_failures_total"] == 2
+              and after2["environments"] == after["environments"],
+              "failed installs run nothing and store nothing", after2)
+        check(not [n for n in env_dirs(s.state) if not re.fullmatch(r"[0-9a-f]{64}", n)],
+              "no build leftovers in the store", env_dirs(s.state))
+
+        # The hint for a missing module.
+        rc, out = s.run("import sbx_not_installed_anywhere.sub\n")
+        check("add 'sbx_not_installed_anywhere' to requirements" in out.get("feedback", []),
+              "ModuleNotFoundError gives the feedback \"add 'X' to requirements\"",
+              out.get("feedback"))
+    finally:
+        s.stop()
+    # A server with no package source says so, and still runs code.
+    s = Server(b, 64000)
+    try:
+        rc, out = s.run(HELLO, *req_flags("sbx-alpha"))
+        check(out.get("status") == "FAILED_PRECONDITION" and "--wheelhouse" in out.get("error", ""),
+              "without a package source requirements are FAILED_PRECONDITION", out)
+        check(info(s)["requirements_available"] is False, "and GetInfo says so")
+    finally:
+        s.stop()
+    shutil.rmtree(wh, ignore_errors=True)
+
+
+HELLO = test_service.HELLO
+
+
+def group_requirements_concurrency(b):
+    wh = new_wheelhouse()
+    make_module_wheel(wh, "sbx-shared", "1.0", "shared")
+    make_module_wheel(wh, "sbx-fails", "1.0", "never", requires=["sbx-nowhere"])
+    s = Server(b, 64100, "--workers", "2", "--wheelhouse", wh)
+    try:
+        def one(i):
+            return s.run(f"import sbx_shared\nprint(sbx_shared.VALUE, {i})\n",
+                         *req_flags("sbx-shared"))
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            results = list(ex.map(one, range(8)))
+        ok = [i for i, (rc, out) in enumerate(results) if out.get("stdout") == f"shared {i}\n"]
+        check(len(ok) == 8, "eight concurrent requests for a new set all run with it", results)
+        i = info(s)
+        builds = [l for l in s.log_text().splitlines() if "event=env_build" in l]
+        check(i["environment_builds_total"] == 1 and len(builds) == 1 and i["environments"] == 1,
+              "and it is built once", (i, builds))
+        waited = [out for rc, out in results
+                  if any("waited" in l for l in out.get("feedback", []))]
+        check(len(waited) >= 1, "a run that waited for the build says so",
+              [o.get("feedback") for _, o in results])
+        # A failing set: every concurrent request gets pip's answer, none runs.
+        before = info(s)["runs_total"]
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            results = list(ex.map(lambda i: s.run(HELLO, *req_flags("sbx-fails")), range(4)))
+        check(all(out.get("status") == "FAILED_PRECONDITION"
+                  and "sbx-nowhere" in out.get("error", "") for _, out in results)
+              and info(s)["runs_total"] == before,
+              "concurrent requests for a failing set all get FAILED_PRECONDITION", results)
+        rc, out = s.run(IMPORT.format(mod="sbx_shared"), *req_flags("sbx-shared"))
+        check(out.get("stdout") == "shared\n", "the server still serves the good set", out)
+    finally:
+        s.stop()
+        shutil.rmtree(wh, ignore_errors=True)
+
+
+MB = 1 << 20
+
+
+def group_requirements_eviction_and_restart(b):
+    wh = new_wheelhouse()
+    for name in ("sbx-pad-a", "sbx-pad-b", "sbx-pad-c", "sbx-pad-d", "sbx-slow"):
+        make_module_wheel(wh, name, "1.0", name, padding=MB)
+    # Room for two environments of a little over 1 MiB, not three.
+    cap = str(MB * 5 // 2)
+    s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes", cap)
+    try:
+        def use(name, extra=""):
+            mod = name.replace("-", "_")
+            return s.run(f"import {mod}\n{extra}print({mod}.VALUE)\n", *req_flags(name))
+
+        # a is held by a running program while b and c are built: the cap
+        # makes the store evict, but never a, though it is the least recent.
+        slow = subprocess.Popen(
+            [f"{b}/sandbox-run", "-e", s.tcp, "--json", "--timeout-ms", "30000",
+             *req_flags("sbx-pad-a"), "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        slow.stdin.write(b"import time, os, sbx_pad_a\ntime.sleep(8)\n"
+                         b"d = os.path.dirname(sbx_pad_a.__file__)\n"
+                         b"print(len(open(os.path.join(d, 'padding.bin'), 'rb').read()))\n")
+        slow.stdin.close()
+        deadline = time.time() + 30
+        while time.time() < deadline and info(s)["environments"] < 1:
+            time.sleep(0.1)
+        for name in ("sbx-pad-b", "sbx-pad-c"):
+            rc, out = use(name)
+            check(out.get("stdout") == f"{name}\n", f"{name} runs", out)
+        check(slow.poll() is None, "a's program was still running while b and c were built")
+        out = json.loads(slow.stdout.read())
+        slow.wait(30)
+        check(out.get("stdout") == f"{MB}\n", "an environment in use is never evicted: the "
+              "program still reads it after the store passed its cap", out)
+        i = info(s)
+        check(i["environments"] == 2 and i["environment_bytes"] <= int(cap),
+              "the store keeps within its cap", i)
+        check("event=env_evict" in s.log_text() and "trash-" not in " ".join(env_dirs(s.state)),
+              "eviction is logged and leaves nothing behind", env_dirs(s.state))
+        # b was evicted (least recently used idle one); a and c remain.
+        builds = i["environment_builds_total"]
+        use("sbx-pad-a")
+        use("sbx-pad-c")
+        check(info(s)["environment_builds_total"] == builds, "a and c are still stored")
+        # Now c is the most recent: d's build evicts a.
+        use("sbx-pad-d")
+        use("sbx-pad-c")
+        check(info(s)["environment_builds_total"] == builds + 1,
+              "the most recently used environment survives the next eviction")
+        rc, out = use("sbx-pad-a")
+        check(out.get("stdout") == "sbx-pad-a\n" and info(s)["environment_builds_total"] == builds + 2,
+              "the evicted one is built again when asked for", out)
+        kept = info(s)
+        kept_dirs = env_dirs(s.state)
+        state = s.state
+        check(s.stop() == 0, "server stops")
+
+        # Restart: the store survives; leftovers of a crash are removed.
+        os.makedirs(os.path.join(s.state, "envs", "tmp-" + "0" * 64 + "-9", "site"))
+        os.makedirs(os.path.join(s.state, "envs", "f" * 64, "site"))  # no meta: incomplete
+        s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes",
+                   cap, "--state-dir", state)
+        s.state = state  # the flag wins over the Server's own state dir
+        i = info(s)
+        check(i["environments"] == kept["environments"]
+              and i["environment_bytes"] == kept["environment_bytes"]
+              and env_dirs(s.state) == kept_dirs,
+              "a restarted server finds its environments, and only complete ones",
+              (i, env_dirs(s.state), kept_dirs))
+        rc, out = use("sbx-pad-a")
+        check(out.get("stdout") == "sbx-pad-a\n" and info(s)["environment_builds_total"] == 0,
+              "and uses them without building", out)
+
+        # A server killed in the middle of a build: nothing of it is used.
+        p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", *req_flags("sbx-slow"),
+                              "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdin.write(b"import sbx_slow\nprint(sbx_slow.VALUE)\n")
+        p.stdin.close()
+        build_dir = os.path.join(s.state, "workspaces")
+        deadline = time.time() + 20
+        while time.time() < deadline and not any(n.startswith("build-")
+                                                 for n in os.listdir(build_dir)):
+            time.sleep(0.02)
+        time.sleep(0.3)
+        s.proc.kill()
+        s.proc.wait()
+        check("event=env_build" not in s.log_text(), "the server died before the build ended")
+        p.kill()  # it would wait for a reply that never comes
+        p.wait(30)
+        s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes",
+                   cap, "--state-dir", state)
+        s.state = state  # the flag wins over the Server's own state dir
+        check(info(s)["environments"] == kept["environments"]
+              and all(re.fullmatch(r"[0-9a-f]{64}", n) for n in env_dirs(s.state)),
+              "a build killed with its server leaves nothing the next server uses",
+              env_dirs(s.state))
+        rc, out = use("sbx-slow")
+        check(out.get("stdout") == "sbx-slow\n" and info(s)["environment_builds_total"] == 1,
+              "the set is built anew", out)
+    finally:
+        s.stop()
+        shutil.rmtree(wh, ignore_errors=True)
+
+
+def group_requirements_network(b):
+    """--index-url: pip (only pip) gets the host network and reads a PEP 503
+    index served here on 127.0.0.1."""
+    root = new_wheelhouse()
+    os.makedirs(os.path.join(root, "files"))
+    whl = make_module_wheel(os.path.join(root, "files"), "sbx-net", "1.0", "from the index")
+    os.makedirs(os.path.join(root, "simple", "sbx-net"))
+    with open(os.path.join(root, "simple", "sbx-net", "index.html"), "w") as f:
+        name = os.path.basename(whl)
+        f.write(f'<html><body><a href="../../files/{name}">{name}</a></body></html>\n')
+    hits = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, fmt, *args):
+            hits.append(self.path)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                            functools.partial(Handler, directory=root))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/simple/"
+    s = Server(b, 64300, "--workers", "1", "--index-url", url)
+    try:
+        rc, out = s.run(IMPORT.format(mod="sbx_net"), *req_flags("sbx-net"))
+        check(out.get("stdout") == "from the index\n", "pip installs from --index-url", out)
+        check(any(h.startswith("/simple/sbx-net") for h in hits)
+              and any(h.startswith("/files/") for h in hits), "through the index", hits)
+        port = httpd.server_address[1]
+        rc, out = s.run("import socket\ntry:\n"
+                        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+                        "    print('connected')\nexcept OSError as e:\n    print('refused')\n",
+                        *req_flags("sbx-net"))
+        check(out.get("stdout") == "refused\n", "the user's code still has no network", out)
+    finally:
+        s.stop()
+        httpd.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("group", choices=sorted(GROUPS))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        msg = f"SKIP {a.group}: needs root (the sandbox engine does)"
+        if os.environ.get("CI") == "true":
+            print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
+            return 1
+        print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
+        return 77
+    try:
+        GROUPS[a.group](a.bin_dir)
+    except Exception as e:  # a crash is a failure, with its reason
+        import traceback
+        traceback.print_exc()
+        FAILURES.append(f"exception: {e}")
+    print(f"{len(FAILURES)} failure(s)" if FAILURES else "all passed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
