@@ -16,21 +16,14 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "decode.h"
 #include "envelope.h"
 #include "log.h"
 #include "safefs.h"
 #include "server.h"
 #include "validate.h"
-#include "wire_check.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-
-/* Budget for decoding one message: protobuf-c allocates a struct per
- * embedded message and repeated element, so allow a multiple of the wire
- * size plus a floor for small requests. */
-static size_t decode_budget(size_t wire_len) {
-  return 8 * wire_len + (256u << 10);
-}
 
 /* The handler tells the dispatcher through this (on its stack) whether it
  * handed the call to a worker: after that the dispatcher must not touch the
@@ -401,85 +394,40 @@ static void call_send(struct server_call *call) {
   nng_ctx_send(call->ctx, call->aio);
 }
 
-/* Printable, bounded copy of untrusted text for messages. */
-static void sanitize(const char *in, char *out, size_t len) {
-  size_t i = 0;
-  for (; in[i] != '\0' && i + 1 < len; i++)
-    out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : '?';
-  out[i] = '\0';
-}
-
 /* Decodes and dispatches one request. Returns true when the call went to a
  * worker (the caller must then leave it alone). */
 static bool call_handle(struct server_call *call, nng_msg *msg) {
   struct server *srv = call->srv;
-  const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
   atomic_fetch_add(&srv->requests_total, 1);
   clock_gettime(CLOCK_MONOTONIC, &call->received);
-  call->request_id[0] = '\0';
-  call->deadline_unix_ms = 0;
-  call->input = NULL;
 
-  size_t len = nng_msg_len(msg);
-  struct sbx_bounded_alloc env_alloc;
-  sbx_bounded_alloc_init(&env_alloc, decode_budget(len));
-  Sandbox__V1__RequestEnvelope *env =
-      sandbox__v1__request_envelope__unpack(&env_alloc.base, len, nng_msg_body(msg));
+  /* Everything that parses the request's bytes is service_decode_request
+   * (decode.c), the function the fuzzer drives. */
+  struct decoded_request req;
+  char message[512];
+  sbx_code status = service_decode_request(nng_msg_body(msg), nng_msg_len(msg), &call->alloc,
+                                           &req, message, sizeof(message));
   nng_msg_free(msg);
-  if (env == NULL) {
-    call_set_reply(call, SBX_INVALID_ARGUMENT,
-                   env_alloc.exhausted ? "request needs more memory to decode than allowed"
-                                       : "request is not a valid sandbox.v1.RequestEnvelope",
-                   NULL);
+  snprintf(call->request_id, sizeof(call->request_id), "%s", req.request_id);
+  call->deadline_unix_ms = req.deadline_unix_ms;
+  call->input = req.input;
+  if (status != SBX_OK) {
+    call_set_reply(call, status, message, NULL);
     return false;
   }
-  snprintf(call->request_id, sizeof(call->request_id), "%s", env->request_id);
-  call->deadline_unix_ms = env->deadline_unix_ms;
-
-  int index = sbx_method_index(env->method);
-  if (index < 0 || (unsigned)index >= desc->n_methods) {
-    char name[128], message[200];
-    sanitize(env->method, name, sizeof(name));
-    snprintf(message, sizeof(message), "unknown method \"%s\"", name);
-    call_set_reply(call, SBX_UNIMPLEMENTED, message, NULL);
-    sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
-    return false;
-  }
-  const ProtobufCMethodDescriptor *method = &desc->methods[index];
-  if (atomic_load(&srv->draining) && strcmp(method->name, "Health") != 0) {
+  unsigned index = req.method_index;
+  if (atomic_load(&srv->draining) && strcmp(req.method->name, "Health") != 0) {
     call_set_reply(call, SBX_UNAVAILABLE, "server is shutting down; nothing ran", NULL);
-    sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
-    return false;
-  }
-
-  const char *nul_field = NULL;
-  if (wire_find_nul_string(method->input, env->payload.data, env->payload.len, &nul_field) == 1) {
-    char message[200];
-    snprintf(message, sizeof(message), "%s: must not contain NUL bytes", nul_field);
-    call_set_reply(call, SBX_INVALID_ARGUMENT, message, NULL);
-    sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
-    return false;
-  }
-
-  sbx_bounded_alloc_init(&call->alloc, decode_budget(env->payload.len));
-  call->input = protobuf_c_message_unpack(method->input, &call->alloc.base, env->payload.len,
-                                          env->payload.data);
-  sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
-  if (call->input == NULL) {
-    char message[200];
-    if (call->alloc.exhausted)
-      snprintf(message, sizeof(message), "request needs more memory to decode than allowed");
-    else
-      snprintf(message, sizeof(message), "payload is not a valid %s", method->input->name);
-    call_set_reply(call, SBX_INVALID_ARGUMENT, message, NULL);
+    protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
+    call->input = NULL;
     return false;
   }
 
   struct dispatch d = {.call = call, .queued = false, .status = SBX_INTERNAL};
   snprintf(d.message, sizeof(d.message), "handler gave no answer");
   ProtobufCService *service = &srv->service.base;
-  /* index was checked against n_methods above: protobuf-c asserts on it. */
-  service->invoke(service, (unsigned)index, call->input, dispatch_closure, &d);
+  /* index was checked against n_methods in decode.c: protobuf-c asserts on it. */
+  service->invoke(service, index, call->input, dispatch_closure, &d);
   if (d.queued)
     return true;
   protobuf_c_message_free_unpacked(call->input, &call->alloc.base);

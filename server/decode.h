@@ -1,0 +1,37 @@
+/* decode.h: one request's bytes, as they came off the network, to a
+ * decoded request message: the envelope (bounded allocator), the method
+ * checked against the generated service descriptor, NUL bytes in string
+ * fields refused, the method's request decoded (bounded allocator). Pure:
+ * no I/O, no server state, so the fuzzer (tests/fuzz) drives exactly the
+ * code the service runs. Never trusts a byte of its input. */
+#ifndef SBX_DECODE_H
+#define SBX_DECODE_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bounded_alloc.h"
+#include "status.h"
+
+struct decoded_request {
+  char request_id[128];     /* from the envelope, "" when it did not decode */
+  uint64_t deadline_unix_ms; /* from the envelope, 0 = none */
+  unsigned method_index;     /* checked against the descriptor's method count */
+  const ProtobufCMethodDescriptor *method;
+  ProtobufCMessage *input; /* the method's request, allocated from alloc */
+};
+
+/* Budget for decoding a message of wire_len bytes: protobuf-c allocates a
+ * struct per embedded message and repeated element. */
+size_t decode_budget(size_t wire_len);
+
+/* Decodes data[0..len). Returns SBX_OK with out->input allocated from alloc
+ * (free it with protobuf_c_message_free_unpacked(out->input, &alloc->base)),
+ * or INVALID_ARGUMENT/UNIMPLEMENTED with a printable message in msg and
+ * nothing left allocated. out->request_id and out->deadline_unix_ms are
+ * filled whenever the envelope decoded, so errors can echo the id. */
+sbx_code service_decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *alloc,
+                                struct decoded_request *out, char *msg, size_t msglen);
+
+#endif
