@@ -29,7 +29,8 @@ int download_url_syntax_ok(const char *url) {
   return 1;
 }
 
-static int reason_set(char *reason, size_t len, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int reason_set(char *reason, size_t len,
+                                                             const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(reason, len, fmt, ap);

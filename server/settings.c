@@ -121,7 +121,8 @@ static const struct setting_def setting_defs[] = {
 };
 #define N_SETTINGS (sizeof(setting_defs) / sizeof(setting_defs[0]))
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                       ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static sbx_code refuse(sbx_code code, char *msg, size_t msglen, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static sbx_code refuse(sbx_code code, char *msg,
+                                                             size_t msglen, const char *fmt,
+                                                             ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, msglen, fmt, ap);

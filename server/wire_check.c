@@ -72,5 +72,7 @@ static int scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, const 
 int wire_find_nul_string(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                          const char **field) {
   *field = NULL;
+  if (len == 0) /* an empty payload has data == NULL: NULL + 0 is undefined */
+    return 0;
   return scan(desc, data, data + len, 0, field);
 }

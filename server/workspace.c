@@ -20,7 +20,8 @@
 #include "sandbox/cleanup.h"
 #include "sandbox/sandbox.h"
 
-static int ws_fail(char *msg, size_t msglen, int errnum, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static int ws_fail(char *msg, size_t msglen, int errnum,
+                                                          const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(msg, msglen, fmt, ap);

@@ -1,0 +1,99 @@
+/* fuzz_request: libFuzzer harness over everything sandboxd does with a
+ * request's bytes before a worker sees it, in the server's own order:
+ * service_decode_request (envelope with the bounded allocator, method
+ * check, NUL bytes in strings, the method's request), then what the
+ * method's handler checks before any I/O: validate_run_request (limits,
+ * ids, file paths, URLs, env keys, requirement strings) and the requirement
+ * set for RunCode, the session id and path checks for the session calls.
+ * Built with clang, ASan and UBSan by scripts/fuzz; any crash, sanitizer
+ * report or broken invariant below aborts the run. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "requirements.h"
+#include "sandbox.pb-c.h"
+#include "session.h"
+#include "settings.h"
+#include "validate.h"
+
+static void require(int cond, const char *what) {
+  if (!cond) {
+    fprintf(stderr, "fuzz_request: invariant broken: %s\n", what);
+    abort();
+  }
+}
+
+/* Answers go back to clients as text: bounded, terminated. */
+static void check_message(const char *msg, size_t cap) {
+  require(memchr(msg, '\0', cap) != NULL, "message is NUL-terminated within its buffer");
+}
+
+static void fuzz_run_code(const Sandbox__V1__RunCodeRequest *req,
+                          const struct server_settings *settings) {
+  struct sandbox_limits limits;
+  char msg[512];
+  sbx_code st = validate_run_request(req, settings, &limits, msg, sizeof(msg));
+  check_message(msg, sizeof(msg));
+  if (st == SBX_OK) {
+    /* What validation promises the worker. */
+    require(req->code[0] != '\0', "accepted code is not empty");
+    require(limits.timeout_ms >= 1 &&
+                limits.timeout_ms <= (uint64_t)settings->max_limits.timeout_ms,
+            "accepted timeout within its range");
+    require(limits.cpu_time_ms <= limits.timeout_ms, "CPU limit at most the wall limit");
+    require(limits.memory_bytes >= (8u << 20) &&
+                limits.memory_bytes <= (uint64_t)settings->max_limits.memory_bytes,
+            "accepted memory within its range");
+    require(limits.max_processes >= 1 &&
+                limits.max_processes <= (uint64_t)settings->max_limits.max_processes,
+            "accepted process count within its range");
+    for (size_t i = 0; i < req->n_files; i++)
+      require(validate_relative_path(req->files[i]->path), "accepted file paths are relative");
+    struct requirement_set set;
+    char why[256];
+    if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, &set,
+                              why, sizeof(why)) >= 0)
+      requirement_set_free(&set);
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static struct server_settings settings;
+  static int ready;
+  if (!ready) {
+    settings_defaults(&settings);
+    ready = 1;
+  }
+  struct sbx_bounded_alloc alloc;
+  struct decoded_request req;
+  char msg[512];
+  sbx_code st = service_decode_request(data, size, &alloc, &req, msg, sizeof(msg));
+  check_message(msg, sizeof(msg));
+  check_message(req.request_id, sizeof(req.request_id));
+  if (st != SBX_OK) {
+    require(req.input == NULL, "nothing decoded on error");
+    return 0;
+  }
+  require(req.input != NULL && req.method != NULL, "a decoded request on success");
+  require(req.method_index < sandbox__v1__sandbox__descriptor.n_methods, "method index checked");
+  const ProtobufCMessageDescriptor *in = req.method->input;
+  if (in == &sandbox__v1__run_code_request__descriptor) {
+    fuzz_run_code((const Sandbox__V1__RunCodeRequest *)req.input, &settings);
+  } else if (in == &sandbox__v1__list_files_request__descriptor) {
+    const Sandbox__V1__ListFilesRequest *r = (const void *)req.input;
+    (void)session_id_valid(r->session_id);
+    (void)validate_relative_path(r->path);
+  } else if (in == &sandbox__v1__read_file_request__descriptor) {
+    const Sandbox__V1__ReadFileRequest *r = (const void *)req.input;
+    (void)session_id_valid(r->session_id);
+    (void)validate_relative_path(r->path);
+  } else if (in == &sandbox__v1__close_session_request__descriptor) {
+    (void)session_id_valid(((const Sandbox__V1__CloseSessionRequest *)req.input)->session_id);
+  }
+  protobuf_c_message_free_unpacked(req.input, &alloc.base);
+  require(alloc.used == 0, "the bounded allocator got back every byte it handed out");
+  return 0;
+}
