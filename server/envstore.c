@@ -46,7 +46,8 @@ static int set_msg(char *msg, size_t msglen, const char *fmt, ...) {
 static bool is_key(const char *name) {
   size_t n = 0;
   for (; name[n] != '\0'; n++)
-    if (!((name[n] >= '0' && name[n] <= '9') || (name[n] >= 'a' && name[n] <= 'f')))
+    if (!((name[n] >= '0' && name[n] <= '9') ||
+          (name[n] >= 'a' && name[n] <= 'f')))
       return false;
   return n == REQUIREMENT_KEY_HEX;
 }
@@ -73,7 +74,8 @@ static void free_env(struct envstore_env *env) {
 
 static void remove_tree_logged(struct envstore *s, const char *name) {
   if (sandbox_remove_tree(s->dir_fd, name) < 0 && errno != ENOENT)
-    log_line("env_remove_failed", "dir=%s/%s error=\"%s\"", s->dir, name, strerror(errno));
+    log_line("env_remove_failed", "dir=%s/%s error=\"%s\"", s->dir, name,
+             strerror(errno));
 }
 
 /* Takes idle environments out of the store, least recently used first,
@@ -91,16 +93,19 @@ static void evict(struct envstore *s) {
           lru = e;
       if (lru == NULL)
         break; /* everything left is in use: over the cap until released */
-      snprintf(trash[n], sizeof(trash[n]), "trash-%s-%" PRIu64, lru->key, ++s->seq);
+      snprintf(trash[n], sizeof(trash[n]), "trash-%s-%" PRIu64, lru->key,
+               ++s->seq);
       if (renameat(s->dir_fd, lru->key, s->dir_fd, trash[n]) < 0) {
-        log_line("env_evict_rename_failed", "key=%s error=\"%s\"", lru->key, strerror(errno));
+        log_line("env_evict_rename_failed", "key=%s error=\"%s\"", lru->key,
+                 strerror(errno));
         snprintf(trash[n], sizeof(trash[n]), "%s", lru->key);
       }
       n++;
       s->total_bytes -= lru->bytes;
       s->n_ready--;
       atomic_fetch_add(&s->evictions_total, 1);
-      log_line("env_evict", "key=%s bytes=%" PRIu64 " store_bytes=%" PRIu64 " cap=%" PRIu64,
+      log_line("env_evict",
+               "key=%s bytes=%" PRIu64 " store_bytes=%" PRIu64 " cap=%" PRIu64,
                lru->key, lru->bytes, s->total_bytes, s->cap_bytes);
       unlink_env(s, lru);
       free_env(lru);
@@ -122,8 +127,9 @@ static int64_t read_meta(int dir_fd, const char *key, struct stat *meta_st) {
   if (fd < 0)
     return -1;
   char buf[512];
-  ssize_t n = fstat(fd, meta_st) == 0 && S_ISREG(meta_st->st_mode) ? read(fd, buf, sizeof(buf) - 1)
-                                                                    : -1;
+  ssize_t n = fstat(fd, meta_st) == 0 && S_ISREG(meta_st->st_mode)
+                  ? read(fd, buf, sizeof(buf) - 1)
+                  : -1;
   close(fd);
   if (n <= 0)
     return -1;
@@ -141,13 +147,14 @@ static int64_t read_meta(int dir_fd, const char *key, struct stat *meta_st) {
     return -1;
   snprintf(path, sizeof(path), "%s/" ENVSTORE_SITE, key);
   struct stat st;
-  if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+  if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+      !S_ISDIR(st.st_mode))
     return -1;
   return bytes;
 }
 
-int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes, char *msg,
-                  size_t msglen) {
+int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes,
+                  char *msg, size_t msglen) {
   memset(s, 0, sizeof(*s));
   s->dir_fd = -1;
   if (snprintf(s->dir, sizeof(s->dir), "%s", dir) >= (int)sizeof(s->dir))
@@ -164,18 +171,21 @@ int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes, char 
   char **names;
   size_t n;
   bool truncated;
-  if (safefs_read_names(s->dir_fd, COPY_MAX_ENTRIES, &names, &n, &truncated) < 0)
+  if (safefs_read_names(s->dir_fd, COPY_MAX_ENTRIES, &names, &n, &truncated) <
+      0)
     return set_msg(msg, msglen, "read %s: %s", dir, strerror(errno));
   size_t removed = 0;
   for (size_t i = 0; i < n; i++) {
     const char *name = names[i];
     if (strncmp(name, "tmp-", 4) == 0 || strncmp(name, "trash-", 6) == 0) {
-      remove_tree_logged(s, name); /* a crashed build or an unfinished eviction */
+      remove_tree_logged(s,
+                         name); /* a crashed build or an unfinished eviction */
       removed++;
       continue;
     }
     if (!is_key(name)) {
-      log_line("env_store_unknown_entry", "dir=%s name=\"%.80s\" left alone", dir, name);
+      log_line("env_store_unknown_entry", "dir=%s name=\"%.80s\" left alone",
+               dir, name);
       continue;
     }
     struct stat meta_st;
@@ -201,8 +211,9 @@ int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes, char 
     s->n_ready++;
   }
   safefs_free_names(names, n);
-  log_line("env_store", "dir=%s environments=%zu bytes=%" PRIu64 " cap=%" PRIu64
-                        " leftovers_removed=%zu",
+  log_line("env_store",
+           "dir=%s environments=%zu bytes=%" PRIu64 " cap=%" PRIu64
+           " leftovers_removed=%zu",
            dir, s->n_ready, s->total_bytes, s->cap_bytes, removed);
   evict(s);
   return 0;
@@ -230,7 +241,8 @@ static void touch(struct envstore *s, const char *key) {
 }
 
 enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
-                                       struct envstore_env **env, sbx_code *code, char *msg,
+                                       struct envstore_env **env,
+                                       sbx_code *code, char *msg,
                                        size_t msglen) {
   pthread_mutex_lock(&s->mu);
   struct envstore_env *e = find(s, key);
@@ -264,7 +276,8 @@ enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
     return ENVSTORE_USE;
   }
   *code = e->failure_code;
-  set_msg(msg, msglen, "%s", e->failure != NULL ? e->failure : "the environment's build failed");
+  set_msg(msg, msglen, "%s",
+          e->failure != NULL ? e->failure : "the environment's build failed");
   if (--e->refs == 0) {
     unlink_env(s, e);
     free_env(e);
@@ -273,7 +286,8 @@ enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
   return ENVSTORE_ERROR;
 }
 
-void envstore_fail(struct envstore *s, struct envstore_env *env, sbx_code code, const char *msg) {
+void envstore_fail(struct envstore *s, struct envstore_env *env, sbx_code code,
+                   const char *msg) {
   pthread_mutex_lock(&s->mu);
   env->state = ENVSTORE_FAILED;
   env->failure_code = code;
@@ -298,19 +312,22 @@ static uint64_t blocks(uint64_t size) {
   return (size + BLOCK - 1) / BLOCK * BLOCK + (size == 0 ? BLOCK : 0);
 }
 
-static int copy_file(int src_dir, int dst_dir, const char *name, const struct stat *st,
-                     struct copy_state *cs, char *msg, size_t msglen) {
-  int in = openat(src_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+static int copy_file(int src_dir, int dst_dir, const char *name,
+                     const struct stat *st, struct copy_state *cs, char *msg,
+                     size_t msglen) {
+  int in = openat(src_dir, name,
+                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (in < 0)
     return set_msg(msg, msglen, "open %s: %s", name, strerror(errno));
   struct stat fst;
-  if (fstat(in, &fst) < 0 || !S_ISREG(fst.st_mode) || fst.st_ino != st->st_ino ||
-      fst.st_dev != st->st_dev) {
+  if (fstat(in, &fst) < 0 || !S_ISREG(fst.st_mode) ||
+      fst.st_ino != st->st_ino || fst.st_dev != st->st_dev) {
     close(in);
     return set_msg(msg, msglen, "%s changed while being copied", name);
   }
   mode_t mode = (fst.st_mode & 0111) != 0 ? 0755 : 0644;
-  int out = openat(dst_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  int out = openat(dst_dir, name,
+                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (out < 0) {
     int e = errno;
     close(in);
@@ -323,7 +340,8 @@ static int copy_file(int src_dir, int dst_dir, const char *name, const struct st
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0) {
-      rv = set_msg(msg, msglen, "copy %s: %s", name, k < 0 ? strerror(errno) : "short read");
+      rv = set_msg(msg, msglen, "copy %s: %s", name,
+                   k < 0 ? strerror(errno) : "short read");
       break;
     }
   }
@@ -340,16 +358,18 @@ static int copy_file(int src_dir, int dst_dir, const char *name, const struct st
   return rv;
 }
 
-static int copy_tree(int src_dir, int dst_dir, unsigned depth, struct copy_state *cs, char *msg,
-                     size_t msglen) {
+static int copy_tree(int src_dir, int dst_dir, unsigned depth,
+                     struct copy_state *cs, char *msg, size_t msglen) {
   if (depth > COPY_MAX_DEPTH)
-    return set_msg(msg, msglen, "directories nested deeper than %d levels", COPY_MAX_DEPTH);
+    return set_msg(msg, msglen, "directories nested deeper than %d levels",
+                   COPY_MAX_DEPTH);
   char **names;
   size_t n;
   bool truncated;
   if (safefs_read_names(src_dir, COPY_MAX_ENTRIES, &names, &n, &truncated) < 0)
     return set_msg(msg, msglen, "read a directory: %s", strerror(errno));
-  int rv = truncated ? set_msg(msg, msglen, "a directory with too many entries") : 0;
+  int rv =
+      truncated ? set_msg(msg, msglen, "a directory with too many entries") : 0;
   for (size_t i = 0; i < n && rv == 0; i++) {
     struct stat st;
     if (fstatat(src_dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -379,18 +399,20 @@ static int copy_tree(int src_dir, int dst_dir, unsigned depth, struct copy_state
       cs->skipped++; /* symlinks, FIFOs, sockets, devices: never followed */
     }
     if (rv == 0 && cs->bytes > cs->limit)
-      rv = set_msg(msg, msglen, "the environment is larger than the store's cap of %" PRIu64
-                                " bytes (--requirements-store-bytes)",
+      rv = set_msg(msg, msglen,
+                   "the environment is larger than the store's cap of %" PRIu64
+                   " bytes (--requirements-store-bytes)",
                    cs->limit);
   }
   safefs_free_names(names, n);
   return rv;
 }
 
-static int write_meta(int dir_fd, const struct envstore_env *env, const struct copy_state *cs,
-                      const char *material, char *msg, size_t msglen) {
-  int fd = openat(dir_fd, ENVSTORE_META, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0644);
+static int write_meta(int dir_fd, const struct envstore_env *env,
+                      const struct copy_state *cs, const char *material,
+                      char *msg, size_t msglen) {
+  int fd = openat(dir_fd, ENVSTORE_META,
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     return set_msg(msg, msglen, "create meta: %s", strerror(errno));
   FILE *f = fdopen(fd, "w");
@@ -398,8 +420,10 @@ static int write_meta(int dir_fd, const struct envstore_env *env, const struct c
     close(fd);
     return set_msg(msg, msglen, "meta: %s", strerror(errno));
   }
-  fprintf(f, "key=%s\nbytes=%" PRIu64 "\nfiles=%zu\nskipped=%zu\ncreated=%lld\n%s", env->key,
-          cs->bytes, cs->files, cs->skipped, (long long)time(NULL), material);
+  fprintf(f,
+          "key=%s\nbytes=%" PRIu64 "\nfiles=%zu\nskipped=%zu\ncreated=%lld\n%s",
+          env->key, cs->bytes, cs->files, cs->skipped, (long long)time(NULL),
+          material);
   if (fclose(f) != 0)
     return set_msg(msg, msglen, "write meta: %s", strerror(errno));
   return 0;
@@ -416,12 +440,14 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
   int rv = 0, tmp_fd = -1, site_fd = -1;
   if (mkdirat(s->dir_fd, tmp, 0755) < 0)
     rv = set_msg(msg, msglen, "mkdir %s/%s: %s", s->dir, tmp, strerror(errno));
-  if (rv == 0 && (tmp_fd = openat(s->dir_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                      O_CLOEXEC)) < 0)
+  if (rv == 0 &&
+      (tmp_fd = openat(s->dir_fd, tmp,
+                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
     rv = set_msg(msg, msglen, "open %s/%s: %s", s->dir, tmp, strerror(errno));
-  if (rv == 0 && (mkdirat(tmp_fd, ENVSTORE_SITE, 0755) < 0 ||
-                  (site_fd = openat(tmp_fd, ENVSTORE_SITE,
-                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0))
+  if (rv == 0 &&
+      (mkdirat(tmp_fd, ENVSTORE_SITE, 0755) < 0 ||
+       (site_fd = openat(tmp_fd, ENVSTORE_SITE,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0))
     rv = set_msg(msg, msglen, "mkdir site: %s", strerror(errno));
   if (rv == 0)
     rv = copy_tree(src_fd, site_fd, 0, &cs, msg, msglen);
@@ -430,8 +456,10 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
   /* Everything on disk before the name says "complete". */
   if (rv == 0 && syncfs(tmp_fd) < 0)
     rv = set_msg(msg, msglen, "syncfs: %s", strerror(errno));
-  if (rv == 0 && renameat2(s->dir_fd, tmp, s->dir_fd, env->key, RENAME_NOREPLACE) < 0)
-    rv = set_msg(msg, msglen, "rename %s to %s: %s", tmp, env->key, strerror(errno));
+  if (rv == 0 &&
+      renameat2(s->dir_fd, tmp, s->dir_fd, env->key, RENAME_NOREPLACE) < 0)
+    rv = set_msg(msg, msglen, "rename %s to %s: %s", tmp, env->key,
+                 strerror(errno));
   if (rv == 0)
     (void)fsync(s->dir_fd);
   if (site_fd >= 0)
@@ -444,7 +472,8 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
     return -1;
   }
   if (cs.skipped > 0)
-    log_line("env_skipped_entries", "key=%s skipped=%zu (symlinks or special files)", env->key,
+    log_line("env_skipped_entries",
+             "key=%s skipped=%zu (symlinks or special files)", env->key,
              cs.skipped);
 
   pthread_mutex_lock(&s->mu);
@@ -469,8 +498,8 @@ void envstore_release(struct envstore *s, struct envstore_env *env) {
     evict(s);
 }
 
-void envstore_site_path(const struct envstore *s, const struct envstore_env *env, char *buf,
-                        size_t len) {
+void envstore_site_path(const struct envstore *s,
+                        const struct envstore_env *env, char *buf, size_t len) {
   snprintf(buf, len, "%s/%s/" ENVSTORE_SITE, s->dir, env->key);
 }
 

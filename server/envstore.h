@@ -44,11 +44,13 @@ enum envstore_state { ENVSTORE_BUILDING, ENVSTORE_READY, ENVSTORE_FAILED };
 struct envstore_env {
   char key[REQUIREMENT_KEY_HEX + 1];
   enum envstore_state state;
-  unsigned refs;      /* runs holding it, plus the builder and the waiters while building */
-  uint64_t bytes;     /* READY: disk use (4 KiB per file and directory, rounded up) */
+  unsigned refs; /* runs holding it, plus the builder and the waiters while
+                    building */
+  uint64_t
+      bytes; /* READY: disk use (4 KiB per file and directory, rounded up) */
   uint64_t last_used; /* ms since the epoch: persisted as meta's mtime */
   sbx_code failure_code;
-  char *failure;      /* FAILED: the message every waiter gets */
+  char *failure; /* FAILED: the message every waiter gets */
   struct envstore_env *next;
 };
 
@@ -58,9 +60,9 @@ struct envstore {
   int dir_fd;
   char dir[PATH_MAX];
   uint64_t cap_bytes;
-  uint64_t total_bytes;   /* READY environments */
+  uint64_t total_bytes; /* READY environments */
   size_t n_ready;
-  uint64_t seq;           /* names of tmp- and trash- directories */
+  uint64_t seq; /* names of tmp- and trash- directories */
   struct envstore_env *envs;
   atomic_uint_fast64_t builds_total, build_failures_total, evictions_total;
 };
@@ -68,19 +70,21 @@ struct envstore {
 /* Opens (creating, mode 0711) dir, removes tmp-/trash- leftovers and
  * incomplete entries, loads every complete environment (recency from meta's
  * mtime) and evicts down to cap_bytes. Returns 0 or -1 with msg. */
-int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes, char *msg,
-                  size_t msglen);
+int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes,
+                  char *msg, size_t msglen);
 void envstore_close(struct envstore *s);
 
 enum envstore_outcome {
   ENVSTORE_USE,   /* *env is READY and held: mount it, then envstore_release */
-  ENVSTORE_BUILD, /* *env is BUILDING and yours: envstore_commit or envstore_fail */
+  ENVSTORE_BUILD, /* *env is BUILDING and yours: envstore_commit or
+                     envstore_fail */
   ENVSTORE_ERROR, /* the build this call waited for failed: *code and msg */
 };
 
 /* Finds key; waits while another caller builds it. */
 enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
-                                       struct envstore_env **env, sbx_code *code, char *msg,
+                                       struct envstore_env **env,
+                                       sbx_code *code, char *msg,
                                        size_t msglen);
 
 /* Copies the tree open as src_fd (not consumed) into the store as env's
@@ -92,14 +96,15 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
 
 /* The build failed: every waiter gets code and msg. The caller holds
  * nothing afterwards. */
-void envstore_fail(struct envstore *s, struct envstore_env *env, sbx_code code, const char *msg);
+void envstore_fail(struct envstore *s, struct envstore_env *env, sbx_code code,
+                   const char *msg);
 
 /* Drops a hold from ENVSTORE_USE or a committed build. */
 void envstore_release(struct envstore *s, struct envstore_env *env);
 
 /* <dir>/<key>/site, the host path to mount. */
-void envstore_site_path(const struct envstore *s, const struct envstore_env *env, char *buf,
-                        size_t len);
+void envstore_site_path(const struct envstore *s,
+                        const struct envstore_env *env, char *buf, size_t len);
 
 void envstore_counts(struct envstore *s, size_t *ready, uint64_t *bytes);
 

@@ -41,7 +41,8 @@ static const char probe_code[] =
     "except Exception:\n"
     "    pv = ''\n"
     "site = '/usr/local/lib/python%d.%d/dist-packages' % sys.version_info[:2]\n"
-    "print(sys.version.split()[0], sysconfig.get_platform(), sys.implementation.cache_tag)\n"
+    "print(sys.version.split()[0], sysconfig.get_platform(), "
+    "sys.implementation.cache_tag)\n"
     "print(pv)\n"
     "print(site if site in sys.path else '')\n";
 
@@ -95,14 +96,16 @@ static int wheelhouse_fingerprint(const char *dir, char *hex, size_t len) {
     return -1;
   }
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  int rv = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -1;
+  int rv =
+      ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -1;
   for (size_t i = 0; i < n && rv == 0; i++) {
     struct stat st;
     char line[600];
     if (fstatat(fd, names[i], &st, 0) < 0)
       continue;
     int k = snprintf(line, sizeof(line), "%.500s %lld %lld.%09ld\n", names[i],
-                     (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+                     (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                     st.st_mtim.tv_nsec);
     if (EVP_DigestUpdate(ctx, line, (size_t)k) != 1)
       rv = -1;
   }
@@ -125,8 +128,10 @@ static void unavailable(struct install_info *info, const char *why) {
 
 void install_probe(const struct server_settings *s, struct install_info *info) {
   memset(info, 0, sizeof(*info));
-  if (s->wheelhouse[0] == '\0' && s->index_url[0] == '\0' && s->pip_proxy[0] == '\0') {
-    unavailable(info, "no package source is configured (--wheelhouse or --index-url)");
+  if (s->wheelhouse[0] == '\0' && s->index_url[0] == '\0' &&
+      s->pip_proxy[0] == '\0') {
+    unavailable(
+        info, "no package source is configured (--wheelhouse or --index-url)");
     return;
   }
   char out[1024];
@@ -144,30 +149,38 @@ void install_probe(const struct server_settings *s, struct install_info *info) {
   *line3++ = '\0';
   line3[strcspn(line3, "\n")] = '\0';
   if (line2[0] == '\0') {
-    unavailable(info, "pip is not installed for /usr/bin/python3 (Debian: python3-pip)");
+    unavailable(
+        info,
+        "pip is not installed for /usr/bin/python3 (Debian: python3-pip)");
     return;
   }
   struct stat st;
   if (line3[0] == '\0' || stat(line3, &st) < 0 || !S_ISDIR(st.st_mode)) {
-    unavailable(info, "the interpreter has no /usr/local site directory on its path");
+    unavailable(info,
+                "the interpreter has no /usr/local site directory on its path");
     return;
   }
   snprintf(info->site_dir, sizeof(info->site_dir), "%s", line3);
   char fp[65] = "none";
-  if (s->wheelhouse[0] != '\0' && wheelhouse_fingerprint(s->wheelhouse, fp, sizeof(fp)) < 0) {
+  if (s->wheelhouse[0] != '\0' &&
+      wheelhouse_fingerprint(s->wheelhouse, fp, sizeof(fp)) < 0) {
     unavailable(info, "the wheelhouse cannot be read");
     return;
   }
   snprintf(info->key_context, sizeof(info->key_context),
-           "python=%.100s\npip=%.40s\nsource=%s\nwheelhouse=%.300s %s\nindex-url=%.300s", out,
-           line2, s->index_url[0] != '\0' || s->pip_proxy[0] != '\0' ? "network" : "offline",
+           "python=%.100s\npip=%.40s\nsource=%s\nwheelhouse=%.300s "
+           "%s\nindex-url=%.300s",
+           out, line2,
+           s->index_url[0] != '\0' || s->pip_proxy[0] != '\0' ? "network"
+                                                              : "offline",
            s->wheelhouse, fp, s->index_url);
   info->available = true;
 }
 
 /* Bytes of untrusted output as printable ASCII lines: at most the last
  * TAIL_BYTES, starting at a line. */
-static void tail_text(const uint8_t *data, size_t len, char *out, size_t outlen) {
+static void tail_text(const uint8_t *data, size_t len, char *out,
+                      size_t outlen) {
   size_t start = len > TAIL_BYTES ? len - TAIL_BYTES : 0;
   if (start > 0)
     while (start < len && data[start - 1] != '\n')
@@ -175,17 +188,19 @@ static void tail_text(const uint8_t *data, size_t len, char *out, size_t outlen)
   size_t n = 0;
   for (size_t i = start; i < len && n + 1 < outlen; i++) {
     uint8_t c = data[i];
-    out[n++] = (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? (char)c : '?';
+    out[n++] =
+        (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? (char)c : '?';
   }
   while (n > 0 && out[n - 1] == '\n')
     n--;
   out[n] = '\0';
 }
 
-void install_failure_hint(const char *output, const struct server_settings *s, char *hint,
-                          size_t len) {
-  static const char *const patterns[] = {"No matching distribution found for ",
-                                         "Could not find a version that satisfies the requirement "};
+void install_failure_hint(const char *output, const struct server_settings *s,
+                          char *hint, size_t len) {
+  static const char *const patterns[] = {
+      "No matching distribution found for ",
+      "Could not find a version that satisfies the requirement "};
   char where[400];
   if (s->index_url[0] != '\0')
     snprintf(where, sizeof(where), "index %.300s", s->index_url);
@@ -198,30 +213,51 @@ void install_failure_hint(const char *output, const struct server_settings *s, c
     at += strlen(patterns[p]);
     char name[101];
     size_t n = 0;
-    while (n < sizeof(name) - 1 && at[n] != '\0' && at[n] != ' ' && at[n] != '\n')
+    while (n < sizeof(name) - 1 && at[n] != '\0' && at[n] != ' ' &&
+           at[n] != '\n')
       name[n] = at[n], n++;
     name[n] = '\0';
-    snprintf(hint, len, "could not install '%s': no matching distribution in the configured "
-                        "index (%s)", name, where);
+    snprintf(
+        hint, len,
+        "could not install '%s': no matching distribution in the configured "
+        "index (%s)",
+        name, where);
     return;
   }
   if (strstr(output, "ResolutionImpossible") != NULL ||
       strstr(output, "conflicting dependencies") != NULL) {
-    snprintf(hint, len, "could not install the requirements: they conflict with each other");
+    snprintf(
+        hint, len,
+        "could not install the requirements: they conflict with each other");
     return;
   }
-  snprintf(hint, len, "could not install the requirements: pip failed (its output follows)");
+  snprintf(
+      hint, len,
+      "could not install the requirements: pip failed (its output follows)");
 }
 
-static sbx_code run_pip(struct server *srv, unsigned slot, const struct requirement_set *set,
-                        const char *ws_name, char *msg, size_t msglen, uint64_t *pip_ms) {
+static sbx_code run_pip(struct server *srv, unsigned slot,
+                        const struct requirement_set *set, const char *ws_name,
+                        char *msg, size_t msglen, uint64_t *pip_ms) {
   const struct server_settings *s = &srv->settings;
   const char *argv[40 + 64];
   size_t n = 0;
-  static const char *const fixed[] = {
-      PYTHON, "-I", "-m", "pip", "install", "--isolated", "--no-cache-dir",
-      "--disable-pip-version-check", "--no-input", "--no-color", "--progress-bar", "off",
-      "--quiet", "--no-warn-script-location", "--target", "/workspace/" ENVSTORE_SITE};
+  static const char *const fixed[] = {PYTHON,
+                                      "-I",
+                                      "-m",
+                                      "pip",
+                                      "install",
+                                      "--isolated",
+                                      "--no-cache-dir",
+                                      "--disable-pip-version-check",
+                                      "--no-input",
+                                      "--no-color",
+                                      "--progress-bar",
+                                      "off",
+                                      "--quiet",
+                                      "--no-warn-script-location",
+                                      "--target",
+                                      "/workspace/" ENVSTORE_SITE};
   for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
     argv[n++] = fixed[i];
   bool network = s->index_url[0] != '\0' || s->pip_proxy[0] != '\0';
@@ -250,9 +286,11 @@ static sbx_code run_pip(struct server *srv, unsigned slot, const struct requirem
     all[n + i] = set->items[i];
 
   static const char *const env[] = {"TMPDIR=/workspace/tmp", NULL};
-  struct sandbox_mount wheelhouse = {.source = s->wheelhouse, .target = WHEELHOUSE_TARGET};
+  struct sandbox_mount wheelhouse = {.source = s->wheelhouse,
+                                     .target = WHEELHOUSE_TARGET};
   char workspace_dir[PATH_MAX + 64];
-  snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", srv->workspace_root, ws_name);
+  snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", srv->workspace_root,
+           ws_name);
   struct sandbox_spec spec = {
       .argv = all,
       .env = env,
@@ -265,7 +303,8 @@ static sbx_code run_pip(struct server *srv, unsigned slot, const struct requirem
               .timeout_ms = (uint64_t)s->pip_timeout_ms,
               .cpu_time_ms = (uint64_t)s->pip_timeout_ms,
               /* The tmpfs's pages are charged to pip's cgroup too. */
-              .memory_bytes = (uint64_t)(s->pip_memory_bytes + s->pip_disk_bytes),
+              .memory_bytes =
+                  (uint64_t)(s->pip_memory_bytes + s->pip_disk_bytes),
               .output_bytes = PIP_OUTPUT_BYTES,
               .max_processes = PIP_MAX_PROCESSES,
               .file_size_bytes = (uint64_t)s->pip_disk_bytes,
@@ -279,8 +318,10 @@ static sbx_code run_pip(struct server *srv, unsigned slot, const struct requirem
   int rc = sandbox_run(srv->engine, slot, &spec, &r, &err);
   free(all);
   if (rc < 0) {
-    snprintf(msg, msglen, "requirements: the installer's sandbox could not be set up: %s; "
-                          "nothing ran", err.msg);
+    snprintf(msg, msglen,
+             "requirements: the installer's sandbox could not be set up: %s; "
+             "nothing ran",
+             err.msg);
     return SBX_INTERNAL;
   }
   *pip_ms = r.wall_time_us / 1000;
@@ -294,30 +335,40 @@ static sbx_code run_pip(struct server *srv, unsigned slot, const struct requirem
       tail_text(r.stdout_data, r.stdout_len, tail, sizeof(tail));
     switch (r.killed_by) {
     case SANDBOX_KILLED_BY_TIMEOUT:
-      snprintf(hint, sizeof(hint), "could not install the requirements: pip did not finish "
-                                   "within %" PRId64 " ms (--pip-timeout-ms)", s->pip_timeout_ms);
+      snprintf(hint, sizeof(hint),
+               "could not install the requirements: pip did not finish "
+               "within %" PRId64 " ms (--pip-timeout-ms)",
+               s->pip_timeout_ms);
       break;
     case SANDBOX_KILLED_BY_MEMORY:
-      snprintf(hint, sizeof(hint), "could not install the requirements: pip ran out of memory "
-                                   "(--pip-memory-bytes, --pip-disk-bytes)");
+      snprintf(hint, sizeof(hint),
+               "could not install the requirements: pip ran out of memory "
+               "(--pip-memory-bytes, --pip-disk-bytes)");
       break;
     case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
-      snprintf(hint, sizeof(hint), "could not install the requirements: pip wrote more than "
-                                   "%u KiB of output", PIP_OUTPUT_BYTES >> 10);
+      snprintf(hint, sizeof(hint),
+               "could not install the requirements: pip wrote more than "
+               "%u KiB of output",
+               PIP_OUTPUT_BYTES >> 10);
       break;
     case SANDBOX_KILLED_BY_SIGNAL:
-      snprintf(hint, sizeof(hint), "could not install the requirements: pip was killed by "
-                                   "signal %d", r.signal);
+      snprintf(hint, sizeof(hint),
+               "could not install the requirements: pip was killed by "
+               "signal %d",
+               r.signal);
       break;
     case SANDBOX_KILLED_BY_NONE:
     default:
       install_failure_hint(tail, s, hint, sizeof(hint));
       if (strstr(tail, "No space left on device") != NULL)
-        snprintf(hint, sizeof(hint), "could not install the requirements: they need more than "
-                                     "%" PRId64 " bytes (--pip-disk-bytes)", s->pip_disk_bytes);
+        snprintf(hint, sizeof(hint),
+                 "could not install the requirements: they need more than "
+                 "%" PRId64 " bytes (--pip-disk-bytes)",
+                 s->pip_disk_bytes);
       break;
     }
-    snprintf(msg, msglen, "requirements: %s; nothing ran\npip's output (the end):\n%s", hint,
+    snprintf(msg, msglen,
+             "requirements: %s; nothing ran\npip's output (the end):\n%s", hint,
              tail);
     code = SBX_FAILED_PRECONDITION;
   }
@@ -325,29 +376,36 @@ static sbx_code run_pip(struct server *srv, unsigned slot, const struct requirem
   return code;
 }
 
-sbx_code install_build(struct server *srv, unsigned slot, const struct requirement_set *set,
-                       struct envstore_env *env, const char *material, char *msg, size_t msglen) {
+sbx_code install_build(struct server *srv, unsigned slot,
+                       const struct requirement_set *set,
+                       struct envstore_env *env, const char *material,
+                       char *msg, size_t msglen) {
   const struct server_settings *s = &srv->settings;
   uid_t uid = (uid_t)(s->uid_base + slot);
   char ws_name[32], key[REQUIREMENT_KEY_HEX + 1];
   snprintf(ws_name, sizeof(ws_name), "build-%u", slot);
-  snprintf(key, sizeof(key), "%s", env->key); /* env may be gone when the build failed */
+  snprintf(key, sizeof(key), "%s",
+           env->key); /* env may be gone when the build failed */
   msg[0] = '\0';
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   char why[512];
-  int ws_fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root, ws_name,
-                              (uint64_t)s->pip_disk_bytes, PIP_INODES, uid, (gid_t)uid, why,
-                              sizeof(why));
+  int ws_fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root,
+                              ws_name, (uint64_t)s->pip_disk_bytes, PIP_INODES,
+                              uid, (gid_t)uid, why, sizeof(why));
   if (ws_fd < 0) {
-    snprintf(msg, msglen, "requirements: build directory: %s; nothing ran", why);
+    snprintf(msg, msglen, "requirements: build directory: %s; nothing ran",
+             why);
     envstore_fail(&srv->store, env, SBX_INTERNAL, msg);
     return SBX_INTERNAL;
   }
   sbx_code code = SBX_OK;
-  if ((mkdirat(ws_fd, ENVSTORE_SITE, 0755) < 0 || fchownat(ws_fd, ENVSTORE_SITE, uid, uid, 0) < 0 ||
-       mkdirat(ws_fd, "tmp", 0700) < 0 || fchownat(ws_fd, "tmp", uid, uid, 0) < 0)) {
-    snprintf(msg, msglen, "requirements: build directory: %s; nothing ran", strerror(errno));
+  if ((mkdirat(ws_fd, ENVSTORE_SITE, 0755) < 0 ||
+       fchownat(ws_fd, ENVSTORE_SITE, uid, uid, 0) < 0 ||
+       mkdirat(ws_fd, "tmp", 0700) < 0 ||
+       fchownat(ws_fd, "tmp", uid, uid, 0) < 0)) {
+    snprintf(msg, msglen, "requirements: build directory: %s; nothing ran",
+             strerror(errno));
     code = SBX_INTERNAL;
   }
   uint64_t pip_ms = 0;
@@ -357,14 +415,19 @@ sbx_code install_build(struct server *srv, unsigned slot, const struct requireme
     /* Every process of pip's run is dead: the tree is final, and hostile. */
     int site_fd = safefs_open_dir(ws_fd, ENVSTORE_SITE);
     if (site_fd < 0) {
-      snprintf(msg, msglen, "requirements: pip left no %s directory (%s); nothing ran",
+      snprintf(msg, msglen,
+               "requirements: pip left no %s directory (%s); nothing ran",
                ENVSTORE_SITE, strerror(errno));
       code = SBX_FAILED_PRECONDITION;
     } else {
       char cwhy[512];
-      if (envstore_commit(&srv->store, env, site_fd, material, cwhy, sizeof(cwhy)) < 0) {
-        snprintf(msg, msglen, "requirements: the environment could not be stored: %s; nothing "
-                              "ran", cwhy);
+      if (envstore_commit(&srv->store, env, site_fd, material, cwhy,
+                          sizeof(cwhy)) < 0) {
+        snprintf(
+            msg, msglen,
+            "requirements: the environment could not be stored: %s; nothing "
+            "ran",
+            cwhy);
         code = SBX_FAILED_PRECONDITION;
         env = NULL; /* commit failed it */
       }
@@ -374,8 +437,8 @@ sbx_code install_build(struct server *srv, unsigned slot, const struct requireme
   if (code != SBX_OK && env != NULL)
     envstore_fail(&srv->store, env, code, msg);
   close(ws_fd);
-  if (workspace_unmount(srv->workspace_root_fd, srv->workspace_root, ws_name, why, sizeof(why)) <
-      0)
+  if (workspace_unmount(srv->workspace_root_fd, srv->workspace_root, ws_name,
+                        why, sizeof(why)) < 0)
     log_line("workspace_unmount_failed", "name=%s error=\"%s\"", ws_name, why);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   uint64_t ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
@@ -385,8 +448,9 @@ sbx_code install_build(struct server *srv, unsigned slot, const struct requireme
   for (char *c = first; *c != '\0'; c++)
     if (*c == '"')
       *c = '\'';
-  log_line("env_build", "key=%.64s slot=%u requirements=%zu status=%s pip_ms=%" PRIu64
-                        " duration_ms=%" PRIu64 "%s%s%s",
+  log_line("env_build",
+           "key=%.64s slot=%u requirements=%zu status=%s pip_ms=%" PRIu64
+           " duration_ms=%" PRIu64 "%s%s%s",
            key, slot, set->n, sbx_code_name(code), pip_ms, ms,
            code != SBX_OK ? " error=\"" : "", code != SBX_OK ? first : "",
            code != SBX_OK ? "\"" : "");

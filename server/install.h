@@ -34,13 +34,16 @@ void install_probe(const struct server_settings *s, struct install_info *info);
 
 /* Runs pip for set in the slot's sandbox, on a fresh tmpfs, and commits the
  * result to the store as env (held by the caller afterwards). On failure the
- * env is failed for the waiters and msg holds what to answer: FAILED_PRECONDITION
- * with pip's output tail and a "could not install" line, or INTERNAL. */
-sbx_code install_build(struct server *srv, unsigned slot, const struct requirement_set *set,
-                       struct envstore_env *env, const char *material, char *msg, size_t msglen);
+ * env is failed for the waiters and msg holds what to answer:
+ * FAILED_PRECONDITION with pip's output tail and a "could not install" line, or
+ * INTERNAL. */
+sbx_code install_build(struct server *srv, unsigned slot,
+                       const struct requirement_set *set,
+                       struct envstore_env *env, const char *material,
+                       char *msg, size_t msglen);
 
 /* The one-line hint for a failed install, from pip's output. */
-void install_failure_hint(const char *output, const struct server_settings *s, char *hint,
-                          size_t len);
+void install_failure_hint(const char *output, const struct server_settings *s,
+                          char *hint, size_t len);
 
 #endif

@@ -35,9 +35,7 @@ static void put(struct out *o, const char *s, size_t n) {
   o->buf[o->len] = '\0';
 }
 
-static void puts_(struct out *o, const char *s) {
-  put(o, s, strlen(s));
-}
+static void puts_(struct out *o, const char *s) { put(o, s, strlen(s)); }
 
 struct parser {
   const char *start, *p;
@@ -46,7 +44,8 @@ struct parser {
   bool failed;
 };
 
-static int fail(struct parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct parser *ps, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static int fail(struct parser *ps, const char *fmt, ...) {
   if (ps->failed)
     return -1;
@@ -74,12 +73,14 @@ static void skip_ws(struct parser *ps) {
 }
 
 static bool alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9');
 }
 
 /* PEP 508 identifier, written PEP 503-normalized: lower case, every run of
  * '-', '_', '.' one '-'. */
-static int parse_name(struct parser *ps, char *out, size_t outlen, const char *what) {
+static int parse_name(struct parser *ps, char *out, size_t outlen,
+                      const char *what) {
   const char *s = ps->p;
   if (!alnum(*s))
     return fail_at(ps, what);
@@ -109,7 +110,8 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp((const char *)a, (const char *)b);
 }
 
-/* Sorts n strings of width w in place and drops duplicates; returns the new n. */
+/* Sorts n strings of width w in place and drops duplicates; returns the new n.
+ */
 static size_t sort_unique(char *items, size_t n, size_t w) {
   if (n == 0)
     return 0;
@@ -155,7 +157,8 @@ static int parse_extras(struct parser *ps, struct out *o) {
   return 0;
 }
 
-static const char *const version_ops[] = {"===", "==", "!=", "<=", ">=", "~=", "<", ">"};
+static const char *const version_ops[] = {
+    "===", "==", "!=", "<=", ">=", "~=", "<", ">"};
 
 static const char *match_op(const char *p) {
   for (size_t i = 0; i < sizeof(version_ops) / sizeof(version_ops[0]); i++)
@@ -165,7 +168,8 @@ static const char *match_op(const char *p) {
 }
 
 static bool version_char(char c) {
-  return alnum(c) || c == '.' || c == '*' || c == '+' || c == '!' || c == '_' || c == '-';
+  return alnum(c) || c == '.' || c == '*' || c == '+' || c == '!' || c == '_' ||
+         c == '-';
 }
 
 /* One or more "op version" clauses separated by commas, written sorted and
@@ -210,12 +214,18 @@ static int parse_versions(struct parser *ps, struct out *o) {
 /* ---- markers ---- */
 
 static const char *const marker_vars[] = {
-    "python_version",   "python_full_version",
-    "os_name",          "sys_platform",
-    "platform_release", "platform_system",
-    "platform_version", "platform_machine",
-    "platform_python_implementation", "implementation_name",
-    "implementation_version", "extra",
+    "python_version",
+    "python_full_version",
+    "os_name",
+    "sys_platform",
+    "platform_release",
+    "platform_system",
+    "platform_version",
+    "platform_machine",
+    "platform_python_implementation",
+    "implementation_name",
+    "implementation_version",
+    "extra",
 };
 
 static bool keyword_at(const char *p, const char *kw) {
@@ -232,11 +242,13 @@ static int parse_marker_value(struct parser *ps, struct out *o) {
       if (c == '\0')
         return fail(ps, "unterminated string in the marker");
       if (c < 0x20 || c >= 0x7f || c == '"' || c == '\'' || c == '\\')
-        return fail(ps, "a marker string may hold printable ASCII without quotes or backslashes");
+        return fail(ps, "a marker string may hold printable ASCII without "
+                        "quotes or backslashes");
       ps->p++;
     }
     if ((size_t)(ps->p - s) >= PART_MAX)
-      return fail(ps, "a marker string longer than %d characters", PART_MAX - 1);
+      return fail(ps, "a marker string longer than %d characters",
+                  PART_MAX - 1);
     puts_(o, "\"");
     put(o, s, (size_t)(ps->p - s));
     puts_(o, "\"");
@@ -249,7 +261,8 @@ static int parse_marker_value(struct parser *ps, struct out *o) {
       ps->p += strlen(marker_vars[i]);
       return 0;
     }
-  return fail_at(ps, "a marker variable (python_version, sys_platform, ...) or a quoted string");
+  return fail_at(ps, "a marker variable (python_version, sys_platform, ...) or "
+                     "a quoted string");
 }
 
 static int parse_marker_or(struct parser *ps, struct out *o, int depth);
@@ -258,7 +271,8 @@ static int parse_marker_expr(struct parser *ps, struct out *o, int depth) {
   skip_ws(ps);
   if (*ps->p == '(') {
     if (depth >= MARKER_DEPTH)
-      return fail(ps, "markers nested deeper than %d parentheses", MARKER_DEPTH);
+      return fail(ps, "markers nested deeper than %d parentheses",
+                  MARKER_DEPTH);
     ps->p++;
     puts_(o, "(");
     if (parse_marker_or(ps, o, depth + 1) < 0)
@@ -332,8 +346,9 @@ static int parse_marker_or(struct parser *ps, struct out *o, int depth) {
 
 /* pip treats a requirement that ends like an archive as a file to install. */
 static bool looks_like_archive(const char *s, size_t n) {
-  static const char *const ends[] = {".whl", ".zip", ".tar", ".tgz", ".tbz", ".txz", ".tlz",
-                                     ".gz",  ".bz2", ".xz",  ".lz",  ".lzma", ".egg"};
+  static const char *const ends[] = {".whl", ".zip",  ".tar", ".tgz", ".tbz",
+                                     ".txz", ".tlz",  ".gz",  ".bz2", ".xz",
+                                     ".lz",  ".lzma", ".egg"};
   for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
     size_t k = strlen(ends[i]);
     if (n >= k && strncasecmp(s + n - k, ends[i], k) == 0)
@@ -342,19 +357,24 @@ static bool looks_like_archive(const char *s, size_t n) {
   return false;
 }
 
-int requirement_normalize(const char *in, char *out, size_t outlen, char *why, size_t whylen) {
+int requirement_normalize(const char *in, char *out, size_t outlen, char *why,
+                          size_t whylen) {
   struct parser ps = {.start = in, .p = in, .why = why, .whylen = whylen};
-  struct out o = {.buf = out, .cap = outlen < REQUIREMENT_MAX + 1 ? outlen : REQUIREMENT_MAX + 1};
+  struct out o = {.buf = out,
+                  .cap = outlen < REQUIREMENT_MAX + 1 ? outlen
+                                                      : REQUIREMENT_MAX + 1};
   if (o.cap == 0)
     return fail(&ps, "no room");
   out[0] = '\0';
   skip_ws(&ps);
   /* Clear answers for what is refused on purpose, before the grammar's. */
   if (*ps.p == '-')
-    return fail(&ps, "must not start with '-': pip options are not accepted, only specifiers "
+    return fail(&ps, "must not start with '-': pip options are not accepted, "
+                     "only specifiers "
                      "such as \"name[extra]>=1.0; python_version >= '3.8'\"");
   if (strstr(in, "://") != NULL || strchr(in, '@') != NULL)
-    return fail(&ps, "URLs and \"name @ url\" requirements are not accepted, only specifiers");
+    return fail(&ps, "URLs and \"name @ url\" requirements are not accepted, "
+                     "only specifiers");
   if (*ps.p == '.' || *ps.p == '/' || *ps.p == '~' || strchr(in, '/') != NULL ||
       strchr(in, '\\') != NULL)
     return fail(&ps, "local paths are not accepted, only specifiers");
@@ -383,7 +403,8 @@ int requirement_normalize(const char *in, char *out, size_t outlen, char *why, s
   while (raw_len > 0 && (in[raw_len - 1] == ' ' || in[raw_len - 1] == '\t'))
     raw_len--;
   if (looks_like_archive(o.buf, o.len) || looks_like_archive(in, raw_len))
-    return fail(&ps, "looks like an archive file name; only specifiers are accepted");
+    return fail(
+        &ps, "looks like an archive file name; only specifiers are accepted");
   skip_ws(&ps);
   if (*ps.p == ';') {
     ps.p++;
@@ -393,13 +414,16 @@ int requirement_normalize(const char *in, char *out, size_t outlen, char *why, s
     skip_ws(&ps);
   }
   if (*ps.p != '\0')
-    return fail_at(&ps, "the end of the requirement (or '[', a version operator, ';')");
+    return fail_at(
+        &ps, "the end of the requirement (or '[', a version operator, ';')");
   if (o.overflow)
-    return fail(&ps, "longer than %d characters once normalized", REQUIREMENT_MAX);
+    return fail(&ps, "longer than %d characters once normalized",
+                REQUIREMENT_MAX);
   return 0;
 }
 
-int requirement_set_build(const char *const *in, size_t n, struct requirement_set *out, char *why,
+int requirement_set_build(const char *const *in, size_t n,
+                          struct requirement_set *out, char *why,
                           size_t whylen) {
   out->items = NULL;
   out->n = 0;
@@ -412,8 +436,8 @@ int requirement_set_build(const char *const *in, size_t n, struct requirement_se
   }
   for (size_t i = 0; i < n; i++) {
     char reason[256];
-    if (requirement_normalize(in[i], out->items[i], sizeof(out->items[i]), reason,
-                              sizeof(reason)) < 0) {
+    if (requirement_normalize(in[i], out->items[i], sizeof(out->items[i]),
+                              reason, sizeof(reason)) < 0) {
       snprintf(why, whylen, "requirements[%zu]: %s", i, reason);
       requirement_set_free(out);
       return -1;
@@ -439,10 +463,12 @@ int requirement_key(const struct requirement_set *set, const char *context,
     return -1;
   size_t k = (size_t)snprintf(m, len + 1, "sandboxd-env 1\n%s\n", context);
   for (size_t i = 0; i < set->n; i++)
-    k += (size_t)snprintf(m + k, len + 1 - k, "requirement=%s\n", set->items[i]);
+    k +=
+        (size_t)snprintf(m + k, len + 1 - k, "requirement=%s\n", set->items[i]);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int dlen = 0;
-  if (EVP_Digest(m, k, digest, &dlen, EVP_sha256(), NULL) != 1 || dlen * 2 != REQUIREMENT_KEY_HEX) {
+  if (EVP_Digest(m, k, digest, &dlen, EVP_sha256(), NULL) != 1 ||
+      dlen * 2 != REQUIREMENT_KEY_HEX) {
     free(m);
     errno = EIO;
     return -1;

@@ -19,7 +19,8 @@
 /* Parses one requirement. Returns 0 and writes its canonical form to out
  * (at most REQUIREMENT_MAX + 1 bytes), or -1 with the reason in why
  * ("must not start with '-' (pip options are not accepted)"). */
-int requirement_normalize(const char *in, char *out, size_t outlen, char *why, size_t whylen);
+int requirement_normalize(const char *in, char *out, size_t outlen, char *why,
+                          size_t whylen);
 
 /* The canonical set: normalized, sorted, duplicates removed. Returns the
  * number of distinct entries written to set (an array of n strings of
@@ -28,7 +29,8 @@ struct requirement_set {
   char (*items)[REQUIREMENT_MAX + 1];
   size_t n;
 };
-int requirement_set_build(const char *const *in, size_t n, struct requirement_set *out, char *why,
+int requirement_set_build(const char *const *in, size_t n,
+                          struct requirement_set *out, char *why,
                           size_t whylen);
 void requirement_set_free(struct requirement_set *set);
 

@@ -1,9 +1,12 @@
 /* Requirement strings are hostile: what passes, in which canonical form,
  * and what is refused; the store key; the missing-module hint. */
+/* cmocka.h needs these first. */
+// clang-format off
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <cmocka.h>
+// clang-format on
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +28,17 @@ static void accepted_in_canonical_form(void **state) {
       {"pkg===1.0+local.1", "pkg===1.0+local.1"},
       {"pkg!=1.0.post1", "pkg!=1.0.post1"},
       {"pkg; python_version>='3.8'", "pkg; python_version >= \"3.8\""},
-      {"pkg ;sys_platform == \"linux\" and (python_version<'4' or os_name != 'nt')",
-       "pkg; sys_platform == \"linux\" and (python_version < \"4\" or os_name != \"nt\")"},
+      {"pkg ;sys_platform == \"linux\" and (python_version<'4' or os_name != "
+       "'nt')",
+       "pkg; sys_platform == \"linux\" and (python_version < \"4\" or os_name "
+       "!= \"nt\")"},
       {"pkg; 'linux' in sys_platform", "pkg; \"linux\" in sys_platform"},
       {"pkg; extra not  in 'a b'", "pkg; extra not in \"a b\""},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char out[REQUIREMENT_MAX + 1], why[256] = "";
-    int rv = requirement_normalize(cases[i][0], out, sizeof(out), why, sizeof(why));
+    int rv =
+        requirement_normalize(cases[i][0], out, sizeof(out), why, sizeof(why));
     if (rv != 0)
       fail_msg("%s refused: %s", cases[i][0], why);
     assert_string_equal(out, cases[i][1]);
@@ -77,21 +83,26 @@ static void refused(void **state) {
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char out[REQUIREMENT_MAX + 1], why[256] = "";
-    if (requirement_normalize(cases[i][0], out, sizeof(out), why, sizeof(why)) == 0)
+    if (requirement_normalize(cases[i][0], out, sizeof(out), why,
+                              sizeof(why)) == 0)
       fail_msg("\"%s\" accepted as \"%s\"", cases[i][0], out);
     if (strstr(why, cases[i][1]) == NULL)
-      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", cases[i][0], why, cases[i][1]);
+      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", cases[i][0], why,
+               cases[i][1]);
   }
 }
 
 static void too_long_once_normalized(void **state) {
   char in[REQUIREMENT_MAX * 2], out[REQUIREMENT_MAX + 1], why[256];
-  /* 20 extras of 60 characters each: within every part's cap, too long in all. */
+  /* 20 extras of 60 characters each: within every part's cap, too long in all.
+   */
   size_t n = (size_t)snprintf(in, sizeof(in), "pkg[");
   for (int i = 0; i < 16; i++)
-    n += (size_t)snprintf(in + n, sizeof(in) - n, "%s%c%063d", i ? "," : "", 'a' + i, 0);
+    n += (size_t)snprintf(in + n, sizeof(in) - n, "%s%c%063d", i ? "," : "",
+                          'a' + i, 0);
   snprintf(in + n, sizeof(in) - n, "]");
-  assert_int_equal(requirement_normalize(in, out, sizeof(out), why, sizeof(why)), -1);
+  assert_int_equal(
+      requirement_normalize(in, out, sizeof(out), why, sizeof(why)), -1);
   assert_non_null(strstr(why, "longer than"));
 }
 
@@ -106,34 +117,37 @@ static void set_and_key(void **state) {
   assert_int_equal(requirement_set_build(c, 2, &sc, why, sizeof(why)), 2);
   assert_string_equal(sa.items[0], "numpy");
   assert_string_equal(sa.items[1], "requests>=2");
-  char ka[REQUIREMENT_KEY_HEX + 1], kb[REQUIREMENT_KEY_HEX + 1], kc[REQUIREMENT_KEY_HEX + 1],
-      kd[REQUIREMENT_KEY_HEX + 1];
+  char ka[REQUIREMENT_KEY_HEX + 1], kb[REQUIREMENT_KEY_HEX + 1],
+      kc[REQUIREMENT_KEY_HEX + 1], kd[REQUIREMENT_KEY_HEX + 1];
   char *ma, *mb, *mc, *md;
   assert_int_equal(requirement_key(&sa, "python=3.11", ka, &ma), 0);
   assert_int_equal(requirement_key(&sb, "python=3.11", kb, &mb), 0);
   assert_int_equal(requirement_key(&sc, "python=3.11", kc, &mc), 0);
   assert_int_equal(requirement_key(&sa, "python=3.12", kd, &md), 0);
   assert_int_equal(strlen(ka), REQUIREMENT_KEY_HEX);
-  assert_string_equal(ka, kb);        /* same set, other spelling and order */
-  assert_string_not_equal(ka, kc);    /* other specifier */
-  assert_string_not_equal(ka, kd);    /* other interpreter */
+  assert_string_equal(ka, kb);     /* same set, other spelling and order */
+  assert_string_not_equal(ka, kc); /* other specifier */
+  assert_string_not_equal(ka, kd); /* other interpreter */
   assert_non_null(strstr(ma, "requirement=numpy\nrequirement=requests>=2\n"));
   const char *bad[] = {"numpy", "-e ."};
   struct requirement_set sbad;
   assert_int_equal(requirement_set_build(bad, 2, &sbad, why, sizeof(why)), -1);
   assert_non_null(strstr(why, "requirements[1]"));
   free(ma), free(mb), free(mc), free(md);
-  requirement_set_free(&sa), requirement_set_free(&sb), requirement_set_free(&sc);
+  requirement_set_free(&sa), requirement_set_free(&sb),
+      requirement_set_free(&sc);
 }
 
 static void missing_module_hint(void **state) {
   static const char *const cases[][2] = {
       {"Traceback...\nModuleNotFoundError: No module named 'sbx_x'\n",
        "add 'sbx_x' to requirements"},
-      {"ModuleNotFoundError: No module named 'pkg.sub'", "add 'pkg' to requirements"},
+      {"ModuleNotFoundError: No module named 'pkg.sub'",
+       "add 'pkg' to requirements"},
       {"ModuleNotFoundError: No module named 'yaml'",
        "add 'pyyaml' to requirements (it provides the module yaml)"},
-      {"ModuleNotFoundError: No module named 'a'\nModuleNotFoundError: No module named 'b'",
+      {"ModuleNotFoundError: No module named 'a'\nModuleNotFoundError: No "
+       "module named 'b'",
        "add 'b' to requirements"},
       {"ModuleNotFoundError: No module named 'bad name'", NULL},
       {"ModuleNotFoundError: No module named '9x'", NULL},
@@ -142,7 +156,8 @@ static void missing_module_hint(void **state) {
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct feedback fb = {.n = 0};
-    feedback_missing_module((const uint8_t *)cases[i][0], strlen(cases[i][0]), &fb);
+    feedback_missing_module((const uint8_t *)cases[i][0], strlen(cases[i][0]),
+                            &fb);
     if (cases[i][1] == NULL) {
       assert_int_equal(fb.n, 0);
     } else {
@@ -154,8 +169,10 @@ static void missing_module_hint(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(accepted_in_canonical_form), cmocka_unit_test(refused),
-      cmocka_unit_test(too_long_once_normalized),   cmocka_unit_test(set_and_key),
+      cmocka_unit_test(accepted_in_canonical_form),
+      cmocka_unit_test(refused),
+      cmocka_unit_test(too_long_once_normalized),
+      cmocka_unit_test(set_and_key),
       cmocka_unit_test(missing_module_hint),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
