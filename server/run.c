@@ -69,7 +69,7 @@ struct run_scratch {
 
 static void run_scratch_free(struct run_scratch *s) {
   free(s->argv);
-  for (size_t i = 0; i < s->n_env; i++)
+  for (size_t i = 0; s->env != NULL && i < s->n_env; i++)
     free(s->env[i]);
   free(s->env);
   if (s->downloads != NULL)

@@ -304,7 +304,9 @@ int settings_load_env(struct server_settings *s, char *err, size_t errlen) {
 int settings_check(const struct server_settings *s, char *err, size_t errlen) {
   static const char *names[] = {"timeout-ms", "cpu-time-ms", "memory-bytes",
                                 "output-bytes", "max-processes", "disk-bytes"};
-  const int64_t *def = &s->default_limits.timeout_ms, *max = &s->max_limits.timeout_ms;
+  int64_t def[SETTINGS_N_LIMITS], max[SETTINGS_N_LIMITS];
+  settings_limits_array(&s->default_limits, def);
+  settings_limits_array(&s->max_limits, max);
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (def[i] > max[i])
       return fail(err, errlen, "default-%s (%" PRId64 ") is above max-%s (%" PRId64 ")", names[i],

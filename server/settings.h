@@ -26,6 +26,20 @@ struct settings_limits {
   int64_t disk_bytes;
 };
 
+/* The six limits as an array, in the order of the fields above (and of the
+ * proto's Limits): indexing the struct's fields through a pointer to the
+ * first one would be undefined behaviour. */
+#define SETTINGS_N_LIMITS 6
+static inline void settings_limits_array(const struct settings_limits *l,
+                                         int64_t out[SETTINGS_N_LIMITS]) {
+  out[0] = l->timeout_ms;
+  out[1] = l->cpu_time_ms;
+  out[2] = l->memory_bytes;
+  out[3] = l->output_bytes;
+  out[4] = l->max_processes;
+  out[5] = l->disk_bytes;
+}
+
 struct server_settings {
   char listen[SETTINGS_MAX_LISTEN][SETTINGS_URL_MAX];
   unsigned n_listen;

@@ -158,7 +158,9 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
   const Sandbox__V1__Limits *in = req->limits != NULL ? req->limits : &empty;
   const int64_t asked[] = {in->timeout_ms,   in->cpu_time_ms,   in->memory_bytes,
                            in->output_bytes, in->max_processes, in->disk_bytes};
-  const int64_t *def = &s->default_limits.timeout_ms, *max = &s->max_limits.timeout_ms;
+  int64_t def[SETTINGS_N_LIMITS], max[SETTINGS_N_LIMITS];
+  settings_limits_array(&s->default_limits, def);
+  settings_limits_array(&s->max_limits, max);
   int64_t eff[6];
   for (size_t i = 0; i < 6; i++) {
     int64_t v = asked[i];

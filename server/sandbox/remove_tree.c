@@ -39,8 +39,9 @@ static int empty_files(int fd, char *sub, size_t sub_size) {
       if (unlinkat(fd, de->d_name, AT_REMOVEDIR) == 0)
         continue;
       if (errno == ENOTEMPTY || errno == EEXIST) {
-        if (strlen(de->d_name) < sub_size)
-          strcpy(sub, de->d_name);
+        size_t n = strlen(de->d_name);
+        if (n < sub_size)
+          memcpy(sub, de->d_name, n + 1);
         break; /* descend into it first */
       }
     }
