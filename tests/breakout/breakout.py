@@ -1307,7 +1307,7 @@ def group_requests(b):
             ("257 args", sum((["--arg", "a"] for _ in range(257)), []), "args"),
             ("129 env entries", sum((["--env", f"K{i}=v"] for i in range(129)), []), "env"),
             ("65 files", sum((["--file", f"{small}:f{i}"] for i in range(65)), []), "files"),
-            ("env key with '='", ["--env", "A=B=C", "--env", "LD_PRELOAD/x=1"], "env"),
+            ("env key with '/'", ["--env", "LD_PRELOAD/x=1"], "env"),
             ("negative timeout", ["--timeout-ms", "-1"], "limits.timeout_ms"),
             ("timeout at INT64_MAX", ["--timeout-ms", "9223372036854775807"],
              "limits.timeout_ms"),
@@ -1325,8 +1325,6 @@ def group_requests(b):
             ("gopher:// URL", ["--file-url", "x=gopher://127.0.0.1:25/x"], "files[0].url"),
         ]
         for what, flags, field in cases:
-            if what == "env key with '='":
-                flags = ["--env", "LD_PRELOAD/x=1"]
             rc, out = s.run(HELLO, *flags, prelude=False)
             check(out.get("status") == "INVALID_ARGUMENT" and field in out.get("error", ""),
                   f"requests: {what} refused naming {field}",
