@@ -1084,6 +1084,20 @@ done()
               "artifacts: --artifacts-dir holds only the real file; victims untouched",
               saved_files(adir))
         after(s, "artifacts: symlinks to host files")
+        # output/ itself replaced by a symlink to a host directory, or a FIFO.
+        host_dir = os.path.join(s.tmp, "hostdir")
+        os.mkdir(host_dir)
+        open(os.path.join(host_dir, "secret.txt"), "w").write(secret)
+        for what, plant in (("a symlink to a host directory", f"os.symlink({host_dir!r}, 'output')"),
+                            ("a FIFO", "os.mkfifo('output')")):
+            rc, out = s.run(f"import shutil\nshutil.rmtree('output')\n{plant}\nR['ok'] = 1\n"
+                            "done()\n")
+            check(result(out).get("ok") == 1 and out.get("artifacts") == []
+                  and secret not in json.dumps(out)
+                  and any("output/ is not a directory" in l for l in out.get("feedback", [])),
+                  f"artifacts: output/ replaced by {what} yields nothing", out.get("feedback"))
+        check(os.listdir(host_dir) == ["secret.txt"], "artifacts: the host directory is untouched")
+        after(s, "artifacts: output/ replaced")
         # Symlink loops.
         t0 = time.time()
         rc, out = s.run('''
