@@ -19,7 +19,6 @@ exits. Needs root; without it a group skips (exit 77), or fails when CI=true.
 Attack programs print one JSON object; the host side compares it with what
 the isolation promises (docs/SECURITY.md has the map from family to group).
 """
-import argparse
 import concurrent.futures
 import json
 import os
@@ -1393,27 +1392,10 @@ GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.sta
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("group", choices=sorted(GROUPS))
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        msg = f"SKIP breakout_{a.group}: needs root (the sandbox engine does)"
-        if os.environ.get("CI") == "true":
-            print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
-            return 1
-        print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
-        return 77
-    t0 = time.monotonic()
-    try:
-        GROUPS[a.group](a.bin_dir)
-    except Exception as e:  # a crash is a failure, with its reason
-        import traceback
-        traceback.print_exc()
-        FAILURES.append(f"exception: {e}")
-    print(f"{len(FAILURES)} failure(s)" if FAILURES else "all passed",
-          f"({time.monotonic() - t0:.1f} s)")
-    return 1 if FAILURES else 0
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration", "service"))
+    from test_service import run_groups  # the shared entry point
+    return run_groups(GROUPS, "breakout_", FAILURES)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ sandboxd and sandbox-run, offline, with wheels this test writes itself into a
 temporary wheelhouse (and, for the network mode, a PEP 503 index served from
 127.0.0.1). Uses test_service.py's Server and check. uid bases 64000-64900.
 """
-import argparse
 import concurrent.futures
 import functools
 import http.server
@@ -345,25 +344,7 @@ GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.sta
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("group", choices=sorted(GROUPS))
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        msg = f"SKIP {a.group}: needs root (the sandbox engine does)"
-        if os.environ.get("CI") == "true":
-            print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
-            return 1
-        print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
-        return 77
-    try:
-        GROUPS[a.group](a.bin_dir)
-    except Exception as e:  # a crash is a failure, with its reason
-        import traceback
-        traceback.print_exc()
-        FAILURES.append(f"exception: {e}")
-    print(f"{len(FAILURES)} failure(s)" if FAILURES else "all passed")
-    return 1 if FAILURES else 0
+    return test_service.run_groups(GROUPS, "")
 
 
 if __name__ == "__main__":

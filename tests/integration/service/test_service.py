@@ -739,26 +739,36 @@ def group_quota_and_leftovers(b):
 GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
 
 
-def main():
+def run_groups(groups, prefix, failures=None):
+    """The entry point every end-to-end test file shares: `--bin-dir DIR GROUP`.
+    Exit 0 when the group passed, 1 on a failure, 77 (ctest's skip) when not
+    root, and 1 instead of a skip when CI=true."""
+    failures = FAILURES if failures is None else failures
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("group", choices=sorted(GROUPS))
+    ap.add_argument("group", choices=sorted(groups))
     a = ap.parse_args()
     if os.geteuid() != 0:
-        msg = f"SKIP service_{a.group}: needs root (the sandbox engine does)"
+        msg = f"SKIP {prefix}{a.group}: needs root (the sandbox engine does)"
         if os.environ.get("CI") == "true":
             print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
             return 1
         print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
         return 77
+    t0 = time.monotonic()
     try:
-        GROUPS[a.group](a.bin_dir)
+        groups[a.group](a.bin_dir)
     except Exception as e:  # a crash is a failure, with its reason
         import traceback
         traceback.print_exc()
-        FAILURES.append(f"exception: {e}")
-    print(f"{len(FAILURES)} failure(s)" if FAILURES else "all passed")
-    return 1 if FAILURES else 0
+        failures.append(f"exception: {e}")
+    print(f"{len(failures)} failure(s)" if failures else "all passed",
+          f"({time.monotonic() - t0:.1f} s)")
+    return 1 if failures else 0
+
+
+def main():
+    return run_groups(GROUPS, "service_")
 
 
 if __name__ == "__main__":
