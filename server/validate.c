@@ -153,6 +153,30 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
                     "env: key \"%.64s\" must be 1 to 128 characters of [A-Za-z0-9_], not "
                     "starting with a digit",
                     req->env[i]->key);
+  /* What execve takes: each string below the kernel's MAX_ARG_STRLEN and all
+   * of them below a quarter of the sandbox's 8 MiB stack. Past that the exec
+   * would fail inside the sandbox, reported as an internal error. */
+  size_t exec_bytes = 0;
+  for (size_t i = 0; i < req->n_args; i++) {
+    size_t len = strlen(req->args[i]) + 1;
+    if (len > VALIDATE_MAX_EXEC_STRING)
+      return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                    "args[%zu]: %zu bytes; allowed: at most %d", i, len - 1,
+                    VALIDATE_MAX_EXEC_STRING - 1);
+    exec_bytes += len;
+  }
+  for (size_t i = 0; i < req->n_env; i++) {
+    size_t len = strlen(req->env[i]->key) + strlen(req->env[i]->value) + 2;
+    if (len > VALIDATE_MAX_EXEC_STRING)
+      return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                    "env[%zu] (%.64s): %zu bytes; allowed: at most %d", i, req->env[i]->key,
+                    len - 2, VALIDATE_MAX_EXEC_STRING - 2);
+    exec_bytes += len;
+  }
+  if (exec_bytes > VALIDATE_MAX_EXEC_BYTES)
+    return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
+                  "args and env: %zu bytes in all; allowed: at most %d", exec_bytes,
+                  VALIDATE_MAX_EXEC_BYTES);
 
   const Sandbox__V1__Limits empty = SANDBOX__V1__LIMITS__INIT;
   const Sandbox__V1__Limits *in = req->limits != NULL ? req->limits : &empty;

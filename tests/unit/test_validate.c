@@ -96,6 +96,42 @@ static void bad_fields_refused(void **state) {
   }
 }
 
+static void args_and_env_within_exec_limits(void **state) {
+  /* execve refuses a string over 128 KiB and argv+envp over 2 MiB: refused
+   * here by name instead of failing inside the sandbox. */
+  static char big[VALIDATE_MAX_EXEC_STRING + 1];
+  memset(big, 'a', sizeof(big) - 1);
+  char *args[] = {big};
+  req.n_args = 1;
+  req.args = args;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "args[0]"));
+  big[VALIDATE_MAX_EXEC_STRING - 2] = '\0'; /* just fits */
+  assert_int_equal(check(), SBX_OK);
+  /* Many strings that fit one by one, too many bytes together. */
+  static char mid[100 * 1024];
+  memset(mid, 'b', sizeof(mid) - 1);
+  char *many[12];
+  for (size_t i = 0; i < 12; i++)
+    many[i] = mid;
+  req.n_args = 12;
+  req.args = many;
+  settings.max_args = 64;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "args and env"));
+  /* An environment value counts the same way. */
+  setup(NULL);
+  Sandbox__V1__RunCodeRequest__EnvEntry e = SANDBOX__V1__RUN_CODE_REQUEST__ENV_ENTRY__INIT;
+  Sandbox__V1__RunCodeRequest__EnvEntry *envs[] = {&e};
+  e.key = "BIG";
+  e.value = big;
+  big[VALIDATE_MAX_EXEC_STRING - 2] = 'a';
+  req.n_env = 1;
+  req.env = envs;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "env[0] (BIG)"));
+}
+
 static void file_sources_and_sizes_checked(void **state) {
   static uint8_t data[4096];
   Sandbox__V1__File a = SANDBOX__V1__FILE__INIT, b = SANDBOX__V1__FILE__INIT;
@@ -218,6 +254,7 @@ int main(void) {
       cmocka_unit_test_setup(cpu_limit_never_above_wall_clock, setup),
       cmocka_unit_test_setup(negative_and_too_large_limits_named, setup),
       cmocka_unit_test_setup(bad_fields_refused, setup),
+      cmocka_unit_test_setup(args_and_env_within_exec_limits, setup),
       cmocka_unit_test_setup(file_paths_checked, setup),
       cmocka_unit_test_setup(file_sources_and_sizes_checked, setup),
       cmocka_unit_test_setup(nul_bytes_in_strings_found_on_the_wire, setup),
