@@ -154,7 +154,8 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
                     "starting with a digit",
                     req->env[i]->key);
   /* What execve takes: each string below the kernel's MAX_ARG_STRLEN and all
-   * of them below a quarter of the sandbox's 8 MiB stack. Past that the exec
+   * of them below a quarter of the sandbox's 8 MiB stack (less 64 KiB for the
+   * interpreter's own argv and the minimum environment). Past that the exec
    * would fail inside the sandbox, reported as an internal error. */
   size_t exec_bytes = 0;
   for (size_t i = 0; i < req->n_args; i++) {
@@ -163,7 +164,7 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
       return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
                     "args[%zu]: %zu bytes; allowed: at most %d", i, len - 1,
                     VALIDATE_MAX_EXEC_STRING - 1);
-    exec_bytes += len;
+    exec_bytes += len + sizeof(char *); /* the kernel counts the pointer too */
   }
   for (size_t i = 0; i < req->n_env; i++) {
     size_t len = strlen(req->env[i]->key) + strlen(req->env[i]->value) + 2;
@@ -171,7 +172,7 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
       return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
                     "env[%zu] (%.64s): %zu bytes; allowed: at most %d", i, req->env[i]->key,
                     len - 2, VALIDATE_MAX_EXEC_STRING - 2);
-    exec_bytes += len;
+    exec_bytes += len + sizeof(char *);
   }
   if (exec_bytes > VALIDATE_MAX_EXEC_BYTES)
     return refuse(SBX_INVALID_ARGUMENT, msg, msglen,

@@ -13,10 +13,10 @@
 
 #define RUN_ID_MAX 64
 /* execve limits: one string (the kernel's MAX_ARG_STRLEN, 32 pages) and all
- * of args and env together (well below a quarter of the 8 MiB stack limit,
+ * of args and env together (a quarter of the 8 MiB stack limit less 64 KiB,
  * leaving room for the interpreter's own argv and the minimum environment). */
 #define VALIDATE_MAX_EXEC_STRING (128 * 1024)
-#define VALIDATE_MAX_EXEC_BYTES (1024 * 1024)
+#define VALIDATE_MAX_EXEC_BYTES (2 * 1024 * 1024 - 64 * 1024)
 
 /* Returns SBX_OK and fills limits (defaults applied) or another code with a
  * message in msg. */

@@ -111,10 +111,10 @@ static void args_and_env_within_exec_limits(void **state) {
   /* Many strings that fit one by one, too many bytes together. */
   static char mid[100 * 1024];
   memset(mid, 'b', sizeof(mid) - 1);
-  char *many[12];
-  for (size_t i = 0; i < 12; i++)
+  char *many[24];
+  for (size_t i = 0; i < 24; i++)
     many[i] = mid;
-  req.n_args = 12;
+  req.n_args = 24;
   req.args = many;
   settings.max_args = 64;
   assert_int_equal(check(), SBX_INVALID_ARGUMENT);
