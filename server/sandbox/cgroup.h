@@ -15,7 +15,7 @@
 
 #include "sandbox.h"
 
-#define CGROUP_V1_CONTROLLERS 3 /* memory, pids, cpuacct */
+#define CGROUP_V1_CONTROLLERS 4 /* memory, pids, cpuacct, cpu (optional) */
 
 struct cgroup_slot {
   int dirfd[CGROUP_V1_CONTROLLERS]; /* v1: persistent per slot; v2: dirfd[0], per run */

@@ -28,8 +28,12 @@
 #include "cgroup.h"
 #include "cleanup.h"
 
-static const char *const v1_controllers[CGROUP_V1_CONTROLLERS] = {"memory", "pids", "cpuacct"};
-enum { V1_MEMORY = 0, V1_PIDS = 1, V1_CPUACCT = 2 };
+/* cpu gives each slot an equal CPU share whatever its number of processes,
+ * so that a fork bomb spinning 64 processes in one run does not starve the
+ * runs beside it. Optional: without it runs still work, without fairness. */
+static const char *const v1_controllers[CGROUP_V1_CONTROLLERS] = {"memory", "pids", "cpuacct",
+                                                                  "cpu"};
+enum { V1_MEMORY = 0, V1_PIDS = 1, V1_CPUACCT = 2, V1_CPU = 3 };
 
 static int v1_engine_dir(const char *controller, const char *parent, char *out, size_t size,
                          struct sandbox_error *err) {
@@ -125,9 +129,14 @@ static void v1_destroy(struct cgroup_manager *m) {
 
 static int v1_init(struct cgroup_manager *m, const char *parent, struct sandbox_error *err) {
   for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++) {
+    struct sandbox_error optional;
     if (v1_engine_dir(v1_controllers[c], parent, m->engine_dir[c], sizeof m->engine_dir[c],
-                      err) < 0)
+                      c == V1_CPU ? &optional : err) < 0) {
+      m->engine_dir[c][0] = '\0';
+      if (c == V1_CPU)
+        continue;
       goto fail;
+    }
     if (mkdir(m->engine_dir[c], 0700) < 0 && errno != EEXIST) {
       sandbox_error_set(err, errno, "mkdir %s", m->engine_dir[c]);
       m->engine_dir[c][0] = '\0';
@@ -137,6 +146,8 @@ static int v1_init(struct cgroup_manager *m, const char *parent, struct sandbox_
   for (unsigned i = 0; i < m->n_slots; i++) {
     struct cgroup_slot *s = &m->slots[i];
     for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++) {
+      if (m->engine_dir[c][0] == '\0')
+        continue; /* an optional controller this host does not offer */
       char path[4200];
       snprintf(path, sizeof path, "%s/slot-%u", m->engine_dir[c], i);
       if (mkdir(path, 0700) < 0 && errno != EEXIST) {
@@ -213,7 +224,7 @@ static int v1_prepare(struct cgroup_manager *m, unsigned slot, const struct sand
     char buf[32];
     snprintf(buf, sizeof buf, "%d", (int)tid);
     for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++)
-      if (cgroup_write_at(s->dirfd[c], "tasks", buf, err) < 0)
+      if (s->dirfd[c] >= 0 && cgroup_write_at(s->dirfd[c], "tasks", buf, err) < 0)
         return sandbox_error_wrap(err, "move worker thread into the %s slot", v1_controllers[c]);
     s->thread = tid;
   }
