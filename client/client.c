@@ -20,11 +20,13 @@
  * default server allows, so a slow but legal run is not cut off. */
 #define SBXC_UNKNOWN_TIMEOUT_MS 60000
 #define SBXC_MAX_REPLY_BYTES (1u << 30)
+#define SBXC_DEFAULT_MAX_REQUEST_BYTES ((size_t)8 << 20)
 
 struct sbxc_client {
   nng_socket sock;
   unsigned retries;
   uint64_t queue_wait_ms;
+  size_t max_request_bytes;
 };
 
 struct sbxc_request {
@@ -48,6 +50,7 @@ int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errle
     return fail(err, errlen, "out of memory");
   c->retries = 3;
   c->queue_wait_ms = 30000;
+  c->max_request_bytes = SBXC_DEFAULT_MAX_REQUEST_BYTES;
   int rv;
   if ((rv = nng_req0_open(&c->sock)) != 0) {
     free(c);
@@ -74,6 +77,10 @@ void sbxc_client_close(sbxc_client *c) {
 
 void sbxc_client_set_retries(sbxc_client *c, unsigned retries) {
   c->retries = retries;
+}
+
+void sbxc_client_set_max_request_bytes(sbxc_client *c, size_t bytes) {
+  c->max_request_bytes = bytes;
 }
 
 void sbxc_client_set_queue_wait_ms(sbxc_client *c, uint64_t ms) {
@@ -295,6 +302,15 @@ static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
       (rv = sbx_request_msg_new(method, request_id, deadline_unix_ms, payload, &msg)) != 0) {
     *code = SBXC_INTERNAL;
     fail(err, errlen, "building the request: %s", nng_strerror(rv));
+    goto out;
+  }
+  if (nng_msg_len(msg) > c->max_request_bytes) {
+    *code = SBXC_INVALID_ARGUMENT;
+    fail(err, errlen,
+         "the request is %zu bytes, more than the %zu the server accepts (its "
+         "--max-message-bytes; sandbox-run --max-request-bytes); nothing was sent",
+         nng_msg_len(msg), c->max_request_bytes);
+    nng_msg_free(msg);
     goto out;
   }
   nng_aio_set_timeout(aio, timeout_ms);

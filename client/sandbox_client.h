@@ -100,6 +100,11 @@ void sbxc_client_set_retries(sbxc_client *client, unsigned retries);
 /* How long a call may wait in the server's queue before it must start
  * (default 30000 ms); the server answers DEADLINE_EXCEEDED past it. */
 void sbxc_client_set_queue_wait_ms(sbxc_client *client, uint64_t ms);
+/* The largest request the client sends (default 8 MiB, sandboxd's default
+ * --max-message-bytes). nng drops a larger message at the server together
+ * with its connection, with no answer; the client refuses it instead with
+ * INVALID_ARGUMENT, and nothing is sent. */
+void sbxc_client_set_max_request_bytes(sbxc_client *client, size_t bytes);
 
 sbxc_request *sbxc_request_new(void);
 void sbxc_request_free(sbxc_request *req);

@@ -25,7 +25,8 @@ static void usage(FILE *out) {
           "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
           "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
           "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
-          "                   [--disk-mb N] [--file-url DEST=URL]... [--json] SCRIPT|-\n"
+          "                   [--disk-mb N] [--file-url DEST=URL]... [--max-request-bytes N]\n"
+          "                   [--json] SCRIPT|-\n"
           "       sandbox-run [-e URL] --health | --info\n"
           "       sandbox-run [-e URL] --close-session ID\n"
           "       sandbox-run [-e URL] --session ID --list-files PATH|.\n"
@@ -236,7 +237,7 @@ static void print_json(const struct sbxc_result *r) {
 enum {
   OPT_TIMEOUT = 256, OPT_CPU, OPT_MEMORY, OPT_OUTPUT, OPT_PROCS, OPT_SESSION, OPT_RUN_ID,
   OPT_FILE, OPT_REQ, OPT_STDIN, OPT_ARG, OPT_ENV, OPT_ARTIFACTS, OPT_JSON, OPT_HEALTH,
-  OPT_INFO, OPT_RETRIES, OPT_HELP, OPT_DISK, OPT_FILE_URL, OPT_CLOSE, OPT_LIST, OPT_READ,
+  OPT_INFO, OPT_RETRIES, OPT_MAX_REQUEST, OPT_HELP, OPT_DISK, OPT_FILE_URL, OPT_CLOSE, OPT_LIST, OPT_READ,
   OPT_OFFSET, OPT_LENGTH,
 };
 
@@ -260,6 +261,7 @@ int main(int argc, char **argv) {
       {"health", no_argument, NULL, OPT_HEALTH},
       {"info", no_argument, NULL, OPT_INFO},
       {"retries", required_argument, NULL, OPT_RETRIES},
+      {"max-request-bytes", required_argument, NULL, OPT_MAX_REQUEST},
       {"help", no_argument, NULL, OPT_HELP},
       {"disk-mb", required_argument, NULL, OPT_DISK},
       {"file-url", required_argument, NULL, OPT_FILE_URL},
@@ -278,6 +280,7 @@ int main(int argc, char **argv) {
   int64_t offset = 0, length = 0;
   bool json = false, health = false, info = false;
   int64_t retries = 3;
+  int64_t max_request_bytes = 8LL << 20;
   struct sbxc_limits limits = {0};
   sbxc_request *req = sbxc_request_new();
   if (req == NULL) {
@@ -304,6 +307,13 @@ int main(int argc, char **argv) {
       break;
     case OPT_PROCS:
       bad = parse_i64(optarg, "--max-processes", &limits.max_processes);
+      break;
+    case OPT_MAX_REQUEST:
+      bad = parse_i64(optarg, "--max-request-bytes", &max_request_bytes);
+      if (!bad && (max_request_bytes < 4096 || max_request_bytes > (1LL << 30))) {
+        fprintf(stderr, "sandbox-run: --max-request-bytes: 4096 to 1073741824\n");
+        bad = 1;
+      }
       break;
     case OPT_RETRIES:
       bad = parse_i64(optarg, "--retries", &retries);
@@ -425,6 +435,7 @@ int main(int argc, char **argv) {
     return EXIT_CALL_FAILED;
   }
   sbxc_client_set_retries(client, (unsigned)retries);
+  sbxc_client_set_max_request_bytes(client, (size_t)max_request_bytes);
 
   int status = 0;
   if (close_session != NULL || list_path != NULL || read_path_arg != NULL) {

@@ -259,6 +259,12 @@ def group_bad_messages(b):
         rc, out = s.run(big, timeout=20)
         check(out.get("status") in ("DEADLINE_EXCEEDED", "UNAVAILABLE"), "request over "
               "max-message-bytes gets no run", {k: out.get(k) for k in ("status", "error")})
+        # A client told the server's cap refuses the request itself, clearly.
+        rc, out = s.run(big, "--max-request-bytes", "65536", timeout=20)
+        check(out.get("status") == "INVALID_ARGUMENT" and "nothing was sent" in out.get("error", ""),
+              "the client refuses a request over --max-request-bytes", out)
+        check(s.log_text().count("event=run ") == 1, "only the good request ran",
+              s.log_text().count("event=run "))
         check(s.proc.poll() is None, "server still running")
     finally:
         s.stop()
