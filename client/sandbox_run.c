@@ -67,6 +67,18 @@ static int read_fd(int fd, uint8_t **out, size_t *len) {
   return 0;
 }
 
+/* Splits "A=B" in place at the first '=' and returns B, or NULL (with a
+ * message naming the flag) when there is none. */
+static const char *split_pair(char *arg, const char *flag, const char *form) {
+  char *eq = strchr(arg, '=');
+  if (eq == NULL) {
+    fprintf(stderr, "sandbox-run: %s %s: expected %s\n", flag, arg, form);
+    return NULL;
+  }
+  *eq = '\0';
+  return eq + 1;
+}
+
 static int read_path(const char *path, uint8_t **out, size_t *len) {
   if (strcmp(path, "-") == 0)
     return read_fd(STDIN_FILENO, out, len);
@@ -330,14 +342,8 @@ int main(int argc, char **argv) {
       bad = scaled(optarg, "--disk-mb", 1 << 20, &limits.disk_bytes);
       break;
     case OPT_FILE_URL: {
-      char *eq = strchr(optarg, '=');
-      if (eq == NULL) {
-        fprintf(stderr, "sandbox-run: --file-url %s: expected DEST=URL\n", optarg);
-        bad = 1;
-        break;
-      }
-      *eq = '\0';
-      bad = sbxc_request_add_file_url(req, optarg, eq + 1);
+      const char *source = split_pair(optarg, "--file-url", "DEST=URL");
+      bad = source == NULL || sbxc_request_add_file_url(req, optarg, source);
       break;
     }
     case OPT_CLOSE:
@@ -390,14 +396,8 @@ int main(int argc, char **argv) {
       bad = sbxc_request_add_arg(req, optarg);
       break;
     case OPT_ENV: {
-      char *eq = strchr(optarg, '=');
-      if (eq == NULL) {
-        fprintf(stderr, "sandbox-run: --env %s: expected KEY=VALUE\n", optarg);
-        bad = 1;
-        break;
-      }
-      *eq = '\0';
-      bad = sbxc_request_add_env(req, optarg, eq + 1);
+      const char *value = split_pair(optarg, "--env", "KEY=VALUE");
+      bad = value == NULL || sbxc_request_add_env(req, optarg, value);
       break;
     }
     case OPT_ARTIFACTS:
