@@ -22,35 +22,20 @@ the isolation promises (docs/SECURITY.md has the map from family to group).
 import concurrent.futures
 import json
 import os
-import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-FAILURES = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
+                                "service"))
+from test_service import Server as ServiceServer, check, run_groups  # noqa: E402
+
 TOKEN = f"sbxbreak{os.getpid()}x{time.monotonic_ns() % 100000}"
 HELLO = 'print("hello")\n'
 UID_SPAN = 50  # uids per group: base .. base+UID_SPAN-1
-
-
-def check(cond, what, detail=""):
-    if cond:
-        print(f"ok   {what}")
-    else:
-        detail = repr(detail)
-        print(f"FAIL {what} {detail[:2000]}")
-        FAILURES.append(what)
-    return cond
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # Every attack program starts with this: raw system calls through ctypes
@@ -79,64 +64,27 @@ def done():
 '''
 
 
-class Server:
+class Server(ServiceServer):
+    """test_service's server, with a config file holding a secret the
+    sandbox must not read, the attack prelude, and the cgroup directories
+    the host-unchanged check looks at."""
+    tmp_prefix = "sbx-breakout-"
+
     def __init__(self, bin_dir, uid_base, *extra, env=None):
-        self.bin_dir = bin_dir
-        self.uid_base = uid_base
-        self.tmp = tempfile.mkdtemp(prefix="sbx-breakout-")
-        os.chmod(self.tmp, 0o755)
-        self.port = free_port()
-        self.tcp = f"tcp://127.0.0.1:{self.port}"
-        self.ipc_path = os.path.join(self.tmp, "sock")
-        self.ipc = f"ipc://{self.ipc_path}"
-        self.state = os.path.join(self.tmp, "state")
+        super().__init__(bin_dir, uid_base, *extra, env=env)
+        self.cgroup_dirs = server_cgroup_dirs(self.proc.pid)
+
+    def extra_args(self):
         self.config = os.path.join(self.tmp, "sandboxd.conf")
         with open(self.config, "w") as f:
             f.write(f"# {TOKEN}-config-secret\nqueue = 64\n")
-        self.log_path = os.path.join(self.tmp, "sandboxd.log")
-        self.log = open(self.log_path, "wb")
-        cmd = [f"{bin_dir}/sandboxd", "--config", self.config, "--listen", self.tcp,
-               "--listen", self.ipc, "--state-dir", self.state, "--uid-base", str(uid_base),
-               *extra]
-        penv = dict(os.environ)
-        penv.update(env or {})
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=penv)
-        deadline = time.time() + 15
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sandboxd exited {self.proc.returncode}: {self.log_text()}")
-            if "event=ready" in self.log_text():
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("sandboxd not ready: " + self.log_text())
-        self.cgroup_dirs = server_cgroup_dirs(self.proc.pid)
+        return ["--config", self.config]
 
-    def log_text(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def stop(self, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+    def script_text(self, code, prelude=True):
+        return (PRELUDE if prelude else "") + code
 
     def run(self, code, *flags, url=None, stdin=None, timeout=90, prelude=True):
-        """sandbox-run --json; returns (exit status, parsed json)."""
-        path = os.path.join(self.tmp, f"attack-{time.monotonic_ns()}.py")
-        with open(path, "w") as f:
-            f.write((PRELUDE if prelude else "") + code)
-        cmd = [f"{self.bin_dir}/sandbox-run", "-e", url or self.tcp, "--json", *flags, path]
-        p = subprocess.run(cmd, capture_output=True, timeout=timeout, input=stdin)
-        try:
-            return p.returncode, json.loads(p.stdout)
-        except ValueError:
-            return p.returncode, {"raw": p.stdout[-2000:], "stderr": p.stderr[-2000:]}
+        return super().run(code, *flags, url=url, stdin=stdin, timeout=timeout, prelude=prelude)
 
     def sbx(self, *args, timeout=60):
         p = subprocess.run([f"{self.bin_dir}/sandbox-run", "-e", self.tcp, "--json", *args],
@@ -1392,10 +1340,7 @@ GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.sta
 
 
 def main():
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration", "service"))
-    from test_service import run_groups  # the shared entry point
-    return run_groups(GROUPS, "breakout_", FAILURES)
+    return run_groups(GROUPS, "breakout_")
 
 
 if __name__ == "__main__":

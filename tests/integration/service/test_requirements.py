@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_service  # noqa: E402
-from test_service import FAILURES, Server, check  # noqa: E402
+from test_service import Server, check  # noqa: E402
 from wheelhouse import make_module_wheel  # noqa: E402
 
 IMPORT = "import {mod}\nprint({mod}.VALUE)\n"

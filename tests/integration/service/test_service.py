@@ -26,8 +26,9 @@ def check(cond, what, detail=""):
     if cond:
         print(f"ok   {what}")
     else:
-        print(f"FAIL {what} {detail}")
+        print(f"FAIL {what} {repr(detail)[:2000] if not isinstance(detail, str) else detail[:2000]}")
         FAILURES.append(what)
+    return cond
 
 
 def free_port():
@@ -37,18 +38,29 @@ def free_port():
 
 
 class Server:
-    def __init__(self, bin_dir, uid_base, *extra):
+    """One sandboxd of a test group: its own port, ipc socket, state dir and
+    uid range. Subclasses add flags with extra_args() and wrap the code with
+    script_text()."""
+    tmp_prefix = "sbx-svc-"
+
+    def __init__(self, bin_dir, uid_base, *extra, env=None):
         self.bin_dir = bin_dir
-        self.tmp = tempfile.mkdtemp(prefix="sbx-svc-")
+        self.uid_base = uid_base
+        self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
         os.chmod(self.tmp, 0o755)
-        self.tcp = f"tcp://127.0.0.1:{free_port()}"
-        self.ipc = f"ipc://{self.tmp}/sock"
+        self.port = free_port()
+        self.tcp = f"tcp://127.0.0.1:{self.port}"
+        self.ipc_path = os.path.join(self.tmp, "sock")
+        self.ipc = f"ipc://{self.ipc_path}"
         self.state = os.path.join(self.tmp, "state")
         self.log_path = os.path.join(self.tmp, "sandboxd.log")
         self.log = open(self.log_path, "wb")
-        cmd = [f"{bin_dir}/sandboxd", "--listen", self.tcp, "--listen", self.ipc,
-               "--state-dir", self.state, "--uid-base", str(uid_base), *extra]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        cmd = [f"{bin_dir}/sandboxd", *self.extra_args(), "--listen", self.tcp,
+               "--listen", self.ipc, "--state-dir", self.state, "--uid-base", str(uid_base),
+               *extra]
+        penv = dict(os.environ)
+        penv.update(env or {})
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=penv)
         deadline = time.time() + 15
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -57,6 +69,12 @@ class Server:
                 return
             time.sleep(0.05)
         raise RuntimeError("sandboxd not ready: " + self.log_text())
+
+    def extra_args(self):
+        return []
+
+    def script_text(self, code, **kw):
+        return code
 
     def log_text(self):
         with open(self.log_path, "rb") as f:
@@ -72,17 +90,18 @@ class Server:
             self.proc.wait()
             return None
 
-    def run(self, script, *flags, url=None, stdin=None, timeout=60):
-        """sandbox-run --json; returns (exit status, parsed json or None)."""
+    def run(self, script, *flags, url=None, stdin=None, timeout=60, **kw):
+        """sandbox-run --json; returns (exit status, parsed json, or the raw
+        output's tail when it is not JSON)."""
         path = os.path.join(self.tmp, f"script-{time.monotonic_ns()}.py")
         with open(path, "w") as f:
-            f.write(script)
+            f.write(self.script_text(script, **kw))
         cmd = [f"{self.bin_dir}/sandbox-run", "-e", url or self.tcp, "--json", *flags, path]
         p = subprocess.run(cmd, capture_output=True, timeout=timeout, input=stdin)
         try:
             return p.returncode, json.loads(p.stdout)
         except ValueError:
-            return p.returncode, {"raw": p.stdout, "stderr": p.stderr}
+            return p.returncode, {"raw": p.stdout[-2000:], "stderr": p.stderr[-2000:]}
 
     def probe(self, *args):
         p = subprocess.run([f"{self.bin_dir}/svc-probe", self.tcp, *args],
