@@ -151,21 +151,22 @@ int cgroup_find_mount(const char *controller, char *mnt, size_t mnt_size, char *
   return -1;
 }
 
+const char *cgroup_next_id(const char *p, long *id) {
+  while (*p == '\n')
+    p++;
+  char *end;
+  *id = strtol(p, &end, 10);
+  return end == p ? NULL : end;
+}
+
 void cgroup_kill_procs_at(int dirfd) {
   char buf[65536];
   if (cgroup_read_at(dirfd, "cgroup.procs", buf, sizeof buf) <= 0)
     return;
-  for (char *p = buf; *p != '\0';) {
-    char *end;
-    long pid = strtol(p, &end, 10);
-    if (end == p)
-      break;
+  long pid;
+  for (const char *p = buf; (p = cgroup_next_id(p, &pid)) != NULL;)
     if (pid > 1 && pid != getpid())
       kill((pid_t)pid, SIGKILL);
-    p = end;
-    while (*p == '\n')
-      p++;
-  }
 }
 
 /* Waits (event-driven on v2, bounded) until dirfd's cgroup has no process. */

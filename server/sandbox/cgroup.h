@@ -91,6 +91,10 @@ int cgroup_self_path(const char *controller, char *out, size_t size, struct sand
  * cgroup2 when controller is NULL. */
 int cgroup_find_mount(const char *controller, char *mnt, size_t mnt_size, char *root,
                       size_t root_size);
+/* Walks a list of ids as cgroup.procs and tasks give them, one per line:
+ *   for (const char *p = text; (p = cgroup_next_id(p, &id)) != NULL;) ...
+ * Returns the position after the id, or NULL at the end. */
+const char *cgroup_next_id(const char *p, long *id);
 /* Kill every process listed in dirfd's cgroup.procs, except ourselves. */
 void cgroup_kill_procs_at(int dirfd);
 /* Remove engine directories (sandboxd.<pid>) left by engines that died. */

@@ -90,10 +90,8 @@ static void v1_release_threads(struct cgroup_manager *m) {
       char tasks[65536];
       if (pfd < 0 || cgroup_read_at(m->slots[i].dirfd[c], "tasks", tasks, sizeof tasks) <= 0)
         continue;
-      for (char *p = tasks, *end; *p != '\0'; p = end) {
-        long tid = strtol(p, &end, 10);
-        if (end == p)
-          break;
+      long tid;
+      for (const char *p = tasks; (p = cgroup_next_id(p, &tid)) != NULL;) {
         char path[64];
         snprintf(path, sizeof path, "/proc/self/task/%ld", tid);
         if (access(path, F_OK) == 0) {
@@ -101,8 +99,6 @@ static void v1_release_threads(struct cgroup_manager *m) {
           snprintf(buf, sizeof buf, "%ld", tid);
           cgroup_write_at(pfd, "tasks", buf, NULL);
         }
-        while (*end == '\n')
-          end++;
       }
     }
     m->slots[i].thread = 0;

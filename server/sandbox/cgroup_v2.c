@@ -54,16 +54,12 @@ static int v2_move_members_to_leaf(const char *base, struct sandbox_error *err) 
     return sandbox_error_set(err, errno, "open %s/leaf", base);
   /* Members may fork while we move them: repeat until the list is empty. */
   for (int round = 0; round < 20 && procs[0] != '\0'; round++) {
-    for (char *p = procs, *end; *p != '\0'; p = end) {
-      long pid = strtol(p, &end, 10);
-      if (end == p)
-        break;
+    long pid;
+    for (const char *p = procs; (p = cgroup_next_id(p, &pid)) != NULL;) {
       char buf[32];
       snprintf(buf, sizeof buf, "%ld", pid);
       struct sandbox_error ignored;
       cgroup_write_at(lfd, "cgroup.procs", buf, &ignored); /* it may have exited */
-      while (*end == '\n')
-        end++;
     }
     if (cgroup_read_at(bfd, "cgroup.procs", procs, sizeof procs) < 0)
       return sandbox_error_set(err, errno, "read %s/cgroup.procs", base);

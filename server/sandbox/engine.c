@@ -396,9 +396,8 @@ static void pipes_close(struct run_pipes *p) {
       }
 }
 
+/* p's fds are all -1 on entry. */
 static int pipes_open(struct run_pipes *p, bool need_sync, struct sandbox_error *err) {
-  for (int i = 0; i < 5; i++)
-    p->fds[i][0] = p->fds[i][1] = -1;
   for (int i = 0; i < 5; i++) {
     if (i == 4 && !need_sync)
       break;
@@ -507,18 +506,17 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
   struct cgroup_run_stats stats;
   memset(&stats, 0, sizeof stats);
 
-  /* The sync pipe is only used when the child must be attached after the
-   * clone; opening it always keeps the prepare/clone order simple. */
-  if (pipes_open(&p, true, err) < 0) {
-    rootfs_plan_free(&plan);
-    return -1;
-  }
+  for (int i = 0; i < 5; i++)
+    p.fds[i][0] = p.fds[i][1] = -1;
   if (cg->prepare(&e->cgroups, slot, &limits, err) < 0) {
     sandbox_error_wrap(err, "%s slot %u", cg->name, slot);
     goto finish;
   }
-  /* Prepare may have created the per-run cgroup: the clone fd is known now. */
+  /* Prepare may have created the per-run cgroup: the clone fd is known now,
+   * and with it whether the child must wait to be attached (a sync pipe). */
   need_sync = cg->clone_fd(&e->cgroups, slot) == CGROUP_ATTACH_AFTER_CLONE;
+  if (pipes_open(&p, need_sync, err) < 0)
+    goto finish;
   struct child_args args = {
       .ops = plan.ops,
       .n_ops = plan.n_ops,

@@ -132,8 +132,15 @@ static long ncpus(void) {
   return n;
 }
 
+/* When the tree's CPU time is next read: only then, not on every wake-up
+ * (a chatty program wakes the loop for each chunk of output). */
+struct cpu_watch {
+  bool known; /* false on the rlimit backend: RLIMIT_CPU per process instead */
+  uint64_t next_check_ms;
+};
+
 /* Milliseconds until the next deadline, killing the run when one passed. */
-static int next_timeout_ms(struct supervise *s, bool *cpu_known) {
+static int next_timeout_ms(struct supervise *s, struct cpu_watch *cpu) {
   if (s->cause != SUPERVISE_CAUSE_NONE)
     return 1000; /* already killed: waiting for init to go */
   uint64_t elapsed_ms = supervise_elapsed_us(&s->start) / 1000;
@@ -142,35 +149,36 @@ static int next_timeout_ms(struct supervise *s, bool *cpu_known) {
     return 1000;
   }
   uint64_t wait = s->timeout_ms - elapsed_ms;
-  uint64_t used_ns;
-  if (*cpu_known && s->cgroups->backend->cpu_usage_ns(s->cgroups, s->slot, &used_ns) == 0) {
-    uint64_t used_ms = used_ns / 1000000u;
-    if (used_ms >= s->cpu_limit_ms) {
-      kill_run(s, SUPERVISE_CAUSE_CPU_TIMEOUT);
-      return 1000;
+  if (cpu->known && elapsed_ms >= cpu->next_check_ms) {
+    uint64_t used_ns;
+    if (s->cgroups->backend->cpu_usage_ns(s->cgroups, s->slot, &used_ns) < 0) {
+      cpu->known = false;
+    } else {
+      uint64_t used_ms = used_ns / 1000000u;
+      if (used_ms >= s->cpu_limit_ms) {
+        kill_run(s, SUPERVISE_CAUSE_CPU_TIMEOUT);
+        return 1000;
+      }
+      /* The tree burns at most ncpus CPU-ms per wall ms: check again when
+       * it could first have reached the limit. */
+      uint64_t cpu_wait = (s->cpu_limit_ms - used_ms) / (uint64_t)ncpus();
+      cpu->next_check_ms = elapsed_ms + (cpu_wait < 5 ? 5 : cpu_wait);
     }
-    /* The tree burns at most ncpus CPU-ms per wall ms: check again when it
-     * could first have reached the limit. */
-    uint64_t cpu_wait = (s->cpu_limit_ms - used_ms) / (uint64_t)ncpus();
-    if (cpu_wait < 5)
-      cpu_wait = 5;
-    if (cpu_wait < wait)
-      wait = cpu_wait;
-  } else {
-    *cpu_known = false; /* rlimit backend: RLIMIT_CPU per process instead */
   }
+  if (cpu->known && cpu->next_check_ms - elapsed_ms < wait)
+    wait = cpu->next_check_ms - elapsed_ms;
   return wait > 60000 ? 60000 : (int)wait + 1;
 }
 
 int supervise_run(struct supervise *s, struct sandbox_error *err) {
-  bool cpu_known = true;
+  struct cpu_watch cpu = {.known = true, .next_check_ms = 0};
   bool exited = false;
   if (s->stdin_len == 0 && s->stdin_fd >= 0) {
     close(s->stdin_fd);
     s->stdin_fd = -1;
   }
   while (!exited) {
-    int timeout = next_timeout_ms(s, &cpu_known);
+    int timeout = next_timeout_ms(s, &cpu);
     struct pollfd pfd[5];
     int n = 0, i_out = -1, i_err = -1, i_in = -1, i_rep = -1;
     pfd[n] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
