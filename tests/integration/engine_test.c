@@ -839,6 +839,53 @@ static void test_slots_run_concurrently(void **state) {
   assert_true(total_ms < scaled_ms(950));
 }
 
+struct spin_run {
+  unsigned slot;
+  const char *code;
+  uint64_t timeout_ms;
+  struct run run;
+};
+
+static void *spin_thread(void *arg) {
+  struct spin_run *t = arg;
+  const char *argv[] = {PY, "-I", "-c", t->code, NULL};
+  struct sandbox_limits l = {.timeout_ms = t->timeout_ms};
+  run_in_slot(t->slot, argv, &l, NULL, 0, NULL, 0, &t->run);
+  return NULL;
+}
+
+static void test_cpu_shared_fairly_between_slots(void **state) {
+  /* Slot 0 spins 16 processes; slot 1 spins one and measures how much CPU
+   * it got over a second. With a CPU share per slot (v2 cpu, v1 cpu) that is
+   * about half the machine; counted per process it would be 1/17 of it. */
+  struct spin_run bomb = {
+      .slot = 0,
+      .code = "import os\nfor _ in range(15):\n    if os.fork() == 0: break\nwhile True: pass\n",
+      .timeout_ms = scaled_ms(3000)};
+  struct spin_run probe = {
+      .slot = 1,
+      .code = "import time\ntime.sleep(0.5)\nt0, c0 = time.monotonic(), time.process_time()\n"
+              "while time.monotonic() - t0 < 1: pass\nprint(int((time.process_time() - c0) * 1000))\n",
+      .timeout_ms = scaled_ms(5000)};
+  pthread_t a, b;
+  pthread_create(&a, NULL, spin_thread, &bomb);
+  pthread_create(&b, NULL, spin_thread, &probe);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  assert_int_equal(bomb.run.rc, 0);
+  assert_int_equal(bomb.run.r.killed_by, SANDBOX_KILLED_BY_TIMEOUT);
+  assert_int_equal(probe.run.rc, 0);
+  long got_ms = atol((const char *)probe.run.r.stdout_data);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  fprintf(stderr, "# one spinning process beside 16 in another slot got %ld ms of CPU in 1 s "
+                  "(%ld CPUs)\n", got_ms, cpus);
+  if (is_cgroup())
+    /* Fair: 1000 ms on 2+ CPUs (500 on one); per process: about 2000/17. */
+    assert_true(got_ms >= (cpus > 1 ? 350 : 250));
+  sandbox_result_free(&bomb.run.r);
+  sandbox_result_free(&probe.run.r);
+}
+
 int main(void) {
   if (geteuid() != 0) {
     const char *ci = getenv("CI");
@@ -890,6 +937,7 @@ int main(void) {
       cmocka_unit_test_setup(test_network_profile_reaches_loopback_only_when_asked, test_setup),
       cmocka_unit_test_setup(test_missing_program_is_setup_error, test_setup),
       cmocka_unit_test_setup(test_slots_run_concurrently, test_setup),
+      cmocka_unit_test_setup(test_cpu_shared_fairly_between_slots, test_setup),
   };
   return cmocka_run_group_tests_name("engine", tests, group_setup, group_teardown);
 }
