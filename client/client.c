@@ -621,6 +621,7 @@ int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
     json_key(&j, "uid_base"), json_uint(&j, r->isolation->uid_base);
     json_key(&j, "slots"), json_uint(&j, r->isolation->slots);
     json_key(&j, "memory_per_process"), json_bool(&j, r->isolation->memory_per_process);
+    json_key(&j, "cpu_share_per_slot"), json_bool(&j, r->isolation->cpu_share_per_slot);
   }
   json_end(&j, '}');
   limits_json(&j, "default_limits", r->default_limits);

@@ -127,10 +127,15 @@ int main(int argc, char **argv) {
     log_line("listening", "url=%s", s->listen[i]);
   log_line("ready",
            "version=%s workers=%u queue=%lld contexts=%zu backend=\"%s\" seccomp=%s "
-           "namespaces=%s uid_base=%u state_dir=%s",
+           "namespaces=%s cpu_share_per_slot=%s uid_base=%u state_dir=%s",
            SANDBOXD_VERSION, srv.n_workers, (long long)s->queue, srv.n_calls,
            rep->backend_name != NULL ? rep->backend_name : "?", rep->seccomp ? "true" : "false",
-           rep->namespaces != NULL ? rep->namespaces : "?", (unsigned)rep->uid_base, s->state_dir);
+           rep->namespaces != NULL ? rep->namespaces : "?", rep->cpu_share ? "true" : "false",
+           (unsigned)rep->uid_base, s->state_dir);
+  if (!rep->cpu_share)
+    log_line("warning",
+             "msg=\"no cpu controller: runs share CPU per process, so a run with many "
+             "processes can slow the runs beside it\"");
 
   /* The main thread waits for SIGTERM/SIGINT and, every tick, ends idle
    * sessions past their TTL and detaches the workspaces of ended ones. */

@@ -148,6 +148,7 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   iso.uid_base = (uint32_t)rep->uid_base;
   iso.slots = rep->slots;
   iso.memory_per_process = rep->backend == SANDBOX_BACKEND_RLIMIT;
+  iso.cpu_share_per_slot = rep->cpu_share;
   resp.isolation = &iso;
   limits_to_proto(&srv->settings.default_limits, &def);
   limits_to_proto(&srv->settings.max_limits, &max);

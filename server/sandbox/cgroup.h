@@ -37,6 +37,7 @@ struct cgroup_manager {
   char engine_dir[CGROUP_V1_CONTROLLERS][4096];
   bool has_memsw;
   bool clone_into_cgroup;
+  bool cpu_share; /* the cpu controller gives each slot an equal share */
   unsigned n_slots;
   struct cgroup_slot *slots;
 };

@@ -6,6 +6,7 @@
 
 static int rlimit_init(struct cgroup_manager *m, const char *parent, struct sandbox_error *err) {
   m->clone_into_cgroup = false;
+  m->cpu_share = false;
   return 0;
 }
 static void rlimit_destroy(struct cgroup_manager *m) {}

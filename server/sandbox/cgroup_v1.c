@@ -165,6 +165,7 @@ static int v1_init(struct cgroup_manager *m, const char *parent, struct sandbox_
   m->has_memsw = faccessat(m->slots[0].dirfd[V1_MEMORY], "memory.memsw.limit_in_bytes", W_OK,
                            0) == 0;
   m->clone_into_cgroup = false;
+  m->cpu_share = m->engine_dir[V1_CPU][0] != '\0';
   return 0;
 fail:
   v1_destroy(m);

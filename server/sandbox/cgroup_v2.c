@@ -164,6 +164,7 @@ static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_
   int major = 0, minor = 0;
   if (uname(&u) == 0)
     sscanf(u.release, "%d.%d", &major, &minor);
+  m->cpu_share = has_word(avail, "cpu");
   m->clone_into_cgroup = major > 5 || (major == 5 && minor >= 7);
   return 0;
 }

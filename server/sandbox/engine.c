@@ -273,6 +273,7 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
   r->uid_base = e->config.uid_base;
   r->slots = e->config.slots;
   r->clone_into_cgroup = e->cgroups.clone_into_cgroup;
+  r->cpu_share = e->cgroups.cpu_share;
   *out = steal_pointer(&e);
   return 0;
 }

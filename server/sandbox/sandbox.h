@@ -112,6 +112,7 @@ struct sandbox_report {
   uid_t uid_base;
   unsigned slots;
   bool clone_into_cgroup;
+  bool cpu_share;             /* each slot has its own CPU share (v2 cpu, v1 cpu) */
 };
 
 struct sandbox_engine;

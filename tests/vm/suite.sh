@@ -160,6 +160,7 @@ if [ -x $BIN/sandboxd ] && [ -x $BIN/sandbox-run ]; then
   $BIN/sandbox-run -e $URL --info >/tmp/info.json 2>/tmp/info.err
   cat /tmp/info.err /tmp/info.json
   check service_info_says_v2 test "$(json_field isolation.backend </tmp/info.json)" = "cgroup v2"
+  check service_info_cpu_share test "$(json_field isolation.cpu_share_per_slot </tmp/info.json)" = True
   check service_info_cgroup_path test "$(json_field isolation.cgroup_path </tmp/info.json)" = "$D/sandboxd.$server"
 
   echo 'import sys; print("hello from", sys.version_info[:2])' >/tmp/hello.py

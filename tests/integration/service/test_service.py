@@ -351,6 +351,10 @@ def group_feedback_and_info(b):
               and info["default_limits"]["timeout_ms"] == 5000
               and info["max_limits"]["timeout_ms"] == 60000, "GetInfo reports isolation, limits",
               info)
+        # This host kind (hybrid) mounts the v1 cpu controller; v2 is checked in the VM.
+        check(info["isolation"].get("cpu_share_per_slot") is
+              (info["isolation"]["backend"] != "rlimit"), "GetInfo says each slot has a CPU share",
+              info["isolation"])
         check(info.get("runs_total") == 2 and info.get("requests_total") >= 3,
               "GetInfo counters count requests and runs", info)
         check(len([l for l in s.log_text().splitlines() if "event=run " in l
