@@ -203,6 +203,14 @@ int seccomp_policy_compile(struct seccomp_policy *policy, bool network, struct s
     sandbox_error_set(err, -rc, "seccomp nnp attribute");
     goto out;
   }
+  /* A binary tree over the syscall numbers instead of a linear chain: the
+   * kernel runs the filter once per syscall number when it is loaded (to
+   * cache the always-allowed ones), so the chain cost about 0.2 ms a run. */
+  rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  if (rc < 0) {
+    sandbox_error_set(err, -rc, "seccomp optimize attribute");
+    goto out;
+  }
   if (add_rules(ctx, network, err) < 0)
     goto out;
 
