@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_REPORT = 3, FD_SYNC = 4, FD_NETNS = 5,
-       FD_INIT = 6 };
-enum { N_KEPT_FDS = 7 };
+       FD_INIT = 6, FD_MNTNS = 7 };
+enum { N_KEPT_FDS = 8 };
 
 static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
   struct child_report r = {.kind = kind, .stage = stage, .errnum = errnum, .status = status};
@@ -48,7 +48,7 @@ __attribute__((noreturn)) static void fail(int stage) {
  * server's sockets, other runs' pipes, everything it had open. */
 static void setup_fds(const struct child_args *a) {
   int want[N_KEPT_FDS] = {a->stdin_fd, a->stdout_fd, a->stderr_fd, a->report_fd,
-                          a->sync_fd,  a->netns_fd,  a->init_fd};
+                          a->sync_fd,  a->netns_fd,  a->init_fd,   a->mntns_fd};
   int tmp[N_KEPT_FDS];
   for (int i = 0; i < N_KEPT_FDS; i++) {
     tmp[i] = -1;
@@ -65,6 +65,8 @@ static void setup_fds(const struct child_args *a) {
     close(FD_SYNC);
   if (a->netns_fd < 0)
     close(FD_NETNS);
+  if (a->mntns_fd < 0)
+    close(FD_MNTNS);
   /* The report and sync pipes go on to sandbox-init; its own image not. */
   if (fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
     fail(CHILD_STAGE_FDS);
@@ -87,7 +89,8 @@ static void reset_signals(void) {
     fail(CHILD_STAGE_SIGNALS);
 }
 
-static void run_ops(const struct child_args *a) {
+/* trees[i]: the detached copy for op i when it is CHILD_OP_ATTACH. */
+static void run_ops(const struct child_args *a, const int *trees) {
   for (size_t i = 0; i < a->n_ops; i++) {
     const struct child_op *op = &a->ops[i];
     int stage = CHILD_STAGE_OPS + (int)i;
@@ -125,15 +128,63 @@ static void run_ops(const struct child_args *a) {
       if (mount(NULL, op->path, NULL, MS_REMOUNT | op->flags, NULL) < 0)
         fail(stage);
       break;
+    case CHILD_OP_ATTACH:
+      if (trees == NULL) { /* only planned for template runs */
+        errno = EINVAL;
+        fail(stage);
+      }
+      if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, op->path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        fail(stage);
+      close(trees[i]);
+      if (mount(NULL, op->path, NULL, MS_BIND | MS_REMOUNT | op->flags, NULL) < 0)
+        fail(stage);
+      break;
     }
   }
 }
 
-static void enter_root(const struct child_args *a) {
+/* The fast way in: a private copy of the template namespace, whose root is
+ * already built, read-only and pivoted into (rootfs.h). Host directories
+ * for this run are cloned as detached trees first, while their paths still
+ * resolve, and attached inside the copy. No pivot_root and no unmount of an
+ * old root, which costs an RCU grace period (the CPU idles meanwhile). */
+static void enter_template(const struct child_args *a) {
+  int trees[CHILD_MAX_ATTACH + 64];
+  size_t n_attach = 0;
+  if (a->n_ops > sizeof trees / sizeof trees[0])
+    fail(CHILD_STAGE_PRIVATE_MOUNTS);
+  for (size_t i = 0; i < a->n_ops; i++) {
+    trees[i] = -1;
+    if (a->ops[i].kind != CHILD_OP_ATTACH)
+      continue;
+    if (++n_attach > CHILD_MAX_ATTACH)
+      fail(CHILD_STAGE_OPS + (int)i);
+    trees[i] = (int)syscall(SYS_open_tree, AT_FDCWD, a->ops[i].source,
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (trees[i] < 0)
+      fail(CHILD_STAGE_OPS + (int)i);
+  }
+  if (setns(FD_MNTNS, CLONE_NEWNS) < 0)
+    fail(CHILD_STAGE_TEMPLATE);
+  close(FD_MNTNS);
+  /* Our own copy: what this run mounts stays in it (the template's mounts
+   * are private, so nothing propagates back) and goes with its last process. */
+  if (unshare(CLONE_NEWNS) < 0)
+    fail(CHILD_STAGE_TEMPLATE);
+  run_ops(a, trees);
+  if (sethostname(a->hostname, strlen(a->hostname)) < 0)
+    fail(CHILD_STAGE_HOSTNAME);
+  if (chdir(a->cwd) < 0)
+    fail(CHILD_STAGE_CHDIR);
+}
+
+/* In a mount namespace of our own: builds the root at a->root, pivots into
+ * it, detaches the old root and makes the new one read-only. */
+static void build_root(const struct child_args *a) {
   /* Nothing we mount may propagate back to the host. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     fail(CHILD_STAGE_PRIVATE_MOUNTS);
-  run_ops(a);
+  run_ops(a, NULL);
   /* pivot_root(".", "."): the old root ends up stacked under the new one and
    * is detached at once, so no path leads back to the host's tree. */
   if (chdir(a->root) < 0)
@@ -146,6 +197,22 @@ static void enter_root(const struct child_args *a) {
     fail(CHILD_STAGE_PIVOT_ROOT);
   if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
     fail(CHILD_STAGE_REMOUNT_ROOT);
+}
+
+void child_template_main(const struct child_args *a, int report_fd) {
+  if (dup2(report_fd, FD_REPORT) < 0)
+    _exit(126);
+  if (unshare(CLONE_NEWNS) < 0)
+    fail(CHILD_STAGE_TEMPLATE);
+  umask(0); /* the plan's modes as they are: /dev/null 0666, /tmp 1777 */
+  build_root(a);
+  report(CHILD_REPORT_READY, 0, 0, 0);
+  for (;;)
+    pause();
+}
+
+static void enter_root(const struct child_args *a) {
+  build_root(a);
   if (sethostname(a->hostname, strlen(a->hostname)) < 0)
     fail(CHILD_STAGE_HOSTNAME);
   if (chdir(a->cwd) < 0)
@@ -200,7 +267,10 @@ int child_main(void *arg) {
     close(FD_NETNS);
   }
   umask(0);
-  enter_root(a);
+  if (a->mntns_fd >= 0)
+    enter_template(a);
+  else
+    enter_root(a);
   drop_privileges(a);
   /* Last: from here on every system call, the exec included, is filtered. */
   if (seccomp_policy_load(a->seccomp) < 0)
@@ -217,6 +287,7 @@ const char *child_stage_name(int stage) {
       [CHILD_STAGE_NETNS] = "network namespace",
       [CHILD_STAGE_SIGNALS] = "signal dispositions",
       [CHILD_STAGE_PRIVATE_MOUNTS] = "private mount propagation",
+      [CHILD_STAGE_TEMPLATE] = "entering a copy of the template mount namespace",
       [CHILD_STAGE_PIVOT_ROOT] = "pivot_root",
       [CHILD_STAGE_REMOUNT_ROOT] = "read-only root",
       [CHILD_STAGE_HOSTNAME] = "hostname",

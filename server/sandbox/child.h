@@ -22,7 +22,12 @@ enum child_op_kind {
   CHILD_OP_MKNOD,   /* path, mode, dev */
   CHILD_OP_REMOUNT, /* path, flags (tmpfs made read-only after it was filled) */
   CHILD_OP_MKFILE,  /* path, mode: an empty file to bind a file onto */
+  /* Template runs only: source (a host path) is cloned with open_tree before
+   * the child enters the template namespace, then attached at path with
+   * move_mount and remounted with flags (MS_RDONLY...). */
+  CHILD_OP_ATTACH,
 };
+#define CHILD_MAX_ATTACH 17 /* the workspace + SANDBOX_MAX_EXTRA_MOUNTS */
 
 struct child_op {
   enum child_op_kind kind;
@@ -41,6 +46,7 @@ enum child_stage {
   CHILD_STAGE_NETNS,
   CHILD_STAGE_SIGNALS,
   CHILD_STAGE_PRIVATE_MOUNTS,
+  CHILD_STAGE_TEMPLATE,
   CHILD_STAGE_PIVOT_ROOT,
   CHILD_STAGE_REMOUNT_ROOT,
   CHILD_STAGE_HOSTNAME,
@@ -65,6 +71,7 @@ enum child_stage {
 enum child_report_kind {
   CHILD_REPORT_SETUP_ERROR = 1, /* stage, errnum: the program did not run */
   CHILD_REPORT_EXIT = 2,        /* status: wait status of the program */
+  CHILD_REPORT_READY = 3,       /* the template namespace is built */
 };
 
 struct child_report {
@@ -79,7 +86,12 @@ struct child_report {
 struct child_args {
   const struct child_op *ops;
   size_t n_ops;
-  const char *root;     /* host path where the new root is built */
+  const char *root;     /* host path where the new root is built (no template) */
+  /* The template mount namespace (rootfs.h), or -1. With it, the child joins
+   * a copy of the prepared root and ops are the per-run mounts only, with
+   * paths inside the sandbox; without it, ops build the whole root at root
+   * and the child pivots into it. */
+  int mntns_fd;
   const char *cwd;      /* inside the sandbox */
   const char *hostname;
   const char *const *argv;
@@ -103,6 +115,11 @@ struct child_args {
  * parent's memory until it execs sandbox-init; the parent thread waits).
  * Returns only by exiting. */
 int child_main(void *args);
+
+/* The template namespace's builder, in a helper forked at engine start: runs
+ * a->ops in a new mount namespace, pivots into a->root, reports READY on
+ * report_fd and waits to be killed. Returns only by exiting. */
+__attribute__((noreturn)) void child_template_main(const struct child_args *a, int report_fd);
 
 /* Human name of a stage (parent side). */
 const char *child_stage_name(int stage);

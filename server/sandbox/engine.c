@@ -29,6 +29,7 @@
 #include "cgroup.h"
 #include "child.h"
 #include "cleanup.h"
+#include "mnt_template.h"
 #include "rootfs.h"
 #include "sandbox.h"
 #include "seccomp_policy.h"
@@ -48,6 +49,7 @@ struct sandbox_engine {
   struct sandbox_report report;
   int cap_last_cap;
   int init_fd; /* sealed memfd with sandbox-init */
+  int mntns_fd; /* the template mount namespace (mnt_template.c) */
   struct engine_slot {
     int netns_fd;      /* the slot's network namespace (only a down lo) */
     void *clone_stack; /* the vfork-style child's stack */
@@ -95,9 +97,10 @@ static int make_init_memfd(struct sandbox_error *err) {
   return fd;
 }
 
-/* The network namespace is per slot (joined with setns), the others per run. */
-static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                                 CLONE_NEWCGROUP;
+/* The network namespace is per slot (joined with setns), the others per run.
+ * The mount namespace too, but a template run's child makes it itself, as a
+ * copy of the template (child.c), rather than copying the host's here. */
+static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 
 const char *sandbox_killed_by_name(enum sandbox_killed_by k) {
   switch (k) {
@@ -247,9 +250,17 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
     close(e->init_fd);
     return sandbox_error_wrap(err, "prepare sandbox filesystem");
   }
+  e->mntns_fd = mnt_template_create(&e->rootfs, err);
+  if (e->mntns_fd < 0) {
+    rootfs_destroy(&e->rootfs);
+    free_slots(e);
+    close(e->init_fd);
+    return sandbox_error_wrap(err, "prepare the template mount namespace");
+  }
   if (seccomp_policy_compile(&e->seccomp, false, err) < 0 ||
       seccomp_policy_compile(&e->seccomp_network, true, err) < 0) {
     seccomp_policy_free(&e->seccomp);
+    close(e->mntns_fd);
     free_slots(e);
     close(e->init_fd);
     rootfs_destroy(&e->rootfs);
@@ -259,6 +270,7 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
                           err) < 0) {
     seccomp_policy_free(&e->seccomp);
     seccomp_policy_free(&e->seccomp_network);
+    close(e->mntns_fd);
     rootfs_destroy(&e->rootfs);
     free_slots(e);
     close(e->init_fd);
@@ -284,6 +296,7 @@ void sandbox_engine_free(struct sandbox_engine *e) {
   cgroup_manager_destroy(&e->cgroups);
   seccomp_policy_free(&e->seccomp);
   seccomp_policy_free(&e->seccomp_network);
+  close(e->mntns_fd);
   rootfs_destroy(&e->rootfs);
   free_slots(e);
   close(e->init_fd);
@@ -450,6 +463,8 @@ static pid_t spawn(struct sandbox_engine *e, unsigned slot, struct child_args *a
   struct clone_args ca;
   memset(&ca, 0, sizeof ca);
   ca.flags = NS_FLAGS | CLONE_PIDFD | CLONE_VM | CLONE_VFORK;
+  if (args->mntns_fd < 0)
+    ca.flags |= CLONE_NEWNS;
   ca.pidfd = (uint64_t)(uintptr_t)pidfd;
   ca.exit_signal = SIGCHLD;
   ca.stack = (uint64_t)(uintptr_t)e->slots[slot].clone_stack;
@@ -487,8 +502,9 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
   struct sandbox_limits limits = spec->limits;
   sandbox_limits_fill_defaults(&limits);
 
+  bool template = rootfs_template_fits(spec);
   struct rootfs_plan plan;
-  if (rootfs_plan_build(&e->rootfs, spec, &limits, &plan, err) < 0)
+  if (rootfs_plan_build(&e->rootfs, spec, &limits, template, &plan, err) < 0)
     return -1;
   cleanup_free const char **env = build_env(spec->env, err);
   if (env == NULL) {
@@ -522,6 +538,7 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
       .ops = plan.ops,
       .n_ops = plan.n_ops,
       .root = e->rootfs.root,
+      .mntns_fd = template ? e->mntns_fd : -1,
       .cwd = spec->cwd ? spec->cwd : "/workspace",
       .hostname = "sandbox",
       .argv = spec->argv,

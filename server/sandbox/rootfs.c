@@ -306,7 +306,6 @@ static int plan_add(struct rootfs_plan *plan, struct child_op op) {
   return 0;
 }
 
-#define ROOT_PATH(rel) plan_str(plan, "%s%s", fs->root, rel)
 #define RO_FLAGS (MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
@@ -340,26 +339,18 @@ int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
   return 0;
 }
 
-static int plan_mkdir_p(const struct rootfs *fs, struct rootfs_plan *plan, const char *target) {
-  /* target was checked: absolute and normalized. */
-  const char *p = target;
-  while ((p = strchr(p + 1, '/')) != NULL) {
-    int n = (int)(p - target);
-    if (plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR,
-                                         .path = plan_str(plan, "%s%.*s", fs->root, n, target),
-                                         .mode = 0755}) < 0)
-      return -1;
-  }
-  return plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH(target),
-                                          .mode = 0755});
-}
+/* Paths in a plan: pre + an absolute path inside the sandbox. pre is the
+ * host directory where the root is built (fs->root), or "" for the per-run
+ * operations of a template run, which happen inside the new root. */
+#define AT(rel) plan_str(plan, "%s%s", pre, rel)
 
-int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
-                      const struct sandbox_limits *limits, struct rootfs_plan *plan,
-                      struct sandbox_error *err) {
-  memset(plan, 0, sizeof *plan);
+/* What every run shares: a tiny read-only tmpfs root with read-only binds of
+ * the host's interpreter directories, the synthesized /etc, mount points,
+ * and a read-only /dev with five harmless character devices and the stdio
+ * links. Built per run without a template, once into the template with. */
+static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool network) {
+  const char *pre = fs->root;
   int rc = 0;
-  /* The root: a tiny tmpfs, made read-only once everything is in place. */
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
                                          .path = fs->root, .fstype = "tmpfs",
                                          .flags = MS_NOSUID | MS_NODEV,
@@ -370,52 +361,32 @@ int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
       rc = -1;
     else if (fs->top[i].is_link)
       rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = fs->top[i].target,
-                                             .path = ROOT_PATH(rel)});
+                                             .path = AT(rel)});
     else {
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH(rel),
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(rel),
                                              .mode = 0755});
       rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = rel,
-                                             .path = ROOT_PATH(rel), .flags = RO_FLAGS});
+                                             .path = AT(rel), .flags = RO_FLAGS});
     }
   }
   /* /etc: the synthesized one. */
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/etc"),
-                                         .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/etc"), .mode = 0755});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = fs->etc,
-                                         .path = ROOT_PATH("/etc"), .flags = RO_FLAGS});
-  if (spec->network) {
+                                         .path = AT("/etc"), .flags = RO_FLAGS});
+  if (network) {
     /* Name resolution and CA certificates for the installer's downloads. */
     if (access("/etc/resolv.conf", R_OK) == 0)
       rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/resolv.conf",
-                                             .path = ROOT_PATH("/etc/resolv.conf"),
-                                             .flags = RO_FLAGS});
+                                             .path = AT("/etc/resolv.conf"), .flags = RO_FLAGS});
     if (access("/etc/ssl", R_OK) == 0)
       rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/ssl",
-                                             .path = ROOT_PATH("/etc/ssl"), .flags = RO_FLAGS});
+                                             .path = AT("/etc/ssl"), .flags = RO_FLAGS});
   }
-  /* /proc for the new PID namespace, with the kernel's knobs read-only. */
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/proc"),
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/proc"),
                                          .mode = 0555});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "proc",
-                                         .path = ROOT_PATH("/proc"), .fstype = "proc",
-                                         .flags = MS_NOSUID | MS_NODEV | MS_NOEXEC});
-  /* Writes there need root; the binds are defence in depth against a kernel
-   * bug, kept to the two that change the whole host. */
-  static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger"};
-  for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
-    char host[64];
-    snprintf(host, sizeof host, "%s", proc_ro[i]);
-    if (access(host, F_OK) < 0)
-      continue;
-    const char *p = ROOT_PATH(proc_ro[i]);
-    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = p, .path = p,
-                                           .flags = RO_FLAGS | MS_NOEXEC});
-  }
-  /* /dev: five harmless character devices, stdio links and a /dev/shm. */
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/dev"),
-                                         .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev"), .mode = 0755});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = ROOT_PATH("/dev"), .fstype = "tmpfs",
+                                         .path = AT("/dev"), .fstype = "tmpfs",
                                          .flags = MS_NOSUID | MS_NOEXEC,
                                          .data = "size=64k,nr_inodes=64,mode=0755"});
   static const struct {
@@ -424,7 +395,7 @@ int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
   } devs[] = {{"/dev/null", 3}, {"/dev/zero", 5}, {"/dev/full", 7}, {"/dev/random", 8},
               {"/dev/urandom", 9}};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
-    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKNOD, .path = ROOT_PATH(devs[i].name),
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKNOD, .path = AT(devs[i].name),
                                            .mode = S_IFCHR | 0666,
                                            .dev = makedev(1, devs[i].minor)});
   static const struct {
@@ -435,67 +406,144 @@ int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
                {"/dev/stderr", "/proc/self/fd/2"}};
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
     rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = links[i].target,
-                                           .path = ROOT_PATH(links[i].name)});
+                                           .path = AT(links[i].name)});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/shm"),
+                                         .mode = 01777});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_REMOUNT, .path = AT("/dev"),
+                                         .flags = MS_RDONLY | MS_NOSUID | MS_NOEXEC});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/tmp"), .mode = 01777});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/workspace"),
+                                         .mode = 0755});
+  return rc;
+}
+
+/* What is fresh in every run: /proc for its PID namespace, /tmp and
+ * /dev/shm (size-limited, charged to the run's memory cgroup), the
+ * workspace read-write. Binds from the host are CHILD_OP_ATTACH in a
+ * template run (cloned before the child leaves the host's namespace). */
+static int plan_per_run(const char *pre, bool template, const struct sandbox_spec *spec,
+                        const struct sandbox_limits *limits, struct rootfs_plan *plan) {
+  int rc = 0;
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "proc",
+                                         .path = AT("/proc"), .fstype = "proc",
+                                         .flags = MS_NOSUID | MS_NODEV | MS_NOEXEC});
+  /* Writes there need root; the binds are defence in depth against a kernel
+   * bug, kept to the two that change the whole host. */
+  static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger"};
+  for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
+    if (access(proc_ro[i], F_OK) < 0)
+      continue;
+    const char *path = AT(proc_ro[i]);
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = path, .path = path,
+                                           .flags = RO_FLAGS | MS_NOEXEC});
+  }
   const char *tmpfs_data = plan_str(plan, "size=%" PRIu64 ",nr_inodes=65536,mode=1777",
                                     limits->tmp_bytes);
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/dev/shm"),
-                                         .mode = 01777});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = ROOT_PATH("/dev/shm"), .fstype = "tmpfs",
+                                         .path = AT("/dev/shm"), .fstype = "tmpfs",
                                          .flags = MS_NOSUID | MS_NODEV, .data = tmpfs_data});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_REMOUNT, .path = ROOT_PATH("/dev"),
-                                         .flags = MS_RDONLY | MS_NOSUID | MS_NOEXEC});
-  /* /tmp: per run, size-limited, charged to the run's memory cgroup. */
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = ROOT_PATH("/tmp"),
-                                         .mode = 01777});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = ROOT_PATH("/tmp"), .fstype = "tmpfs",
+                                         .path = AT("/tmp"), .fstype = "tmpfs",
                                          .flags = MS_NOSUID | MS_NODEV, .data = tmpfs_data});
-  /* The workspace, read-write. */
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR,
-                                         .path = ROOT_PATH("/workspace"), .mode = 0755});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = spec->workspace_dir,
-                                         .path = ROOT_PATH("/workspace"),
-                                         .flags = MS_NOSUID | MS_NODEV});
+  enum child_op_kind bind = template ? CHILD_OP_ATTACH : CHILD_OP_BIND;
+  rc |= plan_add(plan, (struct child_op){.kind = bind, .source = spec->workspace_dir,
+                                         .path = AT("/workspace"), .flags = MS_NOSUID | MS_NODEV});
+  return rc;
+}
+
+static int plan_mkdir_p(const char *pre, struct rootfs_plan *plan, const char *target) {
+  /* target was checked: absolute and normalized. */
+  const char *p = target;
+  while ((p = strchr(p + 1, '/')) != NULL) {
+    int n = (int)(p - target);
+    if (plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR,
+                                         .path = plan_str(plan, "%s%.*s", pre, n, target),
+                                         .mode = 0755}) < 0)
+      return -1;
+  }
+  return plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(target),
+                                          .mode = 0755});
+}
+
+/* Extra read-only binds. A template run takes only targets that exist in
+ * the template (directories under /usr/local/, as the requirements'
+ * site directory): its root is read-only and shared, nothing is created. */
+static int plan_mounts(const char *pre, bool template, const struct sandbox_spec *spec,
+                       struct rootfs_plan *plan, struct sandbox_error *err) {
+  int rc = 0;
   for (size_t i = 0; i < spec->n_mounts; i++) {
     const struct sandbox_mount *m = &spec->mounts[i];
-    if (rootfs_check_mount_target(m->target, err) < 0) {
-      rootfs_plan_free(plan);
+    if (rootfs_check_mount_target(m->target, err) < 0)
       return -1;
-    }
-    if (m->source == NULL || m->source[0] != '/') {
-      rootfs_plan_free(plan);
+    if (m->source == NULL || m->source[0] != '/')
       return sandbox_error_set(err, EINVAL, "mount source for %s is not absolute", m->target);
-    }
     struct stat st;
-    if (stat(m->source, &st) < 0) {
-      int e = errno;
-      rootfs_plan_free(plan);
-      return sandbox_error_set(err, e, "mount source %s", m->source);
-    }
+    if (stat(m->source, &st) < 0)
+      return sandbox_error_set(err, errno, "mount source %s", m->source);
     bool under_usr = strncmp(m->target, "/usr/", 5) == 0; /* exists: checked above */
     if (S_ISDIR(st.st_mode) && under_usr) {
       /* mount point already there in the read-only /usr */
+    } else if (template) {
+      return sandbox_error_set(err, EINVAL, "mount target %s needs the root built per run",
+                               m->target);
     } else if (S_ISDIR(st.st_mode)) {
-      rc |= plan_mkdir_p(fs, plan, m->target);
+      rc |= plan_mkdir_p(pre, plan, m->target);
     } else if (under_usr) {
-      rootfs_plan_free(plan);
       return sandbox_error_set(err, EINVAL, "mount source for %s must be a directory", m->target);
     } else {
       char parent[256];
       snprintf(parent, sizeof parent, "%.*s", (int)(strrchr(m->target, '/') - m->target),
                m->target);
       if (parent[0] != '\0')
-        rc |= plan_mkdir_p(fs, plan, parent);
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKFILE,
-                                             .path = ROOT_PATH(m->target), .mode = 0644});
+        rc |= plan_mkdir_p(pre, plan, parent);
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKFILE, .path = AT(m->target),
+                                             .mode = 0644});
     }
-    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = m->source,
-                                           .path = ROOT_PATH(m->target), .flags = RO_FLAGS});
+    rc |= plan_add(plan, (struct child_op){.kind = template ? CHILD_OP_ATTACH : CHILD_OP_BIND,
+                                           .source = m->source, .path = AT(m->target),
+                                           .flags = RO_FLAGS});
   }
-  if (rc != 0) {
+  if (rc != 0)
+    return sandbox_error_set(err, ENOMEM, "mount plan");
+  return 0;
+}
+
+bool rootfs_template_fits(const struct sandbox_spec *spec) {
+  if (spec->network)
+    return false; /* the installer: resolv.conf and CA certificates bound in */
+  for (size_t i = 0; i < spec->n_mounts; i++) {
+    const struct sandbox_mount *m = &spec->mounts[i];
+    struct stat st;
+    if (m->target == NULL || strncmp(m->target, "/usr/", 5) != 0 || m->source == NULL ||
+        stat(m->source, &st) < 0 || !S_ISDIR(st.st_mode))
+      return false;
+  }
+  return true;
+}
+
+int rootfs_template_plan(const struct rootfs *fs, struct rootfs_plan *plan,
+                         struct sandbox_error *err) {
+  memset(plan, 0, sizeof *plan);
+  if (plan_shared(fs, plan, false) != 0) {
     rootfs_plan_free(plan);
     return sandbox_error_set(err, ENOMEM, "mount plan");
+  }
+  return 0;
+}
+
+int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
+                      const struct sandbox_limits *limits, bool template,
+                      struct rootfs_plan *plan, struct sandbox_error *err) {
+  memset(plan, 0, sizeof *plan);
+  const char *pre = template ? "" : fs->root;
+  if ((!template && plan_shared(fs, plan, spec->network) != 0) ||
+      plan_per_run(pre, template, spec, limits, plan) != 0) {
+    rootfs_plan_free(plan);
+    return sandbox_error_set(err, ENOMEM, "mount plan");
+  }
+  if (plan_mounts(pre, template, spec, plan, err) < 0) {
+    rootfs_plan_free(plan);
+    return -1;
   }
   return 0;
 }
@@ -514,7 +562,7 @@ void rootfs_describe_op(const struct rootfs_plan *plan, size_t i, char *buf, siz
     return;
   }
   static const char *const verbs[] = {"mkdir", "symlink", "mount", "bind mount", "mknod",
-                                      "remount", "create"};
+                                      "remount", "create", "attach"};
   const struct child_op *op = &plan->ops[i];
   snprintf(buf, size, "%s %s%s%s", verbs[op->kind], op->source ? op->source : "",
            op->source ? " -> " : "", op->path);

@@ -39,9 +39,25 @@ int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t 
                 unsigned slots, struct sandbox_error *err);
 /* Removes this engine's synthesized /etc. */
 void rootfs_destroy(const struct rootfs *fs);
+/* A run's operations. template: the run enters a copy of the template
+ * namespace, and the plan holds only what is fresh per run (/proc, /tmp,
+ * /dev/shm, the workspace, extra mounts), with paths inside the sandbox.
+ * Otherwise the plan builds the whole root under fs->root. */
 int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
-                      const struct sandbox_limits *limits, struct rootfs_plan *plan,
-                      struct sandbox_error *err);
+                      const struct sandbox_limits *limits, bool template,
+                      struct rootfs_plan *plan, struct sandbox_error *err);
+
+/* The template mount namespace: built once at engine start by a helper
+ * (child_template_main), which runs this plan in a namespace of its own,
+ * pivots into the new root, detaches the old one and makes the root
+ * read-only. The engine keeps an fd to the namespace; each run's child
+ * joins it and unshares a private copy. */
+int rootfs_template_plan(const struct rootfs *fs, struct rootfs_plan *plan,
+                         struct sandbox_error *err);
+/* Whether a run can use the template: no network profile (the installer
+ * binds the host's resolv.conf and CA certificates) and extra mounts only on
+ * directories that exist in the template (under /usr/). */
+bool rootfs_template_fits(const struct sandbox_spec *spec);
 void rootfs_plan_free(struct rootfs_plan *plan);
 
 /* Checks a path inside the sandbox for an extra mount: absolute, normalized

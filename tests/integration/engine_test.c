@@ -484,6 +484,38 @@ static void test_network_namespace_has_only_lo(void **state) {
   sandbox_result_free(&run.r);
 }
 
+static void test_dev_and_tmp_usable(void **state) {
+  /* The devices, /tmp and /dev/shm work for the unprivileged program (the
+   * template's nodes are 0666, the per-run tmpfs 1777), and what one run
+   * mounts stays in its own copy of the template: a second run sees the
+   * same mount table, not one more /tmp. */
+  const char *code =
+      "import os, stat, errno\n"
+      "open('/dev/null', 'w').write('x'); print(len(open('/dev/zero', 'rb').read(8)))\n"
+      "print(len(open('/dev/urandom', 'rb').read(8)))\n"
+      "fd = os.open('/dev/full', os.O_WRONLY)\n"
+      "try:\n    os.write(fd, b'x')\nexcept OSError as e:\n"
+      "    print(e.errno == errno.ENOSPC)\n"
+      "print(sorted(n for n in os.listdir('/dev')))\n"
+      "print([oct(stat.S_IMODE(os.stat(p).st_mode)) for p in ('/dev/null', '/tmp', '/dev/shm')])\n"
+      "open('/dev/shm/x', 'w').write('1'); open('/tmp/x', 'w').write('1')\n"
+      "print(len(open('/proc/self/mountinfo').read().splitlines()))\n";
+  struct run first, second;
+  run_py(code, &first);
+  run_py(code, &second);
+  assert_int_equal(first.r.exit_code, 0);
+  fprintf(stderr, "# %.*s", (int)first.r.stdout_len, first.r.stdout_data);
+  const char *expect_prefix = "8\n8\nTrue\n['fd', 'full', 'null', 'random', 'shm', 'stderr', "
+                              "'stdin', 'stdout', 'urandom', 'zero']\n['0o666', '0o1777', "
+                              "'0o1777']\n";
+  assert_true(first.r.stdout_len > strlen(expect_prefix));
+  assert_memory_equal(first.r.stdout_data, expect_prefix, strlen(expect_prefix));
+  assert_int_equal(first.r.stdout_len, second.r.stdout_len);
+  assert_memory_equal(first.r.stdout_data, second.r.stdout_data, first.r.stdout_len);
+  sandbox_result_free(&first.r);
+  sandbox_result_free(&second.r);
+}
+
 static void test_root_is_read_only(void **state) {
   struct run run;
   run_py("import errno\n"
@@ -929,6 +961,7 @@ int main(void) {
       cmocka_unit_test_setup(test_network_connect_is_permission_error, test_setup),
       cmocka_unit_test_setup(test_network_namespace_has_only_lo, test_setup),
       cmocka_unit_test_setup(test_root_is_read_only, test_setup),
+      cmocka_unit_test_setup(test_dev_and_tmp_usable, test_setup),
       cmocka_unit_test_setup(test_unprivileged_uid_and_empty_caps, test_setup),
       cmocka_unit_test_setup(test_proc_shows_only_the_sandbox, test_setup),
       cmocka_unit_test_setup(test_no_host_secrets_in_etc, test_setup),
