@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "feedback.h"
+#include "netaddr.h"
 
 int download_global_init(void) {
   return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
@@ -76,6 +78,27 @@ static int check_target(const struct download_policy *policy, const char *url, c
   curl_free(host);
   curl_url_cleanup(u);
   return rv;
+}
+
+/* The address guard: curl asks us for each socket it connects with. */
+struct guard {
+  bool check;         /* false: the host was named, or private addresses allowed */
+  char refused[256];  /* "address 10.0.0.1 is private (10.0.0.0/8)" */
+};
+
+static curl_socket_t guard_open(void *arg, curlsocktype purpose, struct curl_sockaddr *addr) {
+  struct guard *g = arg;
+  if (purpose != CURLSOCKTYPE_IPCXN)
+    return CURL_SOCKET_BAD;
+  const char *why = NULL;
+  if (g->check && !netaddr_is_public(&addr->addr, addr->addrlen, &why)) {
+    char text[64];
+    netaddr_format(&addr->addr, addr->addrlen, text, sizeof text);
+    if (g->refused[0] == '\0') /* the first refusal: curl may try other addresses */
+      snprintf(g->refused, sizeof g->refused, "address %s is %s", text, why);
+    return CURL_SOCKET_BAD;
+  }
+  return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
 }
 
 struct sink {
@@ -144,6 +167,10 @@ int download_fetch(const struct download_policy *policy, const char *url, uint8_
     if (c == NULL)
       return reason_set(reason, reasonlen, "out of memory");
     struct sink sink = {.max = policy->max_bytes};
+    /* Past check_target, a non-empty allowlist means the operator named
+     * this host: trusted wherever it resolves. */
+    bool named = policy->allowed_hosts != NULL && policy->allowed_hosts[0] != '\0';
+    struct guard guard = {.check = !policy->allow_private && !named};
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_URL, current);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -157,6 +184,9 @@ int download_fetch(const struct download_policy *policy, const char *url, uint8_
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "sandboxd/" SANDBOXD_VERSION);
     curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, NULL); /* no decompression bombs */
+    curl_easy_setopt(c, CURLOPT_PROXY, "");             /* never http_proxy & co. */
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, guard_open);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &guard);
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -176,6 +206,11 @@ int download_fetch(const struct download_policy *policy, const char *url, uint8_
       free(sink.data);
       if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED)
         return reason_set(reason, reasonlen, "larger than %s (max-file-bytes)", size_text);
+      if (guard.refused[0] != '\0')
+        return reason_set(reason, reasonlen,
+                          "%s; downloads reach public addresses only (set download-hosts or "
+                          "download-allow-private)",
+                          guard.refused);
       if (rc == CURLE_OPERATION_TIMEDOUT)
         return reason_set(reason, reasonlen, "timed out after %llu ms",
                           (unsigned long long)policy->timeout_ms);

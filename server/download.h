@@ -8,6 +8,7 @@
 #ifndef SBX_DOWNLOAD_H
 #define SBX_DOWNLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,12 @@
 
 struct download_policy {
   const char *allowed_hosts; /* comma-separated, case-insensitive; "" = any */
+  /* Connecting to an address that is not public (loopback, private,
+   * link-local such as the cloud metadata service: netaddr.h) is refused
+   * unless this is set or the host is named in allowed_hosts. Checked on the
+   * address curl actually connects to, at every hop, so neither a name that
+   * resolves inward nor a redirect gets around it. */
+  bool allow_private;
   uint64_t timeout_ms;
   uint64_t max_bytes;
 };
@@ -29,7 +36,9 @@ int download_url_syntax_ok(const char *url);
 
 /* Fetches url. Returns 0 with a malloc'd body, or -1 with reason filled
  * ("HTTP status 404", "larger than 1 MiB", "timed out after 2 s", "host
- * example.com is not in download-hosts", ...). */
+ * example.com is not in download-hosts", "address 127.0.0.1 is loopback
+ * (127.0.0.0/8) ...", ...). Proxies from the environment are not used: the
+ * address check must see the real destination. */
 int download_fetch(const struct download_policy *policy, const char *url, uint8_t **body,
                    size_t *len, char *reason, size_t reasonlen);
 

@@ -183,6 +183,7 @@ static sbx_code fetch_files(struct server *srv, const Sandbox__V1__RunCodeReques
     uint64_t cap = (uint64_t)srv->settings.max_file_bytes;
     struct download_policy policy = {
         .allowed_hosts = srv->settings.download_hosts,
+        .allow_private = srv->settings.download_allow_private != 0,
         .timeout_ms = (uint64_t)srv->settings.download_timeout_ms,
         .max_bytes = cap < room ? cap : room,
     };

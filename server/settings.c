@@ -86,7 +86,10 @@ static const struct setting_def setting_defs[] = {
     {"download-timeout-ms", SETTING_INT, OFF(download_timeout_ms), 0, 1, 3600000,
      "time for each download, redirects included (default 10000)"},
     {"download-hosts", SETTING_STRING, STR(download_hosts), 0, 0,
-     "comma-separated hosts files may be downloaded from (default: any host)"},
+     "comma-separated hosts files may be downloaded from, wherever they resolve (default: "
+     "any host with a public address)"},
+    {"download-allow-private", SETTING_INT, OFF(download_allow_private), 0, 0, 1,
+     "1: downloads may also reach loopback, private and link-local addresses (default 0)"},
     {"artifact-bytes", SETTING_INT, OFF(artifact_bytes), 0, 0, 1LL << 30,
      "artifact content sent inline per file, and ReadFile's largest read (default 1 MiB)"},
     {"artifacts-total-bytes", SETTING_INT, OFF(artifacts_total_bytes), 0, 0, 1LL << 30,

@@ -631,6 +631,39 @@ def group_files(b):
         check(out.get("stdout") == "hello\n", "server still serves", out)
     finally:
         s.stop()
+    # No allowlist: any host, but public addresses only (no SSRF into the
+    # server's own network). Every server here is on loopback.
+    open_server = Server(b, 63250, "--download-timeout-ms", "1500")
+    private_ok = Server(b, 63260, "--download-timeout-ms", "1500", "--download-allow-private", "1")
+    try:
+        port = httpd.server_address[1]
+        before = runs_total(open_server)
+        for what, url, reason in [
+                ("an IPv4 loopback address", f"{web}/ok.txt", "address 127.0.0.1 is loopback"),
+                ("a name that resolves to loopback", f"http://localhost:{port}/ok.txt",
+                 "is loopback"),
+                ("an IPv6 loopback address", f"http://[::1]:{port}/ok.txt", "address ::1 is loopback"),
+                ("an IPv4-mapped loopback address", f"http://[::ffff:127.0.0.1]:{port}/ok.txt",
+                 "is loopback"),
+                ("the cloud metadata address", "http://169.254.169.254/latest/meta-data/",
+                 "address 169.254.169.254 is link-local"),
+                ("a private address", "http://10.1.2.3/x", "address 10.1.2.3 is private"),
+                ("0.0.0.0", f"http://0.0.0.0:{port}/ok.txt", "this network")]:
+            rc, out = open_server.run(HELLO, "--file-url", f"x={url}")
+            err = out.get("error", "")
+            check(out.get("status") == "FAILED_PRECONDITION" and url in err and reason in err
+                  and "public addresses only" in err,
+                  f"without download-hosts, {what} is refused", out)
+        check(runs_total(open_server) == before, "nothing ran after a refused address")
+        rc, out = private_ok.run("print(open('mounts/ok.txt').read(), end='')\n",
+                                 "--file-url", f"ok.txt={web}/ok.txt")
+        check(out.get("stdout") == "downloaded content\n",
+              "download-allow-private 1 reaches a loopback server", out)
+        rc, out = open_server.run(HELLO)
+        check(out.get("stdout") == "hello\n", "server still serves", out)
+    finally:
+        open_server.stop()
+        private_ok.stop()
         httpd.shutdown()
 
 
