@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "envelope.h"
+#include "client_internal.h"
 #include "json.h"
 #include "sandbox_client.h"
 #include "status.h"
@@ -34,7 +35,8 @@ struct sbxc_request {
   Sandbox__V1__Limits limits;
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                           ...) {
   if (err != NULL && errlen > 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -279,6 +281,11 @@ void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
 
 /* One request, one reply, on a fresh context. Returns the decoded reply
  * envelope, or NULL with *code/err saying why no reply was had. */
+/* The one place a reply's bytes are decoded (the fuzzer goes through it). */
+static Sandbox__V1__ReplyEnvelope *unpack_reply(const uint8_t *buf, size_t len) {
+  return sandbox__v1__reply_envelope__unpack(NULL, len, buf);
+}
+
 static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
                                              const ProtobufCMessage *payload,
                                              uint64_t deadline_unix_ms, nng_duration timeout_ms,
@@ -334,7 +341,7 @@ static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
     goto out;
   }
   msg = nng_aio_get_msg(aio);
-  reply = sandbox__v1__reply_envelope__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+  reply = unpack_reply(nng_msg_body(msg), nng_msg_len(msg));
   nng_msg_free(msg);
   if (reply == NULL) {
     *code = SBXC_INTERNAL;
@@ -385,25 +392,10 @@ struct result_storage {
   char message[512];
 };
 
-int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *out) {
-  memset(out, 0, sizeof(*out));
-  struct result_storage *st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    out->status = SBXC_INTERNAL;
-    out->message = "out of memory";
-    return -1;
-  }
-  out->internal_ = st;
-  out->message = st->message;
-  uint64_t run_timeout = req->limits.timeout_ms > 0 ? (uint64_t)req->limits.timeout_ms
-                                                    : SBXC_UNKNOWN_TIMEOUT_MS;
-  int code = SBXC_INTERNAL;
-  st->reply = call_with_retries(c, SBX_METHOD_RUN_CODE, &req->msg.base, run_timeout,
-                                &out->attempts, &code, st->message, sizeof(st->message));
-  if (st->reply == NULL) {
-    out->status = code;
-    return -1;
-  }
+/* Fills out from a RunCode reply (st->reply, owned by st). Every byte of it
+ * came from the network: a malformed payload is an error, never a crash
+ * (tests/fuzz/fuzz_reply.c). */
+static int result_from_reply(struct result_storage *st, struct sbxc_result *out) {
   out->status = st->reply->status;
   if (st->reply->status != SANDBOX__V1__CODE__OK) {
     snprintf(st->message, sizeof(st->message), "%s", st->reply->message);
@@ -450,6 +442,48 @@ int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *o
     out->n_artifacts = r->n_artifacts;
   }
   return 0;
+}
+
+static struct result_storage *result_init(struct sbxc_result *out) {
+  memset(out, 0, sizeof(*out));
+  struct result_storage *st = calloc(1, sizeof(*st));
+  if (st == NULL) {
+    out->status = SBXC_INTERNAL;
+    out->message = "out of memory";
+    return NULL;
+  }
+  out->internal_ = st;
+  out->message = st->message;
+  return st;
+}
+
+int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *out) {
+  struct result_storage *st = result_init(out);
+  if (st == NULL)
+    return -1;
+  uint64_t run_timeout = req->limits.timeout_ms > 0 ? (uint64_t)req->limits.timeout_ms
+                                                    : SBXC_UNKNOWN_TIMEOUT_MS;
+  int code = SBXC_INTERNAL;
+  st->reply = call_with_retries(c, SBX_METHOD_RUN_CODE, &req->msg.base, run_timeout,
+                                &out->attempts, &code, st->message, sizeof(st->message));
+  if (st->reply == NULL) {
+    out->status = code;
+    return -1;
+  }
+  return result_from_reply(st, out);
+}
+
+int sbxc_result_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_result *out) {
+  struct result_storage *st = result_init(out);
+  if (st == NULL)
+    return -1;
+  st->reply = unpack_reply(buf, len);
+  if (st->reply == NULL) {
+    out->status = SBXC_INTERNAL;
+    snprintf(st->message, sizeof(st->message), "the reply is not a valid sandbox.v1.ReplyEnvelope");
+    return -1;
+  }
+  return result_from_reply(st, out);
 }
 
 void sbxc_result_free(struct sbxc_result *result) {

@@ -64,6 +64,17 @@ extern const unsigned char sandbox_init_blob_end[];
 
 long sandbox_clone3(struct clone_args *args, size_t size, int (*fn)(void *), void *arg);
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ENGINE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ENGINE_ASAN 1
+#endif
+#endif
+#ifdef ENGINE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 /* Puts sandbox-init in a sealed, executable memfd: no file on disk to find,
  * replace or keep in step with the library. */
 static int make_init_memfd(struct sandbox_error *err) {
@@ -467,6 +478,12 @@ static pid_t spawn(struct sandbox_engine *e, unsigned slot, struct child_args *a
     ca.flags |= CLONE_NEWNS;
   ca.pidfd = (uint64_t)(uintptr_t)pidfd;
   ca.exit_signal = SIGCHLD;
+#ifdef ENGINE_ASAN
+  /* The child never returns (it execs or exits), so AddressSanitizer never
+   * clears the poison of its frames; the next child on this stack would
+   * trip over it. For ASan the stack is new each time. */
+  ASAN_UNPOISON_MEMORY_REGION(e->slots[slot].clone_stack, CLONE_STACK_SIZE);
+#endif
   ca.stack = (uint64_t)(uintptr_t)e->slots[slot].clone_stack;
   ca.stack_size = CLONE_STACK_SIZE;
   if (cgroup_fd >= 0) { /* else inherited, or attached after the clone */

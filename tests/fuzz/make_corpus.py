@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""Writes the fuzzer's seed corpus (tests/fuzz/corpus/): valid request
-envelopes for every method of sandbox.v1.Sandbox, using every field of
-RunCodeRequest, plus a few near misses (NUL in a path, unknown method).
-The protobuf wire format is encoded by hand (no protobuf package needed):
-    /usr/bin/python3 tests/fuzz/make_corpus.py tests/fuzz/corpus
+"""Writes the fuzzers' seed corpora. tests/fuzz/corpus/ (fuzz_request):
+valid request envelopes for every method of sandbox.v1.Sandbox, using every
+field of RunCodeRequest, plus a few near misses (NUL in a path, unknown
+method). tests/fuzz/corpus_reply/ (fuzz_reply): RunCode reply envelopes, OK
+with every field of RunCodeResponse (invalid UTF-8 output, artifacts with
+odd names), and error statuses. The protobuf wire format is encoded by hand
+(no protobuf package needed):
+    /usr/bin/python3 tests/fuzz/make_corpus.py
 """
 import os
 import sys
@@ -99,14 +102,58 @@ SEEDS = {
 }
 
 
-def main():
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__),
-                                                                 "corpus")
+def reply(status, payload=b"", message=""):
+    out = field_varint(1, status) if status else b""
+    if message:
+        out += field_bytes(2, message)
+    return out + field_bytes(3, "seed") + field_bytes(4, payload)
+
+
+def artifact(name, rel, content=b"", mime="text/plain", omitted=False):
+    out = field_bytes(1, name) + field_bytes(2, rel) + field_varint(3, len(content))
+    out += field_bytes(4, mime) + field_bytes(5, content)
+    return out + (field_varint(6, 1) if omitted else b"")
+
+
+def run_response(stdout=b"", stderr=b"", killed_by=0, exit_code=0, artifacts=(), feedback=()):
+    out = field_bytes(1, "run-1") + field_bytes(2, "sess") + field_bytes(3, stdout)
+    out += field_bytes(4, stderr) + field_varint(5, 1) + field_varint(7, killed_by)
+    out += field_varint(8, exit_code) + field_varint(9, 9) + field_varint(10, 12)
+    out += field_varint(11, 10) + field_varint(12, 4 << 20)
+    for a in artifacts:
+        out += field_bytes(13, a)
+    for f in feedback:
+        out += field_bytes(14, f)
+    return out + field_varint(15, 1)
+
+
+REPLY_SEEDS = {
+    "ok_hello": reply(0, run_response(b"hello\n")),
+    "ok_all_fields": reply(0, run_response(
+        b"bytes \xff\xfe\x00 \xed\xa0\x80 \xf4\x90\x80\x80\n", b"\x1b[31merr\x7f",
+        killed_by=2, exit_code=-1,
+        artifacts=[artifact("a.png", "plots/a.png", b"\x89PNG\r\n", "image/png"),
+                   artifact("..", "../../etc/passwd", b"x"),
+                   artifact("big", "big", omitted=True)],
+        feedback=["memory limit of 128 MiB reached", "output \u00e9 \U0001f600"])),
+    "invalid_argument": reply(3, message="limits.timeout_ms: must be at most 60000"),
+    "failed_precondition_bad_utf8": reply(9, message=b"download failed: \xc3\x28"),
+    "ok_bad_payload": reply(0, b"\x0a\xff\xff\xff\xff\x0f"),
+}
+
+
+def write(out_dir, seeds):
     os.makedirs(out_dir, exist_ok=True)
-    for name, data in SEEDS.items():
+    for name, data in seeds.items():
         with open(os.path.join(out_dir, name), "wb") as f:
-            f.write(data)
-    print(f"{len(SEEDS)} seeds in {out_dir}")
+            f.write(data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape"))
+    print(f"{len(seeds)} seeds in {out_dir}")
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    write(os.path.join(here, "corpus"), SEEDS)
+    write(os.path.join(here, "corpus_reply"), REPLY_SEEDS)
 
 
 if __name__ == "__main__":
