@@ -23,11 +23,20 @@
 #define SBXC_MAX_REPLY_BYTES (1u << 30)
 #define SBXC_DEFAULT_MAX_REQUEST_BYTES ((size_t)8 << 20)
 
+/* The smallest --max-message-bytes a server accepts: requests up to this
+ * size never need the server's own cap. */
+#define SBXC_SMALLEST_SERVER_CAP 4096
+
 struct sbxc_client {
   nng_socket sock;
   unsigned retries;
   uint64_t queue_wait_ms;
   size_t max_request_bytes;
+  /* The server's --max-message-bytes from GetInfo, asked once, before the
+   * first request that could exceed it: nng drops an oversized message
+   * with its connection and the caller would see only a timeout.
+   * 0: not asked yet; SIZE_MAX: unknown (GetInfo failed). */
+  _Atomic size_t server_max_bytes;
 };
 
 struct sbxc_request {
@@ -281,6 +290,8 @@ void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
 
 /* One request, one reply, on a fresh context. Returns the decoded reply
  * envelope, or NULL with *code/err saying why no reply was had. */
+static size_t server_max_bytes(sbxc_client *c);
+
 /* The one place a reply's bytes are decoded (the fuzzer goes through it). */
 static Sandbox__V1__ReplyEnvelope *unpack_reply(const uint8_t *buf, size_t len) {
   return sandbox__v1__reply_envelope__unpack(NULL, len, buf);
@@ -311,11 +322,23 @@ static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
     fail(err, errlen, "building the request: %s", nng_strerror(rv));
     goto out;
   }
-  if (nng_msg_len(msg) > c->max_request_bytes) {
+  size_t server_cap = SIZE_MAX;
+  if (nng_msg_len(msg) > SBXC_SMALLEST_SERVER_CAP && strcmp(method, SBX_METHOD_GET_INFO) != 0)
+    server_cap = server_max_bytes(c);
+  if (nng_msg_len(msg) > server_cap) {
     *code = SBXC_INVALID_ARGUMENT;
     fail(err, errlen,
          "the request is %zu bytes, more than the %zu the server accepts (its "
-         "--max-message-bytes; sandbox-run --max-request-bytes); nothing was sent",
+         "--max-message-bytes, from GetInfo); nothing was sent",
+         nng_msg_len(msg), server_cap);
+    nng_msg_free(msg);
+    goto out;
+  }
+  if (nng_msg_len(msg) > c->max_request_bytes) {
+    *code = SBXC_INVALID_ARGUMENT;
+    fail(err, errlen,
+         "the request is %zu bytes, more than this client's cap of %zu (sandbox-run "
+         "--max-request-bytes; the server's default --max-message-bytes); nothing was sent",
          nng_msg_len(msg), c->max_request_bytes);
     nng_msg_free(msg);
     goto out;
@@ -533,6 +556,25 @@ static ProtobufCMessage *simple_call(sbxc_client *c, const char *method,
                                      const ProtobufCMessageDescriptor *out_desc, char *err,
                                      size_t errlen) {
   return simple_call_status(c, method, payload, out_desc, NULL, err, errlen);
+}
+
+static size_t server_max_bytes(sbxc_client *c) {
+  size_t known = c->server_max_bytes;
+  if (known != 0)
+    return known;
+  Sandbox__V1__GetInfoRequest req = SANDBOX__V1__GET_INFO_REQUEST__INIT;
+  char err[256];
+  Sandbox__V1__GetInfoResponse *r = (Sandbox__V1__GetInfoResponse *)simple_call(
+      c, SBX_METHOD_GET_INFO, &req.base, &sandbox__v1__get_info_response__descriptor, err,
+      sizeof(err));
+  known = SIZE_MAX; /* an older or failing server: the request decides */
+  if (r != NULL) {
+    if (r->max_message_bytes >= SBXC_SMALLEST_SERVER_CAP && r->max_message_bytes <= SIZE_MAX)
+      known = (size_t)r->max_message_bytes;
+    sandbox__v1__get_info_response__free_unpacked(r, NULL);
+  }
+  c->server_max_bytes = known; /* several threads may ask at once: same answer */
+  return known;
 }
 
 int sbxc_close_session(sbxc_client *c, const char *session_id, int *status, char *err,
