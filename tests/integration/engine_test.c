@@ -928,6 +928,30 @@ static void test_cpu_shared_fairly_between_slots(void **state) {
   sandbox_result_free(&probe.run.r);
 }
 
+static void test_concurrent_runs_see_only_their_own_tmp(void **state) {
+  /* Runs share the template's read-only root; what each writes lives in its
+   * own /tmp and /dev/shm. Slot 0 writes and waits; slot 1, while slot 0's
+   * files exist, writes its own and looks: each sees only its own. */
+  static const char code0[] =
+      "import os, time\nopen('/tmp/secret-0', 'w').write('0'); open('/dev/shm/secret-0', 'w')\n"
+      "time.sleep(1.5)\nprint(sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')))\n";
+  static const char code1[] =
+      "import os, time\ntime.sleep(0.5)\nopen('/tmp/secret-1', 'w').write('1')\n"
+      "open('/dev/shm/secret-1', 'w')\n"
+      "print(sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')))\n";
+  struct spin_run a = {.slot = 0, .code = code0, .timeout_ms = scaled_ms(8000)};
+  struct spin_run b = {.slot = 1, .code = code1, .timeout_ms = scaled_ms(8000)};
+  pthread_t ta, tb;
+  pthread_create(&ta, NULL, spin_thread, &a);
+  pthread_create(&tb, NULL, spin_thread, &b);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  assert_stdout(&a.run, "['secret-0'] ['secret-0']\n");
+  assert_stdout(&b.run, "['secret-1'] ['secret-1']\n");
+  sandbox_result_free(&a.run.r);
+  sandbox_result_free(&b.run.r);
+}
+
 int main(void) {
   if (geteuid() != 0) {
     const char *ci = getenv("CI");
@@ -981,6 +1005,7 @@ int main(void) {
       cmocka_unit_test_setup(test_missing_program_is_setup_error, test_setup),
       cmocka_unit_test_setup(test_slots_run_concurrently, test_setup),
       cmocka_unit_test_setup(test_cpu_shared_fairly_between_slots, test_setup),
+      cmocka_unit_test_setup(test_concurrent_runs_see_only_their_own_tmp, test_setup),
   };
   return cmocka_run_group_tests_name("engine", tests, group_setup, group_teardown);
 }
