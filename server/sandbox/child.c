@@ -89,8 +89,9 @@ static void reset_signals(void) {
     fail(CHILD_STAGE_SIGNALS);
 }
 
-/* trees[i]: the detached copy for op i when it is CHILD_OP_ATTACH. */
+/* trees: the detached copies for the CHILD_OP_ATTACH ops, in their order. */
 static void run_ops(const struct child_args *a, const int *trees) {
+  size_t next_tree = 0;
   for (size_t i = 0; i < a->n_ops; i++) {
     const struct child_op *op = &a->ops[i];
     int stage = CHILD_STAGE_OPS + (int)i;
@@ -128,17 +129,19 @@ static void run_ops(const struct child_args *a, const int *trees) {
       if (mount(NULL, op->path, NULL, MS_REMOUNT | op->flags, NULL) < 0)
         fail(stage);
       break;
-    case CHILD_OP_ATTACH:
+    case CHILD_OP_ATTACH: {
       if (trees == NULL) { /* only planned for template runs */
         errno = EINVAL;
         fail(stage);
       }
-      if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, op->path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      int tree = trees[next_tree++];
+      if (syscall(SYS_move_mount, tree, "", AT_FDCWD, op->path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         fail(stage);
-      close(trees[i]);
+      close(tree);
       if (mount(NULL, op->path, NULL, MS_BIND | MS_REMOUNT | op->flags, NULL) < 0)
         fail(stage);
       break;
+    }
     }
   }
 }
@@ -149,20 +152,20 @@ static void run_ops(const struct child_args *a, const int *trees) {
  * resolve, and attached inside the copy. No pivot_root and no unmount of an
  * old root, which costs an RCU grace period (the CPU idles meanwhile). */
 static void enter_template(const struct child_args *a) {
-  int trees[CHILD_MAX_ATTACH + 64];
-  size_t n_attach = 0;
-  if (a->n_ops > sizeof trees / sizeof trees[0])
-    fail(CHILD_STAGE_PRIVATE_MOUNTS);
+  int trees[CHILD_MAX_ATTACH];
+  size_t n_trees = 0;
   for (size_t i = 0; i < a->n_ops; i++) {
-    trees[i] = -1;
     if (a->ops[i].kind != CHILD_OP_ATTACH)
       continue;
-    if (++n_attach > CHILD_MAX_ATTACH)
+    if (n_trees == CHILD_MAX_ATTACH) {
+      errno = E2BIG;
       fail(CHILD_STAGE_OPS + (int)i);
-    trees[i] = (int)syscall(SYS_open_tree, AT_FDCWD, a->ops[i].source,
+    }
+    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, a->ops[i].source,
                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-    if (trees[i] < 0)
+    if (tree < 0)
       fail(CHILD_STAGE_OPS + (int)i);
+    trees[n_trees++] = tree;
   }
   if (setns(FD_MNTNS, CLONE_NEWNS) < 0)
     fail(CHILD_STAGE_TEMPLATE);
