@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
     log_line("listening", "url=%s", s->listen[i]);
   log_line("ready",
            "version=%s workers=%u queue=%lld contexts=%zu backend=\"%s\" seccomp=%s "
-           "namespaces=%s cpu_share_per_slot=%s uid_base=%u state_dir=%s",
+           "namespaces=\"%s\" cpu_share_per_slot=%s uid_base=%u state_dir=%s",
            SANDBOXD_VERSION, srv.n_workers, (long long)s->queue, srv.n_calls,
            rep->backend_name != NULL ? rep->backend_name : "?", rep->seccomp ? "true" : "false",
            rep->namespaces != NULL ? rep->namespaces : "?", rep->cpu_share ? "true" : "false",
