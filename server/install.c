@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "download.h"
 #include "envstore.h"
 #include "log.h"
 #include "safefs.h"
@@ -29,6 +30,7 @@
 
 #define PYTHON "/usr/bin/python3"
 #define WHEELHOUSE_TARGET "/wheelhouse"
+#define URL_WHEELS "url-wheels" /* in the build workspace: wheels fetched by URL */
 #define PIP_OUTPUT_BYTES (256u << 10)
 #define PIP_MAX_PROCESSES 128
 #define PIP_INODES (1u << 18)
@@ -129,9 +131,9 @@ static void unavailable(struct install_info *info, const char *why) {
 void install_probe(const struct server_settings *s, struct install_info *info) {
   memset(info, 0, sizeof(*info));
   if (s->wheelhouse[0] == '\0' && s->index_url[0] == '\0' &&
-      s->pip_proxy[0] == '\0') {
-    unavailable(
-        info, "no package source is configured (--wheelhouse or --index-url)");
+      s->pip_proxy[0] == '\0' && s->requirements_allow_urls == 0) {
+    unavailable(info, "no package source is configured (--wheelhouse, --index-url or "
+                      "--requirements-allow-urls)");
     return;
   }
   char out[1024];
@@ -236,8 +238,79 @@ void install_failure_hint(const char *output, const struct server_settings *s,
       "could not install the requirements: pip failed (its output follows)");
 }
 
+/* Fetches the wheels of "name @ URL" requirements into the build workspace
+ * (ws_fd), one directory each, through the server's downloader: http(s)
+ * only, download-hosts and the public-address guard, redirects checked,
+ * the size capped by --pip-disk-bytes. pip then installs them from there,
+ * offline. local[i] gets what pip is given for item i (the canonical
+ * string, or "name[extras] @ file:///workspace/url-wheels/<i>/<file>"). */
+static sbx_code fetch_url_wheels(const struct server_settings *s, int ws_fd,
+                                 const struct requirement_set *set,
+                                 char (*local)[REQUIREMENT_MAX + 96], char *msg,
+                                 size_t msglen) {
+  bool made_dir = false;
+  for (size_t i = 0; i < set->n; i++) {
+    const char *url = requirement_url(set->items[i]);
+    if (url == NULL) {
+      snprintf(local[i], sizeof(local[i]), "%s", set->items[i]);
+      continue;
+    }
+    struct download_policy policy = {.allowed_hosts = s->download_hosts,
+                                     .allow_private = s->download_allow_private != 0,
+                                     .timeout_ms = (uint64_t)s->download_timeout_ms,
+                                     .max_bytes = (uint64_t)s->pip_disk_bytes};
+    uint8_t *body = NULL;
+    size_t len = 0;
+    char reason[512];
+    if (download_fetch(&policy, url, &body, &len, reason, sizeof(reason)) < 0) {
+      snprintf(msg, msglen, "requirements: could not download '%s': %s; nothing ran",
+               set->items[i], reason);
+      return SBX_FAILED_PRECONDITION;
+    }
+    char dir[32];
+    snprintf(dir, sizeof(dir), "%zu", i);
+    const char *file = requirement_url_filename(url);
+    int dfd = -1, fd = -1;
+    bool ok = (made_dir || mkdirat(ws_fd, URL_WHEELS, 0755) == 0) &&
+              (made_dir = true) &&
+              (dfd = safefs_open_dir(ws_fd, URL_WHEELS)) >= 0 && mkdirat(dfd, dir, 0755) == 0;
+    if (ok) {
+      int sub = safefs_open_dir(dfd, dir);
+      ok = sub >= 0 &&
+           (fd = openat(sub, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0644)) >= 0;
+      if (sub >= 0)
+        close(sub);
+    }
+    int e = errno;
+    for (size_t off = 0; ok && off < len;) {
+      ssize_t k = write(fd, body + off, len - off);
+      if (k < 0 && errno == EINTR)
+        continue;
+      ok = k > 0;
+      e = errno;
+      off += k > 0 ? (size_t)k : 0;
+    }
+    free(body);
+    if (fd >= 0)
+      close(fd);
+    if (dfd >= 0)
+      close(dfd);
+    if (!ok) {
+      snprintf(msg, msglen, "requirements: could not store the wheel of '%s': %s; nothing ran",
+               set->items[i], e == ENOSPC ? "larger than --pip-disk-bytes" : strerror(e));
+      return e == ENOSPC ? SBX_FAILED_PRECONDITION : SBX_INTERNAL;
+    }
+    snprintf(local[i], sizeof(local[i]), "%.*s@ file:///workspace/%s/%s/%s",
+             (int)(url - 2 - set->items[i]), set->items[i], URL_WHEELS, dir, file);
+  }
+  return SBX_OK;
+}
+
+/* pip_args: what pip is given for each requirement (fetch_url_wheels). */
 static sbx_code run_pip(struct server *srv, unsigned slot,
-                        const struct requirement_set *set, const char *ws_name,
+                        const struct requirement_set *set,
+                        char (*pip_args)[REQUIREMENT_MAX + 96], const char *ws_name,
                         char *msg, size_t msglen, uint64_t *pip_ms) {
   const struct server_settings *s = &srv->settings;
   const char *argv[40 + 64];
@@ -283,7 +356,7 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
   }
   memcpy(all, argv, n * sizeof(*all));
   for (size_t i = 0; i < set->n; i++)
-    all[n + i] = set->items[i];
+    all[n + i] = pip_args[i];
 
   static const char *const env[] = {"TMPDIR=/workspace/tmp", NULL};
   struct sandbox_mount wheelhouse = {.source = s->wheelhouse,
@@ -409,8 +482,16 @@ sbx_code install_build(struct server *srv, unsigned slot,
     code = SBX_INTERNAL;
   }
   uint64_t pip_ms = 0;
+  char(*pip_args)[REQUIREMENT_MAX + 96] = calloc(set->n > 0 ? set->n : 1, sizeof(*pip_args));
+  if (code == SBX_OK && pip_args == NULL) {
+    snprintf(msg, msglen, "requirements: out of memory; nothing ran");
+    code = SBX_INTERNAL;
+  }
   if (code == SBX_OK)
-    code = run_pip(srv, slot, set, ws_name, msg, msglen, &pip_ms);
+    code = fetch_url_wheels(s, ws_fd, set, pip_args, msg, msglen);
+  if (code == SBX_OK)
+    code = run_pip(srv, slot, set, pip_args, ws_name, msg, msglen, &pip_ms);
+  free(pip_args);
   if (code == SBX_OK) {
     /* Every process of pip's run is dead: the tree is final, and hostile. */
     int site_fd = safefs_open_dir(ws_fd, ENVSTORE_SITE);

@@ -357,8 +357,71 @@ static bool looks_like_archive(const char *s, size_t n) {
   return false;
 }
 
-int requirement_normalize(const char *in, char *out, size_t outlen, char *why,
-                          size_t whylen) {
+#define URL_MAX 900
+
+/* "name[extras] @ URL" with allow_urls: the URL must be http or https, with
+ * a host, printable ASCII without quotes, spaces, backslashes, a query or a
+ * fragment, and end in a wheel's file name. */
+static int parse_url_requirement(struct parser *ps, struct out *o) {
+  skip_ws(ps);
+  if (*ps->p != '@')
+    return fail_at(ps, "'@' and a URL");
+  ps->p++;
+  skip_ws(ps);
+  const char *url = ps->p;
+  size_t len = strcspn(url, " \t");
+  const char *rest = url + len;
+  while (*rest == ' ' || *rest == '\t')
+    rest++;
+  if (*rest != '\0')
+    return fail(ps, "nothing may follow the URL (markers are not accepted with a URL)");
+  size_t scheme = strncasecmp(url, "https://", 8) == 0 ? 8
+                  : strncasecmp(url, "http://", 7) == 0 ? 7
+                                                         : 0;
+  if (scheme == 0)
+    return fail(ps, "the URL must be http:// or https://");
+  if (len > URL_MAX)
+    return fail(ps, "the URL is longer than %d bytes", URL_MAX);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)url[i];
+    if (c <= 0x20 || c >= 0x7f || strchr("\"'\\<>`{}|^?#;@", c) != NULL)
+      return fail(ps, "the URL has a character that is not accepted at byte %zu "
+                      "(no spaces, quotes, '@', query or fragment)", i);
+  }
+  const char *path = memchr(url + scheme, '/', len - scheme);
+  if (path == NULL || path == url + scheme)
+    return fail(ps, "the URL needs a host and a path to a .whl file");
+  const char *file = url + len;
+  while (file > path + 1 && file[-1] != '/')
+    file--;
+  size_t flen = (size_t)(url + len - file);
+  if (flen < 5 || flen > 255 || file[0] == '.' || strncasecmp(url + len - 4, ".whl", 4) != 0)
+    return fail(ps, "the URL must name a wheel file (.../name-version-tags.whl)");
+  for (size_t i = 0; i < flen; i++)
+    if (!alnum(file[i]) && strchr("._+-", file[i]) == NULL)
+      return fail(ps, "the wheel's file name may hold only letters, digits and . _ + -");
+  puts_(o, " @ ");
+  /* The scheme in lower case, the rest as it is. */
+  puts_(o, scheme == 8 ? "https://" : "http://");
+  char rest_buf[URL_MAX + 1];
+  snprintf(rest_buf, sizeof(rest_buf), "%.*s", (int)(len - scheme), url + scheme);
+  puts_(o, rest_buf);
+  ps->p = url + len;
+  return 0;
+}
+
+const char *requirement_url(const char *canonical) {
+  const char *at = strstr(canonical, " @ ");
+  return at != NULL ? at + 3 : NULL;
+}
+
+const char *requirement_url_filename(const char *url) {
+  const char *slash = strrchr(url, '/');
+  return slash != NULL ? slash + 1 : url;
+}
+
+int requirement_normalize(const char *in, bool allow_urls, char *out, size_t outlen,
+                          char *why, size_t whylen) {
   struct parser ps = {.start = in, .p = in, .why = why, .whylen = whylen};
   struct out o = {.buf = out,
                   .cap = outlen < REQUIREMENT_MAX + 1 ? outlen
@@ -372,9 +435,25 @@ int requirement_normalize(const char *in, char *out, size_t outlen, char *why,
     return fail(&ps, "must not start with '-': pip options are not accepted, "
                      "only specifiers "
                      "such as \"name[extra]>=1.0; python_version >= '3.8'\"");
-  if (strstr(in, "://") != NULL || strchr(in, '@') != NULL)
+  bool url_form = strstr(in, "://") != NULL || strchr(in, '@') != NULL;
+  if (url_form && !allow_urls)
     return fail(&ps, "URLs and \"name @ url\" requirements are not accepted, "
-                     "only specifiers");
+                     "only specifiers (unless the server allows them: "
+                     "--requirements-allow-urls)");
+  if (url_form) {
+    char name[PART_MAX];
+    if (parse_name(&ps, name, sizeof(name), "a project name") < 0)
+      return -1;
+    puts_(&o, name);
+    skip_ws(&ps);
+    if (*ps.p == '[' && parse_extras(&ps, &o) < 0)
+      return -1;
+    if (parse_url_requirement(&ps, &o) < 0)
+      return -1;
+    if (o.overflow)
+      return fail(&ps, "longer than %d characters once normalized", REQUIREMENT_MAX);
+    return 0;
+  }
   if (*ps.p == '.' || *ps.p == '/' || *ps.p == '~' || strchr(in, '/') != NULL ||
       strchr(in, '\\') != NULL)
     return fail(&ps, "local paths are not accepted, only specifiers");
@@ -422,7 +501,7 @@ int requirement_normalize(const char *in, char *out, size_t outlen, char *why,
   return 0;
 }
 
-int requirement_set_build(const char *const *in, size_t n,
+int requirement_set_build(const char *const *in, size_t n, bool allow_urls,
                           struct requirement_set *out, char *why,
                           size_t whylen) {
   out->items = NULL;
@@ -436,7 +515,7 @@ int requirement_set_build(const char *const *in, size_t n,
   }
   for (size_t i = 0; i < n; i++) {
     char reason[256];
-    if (requirement_normalize(in[i], out->items[i], sizeof(out->items[i]),
+    if (requirement_normalize(in[i], allow_urls, out->items[i], sizeof(out->items[i]),
                               reason, sizeof(reason)) < 0) {
       snprintf(why, whylen, "requirements[%zu]: %s", i, reason);
       requirement_set_free(out);

@@ -2,7 +2,10 @@
  * input. Each must be a plain PEP 508 specifier without a URL: a name,
  * optional extras, optional version specifiers, optional environment
  * markers. Anything else (options such as "-e" or "--index-url", "name @
- * URL", paths, archive file names) is refused. What passes is rewritten in
+ * URL", paths, archive file names) is refused; only when the server allows
+ * URLs (--requirements-allow-urls) is "name[extras] @ http(s)://.../x.whl"
+ * accepted: a direct reference to a wheel, which the server downloads
+ * itself (install.c) so that pip stays offline. What passes is rewritten in
  * one canonical form (PEP 503 name, sorted extras and specifiers, single
  * spaces in markers, double quotes), so pip only ever sees strings this file
  * produced, and equal sets give equal store keys. Pure: no I/O. */
@@ -19,8 +22,14 @@
 /* Parses one requirement. Returns 0 and writes its canonical form to out
  * (at most REQUIREMENT_MAX + 1 bytes), or -1 with the reason in why
  * ("must not start with '-' (pip options are not accepted)"). */
-int requirement_normalize(const char *in, char *out, size_t outlen, char *why,
-                          size_t whylen);
+int requirement_normalize(const char *in, bool allow_urls, char *out, size_t outlen,
+                          char *why, size_t whylen);
+
+/* For a canonical "name[extras] @ URL": the URL, else NULL. */
+const char *requirement_url(const char *canonical);
+/* The wheel's file name: the URL's last path segment (checked by
+ * requirement_normalize: [A-Za-z0-9._+-], ending in .whl). */
+const char *requirement_url_filename(const char *url);
 
 /* The canonical set: normalized, sorted, duplicates removed. Returns the
  * number of distinct entries written to set (an array of n strings of
@@ -29,7 +38,7 @@ struct requirement_set {
   char (*items)[REQUIREMENT_MAX + 1];
   size_t n;
 };
-int requirement_set_build(const char *const *in, size_t n,
+int requirement_set_build(const char *const *in, size_t n, bool allow_urls,
                           struct requirement_set *out, char *why,
                           size_t whylen);
 void requirement_set_free(struct requirement_set *set);

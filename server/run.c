@@ -118,8 +118,9 @@ static sbx_code prepare_requirements(struct server *srv, unsigned slot,
     return SBX_OK;
   struct requirement_set set;
   char why[512];
-  if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, &set,
-                            why, sizeof(why)) < 0) {
+  if (requirement_set_build((const char *const *)req->requirements, req->n_requirements,
+                            srv->settings.requirements_allow_urls != 0, &set, why,
+                            sizeof(why)) < 0) {
     snprintf(msg, msglen, "%s", why); /* validation passed it: only out of memory */
     return SBX_INTERNAL;
   }

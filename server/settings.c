@@ -108,6 +108,10 @@ static const struct setting_def setting_defs[] = {
      "(default: none, offline)"},
     {"pip-proxy", SETTING_STRING, STR(pip_proxy), 0, 0,
      "proxy pip reaches its index through; gives pip's sandbox the host network (default: none)"},
+    {"requirements-allow-urls", SETTING_INT, OFF(requirements_allow_urls), 0, 0, 1,
+     "1: also accept \"name @ https://.../name-1.0-py3-none-any.whl\"; the server downloads the "
+     "wheel (download-hosts, download-allow-private apply) and pip installs it offline "
+     "(default 0)"},
     {"requirements-store-bytes", SETTING_INT, OFF(requirements_store_bytes), 0, 1 << 20,
      1LL << 50, "disk the requirements store may use; least recently used idle environments "
                 "are evicted past it (default 4 GiB)"},

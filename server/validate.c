@@ -103,8 +103,8 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
       return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
                     "requirements[%zu]: %zu bytes; allowed: 1 to %" PRId64 " bytes", i, len,
                     s->max_requirement_bytes);
-    if (requirement_normalize(req->requirements[i], canonical, sizeof(canonical), why,
-                              sizeof(why)) < 0)
+    if (requirement_normalize(req->requirements[i], s->requirements_allow_urls != 0, canonical,
+                              sizeof(canonical), why, sizeof(why)) < 0)
       return refuse(SBX_INVALID_ARGUMENT, msg, msglen, "requirements[%zu]: %s", i, why);
   }
 

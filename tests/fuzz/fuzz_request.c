@@ -54,7 +54,16 @@ static void fuzz_run_code(const Sandbox__V1__RunCodeRequest *req,
       require(validate_relative_path(req->files[i]->path), "accepted file paths are relative");
     struct requirement_set set;
     char why[256];
-    if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, &set,
+    /* With URLs allowed too: the direct-reference parser sees every input. */
+    if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, true,
+                              &set, why, sizeof(why)) >= 0) {
+      for (size_t i = 0; i < set.n; i++) {
+        const char *url = requirement_url(set.items[i]);
+        require(url == NULL || strncmp(url, "http", 4) == 0, "a URL requirement is http(s)");
+      }
+      requirement_set_free(&set);
+    }
+    if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, false, &set,
                               why, sizeof(why)) >= 0)
       requirement_set_free(&set);
   }

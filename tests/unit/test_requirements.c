@@ -38,7 +38,7 @@ static void accepted_in_canonical_form(void **state) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char out[REQUIREMENT_MAX + 1], why[256] = "";
     int rv =
-        requirement_normalize(cases[i][0], out, sizeof(out), why, sizeof(why));
+        requirement_normalize(cases[i][0], false, out, sizeof(out), why, sizeof(why));
     if (rv != 0)
       fail_msg("%s refused: %s", cases[i][0], why);
     assert_string_equal(out, cases[i][1]);
@@ -83,7 +83,7 @@ static void refused(void **state) {
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char out[REQUIREMENT_MAX + 1], why[256] = "";
-    if (requirement_normalize(cases[i][0], out, sizeof(out), why,
+    if (requirement_normalize(cases[i][0], false, out, sizeof(out), why,
                               sizeof(why)) == 0)
       fail_msg("\"%s\" accepted as \"%s\"", cases[i][0], out);
     if (strstr(why, cases[i][1]) == NULL)
@@ -102,7 +102,7 @@ static void too_long_once_normalized(void **state) {
                           'a' + i, 0);
   snprintf(in + n, sizeof(in) - n, "]");
   assert_int_equal(
-      requirement_normalize(in, out, sizeof(out), why, sizeof(why)), -1);
+      requirement_normalize(in, false, out, sizeof(out), why, sizeof(why)), -1);
   assert_non_null(strstr(why, "longer than"));
 }
 
@@ -112,9 +112,9 @@ static void set_and_key(void **state) {
   const char *c[] = {"numpy", "requests>=3"};
   struct requirement_set sa, sb, sc;
   char why[256];
-  assert_int_equal(requirement_set_build(a, 3, &sa, why, sizeof(why)), 2);
-  assert_int_equal(requirement_set_build(b, 2, &sb, why, sizeof(why)), 2);
-  assert_int_equal(requirement_set_build(c, 2, &sc, why, sizeof(why)), 2);
+  assert_int_equal(requirement_set_build(a, 3, false, &sa, why, sizeof(why)), 2);
+  assert_int_equal(requirement_set_build(b, 2, false, &sb, why, sizeof(why)), 2);
+  assert_int_equal(requirement_set_build(c, 2, false, &sc, why, sizeof(why)), 2);
   assert_string_equal(sa.items[0], "numpy");
   assert_string_equal(sa.items[1], "requests>=2");
   char ka[REQUIREMENT_KEY_HEX + 1], kb[REQUIREMENT_KEY_HEX + 1],
@@ -131,7 +131,7 @@ static void set_and_key(void **state) {
   assert_non_null(strstr(ma, "requirement=numpy\nrequirement=requests>=2\n"));
   const char *bad[] = {"numpy", "-e ."};
   struct requirement_set sbad;
-  assert_int_equal(requirement_set_build(bad, 2, &sbad, why, sizeof(why)), -1);
+  assert_int_equal(requirement_set_build(bad, 2, false, &sbad, why, sizeof(why)), -1);
   assert_non_null(strstr(why, "requirements[1]"));
   free(ma), free(mb), free(mc), free(md);
   requirement_set_free(&sa), requirement_set_free(&sb),
@@ -167,12 +167,67 @@ static void missing_module_hint(void **state) {
   }
 }
 
+static void urls_when_allowed(void **state) {
+  static const char *const ok[][2] = {
+      {"Sbx_Url @ https://files.example/a/sbx_url-1.0-py3-none-any.whl",
+       "sbx-url @ https://files.example/a/sbx_url-1.0-py3-none-any.whl"},
+      {"pkg[B,a] @ HTTP://127.0.0.1:8000/pkg-2.0+local-py3-none-any.WHL",
+       "pkg[a,b] @ http://127.0.0.1:8000/pkg-2.0+local-py3-none-any.WHL"},
+      {"  pkg@http://h/p-1-py3-none-any.whl  ", "pkg @ http://h/p-1-py3-none-any.whl"},
+  };
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+    char out[REQUIREMENT_MAX + 1], why[256] = "";
+    if (requirement_normalize(ok[i][0], true, out, sizeof(out), why, sizeof(why)) != 0)
+      fail_msg("%s refused: %s", ok[i][0], why);
+    assert_string_equal(out, ok[i][1]);
+    const char *url = requirement_url(out);
+    assert_non_null(url);
+    assert_string_equal(url, strchr(ok[i][1], '@') + 2);
+  }
+  assert_null(requirement_url("numpy>=1"));
+  assert_string_equal(requirement_url_filename("http://h/a/b/p-1-py3-none-any.whl"),
+                      "p-1-py3-none-any.whl");
+  static const char *const refused_urls[][2] = {
+      {"pkg @ file:///etc/passwd", "http:// or https://"},
+      {"pkg @ ftp://h/p-1-py3-none-any.whl", "http:// or https://"},
+      {"pkg @ git+https://h/r.git", "http:// or https://"},
+      {"pkg @ https://h/p-1.tar.gz", "wheel file"},
+      {"pkg @ https://h/", "wheel file"},
+      {"pkg @ https:///p-1-py3-none-any.whl", "host"},
+      {"pkg @ https://h", "host and a path"},
+      {"pkg @ https://h/p-1-py3-none-any.whl?x=1", "query or fragment"},
+      {"pkg @ https://h/p-1-py3-none-any.whl#sha256=00", "query or fragment"},
+      {"pkg @ https://h/p-1-py3-none-any.whl ; python_version > '3'", "nothing may follow"},
+      {"pkg @ https://h/a\"b-1-py3-none-any.whl", "not accepted"},
+      {"pkg @ https://h/%2e%2e-1-py3-none-any.whl", "only letters"},
+      {"pkg @ https://h/.p-1-py3-none-any.whl", "wheel file"},
+      {"pkg https://h/p-1-py3-none-any.whl", "'@'"},
+      {"-e pkg @ https://h/p-1-py3-none-any.whl", "must not start with '-'"},
+      {"pkg @ https://user@evil/p-1-py3-none-any.whl", "'@'"},
+  };
+  for (size_t i = 0; i < sizeof(refused_urls) / sizeof(refused_urls[0]); i++) {
+    char out[REQUIREMENT_MAX + 1], why[256] = "";
+    if (requirement_normalize(refused_urls[i][0], true, out, sizeof(out), why, sizeof(why)) == 0)
+      fail_msg("\"%s\" accepted as \"%s\"", refused_urls[i][0], out);
+    if (strstr(why, refused_urls[i][1]) == NULL)
+      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", refused_urls[i][0], why,
+               refused_urls[i][1]);
+  }
+  /* Not allowed: the reason names the setting. */
+  char out[REQUIREMENT_MAX + 1], why[256] = "";
+  assert_int_equal(requirement_normalize("pkg @ https://h/p-1-py3-none-any.whl", false, out,
+                                         sizeof(out), why, sizeof(why)),
+                   -1);
+  assert_non_null(strstr(why, "--requirements-allow-urls"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(accepted_in_canonical_form),
       cmocka_unit_test(refused),
       cmocka_unit_test(too_long_once_normalized),
       cmocka_unit_test(set_and_key),
+      cmocka_unit_test(urls_when_allowed),
       cmocka_unit_test(missing_module_hint),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

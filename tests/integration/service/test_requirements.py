@@ -339,6 +339,60 @@ def group_requirements_network(b):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def group_requirements_urls(b):
+    """--requirements-allow-urls: "name @ http(s)://.../x.whl", fetched by the
+    server's downloader (download-hosts and the address guard apply) and
+    installed by pip offline."""
+    root = tempfile.mkdtemp(prefix="sbx-urlwheels-")
+    make_module_wheel(root, "sbx-url", "1.0", value="from a URL")
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=root))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    web = f"http://127.0.0.1:{httpd.server_address[1]}"
+    good = f"sbx-url @ {web}/sbx_url-1.0-py3-none-any.whl"
+    s = Server(b, 64400, "--workers", "1", "--requirements-allow-urls", "1",
+               "--download-hosts", "127.0.0.1")
+    guarded = Server(b, 64500, "--workers", "1", "--requirements-allow-urls", "1")
+    try:
+        check(info(s)["requirements_available"] is True,
+              "requirements are available with URLs allowed and no other source", info(s))
+        rc, out = s.run(IMPORT.format(mod="sbx_url"), *req_flags(good))
+        check(out.get("stdout") == "from a URL\n", "a wheel named by URL is installed and imported",
+              out)
+        builds = info(s)["environment_builds_total"]
+        rc, out = s.run(IMPORT.format(mod="sbx_url"), *req_flags(good))
+        check(out.get("stdout") == "from a URL\n" and info(s)["environment_builds_total"] == builds,
+              "the same URL set reuses its environment", out)
+        before = info(s)["runs_total"]
+        missing = f"sbx-url @ {web}/sbx_url-9.9-py3-none-any.whl"
+        rc, out = s.run(HELLO, *req_flags(missing))
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION" and "could not download" in err
+              and "HTTP status 404" in err and "nothing ran" in err,
+              "a URL that is not there: FAILED_PRECONDITION naming it", out)
+        for spec, why in [("x @ file:///etc/passwd", "http:// or https://"),
+                          (f"x @ {web}/x-1.0.tar.gz", "wheel file"),
+                          (f"x @ {web}/x-1.0-py3-none-any.whl?a=b", "query or fragment")]:
+            rc, out = s.run(HELLO, *req_flags(spec))
+            check(out.get("status") == "INVALID_ARGUMENT" and why in out.get("error", ""),
+                  f"URLs allowed, still INVALID_ARGUMENT for {spec[:40]!r}", out)
+        check(info(s)["runs_total"] == before, "nothing ran for refused or failed URL requirements")
+        # Without download-hosts, the address guard refuses loopback for
+        # requirement URLs too.
+        rc, out = guarded.run(HELLO, *req_flags(good))
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION" and "is loopback" in err
+              and "public addresses only" in err,
+              "a requirement URL on loopback is refused without download-hosts", out)
+        rc, out = s.run(HELLO)
+        check(out.get("stdout") == "hello\n", "server still serves", out)
+    finally:
+        s.stop()
+        guarded.stop()
+        httpd.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
 
 
