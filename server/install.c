@@ -259,17 +259,37 @@ static sbx_code fetch_url_wheels(const struct server_settings *s, int ws_fd,
                                      .allow_private = s->download_allow_private != 0,
                                      .timeout_ms = (uint64_t)s->download_timeout_ms,
                                      .max_bytes = (uint64_t)s->pip_disk_bytes};
+    char fetch[REQUIREMENT_MAX + 1], file[256], pinned[65];
+    if (requirement_url_parts(url, fetch, sizeof(fetch), file, sizeof(file), pinned) < 0) {
+      snprintf(msg, msglen, "requirements: '%s': URL too long; nothing ran", set->items[i]);
+      return SBX_INTERNAL; /* the parser bounds both: not reached */
+    }
     uint8_t *body = NULL;
     size_t len = 0;
     char reason[512];
-    if (download_fetch(&policy, url, &body, &len, reason, sizeof(reason)) < 0) {
+    if (download_fetch(&policy, fetch, &body, &len, reason, sizeof(reason)) < 0) {
       snprintf(msg, msglen, "requirements: could not download '%s': %s; nothing ran",
                set->items[i], reason);
       return SBX_FAILED_PRECONDITION;
     }
+    if (pinned[0] != '\0') {
+      unsigned char digest[EVP_MAX_MD_SIZE];
+      unsigned int dlen = 0;
+      char got[65] = "";
+      if (EVP_Digest(body, len, digest, &dlen, EVP_sha256(), NULL) == 1 && dlen == 32)
+        for (unsigned k = 0; k < dlen; k++)
+          snprintf(got + 2 * k, 3, "%02x", digest[k]);
+      if (strcmp(got, pinned) != 0) {
+        free(body);
+        snprintf(msg, msglen,
+                 "requirements: the wheel of '%s' has SHA-256 %s, not the pinned one; nothing "
+                 "ran",
+                 set->items[i], got[0] != '\0' ? got : "(not computed)");
+        return SBX_FAILED_PRECONDITION;
+      }
+    }
     char dir[32];
     snprintf(dir, sizeof(dir), "%zu", i);
-    const char *file = requirement_url_filename(url);
     int dfd = -1, fd = -1;
     bool ok = (made_dir || mkdirat(ws_fd, URL_WHEELS, 0755) == 0) &&
               (made_dir = true) &&

@@ -369,12 +369,29 @@ static int parse_url_requirement(struct parser *ps, struct out *o) {
   ps->p++;
   skip_ws(ps);
   const char *url = ps->p;
-  size_t len = strcspn(url, " \t");
-  const char *rest = url + len;
+  size_t full = strcspn(url, " \t");
+  const char *rest = url + full;
   while (*rest == ' ' || *rest == '\t')
     rest++;
   if (*rest != '\0')
     return fail(ps, "nothing may follow the URL (markers are not accepted with a URL)");
+  /* An optional "#sha256=<64 hex>" pins the wheel's content. */
+  size_t len = strcspn(url, "#");
+  if (len > full)
+    len = full;
+  char sha[65] = "";
+  if (len < full) {
+    const char *frag = url + len + 1;
+    size_t flen = full - len - 1;
+    if (flen != 7 + 64 || strncmp(frag, "sha256=", 7) != 0)
+      return fail(ps, "the only fragment accepted is #sha256= and 64 hex digits");
+    for (size_t i = 0; i < 64; i++) {
+      if (!isxdigit((unsigned char)frag[7 + i]))
+        return fail(ps, "the only fragment accepted is #sha256= and 64 hex digits");
+      sha[i] = (char)tolower((unsigned char)frag[7 + i]);
+    }
+    sha[64] = '\0';
+  }
   size_t scheme = strncasecmp(url, "https://", 8) == 0 ? 8
                   : strncasecmp(url, "http://", 7) == 0 ? 7
                                                          : 0;
@@ -386,7 +403,7 @@ static int parse_url_requirement(struct parser *ps, struct out *o) {
     unsigned char c = (unsigned char)url[i];
     if (c <= 0x20 || c >= 0x7f || strchr("\"'\\<>`{}|^?#;@", c) != NULL)
       return fail(ps, "the URL has a character that is not accepted at byte %zu "
-                      "(no spaces, quotes, '@', query or fragment)", i);
+                      "(no spaces, quotes, '@' or query)", i);
   }
   const char *path = memchr(url + scheme, '/', len - scheme);
   if (path == NULL || path == url + scheme)
@@ -406,7 +423,11 @@ static int parse_url_requirement(struct parser *ps, struct out *o) {
   char rest_buf[URL_MAX + 1];
   snprintf(rest_buf, sizeof(rest_buf), "%.*s", (int)(len - scheme), url + scheme);
   puts_(o, rest_buf);
-  ps->p = url + len;
+  if (sha[0] != '\0') {
+    puts_(o, "#sha256=");
+    puts_(o, sha);
+  }
+  ps->p = url + full;
   return 0;
 }
 
@@ -415,9 +436,19 @@ const char *requirement_url(const char *canonical) {
   return at != NULL ? at + 3 : NULL;
 }
 
-const char *requirement_url_filename(const char *url) {
-  const char *slash = strrchr(url, '/');
-  return slash != NULL ? slash + 1 : url;
+int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *file,
+                          size_t filelen, char sha256[65]) {
+  size_t len = strcspn(url, "#");
+  sha256[0] = '\0';
+  if (url[len] == '#' && strncmp(url + len + 1, "sha256=", 7) == 0 &&
+      strlen(url + len + 8) == 64)
+    memcpy(sha256, url + len + 8, 65);
+  const char *slash = memrchr(url, '/', len);
+  const char *name = slash != NULL ? slash + 1 : url;
+  if ((size_t)snprintf(fetch, fetchlen, "%.*s", (int)len, url) >= fetchlen ||
+      (size_t)snprintf(file, filelen, "%.*s", (int)(url + len - name), name) >= filelen)
+    return -1;
+  return 0;
 }
 
 int requirement_normalize(const char *in, bool allow_urls, char *out, size_t outlen,

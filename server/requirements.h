@@ -27,9 +27,13 @@ int requirement_normalize(const char *in, bool allow_urls, char *out, size_t out
 
 /* For a canonical "name[extras] @ URL": the URL, else NULL. */
 const char *requirement_url(const char *canonical);
-/* The wheel's file name: the URL's last path segment (checked by
- * requirement_normalize: [A-Za-z0-9._+-], ending in .whl). */
-const char *requirement_url_filename(const char *url);
+/* Splits a canonical requirement URL: what to fetch (without the
+ * fragment), the wheel's file name (its last path segment, checked by
+ * requirement_normalize: [A-Za-z0-9._+-], ending in .whl) and the pinned
+ * SHA-256 in lower-case hex ("" when none). Returns 0, or -1 when a buffer
+ * is too small. */
+int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *file,
+                          size_t filelen, char sha256[65]);
 
 /* The canonical set: normalized, sorted, duplicates removed. Returns the
  * number of distinct entries written to set (an array of n strings of

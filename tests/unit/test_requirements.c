@@ -185,8 +185,28 @@ static void urls_when_allowed(void **state) {
     assert_string_equal(url, strchr(ok[i][1], '@') + 2);
   }
   assert_null(requirement_url("numpy>=1"));
-  assert_string_equal(requirement_url_filename("http://h/a/b/p-1-py3-none-any.whl"),
-                      "p-1-py3-none-any.whl");
+  char fetch[256], file[256], sha[65];
+  assert_int_equal(requirement_url_parts("http://h/a/b/p-1-py3-none-any.whl", fetch,
+                                         sizeof(fetch), file, sizeof(file), sha),
+                   0);
+  assert_string_equal(fetch, "http://h/a/b/p-1-py3-none-any.whl");
+  assert_string_equal(file, "p-1-py3-none-any.whl");
+  assert_string_equal(sha, "");
+  static const char pinned[] = "https://h/p-1-py3-none-any.whl#sha256="
+                               "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  assert_int_equal(requirement_url_parts(pinned, fetch, sizeof(fetch), file, sizeof(file), sha),
+                   0);
+  assert_string_equal(fetch, "https://h/p-1-py3-none-any.whl");
+  assert_string_equal(file, "p-1-py3-none-any.whl");
+  assert_string_equal(sha, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+  char canon[REQUIREMENT_MAX + 1], w[256];
+  assert_int_equal(requirement_normalize("P @ https://h/p-1-py3-none-any.whl#sha256="
+                                         "00112233445566778899AABBCCDDEEFF00112233445566778899"
+                                         "aabbccddeeff",
+                                         true, canon, sizeof(canon), w, sizeof(w)),
+                   0);
+  assert_string_equal(canon, "p @ https://h/p-1-py3-none-any.whl#sha256="
+                             "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
   static const char *const refused_urls[][2] = {
       {"pkg @ file:///etc/passwd", "http:// or https://"},
       {"pkg @ ftp://h/p-1-py3-none-any.whl", "http:// or https://"},
@@ -195,8 +215,12 @@ static void urls_when_allowed(void **state) {
       {"pkg @ https://h/", "wheel file"},
       {"pkg @ https:///p-1-py3-none-any.whl", "host"},
       {"pkg @ https://h", "host and a path"},
-      {"pkg @ https://h/p-1-py3-none-any.whl?x=1", "query or fragment"},
-      {"pkg @ https://h/p-1-py3-none-any.whl#sha256=00", "query or fragment"},
+      {"pkg @ https://h/p-1-py3-none-any.whl?x=1", "query"},
+      {"pkg @ https://h/p-1-py3-none-any.whl#sha256=00", "only fragment"},
+      {"pkg @ https://h/p-1-py3-none-any.whl#md5=00112233445566778899aabbccddeeff", "only fragment"},
+      {"pkg @ https://h/p-1-py3-none-any.whl#sha256=zz112233445566778899aabbccddeeff00112233445566"
+       "778899aabbccddeeff",
+       "only fragment"},
       {"pkg @ https://h/p-1-py3-none-any.whl ; python_version > '3'", "nothing may follow"},
       {"pkg @ https://h/a\"b-1-py3-none-any.whl", "not accepted"},
       {"pkg @ https://h/%2e%2e-1-py3-none-any.whl", "only letters"},

@@ -6,6 +6,7 @@ temporary wheelhouse (and, for the network mode, a PEP 503 index served from
 """
 import concurrent.futures
 import functools
+import hashlib
 import http.server
 import json
 import os
@@ -344,7 +345,8 @@ def group_requirements_urls(b):
     server's downloader (download-hosts and the address guard apply) and
     installed by pip offline."""
     root = tempfile.mkdtemp(prefix="sbx-urlwheels-")
-    make_module_wheel(root, "sbx-url", "1.0", value="from a URL")
+    wheel = make_module_wheel(root, "sbx-url", "1.0", value="from a URL")
+    digest = hashlib.sha256(open(wheel, "rb").read()).hexdigest()
     httpd = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=root))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -363,7 +365,15 @@ def group_requirements_urls(b):
         rc, out = s.run(IMPORT.format(mod="sbx_url"), *req_flags(good))
         check(out.get("stdout") == "from a URL\n" and info(s)["environment_builds_total"] == builds,
               "the same URL set reuses its environment", out)
+        # A pinned SHA-256 is checked after the download.
+        rc, out = s.run(IMPORT.format(mod="sbx_url"), *req_flags(f"{good}#sha256={digest.upper()}"))
+        check(out.get("stdout") == "from a URL\n", "a wheel whose SHA-256 matches the pin installs",
+              out)
         before = info(s)["runs_total"]
+        rc, out = s.run(HELLO, *req_flags(f"{good}#sha256={'0' * 64}"))
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and f"has SHA-256 {digest}, not the pinned one" in out.get("error", ""),
+              "a wheel whose SHA-256 differs from the pin: FAILED_PRECONDITION, nothing ran", out)
         missing = f"sbx-url @ {web}/sbx_url-9.9-py3-none-any.whl"
         rc, out = s.run(HELLO, *req_flags(missing))
         err = out.get("error", "")
@@ -372,7 +382,8 @@ def group_requirements_urls(b):
               "a URL that is not there: FAILED_PRECONDITION naming it", out)
         for spec, why in [("x @ file:///etc/passwd", "http:// or https://"),
                           (f"x @ {web}/x-1.0.tar.gz", "wheel file"),
-                          (f"x @ {web}/x-1.0-py3-none-any.whl?a=b", "query or fragment")]:
+                          (f"x @ {web}/x-1.0-py3-none-any.whl?a=b", "query"),
+                          (f"x @ {web}/x-1.0-py3-none-any.whl#md5=00", "only fragment")]:
             rc, out = s.run(HELLO, *req_flags(spec))
             check(out.get("status") == "INVALID_ARGUMENT" and why in out.get("error", ""),
                   f"URLs allowed, still INVALID_ARGUMENT for {spec[:40]!r}", out)
