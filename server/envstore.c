@@ -246,6 +246,16 @@ enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
                                        size_t msglen) {
   pthread_mutex_lock(&s->mu);
   struct envstore_env *e = find(s, key);
+  if (e == NULL && s->max_building > 0 && s->n_building >= s->max_building) {
+    unsigned n = s->n_building;
+    pthread_mutex_unlock(&s->mu);
+    *code = SBX_RESOURCE_EXHAUSTED;
+    set_msg(msg, msglen,
+            "requirements: %u new environments are being built, the most at once "
+            "(--max-concurrent-builds); try again when one is done; nothing ran",
+            n);
+    return ENVSTORE_ERROR;
+  }
   if (e == NULL) {
     e = calloc(1, sizeof(*e));
     if (e == NULL) {
@@ -259,6 +269,7 @@ enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
     e->refs = 1;
     e->next = s->envs;
     s->envs = e;
+    s->n_building++;
     atomic_fetch_add(&s->builds_total, 1);
     pthread_mutex_unlock(&s->mu);
     *env = e;
@@ -289,6 +300,8 @@ enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
 void envstore_fail(struct envstore *s, struct envstore_env *env, sbx_code code,
                    const char *msg) {
   pthread_mutex_lock(&s->mu);
+  if (env->state == ENVSTORE_BUILDING)
+    s->n_building--;
   env->state = ENVSTORE_FAILED;
   env->failure_code = code;
   env->failure = strdup(msg);
@@ -477,6 +490,7 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
              cs.skipped);
 
   pthread_mutex_lock(&s->mu);
+  s->n_building--;
   env->state = ENVSTORE_READY;
   env->bytes = cs.bytes;
   env->last_used = now_ms();

@@ -64,6 +64,10 @@ struct envstore {
   size_t n_ready;
   uint64_t seq; /* names of tmp- and trash- directories */
   struct envstore_env *envs;
+  /* Builds in progress, and the most allowed at once (0: no limit): a build
+   * holds a worker for up to --pip-timeout-ms, so new sets past the cap are
+   * refused (RESOURCE_EXHAUSTED) rather than allowed to hold every worker. */
+  unsigned n_building, max_building;
   atomic_uint_fast64_t builds_total, build_failures_total, evictions_total;
 };
 
@@ -81,7 +85,9 @@ enum envstore_outcome {
   ENVSTORE_ERROR, /* the build this call waited for failed: *code and msg */
 };
 
-/* Finds key; waits while another caller builds it. */
+/* Finds key; waits while another caller builds it. A key nobody builds
+ * yet is this caller's to build, unless max_building builds are running:
+ * then ENVSTORE_ERROR with RESOURCE_EXHAUSTED. */
 enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
                                        struct envstore_env **env,
                                        sbx_code *code, char *msg,

@@ -111,6 +111,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "sandboxd: requirements store: %s\n", err);
       return 1;
     }
+    srv.store.max_building = s->max_concurrent_builds > 0 ? (unsigned)s->max_concurrent_builds
+                             : s->workers >= 2           ? (unsigned)s->workers / 2
+                                                         : 1;
     log_line("requirements", "available=true site_dir=%s wheelhouse=%s index_url=%s",
              srv.install.site_dir, s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
              s->index_url[0] != '\0' ? s->index_url : "-");

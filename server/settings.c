@@ -112,6 +112,10 @@ static const struct setting_def setting_defs[] = {
      "1: also accept \"name @ https://.../name-1.0-py3-none-any.whl\"; the server downloads the "
      "wheel (download-hosts, download-allow-private apply) and pip installs it offline "
      "(default 0)"},
+    {"max-concurrent-builds", SETTING_INT, OFF(max_concurrent_builds), 0, 0, 1024,
+     "new requirement sets built at once; past it a request for another new set is refused "
+     "with RESOURCE_EXHAUSTED, so builds cannot hold every worker (default: half the workers, "
+     "at least 1)"},
     {"requirements-store-bytes", SETTING_INT, OFF(requirements_store_bytes), 0, 1 << 20,
      1LL << 50, "disk the requirements store may use; least recently used idle environments "
                 "are evicted past it (default 4 GiB)"},

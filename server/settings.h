@@ -66,6 +66,7 @@ struct server_settings {
   char download_hosts[1024];     /* comma-separated allowlist; "" = any host */
   int64_t download_allow_private; /* 1: also loopback, private, link-local addresses */
   int64_t requirements_allow_urls; /* 1: "name @ https://.../x.whl", fetched by the server */
+  int64_t max_concurrent_builds;   /* new environments built at once; 0: half the workers */
   int64_t artifact_bytes;        /* content inline per artifact; ReadFile's largest read */
   int64_t artifacts_total_bytes; /* content inline per response */
   int64_t max_artifacts;         /* artifacts per response, entries per ListFiles */

@@ -346,14 +346,28 @@ def group_requirements_urls(b):
     installed by pip offline."""
     root = tempfile.mkdtemp(prefix="sbx-urlwheels-")
     wheel = make_module_wheel(root, "sbx-url", "1.0", value="from a URL")
+    make_module_wheel(root, "sbx-slow", "1.0", value="slow")
     digest = hashlib.sha256(open(wheel, "rb").read()).hexdigest()
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=root))
+
+    class Wheels(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, directory=root, **kw)
+
+        def do_GET(self):
+            if self.path.startswith("/slow/"):  # holds a build for a while
+                time.sleep(3)
+                self.path = self.path[len("/slow"):]
+            super().do_GET()
+
+        def log_message(self, *a):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Wheels)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     web = f"http://127.0.0.1:{httpd.server_address[1]}"
     good = f"sbx-url @ {web}/sbx_url-1.0-py3-none-any.whl"
-    s = Server(b, 64400, "--workers", "1", "--requirements-allow-urls", "1",
-               "--download-hosts", "127.0.0.1")
+    s = Server(b, 64400, "--workers", "2", "--requirements-allow-urls", "1",
+               "--download-hosts", "127.0.0.1", "--max-concurrent-builds", "1")
     guarded = Server(b, 64500, "--workers", "1", "--requirements-allow-urls", "1")
     try:
         check(info(s)["requirements_available"] is True,
@@ -395,6 +409,26 @@ def group_requirements_urls(b):
         check(out.get("status") == "FAILED_PRECONDITION" and "is loopback" in err
               and "public addresses only" in err,
               "a requirement URL on loopback is refused without download-hosts", out)
+        # One build at a time (--max-concurrent-builds 1): while a slow one
+        # runs, a request for another new set is refused at once, not queued
+        # behind it on the other worker; afterwards it builds.
+        slow = f"sbx-slow @ {web}/slow/sbx_slow-1.0-py3-none-any.whl"
+        other = f"sbx-url @ {web}/sbx_url-1.0-py3-none-any.whl#sha256={'1' * 64}"
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            holder = ex.submit(s.run, IMPORT.format(mod="sbx_slow"), *req_flags(slow))
+            time.sleep(1.5)
+            rc, out = s.run(HELLO, "--retries", "0", *req_flags(other))
+            check(out.get("status") == "RESOURCE_EXHAUSTED"
+                  and "--max-concurrent-builds" in out.get("error", ""),
+                  "a second new set while one builds: RESOURCE_EXHAUSTED", out)
+            rc, out = s.run(HELLO)
+            check(out.get("stdout") == "hello\n", "a run without requirements still runs meanwhile",
+                  out)
+            rc, out = holder.result()
+            check(out.get("stdout") == "slow\n", "the slow build finishes and its run runs", out)
+        rc, out = s.run(HELLO, *req_flags(other))
+        check(out.get("status") == "FAILED_PRECONDITION" and "not the pinned one" in out.get(
+              "error", ""), "afterwards the other set builds (here: its pin fails, as it should)", out)
         rc, out = s.run(HELLO)
         check(out.get("stdout") == "hello\n", "server still serves", out)
     finally:
