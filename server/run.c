@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <uuid/uuid.h>
 
 #include <fcntl.h>
@@ -240,6 +241,31 @@ static int acquire_workspace(struct server *srv, unsigned slot, struct server_ca
       return -1;
     session_set_workspace(&srv->sessions, s, fd, uid, quota);
     return fd;
+  }
+  /* A run that asks for a quota gets it: the session's tmpfs is resized,
+   * unless its files already use more. Without disk_bytes it stays. */
+  const Sandbox__V1__RunCodeRequest *req = (const Sandbox__V1__RunCodeRequest *)call->input;
+  if (req != NULL && req->limits != NULL && req->limits->disk_bytes > 0 && s->quota != quota) {
+    struct statvfs st;
+    if (fstatvfs(s->fd, &st) < 0) {
+      snprintf(msg, msglen, "session workspace: %s", strerror(errno));
+      return -1;
+    }
+    uint64_t used = (uint64_t)(st.f_blocks - st.f_bfree) * st.f_frsize;
+    if (used > quota) {
+      char want[32], have[32];
+      feedback_format_bytes(quota, want, sizeof(want));
+      feedback_format_bytes(used, have, sizeof(have));
+      *code = SBX_FAILED_PRECONDITION;
+      snprintf(msg, msglen,
+               "limits.disk_bytes: the session's files already use %s, more than the %s this "
+               "run asks for; ask for more, or remove files first; nothing ran",
+               have, want);
+      return -1;
+    }
+    if (workspace_resize(srv->workspace_root, s->dir, quota, inodes, msg, msglen) < 0)
+      return -1;
+    session_set_workspace(&srv->sessions, s, s->fd, s->uid, quota);
   }
   if (s->uid != uid) {
     if (workspace_chown_tree(s->fd, uid, (gid_t)uid, msg, msglen) < 0) {

@@ -461,6 +461,28 @@ def group_sessions(b):
         first = json.loads(p.communicate(timeout=30)[0])
         check(first.get("stdout") == "slow done\n" and runs_total(s) == before + 1,
               "the first run finished; the refused one never ran", first)
+        # The quota follows a run that asks for one; a run that does not
+        # keeps it; shrinking below what the files use is refused.
+        size = "import os\nst = os.statvfs('.')\nprint(st.f_blocks * st.f_frsize // 2**20)\n"
+        rc, out = s.run("open('big.bin', 'wb').write(b'x' * (3 << 20))\n" + size,
+                        "--session", "gamma", "--disk-mb", "4")
+        check(out.get("stdout") == "4\n", "a new session's quota is its first run's disk_bytes", out)
+        rc, out = s.run("open('more.bin', 'wb').write(b'y' * (3 << 20))\n" + size,
+                        "--session", "gamma", "--disk-mb", "8")
+        check(out.get("status") == "OK" and out.get("stdout") == "8\n",
+              "a later run asking for more gets it (3 MiB more written)", out)
+        rc, out = s.run(size, "--session", "gamma")
+        check(out.get("stdout") == "8\n", "a run without disk_bytes keeps the session's quota", out)
+        before = runs_total(s)
+        rc, out = s.run(size, "--session", "gamma", "--disk-mb", "2")
+        check(out.get("status") == "FAILED_PRECONDITION" and "already use" in out.get("error", "")
+              and runs_total(s) == before,
+              "shrinking below what the session's files use: FAILED_PRECONDITION, nothing ran", out)
+        rc, out = s.run("import os\nos.remove('more.bin')\nos.remove('big.bin')\n", "--session",
+                        "gamma")
+        rc, out = s.run(size, "--session", "gamma", "--disk-mb", "2")
+        check(out.get("stdout") == "2\n", "after removing files it may shrink", out)
+        sbx(s, "--close-session", "gamma")
         # Close: files gone, the next run with that id starts empty.
         cl = sbx(s, "--close-session", "alpha")
         check(cl.get("status") == "OK", "CloseSession", cl)
