@@ -142,6 +142,19 @@ REPLY_SEEDS = {
 }
 
 
+# fuzz_artifacts: programs of (op, name selector, args) bytes; see
+# fuzz_artifacts.c. Names below 200 pick from its alphabet:
+# 0 a, 1 b, 2 c.png, 3 d.txt, 4 e, 5 .., 6 ., 7 "f g", 8 "h\nx", 9 \xff\xfe, 10 dir, 11 loop.
+ARTIFACT_SEEDS = {
+    "files_and_dirs": bytes([0, 10, 6, 10, 1, 2, 40, 1, 3, 10, 8, 0, 1, 4, 200]),
+    "symlinks_out": bytes([2, 0, 0, 2, 1, 1, 2, 11, 4, 2, 4, 0, 1, 3, 5]),
+    "fifo_socket_link": bytes([3, 0, 4, 1, 1, 3, 9, 5, 4, 3]),
+    "odd_names": bytes([1, 7, 3, 1, 8, 3, 1, 9, 3, 1, 205, 0xc3, 0x28, 0xe2, 0x82, 0x41, 3]),
+    "deep": bytes([0, 10, 6, 10] * 10 + [1, 3, 50]),
+    "unreadable": bytes([1, 3, 90, 7, 3, 0, 10, 7, 10]),
+}
+
+
 def write(out_dir, seeds):
     os.makedirs(out_dir, exist_ok=True)
     for name, data in seeds.items():
@@ -154,6 +167,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     write(os.path.join(here, "corpus"), SEEDS)
     write(os.path.join(here, "corpus_reply"), REPLY_SEEDS)
+    write(os.path.join(here, "corpus_artifacts"), ARTIFACT_SEEDS)
 
 
 if __name__ == "__main__":
