@@ -14,6 +14,14 @@
 
 #include "feedback.h"
 #include "netaddr.h"
+#include "settings.h"
+
+struct download_policy download_policy_from(const struct server_settings *s, uint64_t max_bytes) {
+  return (struct download_policy){.allowed_hosts = s->download_hosts,
+                                  .allow_private = s->download_allow_private != 0,
+                                  .timeout_ms = (uint64_t)s->download_timeout_ms,
+                                  .max_bytes = max_bytes};
+}
 
 int download_global_init(void) {
   return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;

@@ -27,6 +27,11 @@ struct download_policy {
   uint64_t max_bytes;
 };
 
+struct server_settings;
+/* The policy the settings give (download-hosts, download-allow-private,
+ * download-timeout-ms), with max_bytes as the size cap. */
+struct download_policy download_policy_from(const struct server_settings *s, uint64_t max_bytes);
+
 /* Once, before any thread. */
 int download_global_init(void);
 

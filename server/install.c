@@ -244,21 +244,17 @@ void install_failure_hint(const char *output, const struct server_settings *s,
  * the size capped by --pip-disk-bytes. pip then installs them from there,
  * offline. local[i] gets what pip is given for item i (the canonical
  * string, or "name[extras] @ file:///workspace/url-wheels/<i>/<file>"). */
-static sbx_code fetch_url_wheels(const struct server_settings *s, int ws_fd,
+static sbx_code fetch_url_wheels(const struct server_settings *s, int ws_fd, uid_t uid,
                                  const struct requirement_set *set,
                                  char (*local)[REQUIREMENT_MAX + 96], char *msg,
                                  size_t msglen) {
-  bool made_dir = false;
+  struct download_policy policy = download_policy_from(s, (uint64_t)s->pip_disk_bytes);
   for (size_t i = 0; i < set->n; i++) {
     const char *url = requirement_url(set->items[i]);
     if (url == NULL) {
       snprintf(local[i], sizeof(local[i]), "%s", set->items[i]);
       continue;
     }
-    struct download_policy policy = {.allowed_hosts = s->download_hosts,
-                                     .allow_private = s->download_allow_private != 0,
-                                     .timeout_ms = (uint64_t)s->download_timeout_ms,
-                                     .max_bytes = (uint64_t)s->pip_disk_bytes};
     char fetch[REQUIREMENT_MAX + 1], file[256], pinned[65];
     if (requirement_url_parts(url, fetch, sizeof(fetch), file, sizeof(file), pinned) < 0) {
       snprintf(msg, msglen, "requirements: '%s': URL too long; nothing ran", set->items[i]);
@@ -288,41 +284,19 @@ static sbx_code fetch_url_wheels(const struct server_settings *s, int ws_fd,
         return SBX_FAILED_PRECONDITION;
       }
     }
-    char dir[32];
-    snprintf(dir, sizeof(dir), "%zu", i);
-    int dfd = -1, fd = -1;
-    bool ok = (made_dir || mkdirat(ws_fd, URL_WHEELS, 0755) == 0) &&
-              (made_dir = true) &&
-              (dfd = safefs_open_dir(ws_fd, URL_WHEELS)) >= 0 && mkdirat(dfd, dir, 0755) == 0;
-    if (ok) {
-      int sub = safefs_open_dir(dfd, dir);
-      ok = sub >= 0 &&
-           (fd = openat(sub, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0644)) >= 0;
-      if (sub >= 0)
-        close(sub);
-    }
+    /* One directory per requirement: two URLs may name the same file. */
+    char path[300], why[512];
+    snprintf(path, sizeof(path), "%s/%zu/%s", URL_WHEELS, i, file);
+    int rc = workspace_write_file(ws_fd, path, body, len, uid, uid, why, sizeof(why));
     int e = errno;
-    for (size_t off = 0; ok && off < len;) {
-      ssize_t k = write(fd, body + off, len - off);
-      if (k < 0 && errno == EINTR)
-        continue;
-      ok = k > 0;
-      e = errno;
-      off += k > 0 ? (size_t)k : 0;
-    }
     free(body);
-    if (fd >= 0)
-      close(fd);
-    if (dfd >= 0)
-      close(dfd);
-    if (!ok) {
+    if (rc < 0) {
       snprintf(msg, msglen, "requirements: could not store the wheel of '%s': %s; nothing ran",
-               set->items[i], e == ENOSPC ? "larger than --pip-disk-bytes" : strerror(e));
+               set->items[i], e == ENOSPC ? "larger than --pip-disk-bytes" : why);
       return e == ENOSPC ? SBX_FAILED_PRECONDITION : SBX_INTERNAL;
     }
-    snprintf(local[i], sizeof(local[i]), "%.*s@ file:///workspace/%s/%s/%s",
-             (int)(url - 2 - set->items[i]), set->items[i], URL_WHEELS, dir, file);
+    snprintf(local[i], sizeof(local[i]), "%.*s@ file:///workspace/%s",
+             (int)(url - 2 - set->items[i]), set->items[i], path);
   }
   return SBX_OK;
 }
@@ -508,7 +482,7 @@ sbx_code install_build(struct server *srv, unsigned slot,
     code = SBX_INTERNAL;
   }
   if (code == SBX_OK)
-    code = fetch_url_wheels(s, ws_fd, set, pip_args, msg, msglen);
+    code = fetch_url_wheels(s, ws_fd, uid, set, pip_args, msg, msglen);
   if (code == SBX_OK)
     code = run_pip(srv, slot, set, pip_args, ws_name, msg, msglen, &pip_ms);
   free(pip_args);

@@ -412,7 +412,7 @@ static int parse_url_requirement(struct parser *ps, struct out *o) {
   while (file > path + 1 && file[-1] != '/')
     file--;
   size_t flen = (size_t)(url + len - file);
-  if (flen < 5 || flen > 255 || file[0] == '.' || strncasecmp(url + len - 4, ".whl", 4) != 0)
+  if (flen < 5 || flen > 200 || file[0] == '.' || strncasecmp(url + len - 4, ".whl", 4) != 0)
     return fail(ps, "the URL must name a wheel file (.../name-version-tags.whl)");
   for (size_t i = 0; i < flen; i++)
     if (!alnum(file[i]) && strchr("._+-", file[i]) == NULL)
@@ -471,22 +471,8 @@ int requirement_normalize(const char *in, bool allow_urls, char *out, size_t out
     return fail(&ps, "URLs and \"name @ url\" requirements are not accepted, "
                      "only specifiers (unless the server allows them: "
                      "--requirements-allow-urls)");
-  if (url_form) {
-    char name[PART_MAX];
-    if (parse_name(&ps, name, sizeof(name), "a project name") < 0)
-      return -1;
-    puts_(&o, name);
-    skip_ws(&ps);
-    if (*ps.p == '[' && parse_extras(&ps, &o) < 0)
-      return -1;
-    if (parse_url_requirement(&ps, &o) < 0)
-      return -1;
-    if (o.overflow)
-      return fail(&ps, "longer than %d characters once normalized", REQUIREMENT_MAX);
-    return 0;
-  }
-  if (*ps.p == '.' || *ps.p == '/' || *ps.p == '~' || strchr(in, '/') != NULL ||
-      strchr(in, '\\') != NULL)
+  if (!url_form && (*ps.p == '.' || *ps.p == '/' || *ps.p == '~' || strchr(in, '/') != NULL ||
+                    strchr(in, '\\') != NULL))
     return fail(&ps, "local paths are not accepted, only specifiers");
 
   char name[PART_MAX];
@@ -496,6 +482,11 @@ int requirement_normalize(const char *in, bool allow_urls, char *out, size_t out
   skip_ws(&ps);
   if (*ps.p == '[' && parse_extras(&ps, &o) < 0)
     return -1;
+  if (url_form) { /* "name[extras] @ URL": nothing else may follow */
+    if (parse_url_requirement(&ps, &o) < 0)
+      return -1;
+    goto done;
+  }
   skip_ws(&ps);
   if (*ps.p == '(') {
     ps.p++;
@@ -526,6 +517,7 @@ int requirement_normalize(const char *in, bool allow_urls, char *out, size_t out
   if (*ps.p != '\0')
     return fail_at(
         &ps, "the end of the requirement (or '[', a version operator, ';')");
+done:
   if (o.overflow)
     return fail(&ps, "longer than %d characters once normalized",
                 REQUIREMENT_MAX);

@@ -29,7 +29,7 @@ int requirement_normalize(const char *in, bool allow_urls, char *out, size_t out
 const char *requirement_url(const char *canonical);
 /* Splits a canonical requirement URL: what to fetch (without the
  * fragment), the wheel's file name (its last path segment, checked by
- * requirement_normalize: [A-Za-z0-9._+-], ending in .whl) and the pinned
+ * requirement_normalize: [A-Za-z0-9._+-], ending in .whl, at most 200 bytes) and the pinned
  * SHA-256 in lower-case hex ("" when none). Returns 0, or -1 when a buffer
  * is too small. */
 int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *file,

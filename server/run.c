@@ -183,12 +183,7 @@ static sbx_code fetch_files(struct server *srv, const Sandbox__V1__RunCodeReques
       continue;
     uint64_t room = limits->file_size_bytes > total ? limits->file_size_bytes - total : 0;
     uint64_t cap = (uint64_t)srv->settings.max_file_bytes;
-    struct download_policy policy = {
-        .allowed_hosts = srv->settings.download_hosts,
-        .allow_private = srv->settings.download_allow_private != 0,
-        .timeout_ms = (uint64_t)srv->settings.download_timeout_ms,
-        .max_bytes = cap < room ? cap : room,
-    };
+    struct download_policy policy = download_policy_from(&srv->settings, cap < room ? cap : room);
     char reason[512], url[300];
     size_t len;
     if (download_fetch(&policy, f->url, &scratch->downloads[i], &len, reason, sizeof(reason)) < 0) {

@@ -137,9 +137,7 @@ static int ensure_dir(int dir_fd, const char *name, uid_t uid, gid_t gid) {
   return openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* Creates dir_fd/path (parents made as needed) with data, replacing what
- * was there. */
-static int write_file(int dir_fd, const char *path, const uint8_t *data, size_t len, uid_t uid,
+int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size_t len, uid_t uid,
                       gid_t gid, char *msg, size_t msglen) {
   char buf[256];
   if (strlen(path) >= sizeof(buf))
@@ -182,11 +180,11 @@ int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t 
     if (mounts_fd < 0)
       return ws_fail(msg, msglen, errno, "directory %s", WORKSPACE_MOUNTS);
     for (size_t i = 0; i < n_files; i++)
-      if (write_file(mounts_fd, files[i].path, files[i].data, files[i].len, uid, gid, msg,
+      if (workspace_write_file(mounts_fd, files[i].path, files[i].data, files[i].len, uid, gid, msg,
                      msglen) < 0)
         return -1;
   }
-  return write_file(ws_fd, WORKSPACE_SCRIPT, (const uint8_t *)code, code_len, uid, gid, msg,
+  return workspace_write_file(ws_fd, WORKSPACE_SCRIPT, (const uint8_t *)code, code_len, uid, gid, msg,
                     msglen);
 }
 

@@ -57,6 +57,12 @@ int workspace_unmount(int root_fd, const char *root_path, const char *name, char
  * all owned by uid:gid, replacing whatever the sandbox left at those names
  * (a symlink, a FIFO, a directory...). Returns 0 or -1 with msg; errno
  * ENOSPC or EDQUOT when it did not fit in the quota. */
+/* Creates dir_fd/path (parents made as needed, never through a symlink)
+ * with data, owned by uid:gid, replacing what was there. Returns 0, or -1
+ * with errno and msg. */
+int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size_t len,
+                         uid_t uid, gid_t gid, char *msg, size_t msglen);
+
 int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t code_len,
                       const struct workspace_file *files, size_t n_files, char *msg,
                       size_t msglen);

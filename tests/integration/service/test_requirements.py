@@ -347,6 +347,7 @@ def group_requirements_urls(b):
     root = tempfile.mkdtemp(prefix="sbx-urlwheels-")
     wheel = make_module_wheel(root, "sbx-url", "1.0", value="from a URL")
     make_module_wheel(root, "sbx-slow", "1.0", value="slow")
+    make_module_wheel(root, "sbx-huge", "1.0", value="huge", padding=5 << 20)
     digest = hashlib.sha256(open(wheel, "rb").read()).hexdigest()
 
     class Wheels(http.server.SimpleHTTPRequestHandler):
@@ -367,7 +368,8 @@ def group_requirements_urls(b):
     web = f"http://127.0.0.1:{httpd.server_address[1]}"
     good = f"sbx-url @ {web}/sbx_url-1.0-py3-none-any.whl"
     s = Server(b, 64400, "--workers", "2", "--requirements-allow-urls", "1",
-               "--download-hosts", "127.0.0.1", "--max-concurrent-builds", "1")
+               "--download-hosts", "127.0.0.1", "--max-concurrent-builds", "1",
+               "--pip-disk-bytes", str(4 << 20))
     guarded = Server(b, 64500, "--workers", "1", "--requirements-allow-urls", "1")
     try:
         check(info(s)["requirements_available"] is True,
@@ -394,6 +396,12 @@ def group_requirements_urls(b):
         check(out.get("status") == "FAILED_PRECONDITION" and "could not download" in err
               and "HTTP status 404" in err and "nothing ran" in err,
               "a URL that is not there: FAILED_PRECONDITION naming it", out)
+        huge = f"sbx-huge @ {web}/sbx_huge-1.0-py3-none-any.whl"
+        rc, out = s.run(HELLO, *req_flags(huge))
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION" and "could not download" in err
+              and "larger than 4 MiB" in err,
+              "a wheel over --pip-disk-bytes: FAILED_PRECONDITION, stopped while it arrives", out)
         for spec, why in [("x @ file:///etc/passwd", "http:// or https://"),
                           (f"x @ {web}/x-1.0.tar.gz", "wheel file"),
                           (f"x @ {web}/x-1.0-py3-none-any.whl?a=b", "query"),
