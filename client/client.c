@@ -358,7 +358,10 @@ static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
   nng_ctx_recv(ctx, aio);
   nng_aio_wait(aio);
   if ((rv = nng_aio_result(aio)) != 0) {
-    *code = rv == NNG_ETIMEDOUT ? SBXC_DEADLINE_EXCEEDED : SBXC_UNAVAILABLE;
+    /* The request left: it may have run. UNAVAILABLE would say it did not
+     * (and invite a retry that runs it twice), so a broken connection is
+     * UNKNOWN and a missing reply DEADLINE_EXCEEDED. */
+    *code = rv == NNG_ETIMEDOUT ? SBXC_DEADLINE_EXCEEDED : SBXC_UNKNOWN;
     fail(err, errlen, "no reply%s: %s; the code may or may not have run",
          rv == NNG_ETIMEDOUT ? " in time" : "", nng_strerror(rv));
     goto out;

@@ -23,6 +23,9 @@ extern "C" {
 /* gRPC's status codes, as on the wire. */
 enum sbxc_status {
   SBXC_OK = 0,
+  /* The call may or may not have run: the connection broke after the
+   * request was sent. Never retried, and never means "nothing ran". */
+  SBXC_UNKNOWN = 2,
   SBXC_INVALID_ARGUMENT = 3,
   SBXC_DEADLINE_EXCEEDED = 4,
   SBXC_NOT_FOUND = 5,

@@ -38,5 +38,7 @@ int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_
 
 /* Unix time in milliseconds (CLOCK_REALTIME), for deadlines. */
 uint64_t sbx_now_unix_ms(void);
+/* Monotonic milliseconds, for durations and idle times. */
+uint64_t sbx_monotonic_ms(void);
 
 #endif

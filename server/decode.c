@@ -41,7 +41,11 @@ sbx_code service_decode_request(const uint8_t *data, size_t len, struct sbx_boun
   sbx_code status = SBX_OK;
   int index = sbx_method_index(env->method);
   const char *nul_field = NULL;
-  if (index < 0 || (unsigned)index >= desc->n_methods) {
+  if (env->method[0] == '\0') {
+    /* An empty message decodes as an envelope with nothing set. */
+    snprintf(msg, msglen, "the request envelope has no method (an empty or truncated message?)");
+    status = SBX_INVALID_ARGUMENT;
+  } else if (index < 0 || (unsigned)index >= desc->n_methods) {
     char name[128];
     sanitize(env->method, name, sizeof(name));
     snprintf(msg, msglen, "unknown method \"%s\"", name);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,27 @@ static enum sandbox_backend backend_from_name(const char *name) {
   if (strcmp(name, "rlimit") == 0)
     return SANDBOX_BACKEND_RLIMIT;
   return SANDBOX_BACKEND_AUTO;
+}
+
+/* Each client connection is a descriptor: take the hard limit as the soft
+ * one (the default 1024 would run out before --max-connections), and say
+ * so when even that is too small for the configured caps. */
+static void raise_fd_limit(const struct server_settings *s) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+    return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
+      return;
+  }
+  uint64_t need = (uint64_t)s->max_connections * s->n_listen + 16u * (uint64_t)s->workers + 256;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+    log_line("warning",
+             "open_files=%llu needed=%llu msg=\"the descriptor limit is below what "
+             "--max-connections on every listener may use; raise LimitNOFILE or lower "
+             "--max-connections\"",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)need);
 }
 
 int main(int argc, char **argv) {
@@ -48,6 +70,7 @@ int main(int argc, char **argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 
+  raise_fd_limit(s);
   if (mkdir(s->state_dir, 0755) < 0 && errno != EEXIST) {
     fprintf(stderr, "sandboxd: state dir %s: %s\n", s->state_dir, strerror(errno));
     return 1;
@@ -150,6 +173,10 @@ int main(int argc, char **argv) {
       break;
     session_expire(&srv.sessions);
     session_reap(&srv.sessions, srv.workspace_root_fd, srv.workspace_root);
+    size_t idle = conns_close_idle(&srv.conns);
+    if (idle > 0)
+      log_line("idle_connections_closed", "count=%zu idle_timeout_ms=%lld", idle,
+               (long long)s->idle_timeout_ms);
   }
   log_line("draining", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server_drain_and_stop(&srv);

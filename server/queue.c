@@ -63,6 +63,18 @@ void work_queue_close(struct work_queue *q) {
   pthread_mutex_unlock(&q->lock);
 }
 
+size_t work_queue_take_queued(struct work_queue *q, void **out, size_t max) {
+  pthread_mutex_lock(&q->lock);
+  size_t n = 0;
+  for (; n < max && q->len > 0; n++) {
+    out[n] = q->items[q->head];
+    q->head = (q->head + 1) % q->capacity;
+    q->len--;
+  }
+  pthread_mutex_unlock(&q->lock);
+  return n;
+}
+
 void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running) {
   pthread_mutex_lock(&q->lock);
   *queued = q->len;

@@ -26,6 +26,9 @@ void *work_queue_pop(struct work_queue *q);
 void work_queue_done(struct work_queue *q);
 /* Later pushes fail; poppers get what is still queued, then NULL. */
 void work_queue_close(struct work_queue *q);
+/* Removes up to max queued items (oldest first) into out, without counting
+ * them as running; returns how many. */
+size_t work_queue_take_queued(struct work_queue *q, void **out, size_t max);
 void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running);
 
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "bounded_alloc.h"
+#include "conns.h"
 #include "envstore.h"
 #include "install.h"
 #include "mime.h"
@@ -32,6 +33,7 @@ struct server_call {
   nng_aio *aio;
   _Atomic int state;
   char request_id[128];
+  uint32_t pipe_id; /* the connection the request came on (conns.h) */
   uint64_t deadline_unix_ms;
   struct sbx_bounded_alloc alloc;
   ProtobufCMessage *input; /* the decoded request, freed through alloc */
@@ -47,6 +49,7 @@ struct server {
   struct sandbox_engine *engine;
   Sandbox__V1__Sandbox_Service service; /* handlers, see service.c */
   nng_socket sock;
+  struct conns conns;
   struct server_call *calls;
   size_t n_calls;
   struct work_queue queue;

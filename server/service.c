@@ -386,6 +386,7 @@ static void call_recv(struct server_call *call) {
 
 static void call_send(struct server_call *call) {
   if (call->reply == NULL) { /* nothing could be built: drop, keep serving */
+    conns_call_end(&call->srv->conns, call->pipe_id);
     call_recv(call);
     return;
   }
@@ -454,6 +455,8 @@ static void call_cb(void *arg) {
     }
     nng_msg *msg = nng_aio_get_msg(call->aio);
     nng_aio_set_msg(call->aio, NULL);
+    call->pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+    conns_call_begin(&call->srv->conns, call->pipe_id);
     atomic_store(&call->state, CALL_BUSY);
     if (call_handle(call, msg))
       return;
@@ -461,6 +464,7 @@ static void call_cb(void *arg) {
     return;
   }
   case CALL_SEND:
+    conns_call_end(&call->srv->conns, call->pipe_id);
     if (rv != 0) {
       if (nng_aio_get_msg(call->aio) != NULL)
         nng_msg_free(nng_aio_get_msg(call->aio));
@@ -484,6 +488,18 @@ struct worker_arg {
   unsigned slot;
 };
 
+/* Ends a call taken from the queue (run, refused or dropped): its session
+ * and request are released and its reply sent. */
+static void queued_call_finish(struct server *srv, struct server_call *call) {
+  if (call->session != NULL) {
+    session_release(&srv->sessions, call->session);
+    call->session = NULL;
+  }
+  protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
+  call->input = NULL;
+  call_send(call);
+}
+
 static void *worker_main(void *arg) {
   struct worker_arg *w = arg;
   struct server *srv = w->srv;
@@ -492,21 +508,20 @@ static void *worker_main(void *arg) {
   struct server_call *call;
   while ((call = work_queue_pop(&srv->queue)) != NULL) {
     if (atomic_load(&srv->draining)) {
-      call_set_reply(call, SBX_UNAVAILABLE, "server is shutting down; the call did not run", NULL);
+      call_set_reply(call, SBX_UNAVAILABLE, "server is shutting down; nothing ran", NULL);
     } else if (call->deadline_unix_ms != 0 && sbx_now_unix_ms() > call->deadline_unix_ms) {
       call_set_reply(call, SBX_DEADLINE_EXCEEDED,
-                     "the call waited in the queue past its deadline; it did not run", NULL);
+                     "the call waited in the queue past its deadline; nothing ran", NULL);
+    } else if (!conns_alive(&srv->conns, call->pipe_id)) {
+      /* Nobody can read the answer: running it would only use a worker. */
+      log_line("dropped", "request_id=\"%.64s\" reason=client_gone msg=\"the client's connection "
+               "closed while the call was queued; nothing ran\"", call->request_id);
+      call_set_reply(call, SBX_UNAVAILABLE, "the client went away; nothing ran", NULL);
     } else {
       run_code_execute(srv, slot, call);
     }
-    if (call->session != NULL) {
-      session_release(&srv->sessions, call->session);
-      call->session = NULL;
-    }
-    protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
-    call->input = NULL;
     work_queue_done(&srv->queue);
-    call_send(call);
+    queued_call_finish(srv, call);
   }
   return NULL;
 }
@@ -521,6 +536,11 @@ int server_start(struct server *srv, char *err, size_t errlen) {
   }
   if ((rv = nng_rep0_open(&srv->sock)) != 0) {
     snprintf(err, errlen, "nng_rep0_open: %s", nng_strerror(rv));
+    return -1;
+  }
+  if (conns_init(&srv->conns, (unsigned)s->max_connections, (uint64_t)s->idle_timeout_ms) < 0 ||
+      (rv = conns_watch(&srv->conns, srv->sock)) != 0) {
+    snprintf(err, errlen, "connection table: %s", nng_strerror(rv));
     return -1;
   }
   for (unsigned i = 0; i < s->n_listen; i++) {
@@ -577,9 +597,17 @@ static size_t calls_in_flight(struct server *srv) {
 
 void server_drain_and_stop(struct server *srv) {
   atomic_store(&srv->draining, true);
-  /* Workers finish the run they are in, answer what is still queued with
-   * UNAVAILABLE (it did not run), then exit. */
+  /* What is still queued is answered now, UNAVAILABLE (it did not run);
+   * workers finish the run they are in, then exit. */
   work_queue_close(&srv->queue);
+  void *queued[64];
+  size_t n;
+  while ((n = work_queue_take_queued(&srv->queue, queued, 64)) > 0)
+    for (size_t i = 0; i < n; i++) {
+      struct server_call *call = queued[i];
+      call_set_reply(call, SBX_UNAVAILABLE, "server is shutting down; nothing ran", NULL);
+      queued_call_finish(srv, call);
+    }
   for (unsigned i = 0; i < srv->n_workers; i++)
     pthread_join(srv->workers[i], NULL);
   /* Let the last replies reach their pipes before closing the socket. */
@@ -595,4 +623,5 @@ void server_drain_and_stop(struct server *srv) {
   free(srv->calls);
   free(srv->workers);
   work_queue_destroy(&srv->queue);
+  conns_destroy(&srv->conns);
 }

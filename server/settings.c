@@ -46,6 +46,12 @@ static const struct setting_def setting_defs[] = {
      "slot i runs as uid and gid uid-base + i (default 60000)"},
     {"max-message-bytes", SETTING_INT, OFF(max_message_bytes), 0, 4096, 1LL << 30,
      "largest request accepted, NNG_OPT_RECVMAXSZ (default 8 MiB)"},
+    {"max-connections", SETTING_INT, OFF(max_connections), 0, 1, 65536,
+     "client connections per listener; past it a new connection is closed at once and "
+     "logged (default 1024)"},
+    {"idle-timeout-ms", SETTING_INT, OFF(idle_timeout_ms), 0, 100, 86400000,
+     "a connection with no call in progress that sent nothing (or only part of a "
+     "message) for this long is closed (default 300000)"},
     {"max-files", SETTING_INT, OFF(max_files), 0, 0, 4096, "files per request (default 64)"},
     {"max-args", SETTING_INT, OFF(max_args), 0, 0, 4096, "args per request (default 256)"},
     {"max-env", SETTING_INT, OFF(max_env), 0, 0, 4096, "env entries per request (default 128)"},
@@ -153,6 +159,8 @@ void settings_defaults(struct server_settings *s) {
   snprintf(s->backend, sizeof(s->backend), "auto");
   s->uid_base = SANDBOX_DEFAULT_UID_BASE;
   s->max_message_bytes = 8LL << 20;
+  s->max_connections = 1024;
+  s->idle_timeout_ms = 300000;
   s->max_files = 64;
   s->max_args = 256;
   s->max_env = 128;

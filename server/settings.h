@@ -51,6 +51,8 @@ struct server_settings {
   char cgroup_parent[PATH_MAX];
   int64_t uid_base;
   int64_t max_message_bytes; /* NNG_OPT_RECVMAXSZ on each listener */
+  int64_t max_connections;   /* per listener; past it new connections are closed */
+  int64_t idle_timeout_ms;   /* a connection without a call quiet this long is closed */
   int64_t max_files;
   int64_t max_args;
   int64_t max_env;

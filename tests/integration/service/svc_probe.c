@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
     static const char junk[] = "\xff\xff\xff\xff garbage, not a protobuf \x01\x02";
     nng_msg_alloc(&msg, sizeof(junk));
     memcpy(nng_msg_body(msg), junk, sizeof(junk));
+  } else if (strcmp(mode, "empty") == 0) {
+    nng_msg_alloc(&msg, 0); /* zero bytes: an envelope with nothing set */
   } else if (strcmp(mode, "oversize") == 0 && argc > 3) {
     size_t n = strtoull(argv[3], NULL, 10);
     nng_msg_alloc(&msg, n);

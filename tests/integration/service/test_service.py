@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -266,7 +267,11 @@ def group_bad_messages(b):
         r = s.probe("method", "/other.Service/RunCode")
         check(r.startswith("UNIMPLEMENTED"), "other service: UNIMPLEMENTED", r)
         r = s.probe("method", "")
-        check(r.startswith("UNIMPLEMENTED"), "empty method: UNIMPLEMENTED", r)
+        check(r.startswith("INVALID_ARGUMENT") and "no method" in r,
+              "envelope without a method: INVALID_ARGUMENT", r)
+        r = s.probe("empty")
+        check(r.startswith("INVALID_ARGUMENT") and "no method" in r,
+              "empty message: INVALID_ARGUMENT", r)
         r = s.probe("method", "/sandbox.v1.Sandbox/CloseSession")
         check(r.startswith("INVALID_ARGUMENT") and "session_id" in r,
               "CloseSession without a session id: INVALID_ARGUMENT", r)
@@ -550,6 +555,143 @@ def group_session_expiry_and_crash(b):
             check("stale_workspaces" in s2.log_text(), "and logs it")
         finally:
             s2.stop()
+    finally:
+        s.stop()
+
+
+def sp_connect(port, handshake=True):
+    """A raw TCP connection to an nng REP listener, as a REQ peer would open
+    it (nng's SP header: \\0SP\\0, protocol 0x30 = REQ, two zero bytes)."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if handshake:
+        c.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+        head = c.recv(8)
+        if len(head) != 8:
+            raise RuntimeError(f"no SP header from the server: {head!r}")
+    return c
+
+
+def closed_by_peer(c, within):
+    """True when the server closes c within `within` seconds."""
+    c.settimeout(within)
+    try:
+        return c.recv(1) == b""
+    except (socket.timeout, TimeoutError):
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def start_run(s, script_text, *flags):
+    path = os.path.join(s.tmp, f"bg-{time.monotonic_ns()}.py")
+    with open(path, "w") as f:
+        f.write(script_text)
+    return subprocess.Popen([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--json", *flags, path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_log(s, needle, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if needle in s.log_text():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def group_connection_faults(b):
+    """At-most-once as the client reports it, idle and capped connections."""
+    s = Server(b, 61000, "--workers", "1", "--idle-timeout-ms", "600", "--max-connections", "4")
+    try:
+        # The server is killed while the call runs: the client cannot know
+        # whether it ran, so it must not say UNAVAILABLE ("nothing ran").
+        p = start_run(s, "import time\nprint('started', flush=True)\ntime.sleep(5)\n")
+        check(wait_log(s, "event=ready") and wait_for_slot_busy(s), "a call is running")
+        s.proc.kill()
+        out, err = p.communicate(timeout=30)
+        res = json.loads(out) if out else {}
+        check(p.returncode == 125 and res.get("status") == "UNKNOWN"
+              and "may or may not have run" in res.get("error", ""),
+              "a connection broken mid-call is UNKNOWN, never UNAVAILABLE", (res, err))
+        s.proc.wait()
+    finally:
+        s.stop()
+    s = Server(b, 61000, "--workers", "1", "--idle-timeout-ms", "600", "--max-connections", "4")
+    try:
+        # Half a frame, or nothing after the handshake: closed once idle.
+        half = sp_connect(s.port)
+        half.sendall(struct.pack(">Q", 100) + b"\x80\x00\x00\x01partial")
+        quiet = sp_connect(s.port)
+        check(closed_by_peer(half, 10), "a connection that sent half a message is closed when idle")
+        check(closed_by_peer(quiet, 10), "a connection that sent nothing is closed when idle")
+        check("event=idle_connections_closed" in s.log_text(), "and the server logs it")
+        # A call that runs longer than the idle timeout keeps its connection.
+        rc, out = s.run("import time\ntime.sleep(1.5)\nprint('done')\n")
+        check(out.get("stdout") == "done\n", "a call longer than the idle timeout is answered",
+              out)
+        # Past --max-connections the next connection is closed at once, logged.
+        held = [sp_connect(s.port) for _ in range(4)]
+        extra = sp_connect(s.port)
+        check(closed_by_peer(extra, 5), "a connection past --max-connections is closed")
+        check(wait_log(s, "event=connection_refused") and "max_connections=4" in s.log_text(),
+              "the refusal is logged with the cap")
+        for c in held:
+            c.close()
+        time.sleep(0.3)
+        rc, out = s.run(HELLO)
+        check(out.get("stdout") == "hello\n", "the server serves again once connections close",
+              out)
+        check(s.proc.poll() is None, "server still running")
+    finally:
+        s.stop()
+
+
+def wait_for_slot_busy(s, timeout=10):
+    """The slot's workspace holds main.py while a session-less run is in it."""
+    slot0 = os.path.join(s.state, "workspaces", "slot-0")
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.isdir(slot0) and os.listdir(slot0):
+            time.sleep(0.2)
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def group_queue_faults(b):
+    """SIGTERM answers queued calls at once; a queued call whose client left
+    is dropped before it runs."""
+    s = Server(b, 61100, "--workers", "1", "--queue", "8")
+    try:
+        first = start_run(s, "import time\ntime.sleep(2)\nprint('first')\n")
+        check(wait_for_slot_busy(s), "the only worker is busy")
+        gone = start_run(s, "print('must not run')\n", "--run-id", "client-gone", "--retries", "0")
+        time.sleep(0.3)
+        gone.kill()
+        gone.wait()
+        out, _ = first.communicate(timeout=30)
+        check(json.loads(out).get("stdout") == "first\n", "the running call finishes")
+        check(wait_log(s, "event=dropped") and "reason=client_gone" in s.log_text()
+              and "run_id=client-gone" not in s.log_text(),
+              "the queued call of a client that went away never ran", s.log_text()[-1500:])
+        # SIGTERM with calls queued behind a running one: the queued ones are
+        # answered UNAVAILABLE before the running one finishes.
+        running = start_run(s, "import time\ntime.sleep(3)\nprint('last')\n")
+        check(wait_for_slot_busy(s), "the worker is busy again")
+        queued = [start_run(s, "print('queued')\n", "--retries", "0") for _ in range(3)]
+        time.sleep(0.5)
+        s.proc.send_signal(signal.SIGTERM)
+        answers = []
+        for q in queued:
+            out, _ = q.communicate(timeout=30)
+            answers.append(json.loads(out).get("status") if out else None)
+        still_running = running.poll() is None
+        out, _ = running.communicate(timeout=30)
+        check(answers == ["UNAVAILABLE"] * 3 and still_running,
+              "queued calls are answered UNAVAILABLE while the running one still runs",
+              (answers, still_running))
+        check(json.loads(out).get("stdout") == "last\n", "the running call finishes the drain")
+        check(s.proc.wait(30) == 0, "sandboxd exits 0")
     finally:
         s.stop()
 
