@@ -49,6 +49,11 @@ static void raise_fd_limit(const struct server_settings *s) {
              (unsigned long long)rl.rlim_cur, (unsigned long long)need);
 }
 
+/* A session's memory group goes with it, once its tmpfs is gone. */
+static void free_session_group(void *engine, uint64_t group) {
+  sandbox_group_free(engine, group);
+}
+
 int main(int argc, char **argv) {
   static struct server srv; /* the one context; static only for its size */
   char err[1024];
@@ -123,6 +128,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sandboxd: sessions: out of memory\n");
     return 1;
   }
+  srv.sessions.on_end = free_session_group;
+  srv.sessions.on_end_arg = srv.engine;
   /* Requirements: without pip or a package source the server still runs
    * code, and answers requirements with FAILED_PRECONDITION saying why. */
   install_probe(s, &srv.install);

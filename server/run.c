@@ -198,6 +198,31 @@ static sbx_code fetch_files(struct server *srv, const Sandbox__V1__RunCodeReques
   return SBX_OK;
 }
 
+/* The interpreter needs this much beside a session's files to start. */
+#define SESSION_MEMORY_HEADROOM (16ull << 20)
+
+/* A session's files live in memory and count against its runs' memory
+ * limit (its group): refuse a run that could not even start beside them. */
+static int session_memory_check(struct server *srv, const struct server_call *call, char *msg,
+                                size_t msglen) {
+  uint64_t used = 0, limit = call->limits.memory_bytes;
+  struct sandbox_error err = {0};
+  if (sandbox_group_memory(srv->engine, call->session->group, &used, &err) < 0)
+    return 0; /* no figure: the run's own limit still holds */
+  if (used + SESSION_MEMORY_HEADROOM <= limit)
+    return 0;
+  char u[32], l[32], h[32];
+  feedback_format_bytes(used, u, sizeof(u));
+  feedback_format_bytes(limit, l, sizeof(l));
+  feedback_format_bytes(SESSION_MEMORY_HEADROOM, h, sizeof(h));
+  snprintf(msg, msglen,
+           "limits.memory_bytes: the session's files take %s of memory (a session's workspace "
+           "lives in memory and counts against its runs' memory), which leaves less than %s of "
+           "the %s this run asks for; ask for more memory_bytes or remove files; nothing ran",
+           u, h, l);
+  return -1;
+}
+
 /* The workspace of this run: the slot's tmpfs, or the session's (mounted
  * by its first run, handed to this slot's uid when another slot ran it
  * last). Returns its fd (owned by the slot or the session) or -1 with
@@ -230,13 +255,23 @@ static int acquire_workspace(struct server *srv, unsigned slot, struct server_ca
   if (s->fd < 0) {
     /* Ended sessions first: their memory is what this one may need. */
     session_reap(&srv->sessions, srv->workspace_root_fd, srv->workspace_root);
+    struct sandbox_error gerr = {0};
+    uint64_t group = 0;
+    if (sandbox_group_new(srv->engine, &group, &gerr) < 0) {
+      snprintf(msg, msglen, "session memory group: %s", gerr.msg);
+      return -1;
+    }
     int fd = workspace_mount(srv->workspace_root_fd, srv->workspace_root, s->dir, quota, inodes,
                              uid, (gid_t)uid, msg, msglen);
-    if (fd < 0)
+    if (fd < 0) {
+      sandbox_group_free(srv->engine, group);
       return -1;
+    }
+    s->group = group;
     session_set_workspace(&srv->sessions, s, fd, uid, quota);
     return fd;
   }
+
   /* A run that asks for a quota gets it: the session's tmpfs is resized,
    * unless its files already use more. Without disk_bytes it stays. */
   const Sandbox__V1__RunCodeRequest *req = (const Sandbox__V1__RunCodeRequest *)call->input;
@@ -430,6 +465,12 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
     return;
   }
 
+  if (call->session != NULL && call->session->group != 0 &&
+      session_memory_check(srv, call, msg, sizeof(msg)) < 0) {
+    run_scratch_free(&scratch);
+    fail_run(call, run_id, slot, SBX_FAILED_PRECONDITION, msg);
+    return;
+  }
   uid_t uid = (uid_t)(srv->settings.uid_base + slot);
   char dir_name[32];
   int ws_fd = acquire_workspace(srv, slot, call, uid, dir_name, sizeof(dir_name), &code, msg,
@@ -474,6 +515,7 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
       .mounts = scratch.pkg_env != NULL ? &env_mount : NULL,
       .n_mounts = scratch.pkg_env != NULL ? 1 : 0,
       .limits = call->limits,
+      .group = call->session != NULL ? call->session->group : 0,
   };
   struct sandbox_result result;
   memset(&result, 0, sizeof(result));

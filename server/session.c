@@ -202,6 +202,8 @@ size_t session_reap(struct session_table *t, int root_fd, const char *root_path)
       if (workspace_unmount(root_fd, root_path, s->dir, msg, sizeof(msg)) < 0)
         log_line("session_reap_failed", "session_id=%s dir=%s error=\"%s\"", s->id, s->dir, msg);
     }
+    if (s->group != 0 && t->on_end != NULL)
+      t->on_end(t->on_end_arg, s->group);
     free(s);
     n++;
   }

@@ -30,6 +30,11 @@ struct session {
   int fd;         /* the tmpfs's root, -1 until the first run mounts it */
   uid_t uid;      /* owner of the tree now (the slot that ran last) */
   uint64_t quota; /* tmpfs size, fixed by the run that created it */
+  /* The engine's accounting group its runs are placed in (sandbox.h), so
+   * that the workspace's pages count against this session's runs and no
+   * other's; 0 until the first run mounts the workspace. Freed by reap,
+   * after the tmpfs, through the table's on_end. */
+  uint64_t group;
   bool busy;      /* a RunCode is queued or running */
   uint64_t last_used_ms;
   struct session *next_doomed;
@@ -42,6 +47,8 @@ struct session_table {
   uint64_t ttl_ms;
   uint64_t seq;
   struct session *doomed; /* ended, waiting for session_reap */
+  void (*on_end)(void *arg, uint64_t group); /* after the tmpfs is gone */
+  void *on_end_arg;
 };
 
 int session_table_init(struct session_table *t, size_t max, uint64_t ttl_ms);
@@ -76,7 +83,8 @@ int session_close(struct session_table *t, const char *id);
 /* Ends idle sessions unused for ttl; returns how many. */
 size_t session_expire(struct session_table *t);
 
-/* Detaches the tmpfs of ended sessions and frees them. */
+/* Detaches the tmpfs of ended sessions and frees them, calling on_end for
+ * each one's group once its tmpfs is gone. */
 size_t session_reap(struct session_table *t, int root_fd, const char *root_path);
 
 size_t session_count(struct session_table *t);

@@ -261,6 +261,7 @@ int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
   static const struct cgroup_backend *const order[] = {
       &cgroup_backend_v2, &cgroup_backend_v1, &cgroup_backend_rlimit};
   memset(m, 0, sizeof *m);
+  pthread_mutex_init(&m->groups_lock, NULL);
   m->n_slots = n_slots;
   m->slots = calloc(n_slots, sizeof *m->slots);
   if (m->slots == NULL)
@@ -299,8 +300,72 @@ int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
 }
 
 void cgroup_manager_destroy(struct cgroup_manager *m) {
+  for (size_t i = 0; i < m->n_groups; i++) {
+    if (m->backend != NULL)
+      m->backend->group_destroy(m, m->groups[i]);
+    free(m->groups[i]);
+  }
+  free(m->groups);
   if (m->backend != NULL)
     m->backend->destroy(m);
   free(m->slots);
+  pthread_mutex_destroy(&m->groups_lock);
   memset(m, 0, sizeof *m);
+}
+
+struct cgroup_group *cgroup_group_new(struct cgroup_manager *m, struct sandbox_error *err) {
+  static _Atomic uint64_t next_id = 1;
+  struct cgroup_group *g = calloc(1, sizeof *g);
+  if (g == NULL) {
+    sandbox_error_set(err, ENOMEM, "group");
+    return NULL;
+  }
+  g->id = next_id++;
+  g->dirfd = -1;
+  if (m->backend->group_create(m, g, err) < 0) {
+    free(g);
+    return NULL;
+  }
+  pthread_mutex_lock(&m->groups_lock);
+  if (m->n_groups == m->cap_groups) {
+    size_t cap = m->cap_groups ? m->cap_groups * 2 : 16;
+    struct cgroup_group **list = realloc(m->groups, cap * sizeof *list);
+    if (list == NULL) {
+      pthread_mutex_unlock(&m->groups_lock);
+      m->backend->group_destroy(m, g);
+      free(g);
+      sandbox_error_set(err, ENOMEM, "group list");
+      return NULL;
+    }
+    m->groups = list;
+    m->cap_groups = cap;
+  }
+  m->groups[m->n_groups++] = g;
+  pthread_mutex_unlock(&m->groups_lock);
+  return g;
+}
+
+struct cgroup_group *cgroup_group_find(struct cgroup_manager *m, uint64_t id) {
+  struct cgroup_group *g = NULL;
+  pthread_mutex_lock(&m->groups_lock);
+  for (size_t i = 0; i < m->n_groups && g == NULL; i++)
+    if (m->groups[i]->id == id)
+      g = m->groups[i];
+  pthread_mutex_unlock(&m->groups_lock);
+  return g;
+}
+
+void cgroup_group_free(struct cgroup_manager *m, uint64_t id) {
+  struct cgroup_group *g = NULL;
+  pthread_mutex_lock(&m->groups_lock);
+  for (size_t i = 0; i < m->n_groups && g == NULL; i++)
+    if (m->groups[i]->id == id) {
+      g = m->groups[i];
+      m->groups[i] = m->groups[--m->n_groups];
+    }
+  pthread_mutex_unlock(&m->groups_lock);
+  if (g == NULL)
+    return;
+  m->backend->group_destroy(m, g);
+  free(g);
 }

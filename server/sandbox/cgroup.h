@@ -8,6 +8,7 @@
 #ifndef SANDBOX_CGROUP_H
 #define SANDBOX_CGROUP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -17,6 +18,18 @@
 
 #define CGROUP_V1_CONTROLLERS 4 /* memory, pids, cpuacct, cpu (optional) */
 
+/* An accounting group (sandbox.h, sandbox_group_new): a memory cgroup (v1)
+ * or a cgroup (v2) that outlives runs, so that memory a run leaves charged
+ * (files in a tmpfs that lives on, as a session's workspace) counts against
+ * the later runs placed in it and against no other run. One run at a time
+ * per group (the caller's rule). */
+struct cgroup_group {
+  uint64_t id;
+  int dirfd;                 /* -1 with the rlimit backend */
+  uint64_t memory_limit;     /* last limit written */
+  uint64_t oom_kills_before; /* v1: counter at prepare */
+};
+
 struct cgroup_slot {
   int dirfd[CGROUP_V1_CONTROLLERS]; /* v1: persistent per slot; v2: dirfd[0], per run */
   int cpu_fd;                       /* v1 cpuacct.usage / v2 cpu.stat, kept open */
@@ -25,6 +38,8 @@ struct cgroup_slot {
   uint64_t pids_limit;
   pid_t thread;                     /* v1: the thread that sits in the slot */
   uint64_t thread_cpu_before_ns;    /* v1: its CPU time at prepare */
+  struct cgroup_group *group;       /* the run's group, NULL = none */
+  char run_path[4200];              /* v2: the run's cgroup */
 };
 
 /* clone_fd() results besides a cgroup fd. */
@@ -40,6 +55,9 @@ struct cgroup_manager {
   bool cpu_share; /* the cpu controller gives each slot an equal share */
   unsigned n_slots;
   struct cgroup_slot *slots;
+  pthread_mutex_t groups_lock; /* the list; a group's fields belong to its run */
+  struct cgroup_group **groups;
+  size_t n_groups, cap_groups;
 };
 
 struct cgroup_run_stats {
@@ -55,9 +73,10 @@ struct cgroup_backend {
   /* Returns 0 when the backend can be used under parent ("" = own cgroup). */
   int (*init)(struct cgroup_manager *m, const char *parent, struct sandbox_error *err);
   void (*destroy)(struct cgroup_manager *m);
-  /* Before a run: limits in place, counters reset or baselined. */
+  /* Before a run: limits in place, counters reset or baselined; the run's
+   * memory goes to group when not NULL (its limit is the run's). */
   int (*prepare)(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *limits,
-                 struct sandbox_error *err);
+                 struct cgroup_group *group, struct sandbox_error *err);
   /* fd for clone3(CLONE_INTO_CGROUP), CGROUP_ATTACH_AFTER_CLONE or
    * CGROUP_INHERITED. */
   int (*clone_fd)(struct cgroup_manager *m, unsigned slot);
@@ -67,6 +86,11 @@ struct cgroup_backend {
   /* After the run's init was reaped: read the figures, leave the slot empty. */
   int (*finish)(struct cgroup_manager *m, unsigned slot, struct cgroup_run_stats *stats,
                 struct sandbox_error *err);
+  /* Groups: made empty, removed once no run is in them, and the memory
+   * charged to one now (its runs' leftovers). */
+  int (*group_create)(struct cgroup_manager *m, struct cgroup_group *g, struct sandbox_error *err);
+  void (*group_destroy)(struct cgroup_manager *m, struct cgroup_group *g);
+  int (*group_memory)(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *bytes);
 };
 
 extern const struct cgroup_backend cgroup_backend_v2;
@@ -77,6 +101,11 @@ extern const struct cgroup_backend cgroup_backend_rlimit;
 int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
                         const char *parent, unsigned n_slots, struct sandbox_error *err);
 void cgroup_manager_destroy(struct cgroup_manager *m);
+/* A new group with a fresh id, NULL with err on failure. */
+struct cgroup_group *cgroup_group_new(struct cgroup_manager *m, struct sandbox_error *err);
+/* The group of that id, or NULL. */
+struct cgroup_group *cgroup_group_find(struct cgroup_manager *m, uint64_t id);
+void cgroup_group_free(struct cgroup_manager *m, uint64_t id);
 
 /* Helpers shared by the backends (cgroup.c). */
 int cgroup_write_at(int dirfd, const char *file, const char *value, struct sandbox_error *err);

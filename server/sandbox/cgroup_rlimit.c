@@ -11,7 +11,8 @@ static int rlimit_init(struct cgroup_manager *m, const char *parent, struct sand
 }
 static void rlimit_destroy(struct cgroup_manager *m) {}
 static int rlimit_prepare(struct cgroup_manager *m, unsigned slot,
-                          const struct sandbox_limits *l, struct sandbox_error *err) {
+                          const struct sandbox_limits *l, struct cgroup_group *g,
+                          struct sandbox_error *err) {
   return 0;
 }
 static int rlimit_clone_fd(struct cgroup_manager *m, unsigned slot) {
@@ -30,6 +31,18 @@ static int rlimit_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_
   return 0;
 }
 
+/* No tree-wide memory to account: a group is only an id. */
+static int rlimit_group_create(struct cgroup_manager *m, struct cgroup_group *g,
+                               struct sandbox_error *err) {
+  return 0;
+}
+static void rlimit_group_destroy(struct cgroup_manager *m, struct cgroup_group *g) {}
+static int rlimit_group_memory(struct cgroup_manager *m, struct cgroup_group *g,
+                               uint64_t *bytes) {
+  *bytes = 0;
+  return 0;
+}
+
 const struct cgroup_backend cgroup_backend_rlimit = {
     .kind = SANDBOX_BACKEND_RLIMIT,
     .name = "rlimit",
@@ -41,4 +54,7 @@ const struct cgroup_backend cgroup_backend_rlimit = {
     .cpu_usage_ns = rlimit_cpu_usage_ns,
     .kill_all = rlimit_kill_all,
     .finish = rlimit_finish,
+    .group_create = rlimit_group_create,
+    .group_destroy = rlimit_group_destroy,
+    .group_memory = rlimit_group_memory,
 };

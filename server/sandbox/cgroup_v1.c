@@ -172,13 +172,18 @@ fail:
   return -1;
 }
 
-static int v1_set_memory(struct cgroup_slot *s, bool memsw, uint64_t limit,
+/* Writes a memory limit to a memory cgroup whose last limit was *current
+ * (0: unknown, a fresh cgroup: unlimited). */
+static int v1_set_memory(int fd, bool memsw, uint64_t *current, uint64_t limit,
                          struct sandbox_error *err) {
-  int fd = s->dirfd[V1_MEMORY];
-  if (!memsw)
-    return cgroup_write_u64_at(fd, "memory.limit_in_bytes", limit, err);
-  /* memsw must stay >= the memory limit at every step. */
-  if (limit > s->memory_limit) {
+  if (*current == limit)
+    return 0;
+  uint64_t before = *current != 0 ? *current : UINT64_MAX;
+  *current = 0; /* unknown state until both writes succeed */
+  if (!memsw) {
+    if (cgroup_write_u64_at(fd, "memory.limit_in_bytes", limit, err) < 0)
+      return -1;
+  } else if (limit > before) { /* memsw must stay >= the memory limit at every step */
     if (cgroup_write_u64_at(fd, "memory.memsw.limit_in_bytes", limit, err) < 0 ||
         cgroup_write_u64_at(fd, "memory.limit_in_bytes", limit, err) < 0)
       return -1;
@@ -187,28 +192,44 @@ static int v1_set_memory(struct cgroup_slot *s, bool memsw, uint64_t limit,
         cgroup_write_u64_at(fd, "memory.memsw.limit_in_bytes", limit, err) < 0)
       return -1;
   }
+  *current = limit;
   return 0;
 }
 
-static int v1_read_oom_kills(struct cgroup_slot *s, uint64_t *out) {
+static int v1_read_oom_kills(int memory_fd, uint64_t *out) {
   char buf[512];
-  if (cgroup_read_at(s->dirfd[V1_MEMORY], "memory.oom_control", buf, sizeof buf) < 0)
+  if (cgroup_read_at(memory_fd, "memory.oom_control", buf, sizeof buf) < 0)
     return -1;
   return cgroup_keyed_u64(buf, "oom_kill", out);
 }
 
+/* The memory cgroup a run's memory is charged to: its group's, or the
+ * slot's. */
+static int v1_memory_fd(const struct cgroup_slot *s) {
+  return s->group != NULL ? s->group->dirfd : s->dirfd[V1_MEMORY];
+}
+
+static int v1_prepare_memory(struct cgroup_manager *m, struct cgroup_slot *s,
+                             const struct sandbox_limits *l, struct sandbox_error *err) {
+  uint64_t *current = s->group != NULL ? &s->group->memory_limit : &s->memory_limit;
+  uint64_t *oom_before = s->group != NULL ? &s->group->oom_kills_before : &s->oom_kills_before;
+  int fd = v1_memory_fd(s);
+  if (v1_set_memory(fd, m->has_memsw, current, l->memory_bytes, err) < 0)
+    return -1;
+  /* A group's peak then starts at what its earlier runs left (files). */
+  if (cgroup_write_at(fd, "memory.max_usage_in_bytes", "0", err) < 0)
+    return -1;
+  if (v1_read_oom_kills(fd, oom_before) < 0)
+    return sandbox_error_set(err, errno, "read memory.oom_control (no oom_kill counter?)");
+  return 0;
+}
+
 static int v1_prepare(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *l,
-                      struct sandbox_error *err) {
+                      struct cgroup_group *group, struct sandbox_error *err) {
   struct cgroup_slot *s = &m->slots[slot];
-  if (s->memory_limit != l->memory_bytes) {
-    if (s->memory_limit == 0)
-      s->memory_limit = UINT64_MAX; /* fresh cgroup: unlimited, so raise-order */
-    if (v1_set_memory(s, m->has_memsw, l->memory_bytes, err) < 0) {
-      s->memory_limit = 0; /* unknown state: rewrite next time */
-      return -1;
-    }
-    s->memory_limit = l->memory_bytes;
-  }
+  s->group = group;
+  if (v1_prepare_memory(m, s, l, err) < 0)
+    return -1;
   /* + the namespace's init + the worker thread that sits in the slot. */
   uint64_t pids = l->max_processes + 2;
   if (s->pids_limit != pids) {
@@ -225,23 +246,27 @@ static int v1_prepare(struct cgroup_manager *m, unsigned slot, const struct sand
         return sandbox_error_wrap(err, "move worker thread into the %s slot", v1_controllers[c]);
     s->thread = tid;
   }
-  if (cgroup_write_at(s->dirfd[V1_MEMORY], "memory.max_usage_in_bytes", "0", err) < 0)
-    return -1;
   if (pwrite(s->cpu_fd, "0", 1, 0) != 1)
     return sandbox_error_set(err, errno, "reset cpuacct.usage");
   s->thread_cpu_before_ns = thread_cpu_ns();
-  if (v1_read_oom_kills(s, &s->oom_kills_before) < 0)
-    return sandbox_error_set(err, errno, "read memory.oom_control (no oom_kill counter?)");
   return 0;
 }
 
+/* Born in the slot (see the top of this file); a run in a group is then
+ * moved into the group's memory cgroup before it may start: one move, for
+ * runs in a group only. */
 static int v1_clone_fd(struct cgroup_manager *m, unsigned slot) {
-  return CGROUP_INHERITED;
+  return m->slots[slot].group != NULL ? CGROUP_ATTACH_AFTER_CLONE : CGROUP_INHERITED;
 }
 
 static int v1_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,
                      struct sandbox_error *err) {
-  return 0; /* born in the slot: see the top of this file */
+  struct cgroup_slot *s = &m->slots[slot];
+  if (s->group == NULL)
+    return 0;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d", (int)pid);
+  return cgroup_write_at(s->group->dirfd, "cgroup.procs", buf, err);
 }
 
 /* The tree's CPU time: the slot's counter less the worker thread's share. */
@@ -265,11 +290,14 @@ static int v1_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_
   struct cgroup_slot *s = &m->slots[slot];
   char buf[64];
   uint64_t kills = 0;
-  if (v1_read_oom_kills(s, &kills) == 0)
-    st->oom_killed = kills > s->oom_kills_before;
+  int memory_fd = v1_memory_fd(s);
+  uint64_t before = s->group != NULL ? s->group->oom_kills_before : s->oom_kills_before;
+  s->group = NULL;
+  if (v1_read_oom_kills(memory_fd, &kills) == 0)
+    st->oom_killed = kills > before;
   if (v1_cpu_usage_ns(m, slot, &st->cpu_ns) == 0)
     st->have_cpu = true;
-  if (cgroup_read_at(s->dirfd[V1_MEMORY], "memory.max_usage_in_bytes", buf, sizeof buf) > 0) {
+  if (cgroup_read_at(memory_fd, "memory.max_usage_in_bytes", buf, sizeof buf) > 0) {
     st->peak_bytes = strtoull(buf, NULL, 10);
     st->have_peak = true;
   }
@@ -285,6 +313,38 @@ static int v1_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_
   return 0;
 }
 
+static int v1_group_create(struct cgroup_manager *m, struct cgroup_group *g,
+                           struct sandbox_error *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/group-%" PRIu64, m->engine_dir[V1_MEMORY], g->id);
+  if (mkdir(path, 0700) < 0)
+    return sandbox_error_set(err, errno, "mkdir %s", path);
+  g->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (g->dirfd < 0) {
+    int e = errno;
+    rmdir(path);
+    return sandbox_error_set(err, e, "open %s", path);
+  }
+  return 0;
+}
+
+static void v1_group_destroy(struct cgroup_manager *m, struct cgroup_group *g) {
+  if (g->dirfd >= 0)
+    close(g->dirfd);
+  g->dirfd = -1;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/group-%" PRIu64, m->engine_dir[V1_MEMORY], g->id);
+  cgroup_remove_tree(path, false);
+}
+
+static int v1_group_memory(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *bytes) {
+  char buf[64];
+  if (cgroup_read_at(g->dirfd, "memory.usage_in_bytes", buf, sizeof buf) <= 0)
+    return -1;
+  *bytes = strtoull(buf, NULL, 10);
+  return 0;
+}
+
 const struct cgroup_backend cgroup_backend_v1 = {
     .kind = SANDBOX_BACKEND_CGROUP_V1,
     .name = "cgroup v1",
@@ -296,4 +356,7 @@ const struct cgroup_backend cgroup_backend_v1 = {
     .cpu_usage_ns = v1_cpu_usage_ns,
     .kill_all = v1_kill_all,
     .finish = v1_finish,
+    .group_create = v1_group_create,
+    .group_destroy = v1_group_destroy,
+    .group_memory = v1_group_memory,
 };

@@ -169,11 +169,31 @@ static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_
   return 0;
 }
 
+/* A run's cgroup: P/sandboxd.<pid>/slot-N, or group-<id>/run inside its
+ * group, whose own memory.max then also counts what earlier runs left. */
+static int v2_run_path(struct cgroup_manager *m, unsigned slot, struct cgroup_slot *s,
+                       struct sandbox_error *err) {
+  int n = s->group != NULL ? snprintf(s->run_path, sizeof s->run_path,
+                                      "%s/group-%" PRIu64 "/run", m->engine_dir[0], s->group->id)
+                           : snprintf(s->run_path, sizeof s->run_path, "%s/slot-%u",
+                                      m->engine_dir[0], slot);
+  if (n < 0 || (size_t)n >= sizeof s->run_path)
+    return sandbox_error_set(err, ENAMETOOLONG, "cgroup path");
+  return 0;
+}
+
 static int v2_prepare(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *l,
-                      struct sandbox_error *err) {
+                      struct cgroup_group *group, struct sandbox_error *err) {
   struct cgroup_slot *s = &m->slots[slot];
-  char path[4200];
-  snprintf(path, sizeof path, "%s/slot-%u", m->engine_dir[0], slot);
+  s->group = group;
+  if (v2_run_path(m, slot, s, err) < 0)
+    return -1;
+  if (group != NULL && group->memory_limit != l->memory_bytes) {
+    if (cgroup_write_u64_at(group->dirfd, "memory.max", l->memory_bytes, err) < 0)
+      return -1;
+    group->memory_limit = l->memory_bytes;
+  }
+  const char *path = s->run_path;
   if (mkdir(path, 0700) < 0) {
     if (errno != EEXIST)
       return sandbox_error_set(err, errno, "mkdir %s", path);
@@ -246,10 +266,51 @@ static int v2_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_
   close(s->cpu_fd);
   close(s->dirfd[0]);
   s->cpu_fd = s->dirfd[0] = -1;
+  s->group = NULL;
+  /* A group's files stay charged to the removed cgroup, which still counts
+   * in its parent, the group. */
+  if (rmdir(s->run_path) < 0 && cgroup_remove_tree(s->run_path, true) < 0)
+    return sandbox_error_set(err, errno, "remove %s", s->run_path);
+  return 0;
+}
+
+static int v2_group_create(struct cgroup_manager *m, struct cgroup_group *g,
+                           struct sandbox_error *err) {
+  char path[4200], avail[512];
+  snprintf(path, sizeof path, "%s/group-%" PRIu64, m->engine_dir[0], g->id);
+  if (mkdir(path, 0700) < 0)
+    return sandbox_error_set(err, errno, "mkdir %s", path);
+  g->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (g->dirfd < 0) {
+    sandbox_error_set(err, errno, "open %s", path);
+  } else if (cgroup_read_at(g->dirfd, "cgroup.controllers", avail, sizeof avail) < 0) {
+    sandbox_error_set(err, errno, "read %s/cgroup.controllers", path);
+  } else if (v2_enable(path, avail, err) == 0 &&
+             (faccessat(g->dirfd, "memory.swap.max", F_OK, 0) < 0 ||
+              cgroup_write_at(g->dirfd, "memory.swap.max", "0", err) == 0)) {
+    return 0;
+  }
+  if (g->dirfd >= 0)
+    close(g->dirfd);
+  g->dirfd = -1;
+  rmdir(path);
+  return -1;
+}
+
+static void v2_group_destroy(struct cgroup_manager *m, struct cgroup_group *g) {
+  if (g->dirfd >= 0)
+    close(g->dirfd);
+  g->dirfd = -1;
   char path[4200];
-  snprintf(path, sizeof path, "%s/slot-%u", m->engine_dir[0], slot);
-  if (rmdir(path) < 0 && cgroup_remove_tree(path, true) < 0)
-    return sandbox_error_set(err, errno, "remove %s", path);
+  snprintf(path, sizeof path, "%s/group-%" PRIu64, m->engine_dir[0], g->id);
+  cgroup_remove_tree(path, true);
+}
+
+static int v2_group_memory(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *bytes) {
+  char buf[64];
+  if (cgroup_read_at(g->dirfd, "memory.current", buf, sizeof buf) <= 0)
+    return -1;
+  *bytes = strtoull(buf, NULL, 10);
   return 0;
 }
 
@@ -264,4 +325,7 @@ const struct cgroup_backend cgroup_backend_v2 = {
     .cpu_usage_ns = v2_cpu_usage_ns,
     .kill_all = v2_kill_all,
     .finish = v2_finish,
+    .group_create = v2_group_create,
+    .group_destroy = v2_group_destroy,
+    .group_memory = v2_group_memory,
 };

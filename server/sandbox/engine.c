@@ -314,6 +314,28 @@ void sandbox_engine_free(struct sandbox_engine *e) {
   free(e);
 }
 
+int sandbox_group_new(struct sandbox_engine *e, uint64_t *id, struct sandbox_error *err) {
+  struct cgroup_group *g = cgroup_group_new(&e->cgroups, err);
+  if (g == NULL)
+    return -1;
+  *id = g->id;
+  return 0;
+}
+
+int sandbox_group_memory(struct sandbox_engine *e, uint64_t id, uint64_t *bytes,
+                         struct sandbox_error *err) {
+  struct cgroup_group *g = cgroup_group_find(&e->cgroups, id);
+  if (g == NULL)
+    return sandbox_error_set(err, ENOENT, "no group %llu", (unsigned long long)id);
+  if (e->cgroups.backend->group_memory(&e->cgroups, g, bytes) < 0)
+    return sandbox_error_set(err, errno, "memory of group %llu", (unsigned long long)id);
+  return 0;
+}
+
+void sandbox_group_free(struct sandbox_engine *e, uint64_t id) {
+  cgroup_group_free(&e->cgroups, id);
+}
+
 const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *e) {
   return &e->report;
 }
@@ -542,7 +564,12 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
 
   for (int i = 0; i < 5; i++)
     p.fds[i][0] = p.fds[i][1] = -1;
-  if (cg->prepare(&e->cgroups, slot, &limits, err) < 0) {
+  struct cgroup_group *group = NULL;
+  if (spec->group != 0 && (group = cgroup_group_find(&e->cgroups, spec->group)) == NULL) {
+    sandbox_error_set(err, ENOENT, "no group %llu", (unsigned long long)spec->group);
+    goto finish;
+  }
+  if (cg->prepare(&e->cgroups, slot, &limits, group, err) < 0) {
     sandbox_error_wrap(err, "%s slot %u", cg->name, slot);
     goto finish;
   }

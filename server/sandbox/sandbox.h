@@ -73,6 +73,9 @@ struct sandbox_spec {
    * the host's resolv.conf and CA certificates. Only for the package
    * installer when the configuration names an index; never for user code. */
   bool network;
+  /* An accounting group (sandbox_group_new), 0 = none: the run's memory,
+   * and what it leaves charged, counts in the group. */
+  uint64_t group;
 };
 
 struct sandbox_result {
@@ -132,6 +135,21 @@ const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *
 int sandbox_run(struct sandbox_engine *engine, unsigned slot, const struct sandbox_spec *spec,
                 struct sandbox_result *result, struct sandbox_error *err);
 void sandbox_result_free(struct sandbox_result *result);
+
+/* Accounting groups. Memory a run leaves charged after it ends (pages of
+ * files it wrote into a tmpfs that lives on, as a session's workspace) stays
+ * charged to the cgroup the run was in. A group is a cgroup (v2) or memory
+ * cgroup (v1) that lives until freed: runs placed in it (spec.group, one at a
+ * time) have their memory limit over the group, so what earlier runs of the
+ * group left counts against later ones, and against no run outside it. With
+ * the rlimit backend a group is only an id. */
+int sandbox_group_new(struct sandbox_engine *engine, uint64_t *id, struct sandbox_error *err);
+/* Memory charged to the group now (0 with the rlimit backend). */
+int sandbox_group_memory(struct sandbox_engine *engine, uint64_t id, uint64_t *bytes,
+                         struct sandbox_error *err);
+/* Removes the group; free what its runs left charged first (unmount the
+ * tmpfs), or it stays charged to the engine's cgroup until freed. */
+void sandbox_group_free(struct sandbox_engine *engine, uint64_t id);
 
 /* Removes name (relative to parent_fd) and everything below it, without
  * following symlinks, whatever the depth. For trees a finished sandbox wrote. */

@@ -223,7 +223,9 @@ required=(cgroup2_mounted engine_test_exit engine_test_all_ran engine_backend_is
   engine.test_fork_bomb_is_contained engine.test_pids_limit_refuses_fork
   engine.test_memory_under_limit_runs exec_backend_v2 exec_peak_is_memory_peak
   service_ready service_info_says_v2 service_hello_world delegated_made_leaf
-  delegated_controllers_enabled container_backend_v2)
+  delegated_controllers_enabled container_backend_v2 session_files_not_charged_to_others
+  session_files_count_for_the_session session_run_refused_beside_its_files
+  session_memory_group_freed)
 absent=()
 for r in "${required[@]}"; do
   grep -qxF "VMTEST $r PASS" "$results.txt" || absent+=("$r")

@@ -181,6 +181,23 @@ if [ -x $BIN/sandboxd ] && [ -x $BIN/sandbox-run ]; then
   check service_fork_bomb_timeout test "$(json_field killed_by </tmp/forkbomb.json)" = timeout
   check service_answers_after_fork_bomb sh -c "$BIN/sandbox-run -e $URL /tmp/hello.py | grep -q hello"
 
+  # A session's files count against that session's runs (its memory group),
+  # never against another run's memory.
+  echo 'open("big", "wb").write(b"x" * (60 << 20)); print("wrote")' >/tmp/files.py
+  echo 'b = bytearray(60 << 20); print("allocated")' >/tmp/alloc.py
+  $BIN/sandbox-run -e $URL --session mem --disk-mb 128 --memory-mb 256 /tmp/files.py
+  groups=$(ls -d $D/sandboxd.$server/group-* 2>/dev/null | wc -l)
+  check session_memory_group test "$groups" -eq 1
+  $BIN/sandbox-run -e $URL --json /tmp/alloc.py >/tmp/alloc.json 2>&1
+  check session_files_not_charged_to_others test "$(json_field killed_by </tmp/alloc.json)" = none
+  $BIN/sandbox-run -e $URL --json --session mem --memory-mb 100 /tmp/alloc.py >/tmp/own.json 2>&1
+  cat /tmp/own.json
+  check session_files_count_for_the_session test "$(json_field killed_by </tmp/own.json)" = memory
+  $BIN/sandbox-run -e $URL --json --session mem --memory-mb 64 /tmp/hello.py >/tmp/small.json 2>&1
+  check session_run_refused_beside_its_files test "$(json_field status </tmp/small.json)" = FAILED_PRECONDITION
+  $BIN/sandbox-run -e $URL --close-session mem
+  check session_memory_group_freed test -z "$(ls -d $D/sandboxd.$server/group-* 2>/dev/null)"
+
   kill -TERM $server
   wait $server
   rc=$?

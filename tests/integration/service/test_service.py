@@ -696,6 +696,57 @@ def group_queue_faults(b):
         s.stop()
 
 
+def engine_groups(s):
+    """The session memory groups of s's engine (cgroup v1 memory or v2)."""
+    found = []
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if os.path.basename(root) == f"sandboxd.{s.proc.pid}":
+            found += [d for d in dirs if d.startswith("group-")]
+            dirs[:] = []
+    return found
+
+
+def group_session_memory(b):
+    """A session's files count against that session's runs only: on one
+    worker, a tenant's 100 MiB of session files must not shrink the next
+    tenant's memory or break a run asking for less memory than they take."""
+    s = Server(b, 61200, "--workers", "1")
+    alloc = "b = bytearray(90 << 20)\nprint('allocated')\n"
+    try:
+        rc, out = s.run("open('big', 'wb').write(b'x' * (100 << 20))\nprint('wrote')\n",
+                        "--session", "tenant-a", "--disk-mb", "200", "--memory-mb", "256")
+        check(out.get("stdout") == "wrote\n", "a session run writes 100 MiB of files", out)
+        check(len(engine_groups(s)) == 1, "the session has a memory group", engine_groups(s))
+        rc, out = s.run(alloc)
+        check(out.get("killed_by") == "none" and out.get("stdout") == "allocated\n",
+              "another run on the same worker still has its whole 128 MiB", out)
+        rc, out = s.run("print('small')\n", "--memory-mb", "64")
+        check(out.get("status") == "OK" and out.get("stdout") == "small\n",
+              "a run asking for less memory than the session's files is not an INTERNAL error",
+              out)
+        rc, out = s.run(alloc, "--session", "tenant-a", "--memory-mb", "160")
+        check(out.get("killed_by") == "memory",
+              "the session's files count against its own runs (100 + 90 MiB > 160 MiB)", out)
+        rc, out = s.run(alloc, "--session", "tenant-a", "--memory-mb", "256")
+        check(out.get("killed_by") == "none" and out.get("peak_memory_bytes", 0) >= 190 << 20,
+              "with room for both it runs, and its peak counts the files", out)
+        rc, out = s.run("print(1)\n", "--session", "tenant-a", "--memory-mb", "64")
+        check(out.get("status") == "FAILED_PRECONDITION" and "limits.memory_bytes" in out.get(
+              "error", "") and "session's files take" in out.get("error", "")
+              and out.get("error", "").endswith("nothing ran"),
+              "a session run that cannot start beside its files is refused, saying why", out)
+        p = subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--close-session", "tenant-a"],
+                           capture_output=True, text=True)
+        check(p.returncode == 0, "CloseSession", p.stderr)
+        check(engine_groups(s) == [] and len(workspace_mounts(s.state)) == 1,
+              "its memory group and tmpfs are gone when CloseSession returns",
+              (engine_groups(s), workspace_mounts(s.state)))
+        rc, out = s.run(alloc)
+        check(out.get("killed_by") == "none", "and the next run has its memory", out)
+    finally:
+        s.stop()
+
+
 class Files(http.server.BaseHTTPRequestHandler):
     """The test's own web server: what downloads meet in the wild."""
     def log_message(self, *a):
