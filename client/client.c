@@ -284,6 +284,7 @@ void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
   r->limits.output_bytes = l->output_bytes;
   r->limits.max_processes = l->max_processes;
   r->limits.disk_bytes = l->disk_bytes;
+  r->limits.open_files = l->open_files;
 }
 
 /* ---- calls ---- */
@@ -674,6 +675,7 @@ static void limits_json(struct json_buf *j, const char *key, const Sandbox__V1__
     json_key(j, "output_bytes"), json_int(j, l->output_bytes);
     json_key(j, "max_processes"), json_int(j, l->max_processes);
     json_key(j, "disk_bytes"), json_int(j, l->disk_bytes);
+    json_key(j, "open_files"), json_int(j, l->open_files);
   }
   json_end(j, '}');
 }

@@ -53,6 +53,7 @@ struct sbxc_limits {
   int64_t output_bytes;
   int64_t max_processes;
   int64_t disk_bytes;
+  int64_t open_files;
 };
 
 struct sbxc_artifact {

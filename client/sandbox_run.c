@@ -26,7 +26,8 @@ static void usage(FILE *out) {
           "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
           "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
           "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
-          "                   [--disk-mb N] [--file-url DEST=URL]... [--max-request-bytes N]\n"
+          "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
+          "                   [--max-request-bytes N]\n"
           "                   [--json] SCRIPT|-\n"
           "       sandbox-run [-e URL] --health | --info\n"
           "       sandbox-run [-e URL] --close-session ID\n"
@@ -215,7 +216,7 @@ static void print_json(const struct sbxc_result *r) {
 enum {
   OPT_TIMEOUT = 256, OPT_CPU, OPT_MEMORY, OPT_OUTPUT, OPT_PROCS, OPT_SESSION, OPT_RUN_ID,
   OPT_FILE, OPT_REQ, OPT_STDIN, OPT_ARG, OPT_ENV, OPT_ARTIFACTS, OPT_JSON, OPT_HEALTH,
-  OPT_INFO, OPT_RETRIES, OPT_MAX_REQUEST, OPT_HELP, OPT_DISK, OPT_FILE_URL, OPT_CLOSE, OPT_LIST, OPT_READ,
+  OPT_INFO, OPT_RETRIES, OPT_MAX_REQUEST, OPT_HELP, OPT_DISK, OPT_OPEN_FILES, OPT_FILE_URL, OPT_CLOSE, OPT_LIST, OPT_READ,
   OPT_OFFSET, OPT_LENGTH,
 };
 
@@ -242,6 +243,7 @@ int main(int argc, char **argv) {
       {"max-request-bytes", required_argument, NULL, OPT_MAX_REQUEST},
       {"help", no_argument, NULL, OPT_HELP},
       {"disk-mb", required_argument, NULL, OPT_DISK},
+      {"open-files", required_argument, NULL, OPT_OPEN_FILES},
       {"file-url", required_argument, NULL, OPT_FILE_URL},
       {"close-session", required_argument, NULL, OPT_CLOSE},
       {"list-files", required_argument, NULL, OPT_LIST},
@@ -306,6 +308,9 @@ int main(int argc, char **argv) {
       break;
     case OPT_DISK:
       bad = scaled(optarg, "--disk-mb", 1 << 20, &limits.disk_bytes);
+      break;
+    case OPT_OPEN_FILES:
+      bad = parse_i64(optarg, "--open-files", &limits.open_files);
       break;
     case OPT_FILE_URL: {
       const char *source = split_pair(optarg, "--file-url", "DEST=URL");

@@ -47,7 +47,7 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
   switch (r->killed_by) {
   case SANDBOX_KILLED_BY_TIMEOUT:
     format_ms(limits->timeout_ms, a, sizeof(a));
-    if (r->cpu_time_us / 1000 >= limits->cpu_time_ms && limits->cpu_time_ms < limits->timeout_ms) {
+    if (r->cpu_time_exceeded) {
       format_ms(limits->cpu_time_ms, b, sizeof(b));
       feedback_add(fb, "CPU time limit of %s reached; the program was killed (limits.cpu_time_ms)", b);
     } else {
@@ -132,4 +132,25 @@ void feedback_missing_module(const uint8_t *data, size_t len, struct feedback *f
       return;
     }
   feedback_add(fb, "add '%s' to requirements", module);
+}
+
+void feedback_network_refused(const uint8_t *data, size_t len, struct feedback *fb) {
+  static const char needle[] = "PermissionError: [Errno 13] Permission denied";
+  static const char *const socket_frames[] = {"socket.py", "socket.socket(", "create_connection"};
+  const size_t nlen = sizeof(needle) - 1, window = 1024;
+  for (const uint8_t *p = data; data != NULL && p + nlen <= data + len;) {
+    const uint8_t *hit = memmem(p, (size_t)(data + len - p), needle, nlen);
+    if (hit == NULL)
+      return;
+    /* The traceback above the error names where it came from. */
+    const uint8_t *from = (size_t)(hit - data) > window ? hit - window : data;
+    for (size_t i = 0; i < sizeof(socket_frames) / sizeof(socket_frames[0]); i++)
+      if (memmem(from, (size_t)(hit - from), socket_frames[i], strlen(socket_frames[i])) != NULL) {
+        feedback_add(fb, "the program tried to use the network, which the sandbox refuses "
+                         "(socket() fails with PermissionError); a thread that died of it may "
+                         "leave the program waiting");
+        return;
+      }
+    p = hit + nlen;
+  }
 }

@@ -29,4 +29,9 @@ void feedback_build(const struct sandbox_result *result, const struct sandbox_li
  * distribution's name where it is known to differ, e.g. yaml -> pyyaml). */
 void feedback_missing_module(const uint8_t *stderr_data, size_t len, struct feedback *fb);
 
+/* Points at the network policy when stderr (hostile bytes) shows a socket
+ * the sandbox refused (Python's PermissionError from socket.py): a thread
+ * that died of it often leaves the program waiting until the timeout. */
+void feedback_network_refused(const uint8_t *stderr_data, size_t len, struct feedback *fb);
+
 #endif

@@ -181,7 +181,7 @@ static sbx_code fetch_files(struct server *srv, const Sandbox__V1__RunCodeReques
     const Sandbox__V1__File *f = req->files[i];
     if (f->source_case != SANDBOX__V1__FILE__SOURCE_URL)
       continue;
-    uint64_t room = limits->file_size_bytes > total ? limits->file_size_bytes - total : 0;
+    uint64_t room = limits->tmp_bytes > total ? limits->tmp_bytes - total : 0;
     uint64_t cap = (uint64_t)srv->settings.max_file_bytes;
     struct download_policy policy = download_policy_from(&srv->settings, cap < room ? cap : room);
     char reason[512], url[300];
@@ -230,7 +230,7 @@ static int session_memory_check(struct server *srv, const struct server_call *ca
 static int acquire_workspace(struct server *srv, unsigned slot, struct server_call *call,
                              uid_t uid, char *dir_name, size_t dir_len, sbx_code *code, char *msg,
                              size_t msglen) {
-  uint64_t quota = call->limits.file_size_bytes;
+  uint64_t quota = call->limits.tmp_bytes; /* disk_bytes: every tmpfs of the run */
   uint64_t inodes = (uint64_t)srv->settings.workspace_inodes;
   struct session *s = call->session;
   *code = SBX_INTERNAL;
@@ -429,8 +429,13 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
     fail_run(call, run_id, slot, SBX_INTERNAL, "out of memory");
     return;
   }
+  /* As "python3 main.py" runs outside: the workspace on sys.path, the
+   * request's PYTHON* variables honoured. -u only for this interpreter (not
+   * its children, as PYTHONUNBUFFERED would): what it printed before a kill
+   * reaches the reply. Nothing of the server's environment reaches a run
+   * (the engine's minimum environment, docs/ENGINE.md). */
   scratch.argv[0] = "/usr/bin/python3";
-  scratch.argv[1] = "-I";
+  scratch.argv[1] = "-u";
   scratch.argv[2] = "/workspace/" WORKSPACE_SCRIPT;
   for (size_t i = 0; i < req->n_args; i++)
     scratch.argv[3 + i] = req->args[i];
@@ -540,6 +545,9 @@ void run_code_execute(struct server *srv, unsigned slot, struct server_call *cal
     feedback_add(&fb, "session %s is new: its workspace started empty", req->session_id);
   if (result.killed_by == SANDBOX_KILLED_BY_NONE && result.exit_code != 0)
     feedback_missing_module(result.stderr_data, result.stderr_len, &fb);
+  if (result.killed_by == SANDBOX_KILLED_BY_TIMEOUT ||
+      (result.killed_by == SANDBOX_KILLED_BY_NONE && result.exit_code != 0))
+    feedback_network_refused(result.stderr_data, result.stderr_len, &fb);
   if (scratch.env_built)
     feedback_add(&fb, "requirements: installed into a new environment in %.1f s; runs with the "
                       "same requirements reuse it",

@@ -127,6 +127,7 @@ static void limits_to_proto(const struct settings_limits *in, Sandbox__V1__Limit
   out->output_bytes = in->output_bytes;
   out->max_processes = in->max_processes;
   out->disk_bytes = in->disk_bytes;
+  out->open_files = in->open_files;
 }
 
 static void handle_get_info(Sandbox__V1__Sandbox_Service *service,

@@ -81,6 +81,10 @@ static const struct setting_def setting_defs[] = {
      "largest file and /tmp size when the request has none (default 64 MiB)"},
     {"max-disk-bytes", SETTING_INT, OFF(max_limits.disk_bytes), 0, 4096, 1LL << 40,
      "largest disk_bytes (default 1 GiB)"},
+    {"default-open-files", SETTING_INT, OFF(default_limits.open_files), 0, 16, 1 << 20,
+     "open files per process when the request has none (default 1024)"},
+    {"max-open-files", SETTING_INT, OFF(max_limits.open_files), 0, 16, 1 << 20,
+     "largest open_files (default 65536)"},
     {"workspace-inodes", SETTING_INT, OFF(workspace_inodes), 0, 64, 1LL << 22,
      "files and directories a workspace may hold (default 32768)"},
     {"max-sessions", SETTING_INT, OFF(max_sessions), 0, 0, 65536,
@@ -172,6 +176,7 @@ void settings_defaults(struct server_settings *s) {
       .output_bytes = (int64_t)SANDBOX_DEFAULT_OUTPUT_BYTES,
       .max_processes = SANDBOX_DEFAULT_MAX_PROCESSES,
       .disk_bytes = (int64_t)SANDBOX_DEFAULT_FILE_SIZE_BYTES,
+      .open_files = 1024,
   };
   s->max_limits = (struct settings_limits){
       .timeout_ms = 60000,
@@ -180,6 +185,7 @@ void settings_defaults(struct server_settings *s) {
       .output_bytes = 4LL << 20,
       .max_processes = 256,
       .disk_bytes = 1LL << 30,
+      .open_files = 65536,
   };
   s->workspace_inodes = 32768;
   s->max_sessions = 64;

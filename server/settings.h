@@ -24,12 +24,13 @@ struct settings_limits {
   int64_t output_bytes;
   int64_t max_processes;
   int64_t disk_bytes;
+  int64_t open_files;
 };
 
-/* The six limits as an array, in the order of the fields above (and of the
+/* The seven limits as an array, in the order of the fields above (and of the
  * proto's Limits): indexing the struct's fields through a pointer to the
  * first one would be undefined behaviour. */
-#define SETTINGS_N_LIMITS 6
+#define SETTINGS_N_LIMITS 7
 static inline void settings_limits_array(const struct settings_limits *l,
                                          int64_t out[SETTINGS_N_LIMITS]) {
   out[0] = l->timeout_ms;
@@ -38,6 +39,7 @@ static inline void settings_limits_array(const struct settings_limits *l,
   out[3] = l->output_bytes;
   out[4] = l->max_processes;
   out[5] = l->disk_bytes;
+  out[6] = l->open_files;
 }
 
 struct server_settings {

@@ -70,6 +70,7 @@ static const struct {
 } limit_fields[] = {
     {"timeout_ms", 1},      {"cpu_time_ms", 1},   {"memory_bytes", 8 << 20},
     {"output_bytes", 1},    {"max_processes", 1}, {"disk_bytes", 4096},
+    {"open_files", 16},
 };
 
 sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
@@ -181,13 +182,15 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
 
   const Sandbox__V1__Limits empty = SANDBOX__V1__LIMITS__INIT;
   const Sandbox__V1__Limits *in = req->limits != NULL ? req->limits : &empty;
-  const int64_t asked[] = {in->timeout_ms,   in->cpu_time_ms,   in->memory_bytes,
-                           in->output_bytes, in->max_processes, in->disk_bytes};
+  const int64_t asked[SETTINGS_N_LIMITS] = {in->timeout_ms,    in->cpu_time_ms,
+                                            in->memory_bytes,  in->output_bytes,
+                                            in->max_processes, in->disk_bytes,
+                                            in->open_files};
   int64_t def[SETTINGS_N_LIMITS], max[SETTINGS_N_LIMITS];
   settings_limits_array(&s->default_limits, def);
   settings_limits_array(&s->max_limits, max);
-  int64_t eff[6];
-  for (size_t i = 0; i < 6; i++) {
+  int64_t eff[SETTINGS_N_LIMITS];
+  for (size_t i = 0; i < SETTINGS_N_LIMITS; i++) {
     int64_t v = asked[i];
     if (v != 0 && (v < limit_fields[i].min || v > max[i]))
       return refuse(SBX_INVALID_ARGUMENT, msg, msglen,
@@ -208,8 +211,11 @@ sbx_code validate_run_request(const Sandbox__V1__RunCodeRequest *req,
   limits->memory_bytes = (uint64_t)eff[2];
   limits->output_bytes = (uint64_t)eff[3];
   limits->max_processes = (uint64_t)eff[4];
-  limits->file_size_bytes = (uint64_t)eff[5];
+  /* The disk quota is each tmpfs's size (the workspace's, /tmp's and
+   * /dev/shm's), which caps the blocks written: no RLIMIT_FSIZE on top, so
+   * a sparse file may be larger than the quota, as on any filesystem. */
+  limits->file_size_bytes = SANDBOX_UNLIMITED;
   limits->tmp_bytes = (uint64_t)eff[5];
-  limits->open_files = SANDBOX_DEFAULT_OPEN_FILES;
+  limits->open_files = (uint64_t)eff[6];
   return SBX_OK;
 }

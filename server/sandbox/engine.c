@@ -349,8 +349,7 @@ void sandbox_result_free(struct sandbox_result *r) {
 /* The environment: a documented minimum, then what the spec lists (which
  * wins for the same name). Nothing of the server's own environment. */
 static const char *const env_minimum[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8",
-    "PYTHONUNBUFFERED=1", "TMPDIR=/tmp",
+    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8", "TMPDIR=/tmp",
     /* Caches (matplotlib's font list and the like) go to /tmp, not into the
      * workspace, where they would count against its quota and persist. */
     "XDG_CACHE_HOME=/tmp/.cache", "MPLCONFIGDIR=/tmp/.config/matplotlib", NULL};
@@ -475,15 +474,20 @@ static void classify(const struct supervise *s, const struct cgroup_run_stats *s
   }
   /* Precedence (docs/ENGINE.md): what the supervisor acted on first, then an
    * OOM kill in the run's cgroup, then a signal, then a normal exit. */
-  if (s->cause == SUPERVISE_CAUSE_WALL_TIMEOUT || s->cause == SUPERVISE_CAUSE_CPU_TIMEOUT)
+  r->cpu_time_exceeded = false;
+  if (s->cause == SUPERVISE_CAUSE_WALL_TIMEOUT || s->cause == SUPERVISE_CAUSE_CPU_TIMEOUT) {
     r->killed_by = SANDBOX_KILLED_BY_TIMEOUT;
+    r->cpu_time_exceeded = s->cause == SUPERVISE_CAUSE_CPU_TIMEOUT;
+  }
   else if (s->cause == SUPERVISE_CAUSE_OUTPUT_LIMIT)
     r->killed_by = SANDBOX_KILLED_BY_OUTPUT_LIMIT;
   else if (st->oom_killed)
     r->killed_by = SANDBOX_KILLED_BY_MEMORY;
   else if (r->signal == SIGXCPU ||
-           (r->signal == SIGKILL && r->cpu_time_us / 1000 >= l->cpu_time_ms))
+           (r->signal == SIGKILL && r->cpu_time_us / 1000 >= l->cpu_time_ms)) {
     r->killed_by = SANDBOX_KILLED_BY_TIMEOUT; /* RLIMIT_CPU of one process */
+    r->cpu_time_exceeded = true;
+  }
   else if (r->signal != 0)
     r->killed_by = SANDBOX_KILLED_BY_SIGNAL;
   else

@@ -169,8 +169,12 @@ static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, un
   }
   p += (size_t)snprintf(passwd + p, cap - p, "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
   g += (size_t)snprintf(group + g, cap - g, "nogroup:x:65534:\n");
-  static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-  static const char nss[] = "passwd: files\ngroup: files\nhosts: files\n";
+  /* The hostname resolves, as on a Debian host (127.0.1.1), for code that
+   * asks for its own address. */
+  static const char hosts[] = "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n"
+                              "::1\tlocalhost ip6-localhost ip6-loopback\n";
+  static const char nss[] =
+      "passwd: files\ngroup: files\nhosts: files\nservices: files\nprotocols: files\n";
   static const char hostname[] = "sandbox\n";
   /* Empty unless a run has network (the installer): then the host's file is
    * bound over it. */
@@ -191,6 +195,9 @@ static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, un
   if (copy_host_file("/etc/ld.so.cache", fs->etc, "ld.so.cache", err) < 0 ||
       copy_host_file("/etc/localtime", fs->etc, "localtime", err) < 0 ||
       copy_host_file("/etc/mime.types", fs->etc, "mime.types", err) < 0 ||
+      /* Service and protocol names: getservbyname, getaddrinfo(host, "http"). */
+      copy_host_file("/etc/services", fs->etc, "services", err) < 0 ||
+      copy_host_file("/etc/protocols", fs->etc, "protocols", err) < 0 ||
       /* Debian's matplotlib reads its defaults from here; without it every
        * plot fails with "Could not find matplotlibrc file". */
       copy_host_file("/etc/matplotlibrc", fs->etc, "matplotlibrc", err) < 0 ||
@@ -243,14 +250,21 @@ int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t 
       (size_t)snprintf(fs->etc, sizeof fs->etc, "%s/etc.%d", state_dir, (int)getpid()) >=
           sizeof fs->etc)
     return sandbox_error_set(err, ENAMETOOLONG, "state directory %s", state_dir);
-  if (mkdir(fs->root, 0755) < 0 && errno != EEXIST)
+  bool made_root = mkdir(fs->root, 0755) == 0;
+  if (!made_root && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", fs->root);
   remove_stale_etc(state_dir);
-  if (mkdir(fs->etc, 0755) < 0 && errno != EEXIST)
-    return sandbox_error_set(err, errno, "mkdir %s", fs->etc);
-  if (write_etc(fs, uid_base, gid_base, slots, err) < 0)
-    return -1;
-  return read_host_layout(fs, err);
+  if (mkdir(fs->etc, 0755) < 0 && errno != EEXIST) {
+    sandbox_error_set(err, errno, "mkdir %s", fs->etc);
+  } else if (write_etc(fs, uid_base, gid_base, slots, err) == 0 &&
+             read_host_layout(fs, err) == 0) {
+    return 0;
+  }
+  /* A failed start (a full disk, say) leaves nothing behind. */
+  rootfs_destroy(fs);
+  if (made_root)
+    rmdir(fs->root);
+  return -1;
 }
 
 void rootfs_destroy(const struct rootfs *fs) {
@@ -409,6 +423,12 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
                                            .path = AT(links[i].name)});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/shm"),
                                          .mode = 01777});
+  /* Pseudo-terminals come from a devpts instance of the run's own (mounted
+   * per run); /dev/ptmx is its multiplexer. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/pts"),
+                                         .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = "pts/ptmx",
+                                         .path = AT("/dev/ptmx")});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_REMOUNT, .path = AT("/dev"),
                                          .flags = MS_RDONLY | MS_NOSUID | MS_NOEXEC});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/tmp"), .mode = 01777});
@@ -445,6 +465,13 @@ static int plan_per_run(const char *pre, bool template, const struct sandbox_spe
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
                                          .path = AT("/tmp"), .fstype = "tmpfs",
                                          .flags = MS_NOSUID | MS_NODEV, .data = tmpfs_data});
+  /* A devpts of the run's own: it sees no terminal of the host or of
+   * another run, and holds at most ROOTFS_MAX_PTYS_STR. */
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "devpts",
+                                         .path = AT("/dev/pts"), .fstype = "devpts",
+                                         .flags = MS_NOSUID | MS_NOEXEC,
+                                         .data = "newinstance,ptmxmode=0666,mode=0620,max="
+                                                 ROOTFS_MAX_PTYS_STR});
   enum child_op_kind bind = template ? CHILD_OP_ATTACH : CHILD_OP_BIND;
   rc |= plan_add(plan, (struct child_op){.kind = bind, .source = spec->workspace_dir,
                                          .path = AT("/workspace"), .flags = MS_NOSUID | MS_NODEV});

@@ -15,6 +15,8 @@
 #include "sandbox.h"
 
 #define ROOTFS_MAX_TOP 8
+/* Pseudo-terminals a run may open at once (its devpts's max=). */
+#define ROOTFS_MAX_PTYS_STR "64"
 
 struct rootfs {
   char root[4096]; /* <state>/root: mount point of each run's root tmpfs */

@@ -27,6 +27,7 @@
 #define SANDBOX_DEFAULT_TMP_BYTES (64ULL << 20)
 #define SANDBOX_DEFAULT_UID_BASE 60000
 #define SANDBOX_MAX_EXTRA_MOUNTS 16
+#define SANDBOX_UNLIMITED UINT64_MAX /* RLIM_INFINITY */
 
 enum sandbox_killed_by {
   SANDBOX_KILLED_BY_NONE = 0,
@@ -49,7 +50,7 @@ struct sandbox_limits {
   uint64_t memory_bytes;     /* whole tree (cgroup) or per process (rlimit) */
   uint64_t output_bytes;     /* per stream: stdout and stderr each */
   uint64_t max_processes;    /* pids.max and RLIMIT_NPROC */
-  uint64_t file_size_bytes;  /* RLIMIT_FSIZE */
+  uint64_t file_size_bytes;  /* RLIMIT_FSIZE; SANDBOX_UNLIMITED: none */
   uint64_t open_files;       /* RLIMIT_NOFILE */
   uint64_t tmp_bytes;        /* size of the /tmp and /dev/shm tmpfs each */
 };
@@ -80,6 +81,9 @@ struct sandbox_spec {
 
 struct sandbox_result {
   enum sandbox_killed_by killed_by;
+  /* With killed_by TIMEOUT: the CPU-time limit ended the run (not the wall
+   * clock), whichever was lower. */
+  bool cpu_time_exceeded;
   int exit_code;  /* valid when the program exited (signal == 0) */
   int signal;     /* terminating signal, 0 if it exited */
   uint8_t *stdout_data;

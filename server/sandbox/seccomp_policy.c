@@ -79,7 +79,6 @@ static const struct {
     {"pidfd_getfd", "steal file descriptors of other processes"},
     {"kcmp", "compare kernel objects of other processes"},
     {"fanotify_init", "filesystem-wide monitoring"},
-    {"personality", "switch execution domain (READ_IMPLIES_EXEC and others)"},
     {"uselib", "obsolete loader interface"},
     {"ustat", "obsolete"},
     {"sysfs", "obsolete"},
@@ -171,8 +170,21 @@ static int add_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *er
   if (rc < 0)
     return sandbox_error_set(err, -rc, "seccomp rule for clone3");
 
-  /* ioctl(TIOCSTI) pushes input into a terminal; there is none in the
-   * sandbox, but the rule costs nothing. */
+  /* personality: switching the execution domain (READ_IMPLIES_EXEC,
+   * ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO for what it execs) is denied; the
+   * query, personality(0xffffffff), is harmless and used by programs. The
+   * kernel reads only the low 32 bits (callers often sign-extend -1), and
+   * libseccomp takes one comparison per argument and rule: "not the query"
+   * is "one of the low 32 bits is clear", a rule per bit. */
+  rc = 0;
+  for (unsigned bit = 0; bit < 32 && rc == 0; bit++)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, 1ull << bit, 0));
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp rule for personality");
+
+  /* ioctl(TIOCSTI) pushes input into a terminal: only the run's own
+   * pseudo-terminals are there, but the rule costs nothing. */
   rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0x5412 /* TIOCSTI */));
   if (rc < 0)

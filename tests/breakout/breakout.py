@@ -324,6 +324,7 @@ def group_filesystem(b):
     s = Server(b, 65050)
     core_pattern = open("/proc/sys/kernel/core_pattern").read()
     hostname = open("/proc/sys/kernel/hostname").read()
+    host_pty = os.openpty()  # a host terminal the runs must not see
     try:
         cases = [
             ("host secrets: /etc/shadow, /etc/gshadow, ssh keys, /root", '''
@@ -383,6 +384,19 @@ done()
 ''', ["/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg", "/dev/sda", "/dev/vda", "/dev/nvme0n1",
       "/dev/loop0", "/dev/loop-control", "/dev/tty", "/dev/console", "/dev/fuse",
       "/dev/net/tun", "/dev/kvm"], ["ENOENT"]),
+            ("terminals: the run's own devpts, no host or other run's terminal, no TIOCSTI", '''
+import fcntl, termios
+R["before"] = sorted(os.listdir("/dev/pts"))
+for n in range(8):
+    R[f"pts{n}"] = attempt(open, f"/dev/pts/{n}", "rb")
+m, sl = os.openpty()
+R["own"] = os.ttyname(sl)
+R["tiocsti"] = attempt(fcntl.ioctl, sl, termios.TIOCSTI, b"x")
+v = os.statvfs("/dev/pts")
+R["nosuid_noexec"] = bool(v.f_flag & os.ST_NOSUID) and bool(v.f_flag & os.ST_NOEXEC)
+done()
+''', ["pts0", "pts1", "pts2", "pts3", "pts4", "pts5", "pts6", "pts7", "tiocsti"],
+             ["ENOENT", "EPERM"]),
             ("/sys writes (sysfs is not mounted)", '''
 R["list"] = attempt(os.listdir, "/sys/kernel")
 R["uevent_helper"] = attempt(lambda: open("/sys/kernel/uevent_helper", "w").write("/tmp/x"))
@@ -435,9 +449,14 @@ done()
             if what.startswith("mknod"):
                 check(r.get("control fifo") == "ok", "filesystem: mkfifo works (control)", r)
             if what.startswith("device files"):
-                check(r.get("dev") == sorted(["fd", "full", "null", "random", "shm", "stderr",
-                                              "stdin", "stdout", "urandom", "zero"]),
+                check(r.get("dev") == sorted(["fd", "full", "null", "ptmx", "pts", "random", "shm",
+                                              "stderr", "stdin", "stdout", "urandom", "zero"]),
                       "filesystem: /dev holds only the harmless devices", r.get("dev"))
+            if what.startswith("terminals"):
+                check(r.get("before") == ["ptmx"] and r.get("own") == "/dev/pts/0"
+                      and r.get("tiocsti") == "EPERM" and r.get("nosuid_noexec") is True,
+                      "filesystem: a run sees only the terminals it opened (host holds one now)",
+                      r)
             if what.startswith("escapes"):
                 check(r.get("root_is_root") is True and r.get("name_to_handle_at") == "EPERM"
                       and r.get("open_by_handle_at") == "EPERM" and r.get("chroot") == "EPERM",
@@ -465,7 +484,9 @@ found = []
 for top in ("/", ):
     for d, subs, fs in os.walk(top):
         if d == "/":
-            subs[:] = [x for x in subs if x not in ("proc", "usr", "lib", "lib64", "bin", "sbin")]
+            # /dev holds devices, no files (and reading /dev/ptmx waits forever).
+            subs[:] = [x for x in subs if x not in ("proc", "dev", "usr", "lib", "lib64", "bin",
+                                                    "sbin")]
         for f in fs:
             p = os.path.join(d, f)
             try:
@@ -494,6 +515,8 @@ done()
               "session's files", r)
         after(s, "filesystem: other workspaces")
     finally:
+        for fd in host_pty:
+            os.close(fd)
         host_unchanged(s, s.stop())
 
 

@@ -31,6 +31,13 @@ static void lines(void **state) {
   assert_int_equal(fb.n, 1);
   assert_non_null(strstr(fb.lines[0], "timed out after 5 s"));
 
+  /* The CPU limit equal to the wall limit, reached first by two threads. */
+  r.cpu_time_exceeded = true;
+  r.cpu_time_us = 5000 * 1000;
+  feedback_build(&r, &limits, &fb);
+  assert_int_equal(fb.n, 1);
+  assert_non_null(strstr(fb.lines[0], "CPU time limit of 5 s reached"));
+
   memset(&r, 0, sizeof(r));
   r.killed_by = SANDBOX_KILLED_BY_MEMORY;
   feedback_build(&r, &limits, &fb);
@@ -53,7 +60,34 @@ static void lines(void **state) {
   assert_int_equal(fb.n, 0); /* a clean run needs no advice */
 }
 
+static void network_refused(void **state) {
+  static const char thread_died[] =
+      "Exception in thread Thread-1 (serve):\nTraceback (most recent call last):\n"
+      "  File \"/workspace/main.py\", line 4, in serve\n"
+      "    s = socket.socket()\n"
+      "  File \"/usr/lib/python3.11/socket.py\", line 232, in __init__\n"
+      "    _socket.socket.__init__(self, family, type, proto, fileno)\n"
+      "PermissionError: [Errno 13] Permission denied\n";
+  struct feedback fb = {0};
+  feedback_network_refused((const uint8_t *)thread_died, sizeof(thread_died) - 1, &fb);
+  assert_int_equal(fb.n, 1);
+  assert_non_null(strstr(fb.lines[0], "the network, which the sandbox refuses"));
+  assert_true(strlen(fb.lines[0]) < FEEDBACK_LINE_MAX - 1); /* not cut short */
+
+  /* A file it may not open is not the network. */
+  static const char file[] = "Traceback (most recent call last):\n"
+                             "  File \"/workspace/main.py\", line 1, in <module>\n"
+                             "    open('/etc/shadow')\n"
+                             "PermissionError: [Errno 13] Permission denied: '/etc/shadow'\n";
+  fb.n = 0;
+  feedback_network_refused((const uint8_t *)file, sizeof(file) - 1, &fb);
+  assert_int_equal(fb.n, 0);
+  feedback_network_refused(NULL, 0, &fb);
+  assert_int_equal(fb.n, 0);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(bytes), cmocka_unit_test(lines)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(bytes), cmocka_unit_test(lines),
+                                     cmocka_unit_test(network_refused)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

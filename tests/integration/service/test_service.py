@@ -747,6 +747,107 @@ def group_session_memory(b):
         s.stop()
 
 
+def group_start_faults(b):
+    """A start on a full disk fails clearly and leaves nothing behind."""
+    tmp = tempfile.mkdtemp(prefix="sbx-full-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", tmp], check=True)
+    try:
+        with open(os.path.join(tmp, "filler"), "wb") as f:
+            try:
+                f.write(b"\0" * (512 << 10))
+            except OSError:
+                pass  # full: that is the point
+        before = sorted(os.listdir(tmp))
+        p = subprocess.run([f"{b}/sandboxd", "--listen", f"tcp://127.0.0.1:{free_port()}",
+                            "--state-dir", os.path.join(tmp, "state"), "--uid-base", "61300",
+                            "--workers", "1"], capture_output=True, text=True, timeout=30)
+        check(p.returncode == 1 and "No space left on device" in p.stderr,
+              "sandboxd refuses to start on a full state directory, saying why", p.stderr)
+        left = [os.path.relpath(os.path.join(d, n), tmp) for d, ds, fs in os.walk(tmp)
+                for n in ds + fs]
+        check(sorted(left) == before, "and leaves nothing behind (no partial etc.<pid>)", left)
+    finally:
+        subprocess.run(["umount", tmp])
+        os.rmdir(tmp)
+
+
+def group_python_compat(b):
+    """User code runs as "python3 main.py" would outside: these are what
+    CPython's own test suite found different in the sandbox."""
+    s = Server(b, 61400, "--workers", "1", "--max-open-files", "4096")
+    host_master, host_slave = os.openpty()  # a terminal of the host's
+    try:
+        # The workspace is on sys.path: a session imports its own module.
+        s.run("open('helpers.py', 'w').write('ANSWER = 42\\n')\n", "--session", "mods")
+        rc, out = s.run("import sys, helpers\nprint(sys.path[0], helpers.ANSWER)\n",
+                        "--session", "mods")
+        check(out.get("stdout") == "/workspace 42\n",
+              "a module the session wrote is importable in its next run", out)
+        # PYTHON* variables of the request reach the program, and nothing
+        # of the server's (PYTHONUNBUFFERED) reaches its children.
+        rc, out = s.run("import os, sys, subprocess\n"
+                        "print(sys.flags.hash_randomization, os.environ.get('PYTHONUNBUFFERED'))\n"
+                        "print(subprocess.run([sys.executable, '-c', 'import os; "
+                        "print(os.environ.get(\"PYTHONUNBUFFERED\"))'], capture_output=True,"
+                        " text=True).stdout, end='')\n",
+                        "--env", "PYTHONHASHSEED=0")
+        check(out.get("stdout") == "0 None\nNone\n",
+              "PYTHONHASHSEED from the request is honoured; PYTHONUNBUFFERED is not set", out)
+        rc, out = s.run("import sys, time\nprint('before the hang')\ntime.sleep(30)\n",
+                        "--timeout-ms", "1000")
+        check(out.get("stdout") == "before the hang\n" and out.get("killed_by") == "timeout",
+              "what the program printed before it was killed is in the reply", out)
+        rc, out = s.run("import socket\nprint(socket.gethostbyname(socket.gethostname()))\n"
+                        "print(socket.getservbyname('http'), socket.getprotobyname('tcp'))\n"
+                        "print(socket.getaddrinfo('localhost', 'https')[0][4][1])\n")
+        check(out.get("stdout") == "127.0.1.1\n80 6\n443\n",
+              "the hostname resolves; /etc/services and /etc/protocols are there", out)
+        rc, out = s.run("import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))\n")
+        check(out.get("stdout") == "(1024, 1024)\n", "1024 open files by default", out)
+        rc, out = s.run("import os\nfds = [os.open('/dev/null', os.O_RDONLY) for _ in range(3000)]\n"
+                        "print(len(fds))\n", "--open-files", "4096")
+        check(out.get("stdout") == "3000\n", "limits.open_files raises it", out)
+        rc, out = s.run("print(1)\n", "--open-files", "100000")
+        check(out.get("status") == "INVALID_ARGUMENT" and "limits.open_files" in out.get(
+              "error", "") and "4096" in out.get("error", ""),
+              "open_files above --max-open-files is INVALID_ARGUMENT naming the maximum", out)
+        rc, out = s.run("import os, pty\n"
+                        "print(sorted(os.listdir('/dev/pts')))\n"
+                        "m, sl = os.openpty()\nprint(os.ttyname(sl), sorted(os.listdir('/dev/pts')))\n"
+                        "pid, fd = pty.fork()\n"
+                        "if pid == 0:\n    print('in a pty')\n    os._exit(0)\n"
+                        "print(os.read(fd, 100))\nos.waitpid(pid, 0)\n")
+        check(out.get("stdout") == "['ptmx']\n/dev/pts/0 ['0', 'ptmx']\nb'in a pty\\r\\n'\n",
+              "pseudo-terminals work, from a devpts of the run's own (no host terminal)", out)
+        rc, out = s.run("import os\nwith open('sparse', 'wb') as f:\n    f.truncate(1 << 30)\n"
+                        "print(os.path.getsize('sparse'))\n"
+                        "with open('full', 'wb') as f:\n"
+                        "    for _ in range(70):\n        f.write(b'x' * (1 << 20))\n")
+        check(out.get("stdout") == "1073741824\n" and "No space left on device" in out.get(
+              "stderr", ""),
+              "a sparse file may exceed the disk quota; the blocks written may not", out)
+        rc, out = s.run("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                        "print(libc.personality(0xffffffff), libc.personality(0x0040000),"
+                        " ctypes.get_errno())\n")
+        check(out.get("stdout") == "0 -1 1\n",
+              "personality() can be queried, not changed (EPERM)", out)
+        # A server thread that dies on the refused socket leaves the main
+        # thread waiting: the feedback names the network policy.
+        rc, out = s.run("import socket, threading, time\n"
+                        "def serve():\n    s = socket.socket()\n    s.bind(('127.0.0.1', 8000))\n"
+                        "threading.Thread(target=serve).start()\ntime.sleep(30)\n",
+                        "--timeout-ms", "1500")
+        check(out.get("killed_by") == "timeout" and "PermissionError" in out.get("stderr", "")
+              and any("the network, which the sandbox refuses" in f
+                      for f in out.get("feedback", [])),
+              "a run that timed out after a refused socket is told about the network policy",
+              out)
+    finally:
+        os.close(host_master)
+        os.close(host_slave)
+        s.stop()
+
+
 class Files(http.server.BaseHTTPRequestHandler):
     """The test's own web server: what downloads meet in the wild."""
     def log_message(self, *a):
