@@ -641,12 +641,20 @@ for name, nr in (("bpf", 321), ("perf_event_open", 298), ("userfaultfd", 323),
                  ("fanotify_init", 300), ("quotactl", 179), ("vhangup", 153)):
     R[name] = en(sc(nr, 0, 0, 0, 0, 0))
 R["tiocsti"] = attempt(lambda: __import__("fcntl").ioctl(0, 0x5412, b"x"))
+# Changing the execution domain is refused whatever the upper bits say; the
+# query (0xffffffff) is allowed.
+for name, arg in (("READ_IMPLIES_EXEC", 0x0400000), ("ADDR_NO_RANDOMIZE", 0x0040000),
+                  ("MMAP_PAGE_ZERO", 0x0100000), ("hi bits", 0xffffffff00000000)):
+    R["personality " + name] = en(sc(135, arg, 0, 0, 0, 0))
+R["personality query"] = en(sc(135, 0xffffffff, 0, 0, 0, 0))
 done()
 ''', ["bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
       "io_uring_register", "keyctl", "add_key", "request_key", "kexec_load", "init_module",
       "finit_module", "delete_module", "personality", "syslog", "iopl", "ioperm", "acct",
       "swapon", "reboot", "settimeofday", "clock_settime", "adjtimex", "fanotify_init",
-      "quotactl", "vhangup", "tiocsti"], ["EPERM"]),
+      "quotactl", "vhangup", "tiocsti", "personality READ_IMPLIES_EXEC",
+      "personality ADDR_NO_RANDOMIZE", "personality MMAP_PAGE_ZERO", "personality hi bits"],
+     ["EPERM"]),
             ("i386 (int 0x80) and x32 system calls", ARCH_CODE,
              ["i386 getpid", "i386 socketcall", "i386 ptrace", "i386 unshare", "x32 getpid",
               "x32 socket", "x32 ptrace", "x32 unshare"], ["ENOSYS"]),
