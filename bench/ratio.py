@@ -3,7 +3,7 @@
 
 Latency: median latency of a hello-world RunCode call from a running client
 (sandbox-bench, concurrency 1) divided by the median wall time of
-`/usr/bin/python3 -I hello.py`, alternating so that machine noise hits both
+`/usr/bin/python3 -u hello.py` (as the service runs a program), alternating so that machine noise hits both
 alike; the same with a fresh `sandbox-run` process per call is printed too. Throughput: hello world runs per second at
 concurrency 2 x CPUs through the service (sandbox-bench) divided by bare
 interpreters at the same concurrency, rounds alternating.
@@ -39,7 +39,7 @@ def bare_throughput(script, concurrency, duration):
     def worker(_):
         n = 0
         while time.perf_counter() < end:
-            subprocess.run([PY, "-I", script], stdout=subprocess.DEVNULL, check=True)
+            subprocess.run([PY, "-u", script], stdout=subprocess.DEVNULL, check=True)
             n += 1
         return n
 
@@ -93,7 +93,7 @@ def main():
             time.sleep(0.05)
     try:
         run = [f"{bin_dir}/sandbox-run", "-e", url, script]
-        bare = [PY, "-I", script]
+        bare = [PY, "-u", script]
         for _ in range(3):  # warm caches on both sides
             timed(run), timed(bare)
         lat_bare, lat_svc, lat_call = [], [], []
