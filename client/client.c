@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "envelope.h"
+#include "clock.h"
 #include "client_internal.h"
 #include "json.h"
 #include "sandbox_client.h"
@@ -596,32 +597,16 @@ int sbxc_close_session(sbxc_client *c, const char *session_id, int *status, char
 
 int sbxc_list_files_json(sbxc_client *c, const char *session_id, const char *path, char **json,
                          int *status, char *err, size_t errlen) {
-  static const char *const types[] = {"other", "file", "directory", "symlink"};
   Sandbox__V1__ListFilesRequest req = SANDBOX__V1__LIST_FILES_REQUEST__INIT;
   req.session_id = (char *)session_id;
   req.path = (char *)path;
-  Sandbox__V1__ListFilesResponse *r = (Sandbox__V1__ListFilesResponse *)simple_call_status(
-      c, SBX_METHOD_LIST_FILES, &req.base, &sandbox__v1__list_files_response__descriptor, status,
-      err, errlen);
+  ProtobufCMessage *r = simple_call_status(c, SBX_METHOD_LIST_FILES, &req.base,
+                                           &sandbox__v1__list_files_response__descriptor, status,
+                                           err, errlen);
   if (r == NULL)
     return -1;
-  struct json_buf j = {0};
-  json_begin(&j, '{');
-  json_key(&j, "entries"), json_begin(&j, '[');
-  for (size_t i = 0; i < r->n_entries; i++) {
-    const Sandbox__V1__FileEntry *e = r->entries[i];
-    json_begin(&j, '{');
-    json_key(&j, "name"), json_cstring(&j, e->name);
-    json_key(&j, "relative_path"), json_cstring(&j, e->relative_path);
-    json_key(&j, "type"), json_cstring(&j, (unsigned)e->type < 4 ? types[e->type] : "other");
-    json_key(&j, "size"), json_uint(&j, e->size);
-    json_end(&j, '}');
-  }
-  json_end(&j, ']');
-  json_key(&j, "truncated"), json_bool(&j, r->truncated);
-  json_end(&j, '}');
-  sandbox__v1__list_files_response__free_unpacked(r, NULL);
-  *json = json_finish(&j);
+  *json = sbxc_json_dump(sbxc_json_message(r));
+  protobuf_c_message_free_unpacked(r, NULL);
   if (*json == NULL)
     return fail(err, errlen, "out of memory");
   return 0;
@@ -665,66 +650,14 @@ int sbxc_health(sbxc_client *c, bool *serving, char *err, size_t errlen) {
   return 0;
 }
 
-static void limits_json(struct json_buf *j, const char *key, const Sandbox__V1__Limits *l) {
-  json_key(j, key);
-  json_begin(j, '{');
-  if (l != NULL) {
-    json_key(j, "timeout_ms"), json_int(j, l->timeout_ms);
-    json_key(j, "cpu_time_ms"), json_int(j, l->cpu_time_ms);
-    json_key(j, "memory_bytes"), json_int(j, l->memory_bytes);
-    json_key(j, "output_bytes"), json_int(j, l->output_bytes);
-    json_key(j, "max_processes"), json_int(j, l->max_processes);
-    json_key(j, "disk_bytes"), json_int(j, l->disk_bytes);
-    json_key(j, "open_files"), json_int(j, l->open_files);
-  }
-  json_end(j, '}');
-}
-
 int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
   Sandbox__V1__GetInfoRequest req = SANDBOX__V1__GET_INFO_REQUEST__INIT;
-  Sandbox__V1__GetInfoResponse *r = (Sandbox__V1__GetInfoResponse *)simple_call(
-      c, SBX_METHOD_GET_INFO, &req.base, &sandbox__v1__get_info_response__descriptor, err, errlen);
+  ProtobufCMessage *r = simple_call(c, SBX_METHOD_GET_INFO, &req.base,
+                                    &sandbox__v1__get_info_response__descriptor, err, errlen);
   if (r == NULL)
     return -1;
-  struct json_buf j = {0};
-  json_begin(&j, '{');
-  json_key(&j, "version"), json_cstring(&j, r->version);
-  json_key(&j, "runtimes"), json_begin(&j, '[');
-  for (size_t i = 0; i < r->n_runtimes; i++)
-    json_cstring(&j, r->runtimes[i]);
-  json_end(&j, ']');
-  json_key(&j, "isolation"), json_begin(&j, '{');
-  if (r->isolation != NULL) {
-    json_key(&j, "backend"), json_cstring(&j, r->isolation->backend);
-    json_key(&j, "cgroup_path"), json_cstring(&j, r->isolation->cgroup_path);
-    json_key(&j, "seccomp"), json_bool(&j, r->isolation->seccomp);
-    json_key(&j, "namespaces"), json_cstring(&j, r->isolation->namespaces);
-    json_key(&j, "uid_base"), json_uint(&j, r->isolation->uid_base);
-    json_key(&j, "slots"), json_uint(&j, r->isolation->slots);
-    json_key(&j, "memory_per_process"), json_bool(&j, r->isolation->memory_per_process);
-    json_key(&j, "cpu_share_per_slot"), json_bool(&j, r->isolation->cpu_share_per_slot);
-  }
-  json_end(&j, '}');
-  limits_json(&j, "default_limits", r->default_limits);
-  limits_json(&j, "max_limits", r->max_limits);
-  json_key(&j, "workers"), json_uint(&j, r->workers);
-  json_key(&j, "queue_capacity"), json_uint(&j, r->queue_capacity);
-  json_key(&j, "queue_depth"), json_uint(&j, r->queue_depth);
-  json_key(&j, "running"), json_uint(&j, r->running);
-  json_key(&j, "max_message_bytes"), json_uint(&j, r->max_message_bytes);
-  json_key(&j, "requests_total"), json_uint(&j, r->requests_total);
-  json_key(&j, "runs_total"), json_uint(&j, r->runs_total);
-  json_key(&j, "rejected_total"), json_uint(&j, r->rejected_total);
-  json_key(&j, "sessions"), json_uint(&j, r->sessions);
-  json_key(&j, "requirements_available"), json_bool(&j, r->requirements_available);
-  json_key(&j, "environments"), json_uint(&j, r->environments);
-  json_key(&j, "environment_bytes"), json_uint(&j, r->environment_bytes);
-  json_key(&j, "environment_builds_total"), json_uint(&j, r->environment_builds_total);
-  json_key(&j, "environment_build_failures_total"),
-      json_uint(&j, r->environment_build_failures_total);
-  json_end(&j, '}');
-  sandbox__v1__get_info_response__free_unpacked(r, NULL);
-  *json = json_finish(&j);
+  *json = sbxc_json_dump(sbxc_json_message(r));
+  protobuf_c_message_free_unpacked(r, NULL);
   if (*json == NULL)
     return fail(err, errlen, "out of memory");
   return 0;

@@ -1,170 +1,137 @@
 /* json.c: see json.h. */
 #include "json.h"
 
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
-static void put(struct json_buf *j, const char *s, size_t n) {
-  if (j->failed)
-    return;
-  if (j->len + n + 1 > j->cap) {
-    size_t cap = j->cap ? j->cap : 256;
-    while (cap < j->len + n + 1)
-      cap *= 2;
-    char *p = realloc(j->data, cap);
-    if (p == NULL) {
-      j->failed = true;
-      return;
-    }
-    j->data = p;
-    j->cap = cap;
-  }
-  memcpy(j->data + j->len, s, n);
-  j->len += n;
-  j->data[j->len] = '\0';
+#include "cleanup.h"
+#include "text.h"
+
+json_t *sbxc_json_text(const void *data, size_t len) {
+  size_t n;
+  cleanup_free char *text = text_utf8_repair(data, len, &n);
+  return text != NULL ? json_stringn_nocheck(text, n) : NULL;
 }
 
-static void value_prefix(struct json_buf *j) {
-  if (j->need_comma)
-    put(j, ",", 1);
-  j->need_comma = true;
+json_t *sbxc_json_cstring(const char *s) {
+  return s != NULL ? sbxc_json_text(s, strlen(s)) : json_string("");
 }
 
-void json_raw(struct json_buf *j, const char *s) {
-  put(j, s, strlen(s));
-}
-
-void json_begin(struct json_buf *j, char bracket) {
-  value_prefix(j);
-  put(j, &bracket, 1);
-  j->need_comma = false;
-}
-
-void json_end(struct json_buf *j, char bracket) {
-  put(j, &bracket, 1);
-  j->need_comma = true;
-}
-
-void json_key(struct json_buf *j, const char *key) {
-  json_cstring(j, key);
-  put(j, ":", 1);
-  j->need_comma = false;
-}
-
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  if (c < 0x80)
-    return 1;
-  size_t need;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF)
-    need = 1;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    need = 2;
-    if (c == 0xE0)
-      lo = 0xA0;
-    if (c == 0xED)
-      hi = 0x9F; /* no surrogates */
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 3;
-    if (c == 0xF0)
-      lo = 0x90;
-    if (c == 0xF4)
-      hi = 0x8F;
-  } else
-    return 0;
-  if (n < need + 1)
-    return 0;
-  if (s[1] < lo || s[1] > hi)
-    return 0;
-  for (size_t i = 2; i <= need; i++)
-    if (s[i] < 0x80 || s[i] > 0xBF)
-      return 0;
-  return need + 1;
-}
-
-void json_string(struct json_buf *j, const char *str, size_t len) {
-  const unsigned char *s = (const unsigned char *)str;
-  value_prefix(j);
-  put(j, "\"", 1);
+static json_t *enum_json(const ProtobufCEnumDescriptor *d, int value) {
+  const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(d, value);
+  if (v == NULL)
+    return json_integer(value); /* a value newer than this client */
+  char name[64];
   size_t i = 0;
-  while (i < len) {
-    unsigned char c = s[i];
-    if (c == '"' || c == '\\') {
-      char esc[2] = {'\\', (char)c};
-      put(j, esc, 2);
-      i++;
-    } else if (c < 0x20) {
-      char esc[8];
-      switch (c) {
-      case '\n':
-        put(j, "\\n", 2);
-        break;
-      case '\t':
-        put(j, "\\t", 2);
-        break;
-      case '\r':
-        put(j, "\\r", 2);
-        break;
-      default:
-        snprintf(esc, sizeof(esc), "\\u%04x", c);
-        put(j, esc, 6);
-      }
-      i++;
+  for (; v->name[i] != '\0' && i + 1 < sizeof name; i++)
+    name[i] = (char)tolower((unsigned char)v->name[i]);
+  name[i] = '\0';
+  return json_string(name);
+}
+
+/* One value of field f stored at p. */
+static json_t *value_json(const ProtobufCFieldDescriptor *f, const void *p) {
+  switch (f->type) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_SINT32:
+  case PROTOBUF_C_TYPE_SFIXED32:
+    return json_integer(*(const int32_t *)p);
+  case PROTOBUF_C_TYPE_UINT32:
+  case PROTOBUF_C_TYPE_FIXED32:
+    return json_integer(*(const uint32_t *)p);
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_SINT64:
+  case PROTOBUF_C_TYPE_SFIXED64:
+    return json_integer(*(const int64_t *)p);
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_FIXED64: {
+    uint64_t v = *(const uint64_t *)p;
+    return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+  }
+  case PROTOBUF_C_TYPE_FLOAT:
+    return json_real(*(const float *)p);
+  case PROTOBUF_C_TYPE_DOUBLE:
+    return json_real(*(const double *)p);
+  case PROTOBUF_C_TYPE_BOOL:
+    return json_boolean(*(const protobuf_c_boolean *)p);
+  case PROTOBUF_C_TYPE_ENUM:
+    return enum_json(f->descriptor, *(const int *)p);
+  case PROTOBUF_C_TYPE_STRING:
+    return sbxc_json_cstring(*(char *const *)p);
+  case PROTOBUF_C_TYPE_BYTES: {
+    const ProtobufCBinaryData *b = p;
+    return sbxc_json_text(b->data, b->len);
+  }
+  case PROTOBUF_C_TYPE_MESSAGE: {
+    const ProtobufCMessage *m = *(ProtobufCMessage *const *)p;
+    return m != NULL ? sbxc_json_message(m) : json_null();
+  }
+  }
+  return json_null();
+}
+
+static size_t value_size(const ProtobufCFieldDescriptor *f) {
+  switch (f->type) {
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_SINT64:
+  case PROTOBUF_C_TYPE_SFIXED64:
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_FIXED64:
+    return 8;
+  case PROTOBUF_C_TYPE_DOUBLE:
+    return sizeof(double);
+  case PROTOBUF_C_TYPE_BOOL:
+    return sizeof(protobuf_c_boolean);
+  case PROTOBUF_C_TYPE_STRING:
+  case PROTOBUF_C_TYPE_MESSAGE:
+    return sizeof(void *);
+  case PROTOBUF_C_TYPE_BYTES:
+    return sizeof(ProtobufCBinaryData);
+  default:
+    return 4; /* 32-bit integers, float, enum */
+  }
+}
+
+static json_t *repeated_json(const ProtobufCFieldDescriptor *f, const char *base) {
+  size_t n = *(const size_t *)(base + f->quantifier_offset);
+  const char *items = *(char *const *)(base + f->offset);
+  json_t *array = json_array();
+  for (size_t i = 0; array != NULL && i < n; i++)
+    if (json_array_append_new(array, value_json(f, items + i * value_size(f))) < 0) {
+      json_decref(array);
+      array = NULL;
+    }
+  return array;
+}
+
+json_t *sbxc_json_message(const ProtobufCMessage *m) {
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  const char *base = (const char *)m;
+  json_t *o = json_object();
+  for (unsigned i = 0; o != NULL && i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    json_t *v;
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      v = repeated_json(f, base);
+    } else if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0) {
+      if (*(const uint32_t *)(base + f->quantifier_offset) != f->id)
+        continue; /* another member of the oneof is set */
+      v = value_json(f, base + f->offset);
     } else {
-      size_t n = utf8_len(s + i, len - i);
-      if (n == 0) {
-        put(j, "\\ufffd", 6);
-        i++;
-      } else {
-        put(j, (const char *)s + i, n);
-        i += n;
-      }
+      v = value_json(f, base + f->offset);
+    }
+    if (json_object_set_new(o, f->name, v) < 0) {
+      json_decref(o);
+      o = NULL;
     }
   }
-  put(j, "\"", 1);
+  return o;
 }
 
-void json_cstring(struct json_buf *j, const char *s) {
-  json_string(j, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
-}
-
-void json_int(struct json_buf *j, int64_t v) {
-  char buf[32];
-  value_prefix(j);
-  snprintf(buf, sizeof(buf), "%" PRId64, v);
-  json_raw(j, buf);
-}
-
-void json_uint(struct json_buf *j, uint64_t v) {
-  char buf[32];
-  value_prefix(j);
-  snprintf(buf, sizeof(buf), "%" PRIu64, v);
-  json_raw(j, buf);
-}
-
-void json_double(struct json_buf *j, double v) {
-  char buf[64];
-  value_prefix(j);
-  snprintf(buf, sizeof(buf), "%.3f", v);
-  json_raw(j, buf);
-}
-
-void json_bool(struct json_buf *j, bool v) {
-  value_prefix(j);
-  json_raw(j, v ? "true" : "false");
-}
-
-char *json_finish(struct json_buf *j) {
-  if (j->failed || j->data == NULL) {
-    free(j->data);
-    j->data = NULL;
+char *sbxc_json_dump(json_t *value) {
+  if (value == NULL)
     return NULL;
-  }
-  char *out = j->data;
-  j->data = NULL;
-  return out;
+  char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(12));
+  json_decref(value);
+  return text;
 }

@@ -1,30 +1,26 @@
-/* json.h: a small JSON writer for the CLIs and GetInfo. Strings are written
- * as text: invalid UTF-8 becomes U+FFFD, so output is always valid JSON. */
+/* json.h: the JSON the CLIs print, built with jansson. Bytes from the server
+ * (program output, file names) become text with invalid UTF-8 replaced by
+ * U+FFFD, so the output is always valid JSON. */
 #ifndef SBXC_JSON_H
 #define SBXC_JSON_H
 
-#include <stdbool.h>
+#include <jansson.h>
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
-#include <stdint.h>
 
-struct json_buf {
-  char *data;
-  size_t len, cap;
-  bool failed; /* out of memory: data is incomplete */
-  bool need_comma;
-};
+/* A JSON string of data (any bytes); NULL when out of memory. */
+json_t *sbxc_json_text(const void *data, size_t len);
+/* A JSON string of a NUL-terminated C string (NULL reads as ""). */
+json_t *sbxc_json_cstring(const char *s);
 
-void json_raw(struct json_buf *j, const char *s);
-void json_begin(struct json_buf *j, char bracket); /* '{' or '[' */
-void json_end(struct json_buf *j, char bracket);   /* '}' or ']' */
-void json_key(struct json_buf *j, const char *key);
-void json_string(struct json_buf *j, const char *s, size_t len);
-void json_cstring(struct json_buf *j, const char *s);
-void json_int(struct json_buf *j, int64_t v);
-void json_uint(struct json_buf *j, uint64_t v);
-void json_double(struct json_buf *j, double v);
-void json_bool(struct json_buf *j, bool v);
-/* Returns the NUL-terminated text (owned by caller) or NULL if it failed. */
-char *json_finish(struct json_buf *j);
+/* Any message of the schema as a JSON object: every field under its proto
+ * name, strings and bytes as text, enums as their value's name in lower
+ * case, repeated fields as arrays, an absent submessage as null. Field
+ * lists are never written by hand, so a new field appears by itself. */
+json_t *sbxc_json_message(const ProtobufCMessage *m);
+
+/* Compact text of value, which it takes and releases; NULL when value is
+ * NULL or out of memory. */
+char *sbxc_json_dump(json_t *value);
 
 #endif

@@ -111,6 +111,26 @@ static int load_script(const char *path, sbxc_request **out) {
   return 0;
 }
 
+/* The summary as one JSON object: counts by status and by killed_by name. */
+static void print_summary_json(const struct bench *b, long concurrency, double elapsed, double rps,
+                               const double pct[4]) {
+  json_t *status = json_object(), *killed = json_object();
+  for (int s = 0; s < MAX_STATUS; s++)
+    if (b->by_status[s] > 0)
+      json_object_set_new(status, sbxc_status_name(s), json_integer(b->by_status[s]));
+  for (int k = 0; k < MAX_KILLED; k++)
+    if (b->by_killed[k] > 0)
+      json_object_set_new(killed, sbxc_killed_by_name(k), json_integer(b->by_killed[k]));
+  char *text = sbxc_json_dump(json_pack(
+      "{s:I, s:I, s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:o, s:o}", "requests", (json_int_t)b->n_lat,
+      "concurrency", (json_int_t)concurrency, "elapsed_s", elapsed, "throughput_rps", rps,
+      "latency_ms", "p50", pct[0], "p90", pct[1], "p99", pct[2], "max", pct[3], "status", status,
+      "killed_by", killed));
+  if (text != NULL)
+    puts(text);
+  free(text);
+}
+
 int main(int argc, char **argv) {
   static const struct option opts[] = {
       {"endpoint", required_argument, NULL, 'e'},
@@ -200,33 +220,7 @@ int main(int argc, char **argv) {
          max = b.n_lat ? b.latencies_ms[b.n_lat - 1] : 0;
   double rps = elapsed > 0 ? (double)b.n_lat / elapsed : 0;
   if (json) {
-    struct json_buf j = {0};
-    json_begin(&j, '{');
-    json_key(&j, "requests"), json_uint(&j, b.n_lat);
-    json_key(&j, "concurrency"), json_int(&j, concurrency);
-    json_key(&j, "elapsed_s"), json_double(&j, elapsed);
-    json_key(&j, "throughput_rps"), json_double(&j, rps);
-    json_key(&j, "latency_ms"), json_begin(&j, '{');
-    json_key(&j, "p50"), json_double(&j, p50);
-    json_key(&j, "p90"), json_double(&j, p90);
-    json_key(&j, "p99"), json_double(&j, p99);
-    json_key(&j, "max"), json_double(&j, max);
-    json_end(&j, '}');
-    json_key(&j, "status"), json_begin(&j, '{');
-    for (int s = 0; s < MAX_STATUS; s++)
-      if (b.by_status[s] > 0)
-        json_key(&j, sbxc_status_name(s)), json_int(&j, b.by_status[s]);
-    json_end(&j, '}');
-    json_key(&j, "killed_by"), json_begin(&j, '{');
-    for (int k = 0; k < MAX_KILLED; k++)
-      if (b.by_killed[k] > 0)
-        json_key(&j, sbxc_killed_by_name(k)), json_int(&j, b.by_killed[k]);
-    json_end(&j, '}');
-    json_end(&j, '}');
-    char *text = json_finish(&j);
-    if (text != NULL)
-      puts(text);
-    free(text);
+    print_summary_json(&b, concurrency, elapsed, rps, (const double[4]){p50, p90, p99, max});
   } else {
     printf("requests: %zu  concurrency: %ld  elapsed: %.2f s  throughput: %.2f req/s\n", b.n_lat,
            concurrency, elapsed, rps);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "client_internal.h"
 #include "json.h"
 #include "sandbox_client.h"
@@ -132,6 +133,14 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* Opens (making it if needed) the directory comp below cur, never through
+ * a symlink; -1 with errno otherwise. */
+static int open_subdir(int cur, const char *comp) {
+  if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
+    return -1;
+  return openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 /* Artifacts come from the sandbox: relative_path is hostile. Only plain
  * relative paths (no empty, "." or ".." component), created below dir and
  * never outside it: every directory opened with O_NOFOLLOW relative to the
@@ -140,13 +149,13 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
 static int save_artifact(int dir_fd, const struct sbxc_artifact *a) {
   const char *rel = a->relative_path;
   size_t len = strlen(rel);
-  if (len == 0 || len >= PATH_MAX || rel[0] == '/') {
+  char buf[PATH_MAX];
+  if (len == 0 || len >= sizeof(buf) || rel[0] == '/') {
     errno = EINVAL;
     return -1;
   }
-  char buf[PATH_MAX];
   memcpy(buf, rel, len + 1);
-  int cur = dup(dir_fd);
+  cleanup_close int cur = dup(dir_fd);
   if (cur < 0)
     return -1;
   char *comp = buf;
@@ -155,42 +164,49 @@ static int save_artifact(int dir_fd, const struct sbxc_artifact *a) {
     if (slash != NULL)
       *slash = '\0';
     if (comp[0] == '\0' || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
-      close(cur);
       errno = EINVAL;
       return -1;
     }
     if (slash == NULL)
       break;
-    if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
-      goto fail;
-    int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int next = open_subdir(cur, comp);
     if (next < 0)
-      goto fail;
+      return -1;
     close(cur);
     cur = next;
     comp = slash + 1;
   }
-  int fd = openat(cur, comp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  cleanup_close int fd =
+      openat(cur, comp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0)
-    goto fail;
+    return -1;
   struct stat st;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) < 0) {
-    close(fd);
     errno = EINVAL;
-    goto fail;
+    return -1;
   }
-  int rv = write_all(fd, a->content, a->content_len);
-  int saved = errno;
-  close(fd);
-  close(cur);
-  errno = saved;
-  return rv;
-fail : {
-  int fail_errno = errno;
-  close(cur);
-  errno = fail_errno;
-  return -1;
+  return write_all(fd, a->content, a->content_len);
 }
+
+static void save_artifacts(const char *dir, const struct sbxc_result *r) {
+  if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+    fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", dir, strerror(errno));
+    return;
+  }
+  cleanup_close int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", dir, strerror(errno));
+    return;
+  }
+  for (size_t i = 0; i < r->n_artifacts; i++) {
+    const struct sbxc_artifact *a = &r->artifacts[i];
+    if (a->content_omitted)
+      fprintf(stderr, "sandbox-run: artifact %s (%llu bytes): content left out by the server, "
+                      "not saved\n", a->relative_path, (unsigned long long)a->size);
+    else if (save_artifact(dir_fd, a) < 0)
+      fprintf(stderr, "sandbox-run: artifact %s: not saved: %s\n", a->relative_path,
+              strerror(errno));
+  }
 }
 
 static int exit_status(const struct sbxc_result *r) {
@@ -203,369 +219,383 @@ static int exit_status(const struct sbxc_result *r) {
   return r->exit_code;
 }
 
-static void print_json(const struct sbxc_result *r) {
-  char *text = sbxc_result_json(r);
-  if (text != NULL) {
-    puts(text);
-    free(text);
-  } else {
+/* Prints text (taken and freed) as a line; NULL means it could not be made. */
+static void print_text(char *text) {
+  if (text == NULL) {
     fprintf(stderr, "sandbox-run: out of memory\n");
+    return;
   }
+  puts(text);
+  free(text);
 }
+
+/* Prints one JSON document (taken and released). */
+static void print_json(json_t *value) {
+  print_text(sbxc_json_dump(value));
+}
+
+/* Everything the command line asked for. */
+struct cli {
+  const char *url;
+  struct sbxc_limits limits;
+  sbxc_request *req;
+  const char *artifacts_dir, *stdin_path, *session, *script;
+  const char *close_session, *list_path, *read_path;
+  int64_t offset, length, retries, max_request_bytes;
+  bool json, health, info;
+};
 
 enum {
   OPT_TIMEOUT = 256, OPT_CPU, OPT_MEMORY, OPT_OUTPUT, OPT_PROCS, OPT_SESSION, OPT_RUN_ID,
   OPT_FILE, OPT_REQ, OPT_STDIN, OPT_ARG, OPT_ENV, OPT_ARTIFACTS, OPT_JSON, OPT_HEALTH,
-  OPT_INFO, OPT_RETRIES, OPT_MAX_REQUEST, OPT_HELP, OPT_DISK, OPT_OPEN_FILES, OPT_FILE_URL, OPT_CLOSE, OPT_LIST, OPT_READ,
-  OPT_OFFSET, OPT_LENGTH,
+  OPT_INFO, OPT_RETRIES, OPT_MAX_REQUEST, OPT_HELP, OPT_DISK, OPT_OPEN_FILES, OPT_FILE_URL,
+  OPT_CLOSE, OPT_LIST, OPT_READ, OPT_OFFSET, OPT_LENGTH,
 };
 
-int main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"endpoint", required_argument, NULL, 'e'},
-      {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
-      {"cpu-time-ms", required_argument, NULL, OPT_CPU},
-      {"memory-mb", required_argument, NULL, OPT_MEMORY},
-      {"output-kb", required_argument, NULL, OPT_OUTPUT},
-      {"max-processes", required_argument, NULL, OPT_PROCS},
-      {"session", required_argument, NULL, OPT_SESSION},
-      {"run-id", required_argument, NULL, OPT_RUN_ID},
-      {"file", required_argument, NULL, OPT_FILE},
-      {"requirement", required_argument, NULL, OPT_REQ},
-      {"stdin", required_argument, NULL, OPT_STDIN},
-      {"arg", required_argument, NULL, OPT_ARG},
-      {"env", required_argument, NULL, OPT_ENV},
-      {"artifacts-dir", required_argument, NULL, OPT_ARTIFACTS},
-      {"json", no_argument, NULL, OPT_JSON},
-      {"health", no_argument, NULL, OPT_HEALTH},
-      {"info", no_argument, NULL, OPT_INFO},
-      {"retries", required_argument, NULL, OPT_RETRIES},
-      {"max-request-bytes", required_argument, NULL, OPT_MAX_REQUEST},
-      {"help", no_argument, NULL, OPT_HELP},
-      {"disk-mb", required_argument, NULL, OPT_DISK},
-      {"open-files", required_argument, NULL, OPT_OPEN_FILES},
-      {"file-url", required_argument, NULL, OPT_FILE_URL},
-      {"close-session", required_argument, NULL, OPT_CLOSE},
-      {"list-files", required_argument, NULL, OPT_LIST},
-      {"read-file", required_argument, NULL, OPT_READ},
-      {"offset", required_argument, NULL, OPT_OFFSET},
-      {"length", required_argument, NULL, OPT_LENGTH},
-      {NULL, 0, NULL, 0},
-  };
-  const char *url = getenv("SANDBOX_URL");
-  if (url == NULL || url[0] == '\0')
-    url = "tcp://127.0.0.1:7878";
-  const char *artifacts_dir = NULL, *stdin_path = NULL, *session = NULL;
-  const char *close_session = NULL, *list_path = NULL, *read_path_arg = NULL;
-  int64_t offset = 0, length = 0;
-  bool json = false, health = false, info = false;
-  int64_t retries = 3;
-  int64_t max_request_bytes = 8LL << 20;
-  struct sbxc_limits limits = {0};
-  sbxc_request *req = sbxc_request_new();
-  if (req == NULL) {
-    fprintf(stderr, "sandbox-run: out of memory\n");
-    return EXIT_CALL_FAILED;
+static const struct option cli_options[] = {
+    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+    {"cpu-time-ms", required_argument, NULL, OPT_CPU},
+    {"memory-mb", required_argument, NULL, OPT_MEMORY},
+    {"output-kb", required_argument, NULL, OPT_OUTPUT},
+    {"max-processes", required_argument, NULL, OPT_PROCS},
+    {"disk-mb", required_argument, NULL, OPT_DISK},
+    {"open-files", required_argument, NULL, OPT_OPEN_FILES},
+    {"session", required_argument, NULL, OPT_SESSION},
+    {"run-id", required_argument, NULL, OPT_RUN_ID},
+    {"file", required_argument, NULL, OPT_FILE},
+    {"file-url", required_argument, NULL, OPT_FILE_URL},
+    {"requirement", required_argument, NULL, OPT_REQ},
+    {"stdin", required_argument, NULL, OPT_STDIN},
+    {"arg", required_argument, NULL, OPT_ARG},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"artifacts-dir", required_argument, NULL, OPT_ARTIFACTS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"health", no_argument, NULL, OPT_HEALTH},
+    {"info", no_argument, NULL, OPT_INFO},
+    {"retries", required_argument, NULL, OPT_RETRIES},
+    {"max-request-bytes", required_argument, NULL, OPT_MAX_REQUEST},
+    {"close-session", required_argument, NULL, OPT_CLOSE},
+    {"list-files", required_argument, NULL, OPT_LIST},
+    {"read-file", required_argument, NULL, OPT_READ},
+    {"offset", required_argument, NULL, OPT_OFFSET},
+    {"length", required_argument, NULL, OPT_LENGTH},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* --file LOCAL[:DEST]: DEST defaults to LOCAL's last component. */
+static int add_local_file(sbxc_request *req, const char *arg) {
+  char local[PATH_MAX];
+  snprintf(local, sizeof(local), "%s", arg);
+  char *colon = strchr(local, ':');
+  const char *dest;
+  if (colon != NULL) {
+    *colon = '\0';
+    dest = colon + 1;
+  } else {
+    dest = strrchr(local, '/') != NULL ? strrchr(local, '/') + 1 : local;
   }
-  int c, bad = 0;
-  while (!bad && (c = getopt_long(argc, argv, "e:h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'e':
-      url = optarg;
-      break;
-    case OPT_TIMEOUT:
-      bad = parse_i64(optarg, "--timeout-ms", &limits.timeout_ms);
-      break;
-    case OPT_CPU:
-      bad = parse_i64(optarg, "--cpu-time-ms", &limits.cpu_time_ms);
-      break;
-    case OPT_MEMORY:
-      bad = scaled(optarg, "--memory-mb", 1 << 20, &limits.memory_bytes);
-      break;
-    case OPT_OUTPUT:
-      bad = scaled(optarg, "--output-kb", 1 << 10, &limits.output_bytes);
-      break;
-    case OPT_PROCS:
-      bad = parse_i64(optarg, "--max-processes", &limits.max_processes);
-      break;
-    case OPT_MAX_REQUEST:
-      bad = parse_i64(optarg, "--max-request-bytes", &max_request_bytes);
-      if (!bad && (max_request_bytes < 4096 || max_request_bytes > (1LL << 30))) {
-        fprintf(stderr, "sandbox-run: --max-request-bytes: 4096 to 1073741824\n");
-        bad = 1;
-      }
-      break;
-    case OPT_RETRIES:
-      bad = parse_i64(optarg, "--retries", &retries);
-      if (!bad && (retries < 0 || retries > 100)) {
-        fprintf(stderr, "sandbox-run: --retries: 0 to 100\n");
-        bad = 1;
-      }
-      break;
-    case OPT_SESSION:
-      session = optarg;
-      bad = sbxc_request_set_session_id(req, optarg);
-      break;
-    case OPT_DISK:
-      bad = scaled(optarg, "--disk-mb", 1 << 20, &limits.disk_bytes);
-      break;
-    case OPT_OPEN_FILES:
-      bad = parse_i64(optarg, "--open-files", &limits.open_files);
-      break;
-    case OPT_FILE_URL: {
-      const char *source = split_pair(optarg, "--file-url", "DEST=URL");
-      bad = source == NULL || sbxc_request_add_file_url(req, optarg, source);
-      break;
-    }
-    case OPT_CLOSE:
-      close_session = optarg;
-      break;
-    case OPT_LIST:
-      list_path = optarg;
-      break;
-    case OPT_READ:
-      read_path_arg = optarg;
-      break;
-    case OPT_OFFSET:
-      bad = parse_i64(optarg, "--offset", &offset) || offset < 0;
-      break;
-    case OPT_LENGTH:
-      bad = parse_i64(optarg, "--length", &length) || length < 0;
-      break;
-    case OPT_RUN_ID:
-      bad = sbxc_request_set_run_id(req, optarg);
-      break;
-    case OPT_FILE: {
-      char local[PATH_MAX];
-      snprintf(local, sizeof(local), "%s", optarg);
-      char *colon = strchr(local, ':');
-      const char *dest;
-      if (colon != NULL) {
-        *colon = '\0';
-        dest = colon + 1;
-      } else {
-        dest = strrchr(local, '/') != NULL ? strrchr(local, '/') + 1 : local;
-      }
-      uint8_t *data;
-      size_t len;
-      if (read_path(local, &data, &len) < 0) {
-        fprintf(stderr, "sandbox-run: --file %s: %s\n", local, strerror(errno));
-        bad = 1;
-        break;
-      }
-      bad = sbxc_request_add_file(req, dest, data, len);
-      free(data);
-      break;
-    }
-    case OPT_REQ:
-      bad = sbxc_request_add_requirement(req, optarg);
-      break;
-    case OPT_STDIN:
-      stdin_path = optarg;
-      break;
-    case OPT_ARG:
-      bad = sbxc_request_add_arg(req, optarg);
-      break;
-    case OPT_ENV: {
-      const char *value = split_pair(optarg, "--env", "KEY=VALUE");
-      bad = value == NULL || sbxc_request_add_env(req, optarg, value);
-      break;
-    }
-    case OPT_ARTIFACTS:
-      artifacts_dir = optarg;
-      break;
-    case OPT_JSON:
-      json = true;
-      break;
-    case OPT_HEALTH:
-      health = true;
-      break;
-    case OPT_INFO:
-      info = true;
-      break;
-    case 'h':
-    case OPT_HELP:
+  cleanup_free uint8_t *data = NULL;
+  size_t len;
+  if (read_path(local, &data, &len) < 0) {
+    fprintf(stderr, "sandbox-run: --file %s: %s\n", local, strerror(errno));
+    return -1;
+  }
+  return sbxc_request_add_file(req, dest, data, len);
+}
+
+static int bounded(int64_t v, int64_t lo, int64_t hi, const char *flag) {
+  if (v >= lo && v <= hi)
+    return 0;
+  fprintf(stderr, "sandbox-run: %s: %lld to %lld\n", flag, (long long)lo, (long long)hi);
+  return -1;
+}
+
+/* The options that fill the request's limits. */
+static int take_limit(struct cli *c, int opt, const char *v) {
+  struct sbxc_limits *l = &c->limits;
+  switch (opt) {
+  case OPT_TIMEOUT:
+    return parse_i64(v, "--timeout-ms", &l->timeout_ms);
+  case OPT_CPU:
+    return parse_i64(v, "--cpu-time-ms", &l->cpu_time_ms);
+  case OPT_MEMORY:
+    return scaled(v, "--memory-mb", 1 << 20, &l->memory_bytes);
+  case OPT_OUTPUT:
+    return scaled(v, "--output-kb", 1 << 10, &l->output_bytes);
+  case OPT_PROCS:
+    return parse_i64(v, "--max-processes", &l->max_processes);
+  case OPT_DISK:
+    return scaled(v, "--disk-mb", 1 << 20, &l->disk_bytes);
+  case OPT_OPEN_FILES:
+    return parse_i64(v, "--open-files", &l->open_files);
+  }
+  return 1; /* not a limit */
+}
+
+/* The options that add to the request. */
+static int take_request_part(struct cli *c, int opt, char *v) {
+  const char *value;
+  switch (opt) {
+  case OPT_SESSION:
+    c->session = v;
+    return sbxc_request_set_session_id(c->req, v);
+  case OPT_RUN_ID:
+    return sbxc_request_set_run_id(c->req, v);
+  case OPT_FILE:
+    return add_local_file(c->req, v);
+  case OPT_FILE_URL:
+    value = split_pair(v, "--file-url", "DEST=URL");
+    return value == NULL || sbxc_request_add_file_url(c->req, v, value) < 0 ? -1 : 0;
+  case OPT_REQ:
+    return sbxc_request_add_requirement(c->req, v);
+  case OPT_ARG:
+    return sbxc_request_add_arg(c->req, v);
+  case OPT_ENV:
+    value = split_pair(v, "--env", "KEY=VALUE");
+    return value == NULL || sbxc_request_add_env(c->req, v, value) < 0 ? -1 : 0;
+  }
+  return 1; /* not a part of the request */
+}
+
+/* The remaining options: how to call and what to print. */
+static int take_mode(struct cli *c, int opt, char *v) {
+  switch (opt) {
+  case 'e':
+    c->url = v;
+    return 0;
+  case OPT_STDIN:
+    c->stdin_path = v;
+    return 0;
+  case OPT_ARTIFACTS:
+    c->artifacts_dir = v;
+    return 0;
+  case OPT_JSON:
+    c->json = true;
+    return 0;
+  case OPT_HEALTH:
+    c->health = true;
+    return 0;
+  case OPT_INFO:
+    c->info = true;
+    return 0;
+  case OPT_RETRIES:
+    return parse_i64(v, "--retries", &c->retries) < 0 ? -1
+                                                      : bounded(c->retries, 0, 100, "--retries");
+  case OPT_MAX_REQUEST:
+    return parse_i64(v, "--max-request-bytes", &c->max_request_bytes) < 0
+               ? -1
+               : bounded(c->max_request_bytes, 4096, 1LL << 30, "--max-request-bytes");
+  case OPT_CLOSE:
+    c->close_session = v;
+    return 0;
+  case OPT_LIST:
+    c->list_path = v;
+    return 0;
+  case OPT_READ:
+    c->read_path = v;
+    return 0;
+  case OPT_OFFSET:
+    return parse_i64(v, "--offset", &c->offset) < 0 ? -1 : bounded(c->offset, 0, INT64_MAX,
+                                                                   "--offset");
+  case OPT_LENGTH:
+    return parse_i64(v, "--length", &c->length) < 0 ? -1 : bounded(c->length, 0, INT64_MAX,
+                                                                   "--length");
+  }
+  return -1;
+}
+
+/* Returns 0, 1 after --help, 2 on a usage error. */
+static int parse_args(int argc, char **argv, struct cli *c) {
+  int opt;
+  while ((opt = getopt_long(argc, argv, "e:h", cli_options, NULL)) != -1) {
+    if (opt == 'h' || opt == OPT_HELP) {
       usage(stdout);
-      sbxc_request_free(req);
-      return 0;
-    default:
-      bad = 1;
+      return 1;
+    }
+    int rc = take_limit(c, opt, optarg);
+    if (rc > 0)
+      rc = take_request_part(c, opt, optarg);
+    if (rc > 0)
+      rc = take_mode(c, opt, optarg);
+    if (rc != 0) {
+      usage(stderr);
+      return 2;
     }
   }
-  if (bad) {
-    usage(stderr);
-    sbxc_request_free(req);
+  bool session_call = c->close_session != NULL || c->list_path != NULL || c->read_path != NULL;
+  if (!session_call && !c->health && !c->info) {
+    if (optind != argc - 1) {
+      usage(stderr);
+      return 2;
+    }
+    c->script = argv[optind];
+  }
+  return 0;
+}
+
+static int session_call_failed(const struct cli *c, int code, const char *err) {
+  if (c->json)
+    print_json(json_pack("{s:s, s:o}", "status", sbxc_status_name(code), "error",
+                         sbxc_json_cstring(err)));
+  else
+    fprintf(stderr, "sandbox-run: %s\n", err);
+  return EXIT_CALL_FAILED;
+}
+
+static int read_session_file(sbxc_client *client, const struct cli *c) {
+  char err[512];
+  int code = SBXC_OK;
+  cleanup_free uint8_t *data = NULL;
+  size_t len;
+  uint64_t size;
+  bool eof;
+  if (sbxc_read_file(client, c->session, c->read_path, (uint64_t)c->offset, (uint64_t)c->length,
+                     &data, &len, &size, &eof, &code, err, sizeof(err)) < 0)
+    return session_call_failed(c, code, err);
+  if (c->json)
+    print_json(json_pack("{s:s, s:o, s:I, s:b}", "status", "OK", "content",
+                         sbxc_json_text(data, len), "size", (json_int_t)size, "eof", eof));
+  else
+    write_all(STDOUT_FILENO, data, len);
+  return 0;
+}
+
+/* --close-session, --list-files, --read-file. */
+static int session_call(sbxc_client *client, const struct cli *c) {
+  char err[512];
+  int code = SBXC_OK;
+  if (c->close_session != NULL) {
+    if (sbxc_close_session(client, c->close_session, &code, err, sizeof(err)) < 0)
+      return session_call_failed(c, code, err);
+    if (c->json)
+      printf("{\"status\":\"OK\"}\n");
+    return 0;
+  }
+  if (c->session == NULL) {
+    fprintf(stderr, "sandbox-run: --list-files and --read-file need --session ID\n");
     return 2;
   }
+  if (c->read_path != NULL)
+    return read_session_file(client, c);
+  char *text;
+  if (sbxc_list_files_json(client, c->session, strcmp(c->list_path, ".") == 0 ? "" : c->list_path,
+                           &text, &code, err, sizeof(err)) < 0)
+    return session_call_failed(c, code, err);
+  print_text(text);
+  return 0;
+}
 
+static int health_and_info(sbxc_client *client, const struct cli *c) {
   char err[512];
-  sbxc_client *client;
-  if (sbxc_client_open(&client, url, err, sizeof(err)) < 0) {
-    fprintf(stderr, "sandbox-run: %s\n", err);
-    sbxc_request_free(req);
+  int status = 0;
+  if (c->health) {
+    bool serving;
+    if (sbxc_health(client, &serving, err, sizeof(err)) < 0) {
+      fprintf(stderr, "sandbox-run: health: %s\n", err);
+      return EXIT_CALL_FAILED;
+    }
+    printf(c->json ? "{\"status\":\"%s\"}\n" : "%s\n", serving ? "SERVING" : "NOT_SERVING");
+    status = serving ? 0 : 1;
+  }
+  if (c->info && status == 0) {
+    char *text;
+    if (sbxc_get_info_json(client, &text, err, sizeof(err)) < 0) {
+      fprintf(stderr, "sandbox-run: info: %s\n", err);
+      return EXIT_CALL_FAILED;
+    }
+    print_text(text);
+  }
+  return status;
+}
+
+/* The script's code and the request's stdin, read into the request. */
+static int load_inputs(const struct cli *c) {
+  cleanup_free uint8_t *code = NULL;
+  size_t len;
+  if (read_path(c->script, &code, &len) < 0) {
+    fprintf(stderr, "sandbox-run: %s: %s\n", c->script, strerror(errno));
+    return 2;
+  }
+  if (sbxc_request_set_code(c->req, (const char *)code, len) < 0)
+    return EXIT_CALL_FAILED;
+  if (c->stdin_path != NULL) {
+    cleanup_free uint8_t *in = NULL;
+    if (read_path(c->stdin_path, &in, &len) < 0) {
+      fprintf(stderr, "sandbox-run: --stdin %s: %s\n", c->stdin_path, strerror(errno));
+      return 2;
+    }
+    if (sbxc_request_set_stdin(c->req, in, len) < 0)
+      return EXIT_CALL_FAILED;
+  }
+  sbxc_request_set_limits(c->req, &c->limits);
+  return 0;
+}
+
+static void print_plain(const struct sbxc_result *r) {
+  if (r->status != SBXC_OK) {
+    fprintf(stderr, "sandbox-run: %s: %s\n", sbxc_status_name(r->status), r->message);
+    return;
+  }
+  fflush(stdout);
+  write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
+  write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
+  if (r->killed_by != SBXC_KILLED_BY_NONE)
+    fprintf(stderr, "sandbox-run: killed (%s): %s\n", sbxc_killed_by_name(r->killed_by),
+            r->n_feedback > 0 ? r->feedback[0] : "");
+}
+
+static int run_script(sbxc_client *client, const struct cli *c) {
+  int rc = load_inputs(c);
+  if (rc != 0) {
+    if (rc == EXIT_CALL_FAILED)
+      fprintf(stderr, "sandbox-run: out of memory\n");
+    return rc;
+  }
+  struct sbxc_result result;
+  sbxc_run_code(client, c->req, &result);
+  if (c->json)
+    print_text(sbxc_result_json(&result));
+  else
+    print_plain(&result);
+  if (result.status == SBXC_OK && c->artifacts_dir != NULL)
+    save_artifacts(c->artifacts_dir, &result);
+  int status = exit_status(&result);
+  sbxc_result_free(&result);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  struct cli c = {.url = getenv("SANDBOX_URL"), .retries = 3,
+                  .max_request_bytes = 8LL << 20};
+  if (c.url == NULL || c.url[0] == '\0')
+    c.url = "tcp://127.0.0.1:7878";
+  c.req = sbxc_request_new();
+  if (c.req == NULL) {
+    fprintf(stderr, "sandbox-run: out of memory\n");
     return EXIT_CALL_FAILED;
   }
-  sbxc_client_set_retries(client, (unsigned)retries);
-  sbxc_client_set_max_request_bytes(client, (size_t)max_request_bytes);
-
-  int status = 0;
-  if (close_session != NULL || list_path != NULL || read_path_arg != NULL) {
-    int code = SBXC_OK;
-    if (close_session != NULL) {
-      if (sbxc_close_session(client, close_session, &code, err, sizeof(err)) < 0)
-        goto session_call_failed;
-      if (json)
-        printf("{\"status\":\"OK\"}\n");
-      goto out;
-    }
-    if (session == NULL) {
-      fprintf(stderr, "sandbox-run: --list-files and --read-file need --session ID\n");
-      status = 2;
-      goto out;
-    }
-    if (list_path != NULL) {
-      char *text;
-      if (sbxc_list_files_json(client, session, strcmp(list_path, ".") == 0 ? "" : list_path,
-                               &text, &code, err, sizeof(err)) < 0)
-        goto session_call_failed;
-      puts(text);
-      free(text);
-      goto out;
-    }
-    uint8_t *data;
-    size_t len;
-    uint64_t size;
-    bool eof;
-    if (sbxc_read_file(client, session, read_path_arg, (uint64_t)offset, (uint64_t)length, &data,
-                       &len, &size, &eof, &code, err, sizeof(err)) < 0)
-      goto session_call_failed;
-    if (json) {
-      struct json_buf j = {0};
-      json_begin(&j, '{');
-      json_key(&j, "status"), json_cstring(&j, "OK");
-      json_key(&j, "content"), json_string(&j, (const char *)data, len);
-      json_key(&j, "size"), json_uint(&j, size);
-      json_key(&j, "eof"), json_bool(&j, eof);
-      json_end(&j, '}');
-      char *text = json_finish(&j);
-      if (text != NULL)
-        puts(text);
-      free(text);
-    } else {
-      write_all(STDOUT_FILENO, data, len);
-    }
-    free(data);
-    goto out;
-  session_call_failed:
-    if (json) {
-      struct json_buf j = {0};
-      json_begin(&j, '{');
-      json_key(&j, "status"), json_cstring(&j, sbxc_status_name(code));
-      json_key(&j, "error"), json_cstring(&j, err);
-      json_end(&j, '}');
-      char *text = json_finish(&j);
-      if (text != NULL)
-        puts(text);
-      free(text);
-    } else {
-      fprintf(stderr, "sandbox-run: %s\n", err);
-    }
-    status = EXIT_CALL_FAILED;
-    goto out;
+  int rc = parse_args(argc, argv, &c);
+  if (rc != 0) {
+    sbxc_request_free(c.req);
+    return rc == 1 ? 0 : 2;
   }
-  if (health || info) {
-    if (health) {
-      bool serving;
-      if (sbxc_health(client, &serving, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sandbox-run: health: %s\n", err);
-        status = EXIT_CALL_FAILED;
-      } else {
-        printf(json ? "{\"status\":\"%s\"}\n" : "%s\n", serving ? "SERVING" : "NOT_SERVING");
-        status = serving ? 0 : 1;
-      }
-    }
-    if (info && status == 0) {
-      char *text;
-      if (sbxc_get_info_json(client, &text, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sandbox-run: info: %s\n", err);
-        status = EXIT_CALL_FAILED;
-      } else {
-        puts(text);
-        free(text);
-      }
-    }
-    goto out;
+  char err[512];
+  sbxc_client *client;
+  if (sbxc_client_open(&client, c.url, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandbox-run: %s\n", err);
+    sbxc_request_free(c.req);
+    return EXIT_CALL_FAILED;
   }
-
-  if (optind != argc - 1) {
-    usage(stderr);
-    status = 2;
-    goto out;
-  }
-  const char *script = argv[optind];
-  uint8_t *code;
-  size_t code_len;
-  if (read_path(script, &code, &code_len) < 0) {
-    fprintf(stderr, "sandbox-run: %s: %s\n", script, strerror(errno));
-    status = 2;
-    goto out;
-  }
-  int rv = sbxc_request_set_code(req, (const char *)code, code_len);
-  free(code);
-  if (rv == 0 && stdin_path != NULL) {
-    uint8_t *in;
-    size_t in_len;
-    if (read_path(stdin_path, &in, &in_len) < 0) {
-      fprintf(stderr, "sandbox-run: --stdin %s: %s\n", stdin_path, strerror(errno));
-      status = 2;
-      goto out;
-    }
-    rv = sbxc_request_set_stdin(req, in, in_len);
-    free(in);
-  }
-  if (rv < 0) {
-    fprintf(stderr, "sandbox-run: out of memory\n");
-    status = EXIT_CALL_FAILED;
-    goto out;
-  }
-  sbxc_request_set_limits(req, &limits);
-
-  struct sbxc_result result;
-  sbxc_run_code(client, req, &result);
-  if (json) {
-    print_json(&result);
-  } else if (result.status != SBXC_OK) {
-    fprintf(stderr, "sandbox-run: %s: %s\n", sbxc_status_name(result.status), result.message);
-  } else {
-    fflush(stdout);
-    write_all(STDOUT_FILENO, result.stdout_data, result.stdout_len);
-    write_all(STDERR_FILENO, result.stderr_data, result.stderr_len);
-    if (result.killed_by != SBXC_KILLED_BY_NONE)
-      fprintf(stderr, "sandbox-run: killed (%s): %s\n", sbxc_killed_by_name(result.killed_by),
-              result.n_feedback > 0 ? result.feedback[0] : "");
-  }
-  if (result.status == SBXC_OK && artifacts_dir != NULL) {
-    int dir_fd = -1;
-    if (mkdir(artifacts_dir, 0755) < 0 && errno != EEXIST)
-      fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", artifacts_dir, strerror(errno));
-    else if ((dir_fd = open(artifacts_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-      fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", artifacts_dir, strerror(errno));
-    for (size_t i = 0; dir_fd >= 0 && i < result.n_artifacts; i++) {
-      const struct sbxc_artifact *a = &result.artifacts[i];
-      if (a->content_omitted)
-        fprintf(stderr, "sandbox-run: artifact %s (%llu bytes): content left out by the server, "
-                        "not saved\n", a->relative_path, (unsigned long long)a->size);
-      else if (save_artifact(dir_fd, a) < 0)
-        fprintf(stderr, "sandbox-run: artifact %s: not saved: %s\n", a->relative_path,
-                strerror(errno));
-    }
-    if (dir_fd >= 0)
-      close(dir_fd);
-  }
-  status = exit_status(&result);
-  sbxc_result_free(&result);
-out:
+  sbxc_client_set_retries(client, (unsigned)c.retries);
+  sbxc_client_set_max_request_bytes(client, (size_t)c.max_request_bytes);
+  if (c.close_session != NULL || c.list_path != NULL || c.read_path != NULL)
+    rc = session_call(client, &c);
+  else if (c.health || c.info)
+    rc = health_and_info(client, &c);
+  else
+    rc = run_script(client, &c);
   sbxc_client_close(client);
-  sbxc_request_free(req);
-  return status;
+  sbxc_request_free(c.req);
+  return rc;
 }

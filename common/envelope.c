@@ -75,15 +75,3 @@ int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_
   free(env.payload.data);
   return rv;
 }
-
-uint64_t sbx_now_unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t sbx_monotonic_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}

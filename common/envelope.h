@@ -36,9 +36,5 @@ int sbx_request_msg_new(const char *full_method, const char *request_id,
 int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_id,
                       const ProtobufCMessage *payload, nng_msg **out);
 
-/* Unix time in milliseconds (CLOCK_REALTIME), for deadlines. */
-uint64_t sbx_now_unix_ms(void);
-/* Monotonic milliseconds, for durations and idle times. */
-uint64_t sbx_monotonic_ms(void);
 
 #endif

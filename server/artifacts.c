@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "safefs.h"
+#include "text.h"
 
 /* Entries read per directory: the tmpfs's inode cap bounds the tree anyway;
  * this bounds the memory of one listing. */
@@ -99,7 +100,7 @@ static int walk(int dir_fd, const char *prefix, size_t depth, const struct artif
       set->skipped_special++;
       continue;
     }
-    if (len < 0 || (size_t)len > ARTIFACT_PATH_MAX || !utf8_valid(name, strlen(name))) {
+    if (len < 0 || (size_t)len > ARTIFACT_PATH_MAX || !text_utf8_valid(name, strlen(name))) {
       set->skipped_names++;
       continue;
     }

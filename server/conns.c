@@ -2,6 +2,7 @@
  * in the hundreds at most (max_per_listener per listener), and every
  * operation is a linear scan far cheaper than the run it accompanies. */
 #include "conns.h"
+#include "clock.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,18 +5,11 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "text.h"
 #include "wire_check.h"
 
 size_t decode_budget(size_t wire_len) {
   return 8 * wire_len + (256u << 10);
-}
-
-/* Printable, bounded copy of untrusted text for messages. */
-static void sanitize(const char *in, char *out, size_t len) {
-  size_t i = 0;
-  for (; in[i] != '\0' && i + 1 < len; i++)
-    out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : '?';
-  out[i] = '\0';
 }
 
 sbx_code service_decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *alloc,
@@ -47,7 +40,7 @@ sbx_code service_decode_request(const uint8_t *data, size_t len, struct sbx_boun
     status = SBX_INVALID_ARGUMENT;
   } else if (index < 0 || (unsigned)index >= desc->n_methods) {
     char name[128];
-    sanitize(env->method, name, sizeof(name));
+    text_printable(env->method, strlen(env->method), name, sizeof(name), false);
     snprintf(msg, msglen, "unknown method \"%s\"", name);
     status = SBX_UNIMPLEMENTED;
   } else if (wire_find_nul_string(desc->methods[index].input, env->payload.data,

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "requirements.h"
 #include "server.h"
+#include "text.h"
 #include "validate.h"
 #include "workspace.h"
 
@@ -100,10 +101,7 @@ static void fail_run_multiline(struct server_call *call, const char *run_id, uns
                                sbx_code code, const char *message) {
   call_set_reply(call, code, message, NULL);
   char first[300];
-  snprintf(first, sizeof(first), "%.*s", (int)strcspn(message, "\n"), message);
-  for (char *c = first; *c != '\0'; c++)
-    if (*c == '"' || (unsigned char)*c < 0x20)
-      *c = '\'';
+  text_printable(message, strcspn(message, "\n"), first, sizeof(first), false);
   log_line("run", "run_id=%s slot=%u status=%s duration_ms=%llu error=\"%s\"", run_id, slot,
            sbx_code_name(code), (unsigned long long)ms_since(&call->received), first);
 }
@@ -160,14 +158,6 @@ static sbx_code prepare_requirements(struct server *srv, unsigned slot,
   return code;
 }
 
-/* Printable, bounded copy of a URL for messages and logs. */
-static void printable(const char *in, char *out, size_t len) {
-  size_t i = 0;
-  for (; in[i] != '\0' && i + 1 < len; i++)
-    out[i] = (in[i] > 0x20 && in[i] < 0x7f && in[i] != '"') ? in[i] : '?';
-  out[i] = '\0';
-}
-
 /* Downloads every file given by URL. Returns SBX_OK or FAILED_PRECONDITION
  * with msg naming the URL and the reason. */
 static sbx_code fetch_files(struct server *srv, const Sandbox__V1__RunCodeRequest *req,
@@ -187,7 +177,7 @@ static sbx_code fetch_files(struct server *srv, const Sandbox__V1__RunCodeReques
     char reason[512], url[300];
     size_t len;
     if (download_fetch(&policy, f->url, &scratch->downloads[i], &len, reason, sizeof(reason)) < 0) {
-      printable(f->url, url, sizeof(url));
+      text_printable(f->url, strlen(f->url), url, sizeof(url), false);
       snprintf(msg, msglen, "files[%zu].url %s: download failed: %s; nothing ran", i, url, reason);
       return SBX_FAILED_PRECONDITION;
     }

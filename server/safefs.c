@@ -10,39 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/cleanup.h"
-
-bool utf8_valid(const char *s, size_t len) {
-  const unsigned char *p = (const unsigned char *)s, *end = p + len;
-  while (p < end) {
-    unsigned c = *p;
-    if (c < 0x80) {
-      p++;
-      continue;
-    }
-    size_t n;
-    unsigned cp, min;
-    if ((c & 0xe0) == 0xc0)
-      n = 2, cp = c & 0x1f, min = 0x80;
-    else if ((c & 0xf0) == 0xe0)
-      n = 3, cp = c & 0x0f, min = 0x800;
-    else if ((c & 0xf8) == 0xf0)
-      n = 4, cp = c & 0x07, min = 0x10000;
-    else
-      return false;
-    if ((size_t)(end - p) < n)
-      return false;
-    for (size_t i = 1; i < n; i++) {
-      if ((p[i] & 0xc0) != 0x80)
-        return false;
-      cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-      return false;
-    p += n;
-  }
-  return true;
-}
+#include "cleanup.h"
+#include "text.h"
 
 int safefs_open_dir(int root_fd, const char *rel) {
   int cur = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -222,7 +191,7 @@ int safefs_list(int dir_fd, size_t max, struct safefs_listing *out) {
   }
   for (size_t i = 0; i < n; i++) {
     struct stat st;
-    if (!utf8_valid(names[i], strlen(names[i]))) {
+    if (!text_utf8_valid(names[i], strlen(names[i]))) {
       out->truncated = true;
       free(names[i]);
       continue;

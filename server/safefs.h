@@ -13,9 +13,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-/* Strict UTF-8 (no overlong forms, surrogates or code points past U+10FFFF):
- * what a protobuf string field may hold. */
-bool utf8_valid(const char *s, size_t len);
 
 /* Opens the directory rel below root_fd ("" = root_fd itself), never
  * following a symlink. Returns an fd, or -1 with errno (ELOOP or ENOTDIR when

@@ -18,6 +18,7 @@
 
 #include "decode.h"
 #include "envelope.h"
+#include "clock.h"
 #include "log.h"
 #include "safefs.h"
 #include "server.h"

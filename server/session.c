@@ -9,14 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "workspace.h"
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 bool session_id_valid(const char *id) {
   size_t len = strlen(id);
@@ -72,7 +67,7 @@ sbx_code session_reserve(struct session_table *t, const char *id, struct session
       return SBX_FAILED_PRECONDITION;
     }
     s->busy = true;
-    s->last_used_ms = now_ms();
+    s->last_used_ms = sbx_monotonic_ms();
     *out = s;
     pthread_mutex_unlock(&t->lock);
     return SBX_OK;
@@ -105,7 +100,7 @@ sbx_code session_reserve(struct session_table *t, const char *id, struct session
   snprintf(s->dir, sizeof(s->dir), "s-%llu", (unsigned long long)++t->seq);
   s->fd = -1;
   s->busy = true;
-  s->last_used_ms = now_ms();
+  s->last_used_ms = sbx_monotonic_ms();
   t->items[t->n++] = s;
   *out = s;
   *created = true;
@@ -116,7 +111,7 @@ sbx_code session_reserve(struct session_table *t, const char *id, struct session
 void session_release(struct session_table *t, struct session *s) {
   pthread_mutex_lock(&t->lock);
   s->busy = false;
-  s->last_used_ms = now_ms();
+  s->last_used_ms = sbx_monotonic_ms();
   if (s->fd < 0) {
     ssize_t i = -1;
     for (size_t j = 0; j < t->n; j++)
@@ -144,7 +139,7 @@ int session_open_workspace(struct session_table *t, const char *id) {
   ssize_t i = find(t, id);
   int fd = -1;
   if (i >= 0 && t->items[i]->fd >= 0) {
-    t->items[i]->last_used_ms = now_ms();
+    t->items[i]->last_used_ms = sbx_monotonic_ms();
     fd = fcntl(t->items[i]->fd, F_DUPFD_CLOEXEC, 0);
   } else {
     errno = ENOENT;
@@ -171,7 +166,7 @@ int session_close(struct session_table *t, const char *id) {
 }
 
 size_t session_expire(struct session_table *t) {
-  uint64_t now = now_ms();
+  uint64_t now = sbx_monotonic_ms();
   size_t n = 0;
   pthread_mutex_lock(&t->lock);
   for (size_t i = 0; i < t->n;) {

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/cleanup.h"
+#include "cleanup.h"
 #include "sandbox/sandbox.h"
 
 __attribute__((format(printf, 4, 5))) static int ws_fail(char *msg, size_t msglen, int errnum,

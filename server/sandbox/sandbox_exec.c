@@ -9,14 +9,27 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json_text.h"
+#include "cleanup.h"
 #include "sandbox.h"
+#include "text.h"
+
+struct exec_args {
+  bool json;
+  struct sandbox_spec spec;
+  struct sandbox_engine_config config;
+  const char *env[65];
+  size_t n_env;
+  struct sandbox_mount mounts[SANDBOX_MAX_EXTRA_MOUNTS];
+  const char *stdin_path;
+  const char *workspace;
+};
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -59,20 +72,148 @@ static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out
   return 0;
 }
 
+/* The numeric options: where each goes, its largest value and its unit. */
+enum { OPT_JSON = 256, OPT_STDIN, OPT_ENV, OPT_MOUNT, OPT_WORKSPACE, OPT_STATE, OPT_BACKEND,
+       OPT_HELP, OPT_NUMBER };
+struct number_opt {
+  const char *name;
+  uint64_t max, scale;
+  size_t offset; /* in struct sandbox_limits; SIZE_MAX: --uid-base */
+};
+static const struct number_opt number_opts[] = {
+    {"timeout-ms", 86400000, 1, offsetof(struct sandbox_limits, timeout_ms)},
+    {"cpu-ms", 86400000, 1, offsetof(struct sandbox_limits, cpu_time_ms)},
+    {"memory-mb", 1 << 20, 1 << 20, offsetof(struct sandbox_limits, memory_bytes)},
+    {"output-kb", 1 << 20, 1 << 10, offsetof(struct sandbox_limits, output_bytes)},
+    {"output-bytes", 1ULL << 30, 1, offsetof(struct sandbox_limits, output_bytes)},
+    {"max-procs", 100000, 1, offsetof(struct sandbox_limits, max_processes)},
+    {"file-size-mb", 1 << 20, 1 << 20, offsetof(struct sandbox_limits, file_size_bytes)},
+    {"open-files", 1 << 20, 1, offsetof(struct sandbox_limits, open_files)},
+    {"tmp-mb", 1 << 20, 1 << 20, offsetof(struct sandbox_limits, tmp_bytes)},
+    {"uid-base", 65000, 1, SIZE_MAX},
+};
+#define N_NUMBER_OPTS (sizeof number_opts / sizeof number_opts[0])
+
+static int set_number(struct exec_args *a, const struct number_opt *o, const char *value) {
+  char opt[32];
+  uint64_t v;
+  snprintf(opt, sizeof opt, "--%s", o->name);
+  if (parse_u64(opt, value, o->max, &v) < 0)
+    return -1;
+  if (o->offset == SIZE_MAX)
+    a->config.uid_base = (uid_t)v;
+  else
+    *(uint64_t *)((char *)&a->spec.limits + o->offset) = v * o->scale;
+  return 0;
+}
+
+static int set_backend(struct exec_args *a, const char *name) {
+  static const struct {
+    const char *name;
+    enum sandbox_backend backend;
+  } names[] = {{"auto", SANDBOX_BACKEND_AUTO},
+               {"cgroup-v2", SANDBOX_BACKEND_CGROUP_V2},
+               {"cgroup-v1", SANDBOX_BACKEND_CGROUP_V1},
+               {"rlimit", SANDBOX_BACKEND_RLIMIT}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(name, names[i].name) == 0) {
+      a->config.backend = names[i].backend;
+      return 0;
+    }
+  fprintf(stderr, "sandbox-exec: --backend is auto, cgroup-v2, cgroup-v1 or rlimit\n");
+  return -1;
+}
+
+static int add_mount(struct exec_args *a, char *value) {
+  char *colon = strchr(value, ':');
+  if (colon == NULL || a->spec.n_mounts >= SANDBOX_MAX_EXTRA_MOUNTS) {
+    fprintf(stderr, "sandbox-exec: --mount SRC:DST (at most %d)\n", SANDBOX_MAX_EXTRA_MOUNTS);
+    return -1;
+  }
+  *colon = '\0';
+  a->mounts[a->spec.n_mounts++] = (struct sandbox_mount){.source = value, .target = colon + 1};
+  return 0;
+}
+
+/* One option; returns 0, -1 on a usage error, 1 for --help. */
+static int take_option(struct exec_args *a, int c, char *value) {
+  if (c >= OPT_NUMBER && c < OPT_NUMBER + (int)N_NUMBER_OPTS)
+    return set_number(a, &number_opts[c - OPT_NUMBER], value);
+  switch (c) {
+  case OPT_JSON:
+    a->json = true;
+    return 0;
+  case OPT_STDIN:
+    a->stdin_path = value;
+    return 0;
+  case OPT_ENV:
+    if (a->n_env >= 64) {
+      fprintf(stderr, "sandbox-exec: at most 64 --env\n");
+      return -1;
+    }
+    a->env[a->n_env++] = value;
+    return 0;
+  case OPT_MOUNT:
+    return add_mount(a, value);
+  case OPT_WORKSPACE:
+    a->workspace = value;
+    return 0;
+  case OPT_STATE:
+    a->config.state_dir = value;
+    return 0;
+  case OPT_BACKEND:
+    return set_backend(a, value);
+  case OPT_HELP:
+    return 1;
+  default:
+    return -1;
+  }
+}
+
+/* Returns 0, 1 after --help, 2 on a usage error. */
+static int parse_args(int argc, char **argv, struct exec_args *a) {
+  struct option opts[N_NUMBER_OPTS + 9] = {
+      {"json", no_argument, NULL, OPT_JSON},
+      {"stdin", required_argument, NULL, OPT_STDIN},
+      {"env", required_argument, NULL, OPT_ENV},
+      {"mount", required_argument, NULL, OPT_MOUNT},
+      {"workspace", required_argument, NULL, OPT_WORKSPACE},
+      {"state-dir", required_argument, NULL, OPT_STATE},
+      {"backend", required_argument, NULL, OPT_BACKEND},
+      {"help", no_argument, NULL, OPT_HELP},
+  };
+  for (size_t i = 0; i < N_NUMBER_OPTS; i++)
+    opts[8 + i] = (struct option){number_opts[i].name, required_argument, NULL,
+                                  OPT_NUMBER + (int)i};
+  int c;
+  while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+    int rc = take_option(a, c, optarg);
+    if (rc != 0) {
+      usage(rc > 0 ? stdout : stderr);
+      return rc > 0 ? 1 : 2;
+    }
+  }
+  if (optind >= argc) {
+    usage(stderr);
+    return 2;
+  }
+  a->spec.argv = (const char *const *)&argv[optind];
+  a->spec.env = a->env;
+  a->spec.mounts = a->mounts;
+  return 0;
+}
+
 static uint8_t *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
+  cleanup_fclose FILE *f = fopen(path, "rb");
   if (f == NULL)
     return NULL;
   size_t cap = 65536, n = 0;
-  uint8_t *buf = malloc(cap);
+  cleanup_free uint8_t *buf = malloc(cap);
   while (buf != NULL) {
     if (n == cap) {
       uint8_t *b = cap > (1u << 30) ? NULL : realloc(buf, cap * 2);
-      if (b == NULL) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
+      if (b == NULL)
+        return NULL;
       buf = b;
       cap *= 2;
     }
@@ -81,29 +222,38 @@ static uint8_t *read_all(const char *path, size_t *len) {
     if (r == 0)
       break;
   }
-  fclose(f);
   *len = n;
-  return buf;
+  return steal_pointer(&buf);
+}
+
+/* Output bytes as JSON text: invalid UTF-8 becomes U+FFFD. */
+static json_t *text_json(const uint8_t *data, size_t len) {
+  size_t n;
+  cleanup_free char *text = text_utf8_repair(data, len, &n);
+  return text != NULL ? json_stringn_nocheck(text, n) : NULL;
 }
 
 static void print_json(const struct sandbox_result *r, const struct sandbox_report *rep) {
-  printf("{\"killed_by\":\"%s\",\"exit_code\":%d,\"signal\":%d,", sandbox_killed_by_name(r->killed_by),
-         r->exit_code, r->signal);
-  printf("\"stdout\":");
-  json_write_string(stdout, r->stdout_data, r->stdout_len);
-  printf(",\"stdout_truncated\":%s,\"stderr\":", r->stdout_truncated ? "true" : "false");
-  json_write_string(stdout, r->stderr_data, r->stderr_len);
-  printf(",\"stderr_truncated\":%s,", r->stderr_truncated ? "true" : "false");
-  printf("\"stdout_bytes\":%zu,\"stderr_bytes\":%zu,", r->stdout_len, r->stderr_len);
-  printf("\"wall_time_ms\":%.3f,\"cpu_time_ms\":%.3f,\"peak_memory_bytes\":%" PRIu64 ",",
-         (double)r->wall_time_us / 1000.0, (double)r->cpu_time_us / 1000.0, r->peak_memory_bytes);
-  printf("\"backend\":\"%s\",\"memory_per_process\":%s,\"seccomp\":%s,", sandbox_backend_name(r->backend),
-         r->memory_per_process ? "true" : "false", rep->seccomp ? "true" : "false");
-  printf("\"limits\":{\"timeout_ms\":%" PRIu64 ",\"cpu_time_ms\":%" PRIu64
-         ",\"memory_bytes\":%" PRIu64 ",\"output_bytes\":%" PRIu64 ",\"max_processes\":%" PRIu64
-         "}}\n",
-         r->limits.timeout_ms, r->limits.cpu_time_ms, r->limits.memory_bytes,
-         r->limits.output_bytes, r->limits.max_processes);
+  const struct sandbox_limits *l = &r->limits;
+  json_t *o = json_pack(
+      "{s:s, s:i, s:i, s:o, s:b, s:o, s:b, s:I, s:I, s:f, s:f, s:I, s:s, s:b, s:b, s:b,"
+      " s:{s:I, s:I, s:I, s:I, s:I}}",
+      "killed_by", sandbox_killed_by_name(r->killed_by), "exit_code", r->exit_code, "signal",
+      r->signal, "stdout", text_json(r->stdout_data, r->stdout_len), "stdout_truncated",
+      r->stdout_truncated, "stderr", text_json(r->stderr_data, r->stderr_len),
+      "stderr_truncated", r->stderr_truncated, "stdout_bytes", (json_int_t)r->stdout_len,
+      "stderr_bytes", (json_int_t)r->stderr_len, "wall_time_ms", (double)r->wall_time_us / 1000.0,
+      "cpu_time_ms", (double)r->cpu_time_us / 1000.0, "peak_memory_bytes",
+      (json_int_t)r->peak_memory_bytes, "backend", sandbox_backend_name(r->backend),
+      "memory_per_process", r->memory_per_process, "seccomp", rep->seccomp,
+      "cpu_time_exceeded", r->cpu_time_exceeded, "limits", "timeout_ms",
+      (json_int_t)l->timeout_ms, "cpu_time_ms", (json_int_t)l->cpu_time_ms, "memory_bytes",
+      (json_int_t)l->memory_bytes, "output_bytes", (json_int_t)l->output_bytes, "max_processes",
+      (json_int_t)l->max_processes);
+  if (o == NULL || json_dumpf(o, stdout, JSON_COMPACT | JSON_REAL_PRECISION(12)) < 0)
+    fprintf(stderr, "sandbox-exec: out of memory writing JSON\n");
+  fputc('\n', stdout);
+  json_decref(o);
 }
 
 static void print_human(const struct sandbox_result *r) {
@@ -121,208 +271,67 @@ static void print_human(const struct sandbox_result *r) {
           r->stderr_truncated ? " stderr-truncated" : "");
 }
 
-int main(int argc, char **argv) {
-  enum {
-    OPT_JSON = 256, OPT_TIMEOUT, OPT_CPU, OPT_MEMORY, OPT_OUTPUT_KB, OPT_OUTPUT_BYTES,
-    OPT_PROCS, OPT_FSIZE, OPT_NOFILE, OPT_TMP, OPT_STDIN, OPT_ENV, OPT_MOUNT, OPT_WORKSPACE,
-    OPT_STATE, OPT_BACKEND, OPT_UID, OPT_HELP,
-  };
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, OPT_JSON},
-      {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
-      {"cpu-ms", required_argument, NULL, OPT_CPU},
-      {"memory-mb", required_argument, NULL, OPT_MEMORY},
-      {"output-kb", required_argument, NULL, OPT_OUTPUT_KB},
-      {"output-bytes", required_argument, NULL, OPT_OUTPUT_BYTES},
-      {"max-procs", required_argument, NULL, OPT_PROCS},
-      {"file-size-mb", required_argument, NULL, OPT_FSIZE},
-      {"open-files", required_argument, NULL, OPT_NOFILE},
-      {"tmp-mb", required_argument, NULL, OPT_TMP},
-      {"stdin", required_argument, NULL, OPT_STDIN},
-      {"env", required_argument, NULL, OPT_ENV},
-      {"mount", required_argument, NULL, OPT_MOUNT},
-      {"workspace", required_argument, NULL, OPT_WORKSPACE},
-      {"state-dir", required_argument, NULL, OPT_STATE},
-      {"backend", required_argument, NULL, OPT_BACKEND},
-      {"uid-base", required_argument, NULL, OPT_UID},
-      {"help", no_argument, NULL, OPT_HELP},
-      {NULL, 0, NULL, 0},
-  };
-  bool json = false;
-  struct sandbox_spec spec = {0};
-  struct sandbox_engine_config config = {0};
-  const char *env[65] = {0};
-  size_t n_env = 0;
-  struct sandbox_mount mounts[SANDBOX_MAX_EXTRA_MOUNTS];
-  size_t n_mounts = 0;
-  const char *stdin_path = NULL;
-  const char *workspace = NULL;
-  uint64_t v;
-  int c;
-  while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_JSON:
-      json = true;
-      break;
-    case OPT_TIMEOUT:
-      if (parse_u64("--timeout-ms", optarg, 86400000, &spec.limits.timeout_ms) < 0)
-        return 2;
-      break;
-    case OPT_CPU:
-      if (parse_u64("--cpu-ms", optarg, 86400000, &spec.limits.cpu_time_ms) < 0)
-        return 2;
-      break;
-    case OPT_MEMORY:
-      if (parse_u64("--memory-mb", optarg, 1 << 20, &v) < 0)
-        return 2;
-      spec.limits.memory_bytes = v << 20;
-      break;
-    case OPT_OUTPUT_KB:
-      if (parse_u64("--output-kb", optarg, 1 << 20, &v) < 0)
-        return 2;
-      spec.limits.output_bytes = v << 10;
-      break;
-    case OPT_OUTPUT_BYTES:
-      if (parse_u64("--output-bytes", optarg, 1ULL << 30, &spec.limits.output_bytes) < 0)
-        return 2;
-      break;
-    case OPT_PROCS:
-      if (parse_u64("--max-procs", optarg, 100000, &spec.limits.max_processes) < 0)
-        return 2;
-      break;
-    case OPT_FSIZE:
-      if (parse_u64("--file-size-mb", optarg, 1 << 20, &v) < 0)
-        return 2;
-      spec.limits.file_size_bytes = v << 20;
-      break;
-    case OPT_NOFILE:
-      if (parse_u64("--open-files", optarg, 1 << 20, &spec.limits.open_files) < 0)
-        return 2;
-      break;
-    case OPT_TMP:
-      if (parse_u64("--tmp-mb", optarg, 1 << 20, &v) < 0)
-        return 2;
-      spec.limits.tmp_bytes = v << 20;
-      break;
-    case OPT_STDIN:
-      stdin_path = optarg;
-      break;
-    case OPT_ENV:
-      if (n_env >= 64) {
-        fprintf(stderr, "sandbox-exec: at most 64 --env\n");
-        return 2;
-      }
-      env[n_env++] = optarg;
-      break;
-    case OPT_MOUNT: {
-      char *colon = strchr(optarg, ':');
-      if (colon == NULL || n_mounts >= SANDBOX_MAX_EXTRA_MOUNTS) {
-        fprintf(stderr, "sandbox-exec: --mount SRC:DST (at most %d)\n", SANDBOX_MAX_EXTRA_MOUNTS);
-        return 2;
-      }
-      *colon = '\0';
-      mounts[n_mounts].source = optarg;
-      mounts[n_mounts].target = colon + 1;
-      n_mounts++;
-      break;
-    }
-    case OPT_WORKSPACE:
-      workspace = optarg;
-      break;
-    case OPT_STATE:
-      config.state_dir = optarg;
-      break;
-    case OPT_BACKEND:
-      if (strcmp(optarg, "auto") == 0)
-        config.backend = SANDBOX_BACKEND_AUTO;
-      else if (strcmp(optarg, "cgroup-v2") == 0)
-        config.backend = SANDBOX_BACKEND_CGROUP_V2;
-      else if (strcmp(optarg, "cgroup-v1") == 0)
-        config.backend = SANDBOX_BACKEND_CGROUP_V1;
-      else if (strcmp(optarg, "rlimit") == 0)
-        config.backend = SANDBOX_BACKEND_RLIMIT;
-      else {
-        fprintf(stderr, "sandbox-exec: --backend is auto, cgroup-v2, cgroup-v1 or rlimit\n");
-        return 2;
-      }
-      break;
-    case OPT_UID:
-      if (parse_u64("--uid-base", optarg, 65000, &v) < 0)
-        return 2;
-      config.uid_base = (uid_t)v;
-      break;
-    case OPT_HELP:
-      usage(stdout);
-      return 0;
-    default:
-      usage(stderr);
-      return 2;
-    }
+/* A fresh workspace under the state directory, owned by the slot's uid.
+ * Returns its state-dir fd (for removal), -1 on failure. */
+static int make_workspace(const struct exec_args *a, uid_t uid, char *path, size_t len) {
+  const char *state = a->config.state_dir ? a->config.state_dir : "/var/lib/sandboxd";
+  snprintf(path, len, "%s/exec-workspace.XXXXXX", state);
+  if (mkdtemp(path) == NULL || chown(path, uid, uid) < 0 || chmod(path, 0700) < 0) {
+    fprintf(stderr, "sandbox-exec: workspace %s: %s\n", path, strerror(errno));
+    return -1;
   }
-  if (optind >= argc) {
-    usage(stderr);
-    return 2;
-  }
-  spec.argv = (const char *const *)&argv[optind];
-  spec.env = env;
-  spec.mounts = mounts;
-  spec.n_mounts = n_mounts;
-  size_t stdin_len = 0;
-  uint8_t *stdin_data = NULL;
-  if (stdin_path != NULL) {
-    stdin_data = read_all(stdin_path, &stdin_len);
-    if (stdin_data == NULL) {
-      fprintf(stderr, "sandbox-exec: read %s: %s\n", stdin_path, strerror(errno));
-      return 1;
-    }
-  }
-  spec.stdin_data = stdin_data;
-  spec.stdin_len = stdin_len;
+  return open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
 
-  struct sandbox_error err = {0};
-  struct sandbox_engine *engine;
-  if (sandbox_engine_new(&config, &engine, &err) < 0) {
-    fprintf(stderr, "sandbox-exec: %s\n", err.msg);
-    free(stdin_data);
-    return 1;
-  }
+/* Runs the command and prints the result; returns the exit status. */
+static int run(struct exec_args *a, struct sandbox_engine *engine) {
   const struct sandbox_report *rep = sandbox_engine_report(engine);
   char made[4200] = "";
-  int state_fd = -1;
-  if (workspace == NULL) {
-    const char *state = config.state_dir ? config.state_dir : "/var/lib/sandboxd";
-    snprintf(made, sizeof made, "%s/exec-workspace.XXXXXX", state);
-    if (mkdtemp(made) == NULL || chown(made, rep->uid_base, rep->uid_base) < 0) {
-      fprintf(stderr, "sandbox-exec: workspace %s: %s\n", made, strerror(errno));
-      sandbox_engine_free(engine);
-      free(stdin_data);
+  cleanup_close int state_fd = -1;
+  if (a->workspace == NULL) {
+    if ((state_fd = make_workspace(a, rep->uid_base, made, sizeof made)) < 0)
       return 1;
-    }
-    chmod(made, 0700);
-    workspace = made;
-    state_fd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    a->workspace = made;
   }
-  spec.workspace_dir = workspace;
-
+  a->spec.workspace_dir = a->workspace;
   struct sandbox_result result;
-  int rc = sandbox_run(engine, 0, &spec, &result, &err);
-  if (made[0] != '\0' && state_fd >= 0) {
-    if (sandbox_remove_tree(state_fd, strrchr(made, '/') + 1) < 0)
-      fprintf(stderr, "sandbox-exec: could not remove %s: %s\n", made, strerror(errno));
-    close(state_fd);
-  }
+  struct sandbox_error err = {0};
+  int rc = sandbox_run(engine, 0, &a->spec, &result, &err);
+  if (made[0] != '\0' && sandbox_remove_tree(state_fd, strrchr(made, '/') + 1) < 0)
+    fprintf(stderr, "sandbox-exec: could not remove %s: %s\n", made, strerror(errno));
   if (rc < 0) {
     fprintf(stderr, "sandbox-exec: %s\n", err.msg);
-    sandbox_engine_free(engine);
-    free(stdin_data);
     return 1;
   }
-  if (json)
+  if (a->json)
     print_json(&result, rep);
   else
     print_human(&result);
   sandbox_result_free(&result);
-  sandbox_engine_free(engine);
-  free(stdin_data);
   return 0;
+}
+
+int main(int argc, char **argv) {
+  struct exec_args a = {0};
+  int rc = parse_args(argc, argv, &a);
+  if (rc != 0)
+    return rc == 1 ? 0 : 2;
+  cleanup_free uint8_t *stdin_data = NULL;
+  if (a.stdin_path != NULL) {
+    stdin_data = read_all(a.stdin_path, &a.spec.stdin_len);
+    if (stdin_data == NULL) {
+      fprintf(stderr, "sandbox-exec: read %s: %s\n", a.stdin_path, strerror(errno));
+      return 1;
+    }
+    a.spec.stdin_data = stdin_data;
+  }
+  struct sandbox_error err = {0};
+  struct sandbox_engine *engine;
+  if (sandbox_engine_new(&a.config, &engine, &err) < 0) {
+    fprintf(stderr, "sandbox-exec: %s\n", err.msg);
+    return 1;
+  }
+  rc = run(&a, engine);
+  sandbox_engine_free(engine);
+  return rc;
 }

@@ -1,9 +1,11 @@
-/* cleanup.h: scope-bound resource release (the crun/bubblewrap idiom).
- * A variable declared cleanup_free/cleanup_close is released when it leaves
- * scope; steal_pointer/steal_fd hand ownership out on success. */
-#ifndef SANDBOX_CLEANUP_H
-#define SANDBOX_CLEANUP_H
+/* cleanup.h: scope-bound resource release (the crun/bubblewrap idiom), for
+ * the engine, the server and the client alike. A variable declared
+ * cleanup_free/cleanup_close/cleanup_fclose/cleanup_dir is released when it
+ * leaves scope; steal_pointer/steal_fd hand ownership out on success. */
+#ifndef SBX_CLEANUP_H
+#define SBX_CLEANUP_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +26,13 @@ static inline void cleanup_fclosep(FILE **f) {
     fclose(*f);
 }
 
+static inline void cleanup_closedirp(DIR **d) {
+  if (*d != NULL)
+    closedir(*d);
+}
+
 #define cleanup_free __attribute__((cleanup(cleanup_freep)))
+#define cleanup_dir __attribute__((cleanup(cleanup_closedirp)))
 #define cleanup_close __attribute__((cleanup(cleanup_closep)))
 #define cleanup_fclose __attribute__((cleanup(cleanup_fclosep)))
 
