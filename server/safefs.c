@@ -1,6 +1,7 @@
 /* safefs.c: see safefs.h. Never builds a host path from a name the sandbox
  * chose; never follows its symlinks; never blocks on its FIFOs. */
 #include "safefs.h"
+#include "dirs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -126,21 +127,16 @@ int safefs_read_names(int dir_fd, size_t max, char ***names_out, size_t *n_out, 
   *names_out = NULL;
   *n_out = 0;
   *truncated = false;
-  int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
+  DIR *d = opendir_at(dir_fd);
+  if (d == NULL)
     return -1;
-  DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return -1;
-  }
   char **names = NULL;
   size_t n = 0, cap = 0;
   struct dirent *de;
   int rv = 0;
   errno = 0;
   while ((de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+    if (dir_entry_is_dot(de->d_name))
       continue;
     if (n >= max) {
       *truncated = true;

@@ -2,6 +2,7 @@
  * wrote: never build a path from their contents, never follow their
  * symlinks, never open anything of theirs but directories (O_NOFOLLOW). */
 #include "workspace.h"
+#include "dirs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -190,14 +191,9 @@ int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t 
 
 int workspace_empty(int ws_fd, char *msg, size_t msglen) {
   msg[0] = '\0';
-  int fd = openat(ws_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
+  DIR *dir = opendir_at(ws_fd);
+  if (dir == NULL)
     return ws_fail(msg, msglen, errno, "open workspace");
-  DIR *dir = fdopendir(fd);
-  if (dir == NULL) {
-    close(fd);
-    return ws_fail(msg, msglen, errno, "fdopendir");
-  }
   int rv = 0;
   /* Removing while reading may make readdir skip entries: read again until
    * a pass finds nothing left. */
@@ -206,7 +202,7 @@ int workspace_empty(int ws_fd, char *msg, size_t msglen) {
     struct dirent *de;
     rewinddir(dir);
     while ((de = readdir(dir)) != NULL) {
-      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      if (dir_entry_is_dot(de->d_name))
         continue;
       any = true;
       if (remove_any(ws_fd, de->d_name) < 0 && rv == 0)
@@ -228,18 +224,13 @@ static int chown_children(int fd, uid_t uid, gid_t gid, int depth) {
     errno = ELOOP;
     return -1;
   }
-  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
+  DIR *dir = opendir_at(fd);
+  if (dir == NULL)
     return -1;
-  DIR *dir = fdopendir(dfd);
-  if (dir == NULL) {
-    close(dfd);
-    return -1;
-  }
   int rv = 0;
   struct dirent *de;
   while (rv == 0 && (de = readdir(dir)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+    if (dir_entry_is_dot(de->d_name))
       continue;
     struct stat st;
     if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -335,17 +326,12 @@ int workspace_remove_stale(int root_fd, const char *root_path) {
       break;
     detached++;
   }
-  int fd = dup(root_fd);
-  if (fd < 0)
+  DIR *dir = opendir_at(root_fd);
+  if (dir == NULL)
     return detached;
-  DIR *dir = fdopendir(fd);
-  if (dir == NULL) {
-    close(fd);
-    return detached;
-  }
   struct dirent *de;
   while ((de = readdir(dir)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+    if (dir_entry_is_dot(de->d_name))
       continue;
     sandbox_remove_tree(root_fd, de->d_name);
   }

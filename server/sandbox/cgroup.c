@@ -3,6 +3,7 @@
  * Runs with privileges: only ever writes below the engine's own directory,
  * sandboxd.<pid>, created inside our own cgroup or the configured parent. */
 #include "cgroup.h"
+#include "dirs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -205,14 +206,9 @@ int cgroup_remove_tree(const char *dir, bool v2) {
   cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0)
     return errno == ENOENT ? 0 : -1;
-  int dup_fd = dup(dfd);
-  if (dup_fd < 0)
+  DIR *d = opendir_at(dfd);
+  if (d == NULL)
     return -1;
-  DIR *d = fdopendir(dup_fd);
-  if (d == NULL) {
-    close(dup_fd);
-    return -1;
-  }
   struct dirent *de;
   int ret = 0;
   while ((de = readdir(d)) != NULL) {

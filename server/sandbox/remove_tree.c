@@ -14,24 +14,19 @@
 #include <unistd.h>
 
 #include "sandbox.h"
+#include "dirs.h"
 
 /* Empties the directory fd points at, except for one subdirectory whose name
  * it returns in sub (empty string when none is left). Returns -1 on error. */
 static int empty_files(int fd, char *sub, size_t sub_size) {
   sub[0] = '\0';
-  int dup_fd = dup(fd);
-  if (dup_fd < 0)
+  DIR *d = opendir_at(fd);
+  if (d == NULL)
     return -1;
-  DIR *d = fdopendir(dup_fd);
-  if (d == NULL) {
-    close(dup_fd);
-    return -1;
-  }
-  rewinddir(d);
   struct dirent *de;
   int ret = 0;
   while ((de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+    if (dir_entry_is_dot(de->d_name))
       continue;
     if (unlinkat(fd, de->d_name, 0) == 0 || errno == ENOENT)
       continue;
