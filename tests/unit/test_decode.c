@@ -1,0 +1,147 @@
+/* One request's bytes to a decoded request: every way the bytes can be
+ * wrong gets its status and a message, and nothing stays allocated. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <nng/nng.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "envelope.h"
+
+struct decoded {
+  sbx_code status;
+  struct decoded_request req;
+  struct sbx_bounded_alloc alloc;
+  char msg[512];
+};
+
+static void decode_bytes(const void *data, size_t len, struct decoded *d) {
+  d->status = service_decode_request(data, len, &d->alloc, &d->req, d->msg, sizeof(d->msg));
+}
+
+/* An envelope for method whose payload is the packed message m (or none). */
+static void decode_call(const char *method, const ProtobufCMessage *m, struct decoded *d) {
+  nng_msg *msg;
+  assert_int_equal(sbx_request_msg_new(method, "req-7", 1234, m, &msg), 0);
+  decode_bytes(nng_msg_body(msg), nng_msg_len(msg), d);
+  nng_msg_free(msg);
+}
+
+static void release(struct decoded *d) {
+  if (d->req.input != NULL)
+    protobuf_c_message_free_unpacked(d->req.input, &d->alloc.base);
+}
+
+static void valid_run_code(void **state) {
+  Sandbox__V1__RunCodeRequest r = SANDBOX__V1__RUN_CODE_REQUEST__INIT;
+  r.code = "print(1)";
+  struct decoded d;
+  decode_call(SBX_METHOD_RUN_CODE, &r.base, &d);
+  assert_int_equal(d.status, SBX_OK);
+  assert_string_equal(d.req.request_id, "req-7");
+  assert_int_equal(d.req.deadline_unix_ms, 1234);
+  assert_string_equal(d.req.method->name, "RunCode");
+  assert_string_equal(((Sandbox__V1__RunCodeRequest *)d.req.input)->code, "print(1)");
+  release(&d);
+}
+
+static void no_method(void **state) {
+  struct decoded d;
+  decode_bytes("", 0, &d); /* an empty message decodes as an empty envelope */
+  assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(d.msg, "no method"));
+  assert_null(d.req.input);
+  decode_call("", NULL, &d);
+  assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+  assert_string_equal(d.req.request_id, "req-7"); /* the error can echo the id */
+}
+
+static void unknown_method(void **state) {
+  struct decoded d;
+  decode_call("/sandbox.v1.Sandbox/Nope\x01\"x", NULL, &d);
+  assert_int_equal(d.status, SBX_UNIMPLEMENTED);
+  /* The name is echoed printable: no control byte or quote reaches a log. */
+  assert_string_equal(d.msg, "unknown method \"/sandbox.v1.Sandbox/Nope??x\"");
+  assert_null(d.req.input);
+}
+
+static void garbage_and_bad_payload(void **state) {
+  struct decoded d;
+  static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
+  decode_bytes(junk, sizeof(junk), &d);
+  assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(d.msg, "not a valid sandbox.v1.RequestEnvelope"));
+
+  Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;
+  env.method = SBX_METHOD_RUN_CODE;
+  env.request_id = "r";
+  env.payload = (ProtobufCBinaryData){sizeof(junk), (uint8_t *)junk};
+  uint8_t buf[256];
+  size_t n = sandbox__v1__request_envelope__pack(&env, buf);
+  decode_bytes(buf, n, &d);
+  assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(d.msg, "payload is not a valid"));
+  assert_null(d.req.input);
+}
+
+static void nul_in_a_string(void **state) {
+  Sandbox__V1__RunCodeRequest r = SANDBOX__V1__RUN_CODE_REQUEST__INIT;
+  r.code = "print(1)";
+  char *args[] = {"ok", "bad"};
+  r.n_args = 2;
+  r.args = args;
+  uint8_t buf[256];
+  size_t n = sandbox__v1__run_code_request__pack(&r, buf);
+  /* Turn the 'a' of "bad" into a NUL on the wire. */
+  uint8_t *p = memmem(buf, n, "bad", 3);
+  assert_non_null(p);
+  p[1] = '\0';
+  Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;
+  env.method = SBX_METHOD_RUN_CODE;
+  env.request_id = "r";
+  env.payload = (ProtobufCBinaryData){n, buf};
+  uint8_t wire[512];
+  size_t wn = sandbox__v1__request_envelope__pack(&env, wire);
+  struct decoded d;
+  decode_bytes(wire, wn, &d);
+  assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(d.msg, "args"));
+  assert_non_null(strstr(d.msg, "NUL"));
+  assert_null(d.req.input);
+}
+
+static void decode_budget_holds(void **state) {
+  /* 20000 empty args: a few bytes each on the wire, a pointer and an
+   * allocation each decoded; the budget is proportional to the wire size. */
+  size_t count = 20000;
+  Sandbox__V1__RunCodeRequest r = SANDBOX__V1__RUN_CODE_REQUEST__INIT;
+  r.code = "x";
+  r.args = calloc(count, sizeof(char *));
+  for (size_t i = 0; i < count; i++)
+    r.args[i] = "";
+  r.n_args = count;
+  struct decoded d;
+  decode_call(SBX_METHOD_RUN_CODE, &r.base, &d);
+  /* Either it fits the budget and decodes whole, or it is refused cleanly. */
+  if (d.status == SBX_OK) {
+    assert_int_equal(((Sandbox__V1__RunCodeRequest *)d.req.input)->n_args, count);
+    release(&d);
+  } else {
+    assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+    assert_non_null(strstr(d.msg, "more memory"));
+  }
+  free(r.args);
+  assert_true(decode_budget(100) >= 800);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(valid_run_code),  cmocka_unit_test(no_method),
+      cmocka_unit_test(unknown_method),  cmocka_unit_test(garbage_and_bad_payload),
+      cmocka_unit_test(nul_in_a_string), cmocka_unit_test(decode_budget_holds),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
