@@ -258,24 +258,28 @@ def around_timeout(log):
     return log[-1500:] if i < 0 else log[max(0, i - 700):i + 800]
 
 
-def outcomes(records, ends):
-    """case id -> (status, excerpt). A case that never finished is "crash"
-    (it started: the interpreter died or hung in it) or "not run" (never
-    started: a setUpClass/setUpModule failed, or the run ended first)."""
+def outcomes(records, ends, also=()):
+    """case id -> (status, excerpt), for the cases listed and those in also
+    (the other side's: a run that listed nothing, its interpreter broken,
+    still accounts for them). A case that never finished is "crash" (it
+    started: the interpreter died or hung in it) or "not run" (never started:
+    a setUpClass/setUpModule failed, or the run ended first)."""
     res, listed, fixtures = {}, [], {}
     for r in records:
         if "listed" in r and not listed:
             listed = r["listed"]
         if "status" not in r:
             continue
-        if r["id"].startswith(("setUpClass (", "setUpModule (", "tearDownClass (")):
+        if r["id"].startswith(("setUpClass (", "setUpModule (", "tearDownClass (",
+                               "tearDownModule (")):
             fixtures[r["id"].split("(", 1)[1].rstrip(")")] = (r["status"], r.get("err", ""))
             continue
         prev = res.get(r["id"])
         # A failed subtest or a second failure wins over a later "ok".
         if prev is None or prev[0] in PASSED + ("skip",):
             res[r["id"]] = (r["status"], r.get("err", ""))
-    for case in listed:
+    seen = set(listed)
+    for case in listed + [c for c in also if c not in seen]:
         if case in res:
             continue
         cls, module = case.rsplit(".", 1)[0], case.rsplit(".", 2)[0]
@@ -374,7 +378,8 @@ def run_both(bare, sandboxed, name):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         fb = pool.submit(run_module, bare, name)
         fs = pool.submit(run_module, sandboxed, name)
-        b, s = outcomes(*fb.result()), outcomes(*fs.result())
+        b = outcomes(*fb.result())
+        s = outcomes(*fs.result(), also=b)
     ok_b = sum(st in PASSED for st, _ in b.values())
     ok_s = sum(st in PASSED for st, _ in s.values())
     print(f"{name}: {len(b)} cases, passed bare {ok_b}, sandbox {ok_s} "
@@ -416,6 +421,8 @@ def group_cpython(b):
                           names)
     finally:
         s.stop()
+        if os.environ.get("COMPAT_KEEP") != "1":
+            shutil.rmtree(s.tmp, ignore_errors=True)  # its log and state dir
     bare = {c: v for b_, _ in results.values() for c, v in b_.items()}
     sbx = {c: v for _, s_ in results.values() for c, v in s_.items()}
     lost, gained = compare(bare, sbx)
