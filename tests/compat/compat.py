@@ -19,7 +19,6 @@ the sandbox's error. Cases that pass only in the sandbox are printed.
 Needs root (the engine and the switch to uid 65534 do); without it the test
 skips (exit 77), or fails when CI=true.
 """
-import argparse
 import concurrent.futures
 import fnmatch
 import json
@@ -106,8 +105,8 @@ PASSED = ("ok",)
 # the host's root (a tmpfs of mode 755 with the host's top-level directories
 # bound recursively and its top-level symlinks recreated): the same files, the
 # same /dev, /proc and network, but a / that an unprivileged user may search.
-# Some containers, this project's CI among them, give / mode 000, where uid
-# 65534 could not even load the C library. Run by sh as root inside
+# Some containers, this development machine's among them, give / mode 000,
+# where uid 65534 could not even load the C library. Run by sh as root inside
 # `unshare --mount --propagation private`; $1 the mount point, $2 the work
 # directory, the rest the runner's command.
 BARE_SH = r'''
