@@ -27,7 +27,7 @@ enum child_op_kind {
    * move_mount and remounted with flags (MS_RDONLY...). */
   CHILD_OP_ATTACH,
 };
-#define CHILD_MAX_ATTACH 17 /* the workspace + SANDBOX_MAX_EXTRA_MOUNTS */
+#define CHILD_MAX_ATTACH 19 /* the workspace, passwd, group + SANDBOX_MAX_EXTRA_MOUNTS */
 
 struct child_op {
   enum child_op_kind kind;

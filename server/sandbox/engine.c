@@ -407,8 +407,10 @@ static void fill_rlimits(const struct sandbox_engine *e, const struct sandbox_li
     set_rlimit(a, RLIMIT_CPU, cpu_s, cpu_s + 1);
     set_rlimit(a, RLIMIT_AS, l->memory_bytes, l->memory_bytes);
   } else {
-    /* Per-process backstop for the supervisor's tree-wide CPU check. */
-    set_rlimit(a, RLIMIT_CPU, cpu_s + 1, cpu_s + 2);
+    /* Per-process backstop for the supervisor's tree-wide CPU check, which
+     * is the limit: the hard limit stays unlimited, so a program may set
+     * its own RLIMIT_CPU (raising it gains nothing past the supervisor). */
+    set_rlimit(a, RLIMIT_CPU, cpu_s + 1, RLIM_INFINITY);
   }
 }
 
@@ -547,7 +549,7 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
 
   bool template = rootfs_template_fits(spec);
   struct rootfs_plan plan;
-  if (rootfs_plan_build(&e->rootfs, spec, &limits, template, &plan, err) < 0)
+  if (rootfs_plan_build(&e->rootfs, slot, spec, &limits, template, &plan, err) < 0)
     return -1;
   cleanup_free const char **env = build_env(spec->env, err);
   if (env == NULL) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "etc.h"
 
 static int mkdir_p(const char *path, mode_t mode, struct sandbox_error *err) {
   char buf[4096];
@@ -38,172 +39,6 @@ static int mkdir_p(const char *path, mode_t mode, struct sandbox_error *err) {
   }
   if (mkdir(buf, mode) < 0 && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", buf);
-  return 0;
-}
-
-static int write_file(const char *dir, const char *name, const char *data, size_t len,
-                      struct sandbox_error *err) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0)
-    return sandbox_error_set(err, errno, "create %s", path);
-  size_t off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, data + off, len - off);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return sandbox_error_set(err, errno, "write %s", path);
-    }
-    off += (size_t)n;
-  }
-  return 0;
-}
-
-/* Copies a host file (following symlinks, e.g. /etc/localtime) if it exists. */
-static int copy_host_file(const char *src, const char *dir, const char *name,
-                          struct sandbox_error *err) {
-  cleanup_close int fd = open(src, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return errno == ENOENT ? 0 : sandbox_error_set(err, errno, "open %s", src);
-  struct stat st;
-  if (fstat(fd, &st) < 0)
-    return sandbox_error_set(err, errno, "stat %s", src);
-  if (!S_ISREG(st.st_mode) || st.st_size > (16 << 20))
-    return sandbox_error_set(err, EINVAL, "%s is not a small regular file", src);
-  cleanup_free char *buf = malloc((size_t)st.st_size + 1);
-  if (buf == NULL)
-    return sandbox_error_set(err, ENOMEM, "copy %s", src);
-  size_t off = 0;
-  while (off < (size_t)st.st_size) {
-    ssize_t n = read(fd, buf + off, (size_t)st.st_size - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    off += (size_t)n;
-  }
-  return write_file(dir, name, buf, off, err);
-}
-
-/* Recreates the symlinks of Debian's /etc/alternatives that point into /usr
- * (bound read-only in the sandbox): shared libraries such as libblas.so.3,
- * which numpy and matplotlib load, are reached through them. Links to
- * anywhere else are left out: their targets are not in the sandbox. */
-static int copy_alternatives(const char *etc, struct sandbox_error *err) {
-  char dir[4200];
-  snprintf(dir, sizeof dir, "%s/alternatives", etc);
-  if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-    return sandbox_error_set(err, errno, "mkdir %s", dir);
-  DIR *d = opendir("/etc/alternatives");
-  if (d == NULL)
-    return 0;
-  cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
-    closedir(d);
-    return sandbox_error_set(err, errno, "open %s", dir);
-  }
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    char target[PATH_MAX];
-    ssize_t n = readlinkat(dirfd(d), de->d_name, target, sizeof target - 1);
-    if (n <= 0)
-      continue;
-    target[n] = '\0';
-    if (strncmp(target, "/usr/", 5) != 0 || strstr(target, "/../") != NULL)
-      continue;
-    if (symlinkat(target, dfd, de->d_name) < 0 && errno != EEXIST) {
-      int e = errno;
-      closedir(d);
-      return sandbox_error_set(err, e, "symlink %s/%s", dir, de->d_name);
-    }
-  }
-  closedir(d);
-  return 0;
-}
-
-/* Removes etc.<pid> directories of engines that are gone. */
-static void remove_stale_etc(const char *state_dir) {
-  DIR *d = opendir(state_dir);
-  if (d == NULL)
-    return;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    if (strncmp(de->d_name, "etc.", 4) != 0)
-      continue;
-    char *end;
-    long pid = strtol(de->d_name + 4, &end, 10);
-    if (*end != '\0' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-      continue;
-    sandbox_remove_tree(dirfd(d), de->d_name); /* with ssl/ and alternatives/ */
-  }
-  closedir(d);
-}
-
-/* fontconfig's main file (its conf.d is optional), so that libraries that
- * render text do not complain on every run. */
-static int copy_fontconfig(const char *etc, struct sandbox_error *err) {
-  if (access("/etc/fonts/fonts.conf", R_OK) < 0)
-    return 0;
-  char dir[4200];
-  snprintf(dir, sizeof dir, "%s/fonts", etc);
-  if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-    return sandbox_error_set(err, errno, "mkdir %s", dir);
-  return copy_host_file("/etc/fonts/fonts.conf", dir, "fonts.conf", err);
-}
-
-static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, unsigned slots,
-                     struct sandbox_error *err) {
-  size_t cap = 256 + (size_t)slots * 96;
-  cleanup_free char *passwd = malloc(cap);
-  cleanup_free char *group = malloc(cap);
-  if (passwd == NULL || group == NULL)
-    return sandbox_error_set(err, ENOMEM, "/etc/passwd");
-  size_t p = (size_t)snprintf(passwd, cap, "root:x:0:0:root:/root:/usr/sbin/nologin\n");
-  size_t g = (size_t)snprintf(group, cap, "root:x:0:\n");
-  for (unsigned i = 0; i < slots; i++) {
-    p += (size_t)snprintf(passwd + p, cap - p, "sandbox:x:%u:%u:sandbox:/workspace:/usr/sbin/nologin\n",
-                          (unsigned)(uid_base + i), (unsigned)(gid_base + i));
-    g += (size_t)snprintf(group + g, cap - g, "sandbox:x:%u:\n", (unsigned)(gid_base + i));
-  }
-  p += (size_t)snprintf(passwd + p, cap - p, "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
-  g += (size_t)snprintf(group + g, cap - g, "nogroup:x:65534:\n");
-  /* The hostname resolves, as on a Debian host (127.0.1.1), for code that
-   * asks for its own address. */
-  static const char hosts[] = "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n"
-                              "::1\tlocalhost ip6-localhost ip6-loopback\n";
-  static const char nss[] =
-      "passwd: files\ngroup: files\nhosts: files\nservices: files\nprotocols: files\n";
-  static const char hostname[] = "sandbox\n";
-  /* Empty unless a run has network (the installer): then the host's file is
-   * bound over it. */
-  if (write_file(fs->etc, "resolv.conf", "", 0, err) < 0)
-    return -1;
-  char ssl[4200];
-  snprintf(ssl, sizeof ssl, "%s/ssl", fs->etc);
-  if (mkdir(ssl, 0755) < 0 && errno != EEXIST)
-    return sandbox_error_set(err, errno, "mkdir %s", ssl);
-  if (write_file(fs->etc, "passwd", passwd, p, err) < 0 ||
-      write_file(fs->etc, "group", group, g, err) < 0 ||
-      write_file(fs->etc, "hosts", hosts, sizeof hosts - 1, err) < 0 ||
-      write_file(fs->etc, "nsswitch.conf", nss, sizeof nss - 1, err) < 0 ||
-      write_file(fs->etc, "hostname", hostname, sizeof hostname - 1, err) < 0)
-    return -1;
-  /* What the interpreter needs from the host's /etc, and nothing else: never
-   * shadow, ssh keys, or the server's configuration. */
-  if (copy_host_file("/etc/ld.so.cache", fs->etc, "ld.so.cache", err) < 0 ||
-      copy_host_file("/etc/localtime", fs->etc, "localtime", err) < 0 ||
-      copy_host_file("/etc/mime.types", fs->etc, "mime.types", err) < 0 ||
-      /* Service and protocol names: getservbyname, getaddrinfo(host, "http"). */
-      copy_host_file("/etc/services", fs->etc, "services", err) < 0 ||
-      copy_host_file("/etc/protocols", fs->etc, "protocols", err) < 0 ||
-      /* Debian's matplotlib reads its defaults from here; without it every
-       * plot fails with "Could not find matplotlibrc file". */
-      copy_host_file("/etc/matplotlibrc", fs->etc, "matplotlibrc", err) < 0 ||
-      copy_fontconfig(fs->etc, err) < 0 ||
-      copy_alternatives(fs->etc, err) < 0)
-    return -1;
   return 0;
 }
 
@@ -248,18 +83,17 @@ int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t 
     return -1;
   if ((size_t)snprintf(fs->root, sizeof fs->root, "%s/root", state_dir) >= sizeof fs->root ||
       (size_t)snprintf(fs->etc, sizeof fs->etc, "%s/etc.%d", state_dir, (int)getpid()) >=
-          sizeof fs->etc)
+          sizeof fs->etc ||
+      (size_t)snprintf(fs->users, sizeof fs->users, "%s/users.%d", state_dir, (int)getpid()) >=
+          sizeof fs->users)
     return sandbox_error_set(err, ENAMETOOLONG, "state directory %s", state_dir);
   bool made_root = mkdir(fs->root, 0755) == 0;
   if (!made_root && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", fs->root);
-  remove_stale_etc(state_dir);
-  if (mkdir(fs->etc, 0755) < 0 && errno != EEXIST) {
-    sandbox_error_set(err, errno, "mkdir %s", fs->etc);
-  } else if (write_etc(fs, uid_base, gid_base, slots, err) == 0 &&
-             read_host_layout(fs, err) == 0) {
+  etc_remove_stale(state_dir);
+  if (etc_write(fs->etc, fs->users, uid_base, gid_base, slots, err) == 0 &&
+      read_host_layout(fs, err) == 0)
     return 0;
-  }
   /* A failed start (a full disk, say) leaves nothing behind. */
   rootfs_destroy(fs);
   if (made_root)
@@ -268,15 +102,7 @@ int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t 
 }
 
 void rootfs_destroy(const struct rootfs *fs) {
-  DIR *d = opendir(fs->etc);
-  if (d == NULL)
-    return;
-  struct dirent *f;
-  while ((f = readdir(d)) != NULL)
-    if (f->d_name[0] != '.' && unlinkat(dirfd(d), f->d_name, 0) < 0 && errno == EISDIR)
-      sandbox_remove_tree(dirfd(d), f->d_name); /* ssl/, alternatives/ */
-  closedir(d);
-  rmdir(fs->etc);
+  etc_remove(fs->etc, fs->users);
 }
 
 static int plan_grow(struct rootfs_plan *plan) {
@@ -441,8 +267,9 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
  * /dev/shm (size-limited, charged to the run's memory cgroup), the
  * workspace read-write. Binds from the host are CHILD_OP_ATTACH in a
  * template run (cloned before the child leaves the host's namespace). */
-static int plan_per_run(const char *pre, bool template, const struct sandbox_spec *spec,
-                        const struct sandbox_limits *limits, struct rootfs_plan *plan) {
+static int plan_per_run(const struct rootfs *fs, const char *pre, bool template, unsigned slot,
+                        const struct sandbox_spec *spec, const struct sandbox_limits *limits,
+                        struct rootfs_plan *plan) {
   int rc = 0;
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "proc",
                                          .path = AT("/proc"), .fstype = "proc",
@@ -475,6 +302,15 @@ static int plan_per_run(const char *pre, bool template, const struct sandbox_spe
   enum child_op_kind bind = template ? CHILD_OP_ATTACH : CHILD_OP_BIND;
   rc |= plan_add(plan, (struct child_op){.kind = bind, .source = spec->workspace_dir,
                                          .path = AT("/workspace"), .flags = MS_NOSUID | MS_NODEV});
+  /* The slot's own user databases: "sandbox" is this run's uid, whatever
+   * slot it runs in (getpwnam, chown by name). */
+  static const char *const dbs[] = {"passwd", "group"};
+  for (size_t i = 0; i < 2; i++)
+    rc |= plan_add(plan, (struct child_op){.kind = bind,
+                                           .source = plan_str(plan, "%s/%s.%u", fs->users,
+                                                              dbs[i], slot),
+                                           .path = plan_str(plan, "%s/etc/%s", pre, dbs[i]),
+                                           .flags = RO_FLAGS});
   return rc;
 }
 
@@ -556,13 +392,13 @@ int rootfs_template_plan(const struct rootfs *fs, struct rootfs_plan *plan,
   return 0;
 }
 
-int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
+int rootfs_plan_build(const struct rootfs *fs, unsigned slot, const struct sandbox_spec *spec,
                       const struct sandbox_limits *limits, bool template,
                       struct rootfs_plan *plan, struct sandbox_error *err) {
   memset(plan, 0, sizeof *plan);
   const char *pre = template ? "" : fs->root;
   if ((!template && plan_shared(fs, plan, spec->network) != 0) ||
-      plan_per_run(pre, template, spec, limits, plan) != 0) {
+      plan_per_run(fs, pre, template, slot, spec, limits, plan) != 0) {
     rootfs_plan_free(plan);
     return sandbox_error_set(err, ENOMEM, "mount plan");
   }

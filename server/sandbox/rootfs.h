@@ -20,7 +20,8 @@
 
 struct rootfs {
   char root[4096]; /* <state>/root: mount point of each run's root tmpfs */
-  char etc[4096];  /* <state>/etc: the synthesized /etc, bound read-only */
+  char etc[4096];  /* <state>/etc.<pid>: the synthesized /etc, bound read-only */
+  char users[4096]; /* <state>/users.<pid>: passwd.N and group.N per slot */
   struct {
     char name[16];
     bool is_link;
@@ -39,13 +40,13 @@ struct rootfs_plan {
 
 int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t gid_base,
                 unsigned slots, struct sandbox_error *err);
-/* Removes this engine's synthesized /etc. */
+/* Removes this engine's synthesized /etc and user databases. */
 void rootfs_destroy(const struct rootfs *fs);
 /* A run's operations. template: the run enters a copy of the template
  * namespace, and the plan holds only what is fresh per run (/proc, /tmp,
  * /dev/shm, the workspace, extra mounts), with paths inside the sandbox.
  * Otherwise the plan builds the whole root under fs->root. */
-int rootfs_plan_build(const struct rootfs *fs, const struct sandbox_spec *spec,
+int rootfs_plan_build(const struct rootfs *fs, unsigned slot, const struct sandbox_spec *spec,
                       const struct sandbox_limits *limits, bool template,
                       struct rootfs_plan *plan, struct sandbox_error *err);
 

@@ -265,6 +265,27 @@ static void test_timeout_spinning_thread(void **state) {
                  "threading.Thread(target=spin).start()\n", 1000, NULL, 0);
 }
 
+static void test_raising_own_cpu_rlimit_gains_nothing(void **state) {
+  if (!is_cgroup())
+    skip(); /* with the rlimit backend RLIMIT_CPU is the limit itself */
+  /* The hard limit is unlimited (programs may set their own, as CPython's
+   * tests do); the supervisor's tree-wide check still ends the run. */
+  struct sandbox_limits l = {.timeout_ms = 10000, .cpu_time_ms = 600};
+  struct run run;
+  run_py_limits("import resource, sys\n"
+                "soft, hard = resource.getrlimit(resource.RLIMIT_CPU)\n"
+                "print(hard == resource.RLIM_INFINITY, flush=True)\n"
+                "resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))\n"
+                "while True: pass\n",
+                &l, NULL, 0, &run);
+  assert_int_equal(run.rc, 0);
+  assert_memory_equal(run.r.stdout_data, "True\n", 5);
+  assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_TIMEOUT);
+  assert_true(run.r.cpu_time_exceeded);
+  assert_true(run.r.cpu_time_us < 3000 * 1000);
+  sandbox_result_free(&run.r);
+}
+
 static void test_timeout_sleep(void **state) {
   struct sandbox_limits l = {.timeout_ms = 1000};
   struct run run;
@@ -996,6 +1017,7 @@ int main(void) {
       cmocka_unit_test_setup(test_proc_shows_only_the_sandbox, test_setup),
       cmocka_unit_test_setup(test_no_host_secrets_in_etc, test_setup),
       cmocka_unit_test_setup(test_no_server_environment, test_setup),
+      cmocka_unit_test_setup(test_raising_own_cpu_rlimit_gains_nothing, test_setup),
       cmocka_unit_test_setup(test_only_stdio_fds_inherited, test_setup),
       cmocka_unit_test_setup(test_new_namespaces_and_hostname, test_setup),
       cmocka_unit_test_setup(test_seccomp_denies_dangerous_syscalls, test_setup),

@@ -774,7 +774,7 @@ def group_start_faults(b):
 def group_python_compat(b):
     """User code runs as "python3 main.py" would outside: these are what
     CPython's own test suite found different in the sandbox."""
-    s = Server(b, 61400, "--workers", "1", "--max-open-files", "4096")
+    s = Server(b, 61400, "--workers", "2", "--max-open-files", "4096")
     host_master, host_slave = os.openpty()  # a terminal of the host's
     try:
         # The workspace is on sys.path: a session imports its own module.
@@ -831,6 +831,18 @@ def group_python_compat(b):
                         " ctypes.get_errno())\n")
         check(out.get("stdout") == "0 -1 1\n",
               "personality() can be queried, not changed (EPERM)", out)
+        # Every slot's user is "sandbox" with the run's own uid and gid: two
+        # runs at once land in both slots.
+        who = ("import os, pwd, grp, time\ntime.sleep(0.5)\n"
+               "print(os.getuid() == pwd.getpwnam('sandbox').pw_uid,"
+               " os.getgid() == grp.getgrnam('sandbox').gr_gid,"
+               " pwd.getpwuid(os.getuid()).pw_name,"
+               " sorted(p.pw_name for p in pwd.getpwall()))\n")
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            outs = [f.result()[1] for f in [ex.submit(s.run, who) for _ in range(2)]]
+        check(all(o.get("stdout") == "True True sandbox ['nobody', 'root', 'sandbox']\n"
+                  for o in outs),
+              "in every slot the name sandbox is the run's own uid and gid", outs)
         # A server thread that dies on the refused socket leaves the main
         # thread waiting: the feedback names the network policy.
         rc, out = s.run("import socket, threading, time\n"
