@@ -22,8 +22,10 @@ gone. Exits 1 when any of these invariants is broken.
 import argparse
 import collections
 import concurrent.futures
+import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -54,13 +56,13 @@ KINDS = {
                               want(stdout="slept\n"))),
     "spin": (7, "while True:\n    pass\n",
              lambda rng, i: (["--timeout-ms", "300"], None,
-                             want("timeout", -1, 9))),
+                             want("timeout", -1, 9, timeout_ms=300))),
     "memory": (7, "x = bytearray(512 << 20)\nprint(len(x))\n",
                lambda rng, i: (["--memory-mb", "64"], None, want("memory", -1, 9))),
     "forkbomb": (4, "import os\nwhile True:\n    try:\n        os.fork()\n"
                     "    except OSError:\n        pass\n",
                  lambda rng, i: (["--max-processes", "16", "--timeout-ms", "500"], None,
-                                 want("timeout", -1, 9))),
+                                 want("timeout", -1, 9, timeout_ms=500))),
     "flood": (7, "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
               lambda rng, i: (["--output-kb", "16"], None,
                               want("output_limit", -1, 9, stdout_len=16384,
@@ -201,7 +203,7 @@ def run_load(srv, a, scripts, tmp):
         else:
             flags, stdin, w = params[i]
             r = do_call(flags, stdin)
-        r["kind"], r["run_id"] = kind, run_id
+        r["kind"], r["run_id"], r["want"] = kind, run_id, w
         r["wrong"] = None if r["lost"] else check_reply(r, w)
         if not r["lost"] and r["out"].get("status") == "OK" and r["out"].get("run_id") != run_id:
             r["wrong"] = f"reply for run_id {r['out'].get('run_id')}, sent {run_id}"
@@ -217,6 +219,20 @@ def run_load(srv, a, scripts, tmp):
     elapsed = time.monotonic() - t0
     sampler.stop()
     return results, elapsed, sampler, sessions
+
+
+def bench_phase(srv, a, scripts):
+    """hello through sandbox-bench at the same concurrency: the service's own
+    throughput without a client process per call, for comparison."""
+    if a.bench_requests <= 0:
+        return None
+    p = subprocess.run([f"{srv.bin_dir}/sandbox-bench", "-e", srv.url, "--concurrency",
+                        str(a.concurrency), "--requests", str(a.bench_requests), "--json",
+                        scripts["hello"]], capture_output=True, text=True, timeout=600)
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        return {"error": p.stderr[-300:], "requests": 0, "status": {}}
 
 
 def live_leaks(srv, cgroup_dirs):
@@ -247,7 +263,8 @@ def mib(kib):
     return f"{kib / 1024:.1f} MiB"
 
 
-def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code, logged):
+def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code, logged,
+           bench):
     """Prints the figures table; returns the list of broken invariants."""
     broken = []
     by_status = collections.Counter(r["out"].get("status", "NO_REPLY") for r in results
@@ -261,6 +278,15 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
     peak = max(s[2]["rss_kib"] for s in sampler.samples)
     after_warm = [s[2]["rss_kib"] for s in sampler.samples if s[1] >= warm_done]
     growth = (se[2]["rss_kib"] - sw[2]["rss_kib"]) / 1024
+    bench_ok = 0 if bench is None else bench.get("status", {}).get("OK", 0)
+    # Not an invariant: the CPU-time limit equals the timeout by default, and
+    # a run with several processes can reach it before the wall clock; its
+    # killed_by is still timeout (docs/ENGINE.md), but what does feedback say?
+    cpu_first = [r for r in results if r["want"].get("timeout_ms")
+                 and r["out"].get("killed_by") == "timeout"
+                 and r["out"].get("wall_time_ms", 0) < r["want"]["timeout_ms"]]
+    cpu_first_says_timed_out = sum(any("timed out after" in f for f in r["out"]["feedback"])
+                                   for r in cpu_first)
 
     print(f"\nsoak: {a.requests} requests, concurrency {a.concurrency}, seed {a.seed}, "
           f"workers {srv.workers}, cpus {os.cpu_count()}, uid base {srv.uid_base}")
@@ -281,10 +307,19 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
          f"p50 {soaklib.percentile(lat, 50):.1f} ms, p99 {soaklib.percentile(lat, 99):.1f} ms, "
          f"max {max(lat):.1f} ms"),
         ("statuses", " ".join(f"{k}={v}" for k, v in sorted(by_status.items())) or "-"),
+        ("sandbox-bench hello, same concurrency",
+         "skipped" if bench is None else
+         f"{bench.get('requests')} requests, {bench.get('throughput_rps', 0):.1f} req/s, "
+         f"p50 {bench.get('latency_ms', {}).get('p50', 0):.1f} ms, "
+         f"p99 {bench.get('latency_ms', {}).get('p99', 0):.1f} ms, "
+         f"{' '.join(f'{k}={v}' for k, v in bench.get('status', {}).items())}"),
         ("lost replies", str(len(lost))),
         ("misclassified runs", str(len(wrong))),
-        ("runs logged / distinct run_ids / requests",
-         f"{len(logged)} / {len(set(logged))} / {len(results)}"),
+        ("runs logged / distinct run_ids / calls (mix + sandbox-bench)",
+         f"{len(logged)} / {len(set(logged))} / {len(results)} + {bench_ok}"),
+        ("timeouts ended by CPU time before the wall clock",
+         f"{len(cpu_first)} of {sum(bool(r['want'].get('timeout_ms')) for r in results)}, "
+         f"feedback 'timed out after' in {cpu_first_says_timed_out}"),
         ("sessions (runs counted in-sandbox)",
          ", ".join(f"{k}={v}" for k, v in sessions.count.items())),
         ("RSS start / after warm-up / end / peak",
@@ -319,7 +354,12 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
     bad(not_ok, "calls not OK", [(r["run_id"], r["kind"], r["out"].get("status"),
                                   r["why"][:200]) for r in not_ok[:5]])
     ran = [r for r in results if not r["lost"] and r["out"].get("status") == "OK"]
-    bad(len(logged) != len(ran) or len(set(logged)) != len(logged),
+    bad(bench is not None and bench_ok != a.bench_requests, "sandbox-bench calls all OK",
+        bench)
+    # sandbox-bench's runs get server-made UUIDs, ours soak-<i>: both once each.
+    soak_logged = [x for x in logged if x.startswith("soak-")]
+    bad(len(soak_logged) != len(ran) or len(set(logged)) != len(logged)
+        or len(logged) - len(soak_logged) != bench_ok,
         "each answered run logged exactly once",
         collections.Counter(logged).most_common(3))
     bad(growth > a.rss_growth_mib, f"RSS flat after warm-up (<= {a.rss_growth_mib} MiB growth)",
@@ -357,8 +397,12 @@ def main():
     ap.add_argument("--sample-interval", type=float, default=0.5)
     ap.add_argument("--call-timeout", type=float, default=180,
                     help="seconds one sandbox-run may take before it counts as lost")
+    ap.add_argument("--bench-requests", type=int, default=500,
+                    help="hello calls through sandbox-bench after the mix, for comparison "
+                    "(0: skip)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (log, state)")
     a = ap.parse_args()
+    soaklib.exit_on_sigterm()
     if os.geteuid() != 0:
         sys.exit("soak.py: sandboxd needs root")
     if not 1 <= a.requests <= 100000 or not 1 <= a.concurrency <= 512:
@@ -375,12 +419,13 @@ def main():
         print(f"sandboxd pid {srv.pid} {srv.url} state {srv.state}; cgroups: "
               f"{', '.join(cgroup_dirs) or 'none found'}", flush=True)
         results, elapsed, sampler, sessions = run_load(srv, a, scripts, srv.tmp)
+        bench = bench_phase(srv, a, scripts)
         live = live_leaks(srv, cgroup_dirs)
         logged = srv.run_ids_logged()
         exit_code = srv.stop()
         stopped = stopped_leaks(srv, cgroup_dirs)
         broken = report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code,
-                        logged)
+                        logged, bench)
         if broken:
             print(f"server log: {srv.log_path}")
     finally:

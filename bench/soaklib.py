@@ -207,7 +207,7 @@ def proc_stats(pid):
 
 
 def procs_with_uids(uids):
-    """(pid, uid, comm) of every process whose real uid is in uids."""
+    """(pid, uid, comm, state, ppid) of every process whose real uid is in uids."""
     found = []
     want = set(uids)
     for name in os.listdir("/proc"):
@@ -220,7 +220,8 @@ def procs_with_uids(uids):
         except (OSError, KeyError, ValueError):
             continue
         if uid in want:
-            found.append((int(name), uid, st.get("Name", "?").strip()))
+            found.append((int(name), uid, st.get("Name", "?").strip(),
+                          st.get("State", "?").split()[0], int(st.get("PPid", "0"))))
     return found
 
 
@@ -413,7 +414,9 @@ def sp_read_reply(sock, timeout):
 def connection_state(sock):
     """'open' when the peer has not closed the connection, else 'closed'.
     Reads (and drops) whatever the server sent, e.g. its SP header, since a
-    FIN is only seen after the data before it."""
+    FIN is only seen after the data before it. Non-blocking: a socket with a
+    timeout would otherwise wait for data despite MSG_DONTWAIT."""
+    sock.settimeout(0)
     for _ in range(64):
         try:
             data = sock.recv(65536, socket.MSG_DONTWAIT)
@@ -424,6 +427,14 @@ def connection_state(sock):
         if data == b"":
             return "closed"
     return "open"
+
+
+def exit_on_sigterm():
+    """SIGTERM (timeout(1), a CI runner) unwinds like Ctrl-C, so that every
+    finally stops our servers and unmounts our tmpfs."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, handler)
 
 
 def seeded(seed):
