@@ -145,9 +145,7 @@ def cleanup(srv, clients=()):
             p.kill()
             p.wait()
     if srv is not None:
-        srv.stop()
-        if not soaklib.mounts_under(srv.state):
-            shutil.rmtree(srv.tmp, ignore_errors=True)
+        srv.dispose()
 
 
 def fmt_ms(values):

@@ -24,7 +24,6 @@ import collections
 import concurrent.futures
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -429,10 +428,8 @@ def main():
         if broken:
             print(f"server log: {srv.log_path}")
     finally:
-        srv.stop()
-        if not (a.keep or broken):
-            shutil.rmtree(srv.tmp, ignore_errors=True)
-        else:
+        srv.dispose(keep=bool(a.keep or broken))
+        if a.keep or broken:
             print(f"kept {srv.tmp}")
     return 1 if broken else 0
 

@@ -11,6 +11,7 @@ our own uid range, our server's pid and our own state dir only.
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import struct
@@ -105,6 +106,16 @@ class Sandboxd:
             self.proc.kill()
             self.proc.wait()
             return None
+
+    def dispose(self, keep=False):
+        """Stops the server, detaches what it left mounted, removes the temp
+        dir unless keep. For finally blocks: never raises."""
+        try:
+            self.stop()
+            unmount_under(self.state)
+        finally:
+            if not keep and not mounts_under(self.state):
+                shutil.rmtree(self.tmp, ignore_errors=True)
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
@@ -302,6 +313,15 @@ def foreign_tasks_in(cgroup_dirs, server_pid):
                     if not os.path.exists(f"/proc/{server_pid}/task/{t}"):
                         found.add((sub, int(t)))
     return sorted(found)
+
+
+def unmount_under(path):
+    """Detaches every mount below path, deepest first: what a server killed
+    with -9 and never restarted leaves (only our own state dirs get here)."""
+    left = sorted(mounts_under(path), key=len, reverse=True)
+    for m in left:
+        subprocess.run(["umount", "-l", m], capture_output=True, timeout=30)
+    return left
 
 
 def files_under(path):
