@@ -221,8 +221,9 @@ def run_load(srv, a, scripts, tmp):
 
 
 def bench_phase(srv, a, scripts):
-    """hello through sandbox-bench at the same concurrency: the service's own
-    throughput without a client process per call, for comparison."""
+    """hello through sandbox-bench at the same concurrency, before and after
+    the mix: the service's own throughput without a client process per call,
+    and whether the mix left the server slower (a ratio from the same run)."""
     if a.bench_requests <= 0:
         return None
     p = subprocess.run([f"{srv.bin_dir}/sandbox-bench", "-e", srv.url, "--concurrency",
@@ -232,6 +233,15 @@ def bench_phase(srv, a, scripts):
         return json.loads(p.stdout)
     except ValueError:
         return {"error": p.stderr[-300:], "requests": 0, "status": {}}
+
+
+def bench_text(b):
+    if b is None:
+        return "skipped"
+    lat = b.get("latency_ms", {})
+    return (f"{b.get('requests')} requests, {b.get('throughput_rps', 0):.1f} req/s, "
+            f"p50 {lat.get('p50', 0):.1f} ms, p99 {lat.get('p99', 0):.1f} ms, "
+            + " ".join(f"{k}={v}" for k, v in b.get("status", {}).items()))
 
 
 def live_leaks(srv, cgroup_dirs):
@@ -263,7 +273,7 @@ def mib(kib):
 
 
 def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code, logged,
-           bench):
+           benches, at_ready):
     """Prints the figures table; returns the list of broken invariants."""
     broken = []
     by_status = collections.Counter(r["out"].get("status", "NO_REPLY") for r in results
@@ -277,7 +287,7 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
     peak = max(s[2]["rss_kib"] for s in sampler.samples)
     after_warm = [s[2]["rss_kib"] for s in sampler.samples if s[1] >= warm_done]
     growth = (se[2]["rss_kib"] - sw[2]["rss_kib"]) / 1024
-    bench_ok = 0 if bench is None else bench.get("status", {}).get("OK", 0)
+    bench_ok = sum(b.get("status", {}).get("OK", 0) for b in benches if b)
     # Not an invariant: the CPU-time limit equals the timeout by default, and
     # a run with several processes can reach it before the wall clock; its
     # killed_by is still timeout (docs/ENGINE.md), but what does feedback say?
@@ -306,12 +316,11 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
          f"p50 {soaklib.percentile(lat, 50):.1f} ms, p99 {soaklib.percentile(lat, 99):.1f} ms, "
          f"max {max(lat):.1f} ms"),
         ("statuses", " ".join(f"{k}={v}" for k, v in sorted(by_status.items())) or "-"),
-        ("sandbox-bench hello, same concurrency",
-         "skipped" if bench is None else
-         f"{bench.get('requests')} requests, {bench.get('throughput_rps', 0):.1f} req/s, "
-         f"p50 {bench.get('latency_ms', {}).get('p50', 0):.1f} ms, "
-         f"p99 {bench.get('latency_ms', {}).get('p99', 0):.1f} ms, "
-         f"{' '.join(f'{k}={v}' for k, v in bench.get('status', {}).items())}"),
+        *[(f"sandbox-bench hello, same concurrency, {when}", bench_text(b))
+          for when, b in zip(("before the mix", "after the mix"), benches)],
+        ("sandbox-bench throughput after / before the mix",
+         f"{benches[1]['throughput_rps'] / benches[0]['throughput_rps']:.3f}"
+         if all(b and b.get("throughput_rps") for b in benches) else "-"),
         ("lost replies", str(len(lost))),
         ("misclassified runs", str(len(wrong))),
         ("runs logged / distinct run_ids / calls (mix + sandbox-bench)",
@@ -321,7 +330,8 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
          f"feedback 'timed out after' in {cpu_first_says_timed_out}"),
         ("sessions (runs counted in-sandbox)",
          ", ".join(f"{k}={v}" for k, v in sessions.count.items())),
-        ("RSS start / after warm-up / end / peak",
+        ("RSS at ready (before any call)", mib(at_ready["rss_kib"])),
+        ("RSS mix start / after warm-up / end / peak",
          f"{mib(s0[2]['rss_kib'])} / {mib(sw[2]['rss_kib'])} (after {sw[1]} requests) / "
          f"{mib(se[2]['rss_kib'])} / {mib(peak)}"),
         ("RSS after warm-up min..max",
@@ -353,8 +363,8 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
     bad(not_ok, "calls not OK", [(r["run_id"], r["kind"], r["out"].get("status"),
                                   r["why"][:200]) for r in not_ok[:5]])
     ran = [r for r in results if not r["lost"] and r["out"].get("status") == "OK"]
-    bad(bench is not None and bench_ok != a.bench_requests, "sandbox-bench calls all OK",
-        bench)
+    bad(bench_ok != sum(a.bench_requests for b in benches if b), "sandbox-bench calls all OK",
+        [b.get("status") if b else None for b in benches])
     # sandbox-bench's runs get server-made UUIDs, ours soak-<i>: both once each.
     soak_logged = [x for x in logged if x.startswith("soak-")]
     bad(len(soak_logged) != len(ran) or len(set(logged)) != len(logged)
@@ -397,7 +407,7 @@ def main():
     ap.add_argument("--call-timeout", type=float, default=180,
                     help="seconds one sandbox-run may take before it counts as lost")
     ap.add_argument("--bench-requests", type=int, default=500,
-                    help="hello calls through sandbox-bench after the mix, for comparison "
+                    help="hello calls through sandbox-bench before and after the mix "
                     "(0: skip)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (log, state)")
     a = ap.parse_args()
@@ -417,14 +427,16 @@ def main():
         cgroup_dirs = soaklib.server_cgroup_dirs(srv.pid)
         print(f"sandboxd pid {srv.pid} {srv.url} state {srv.state}; cgroups: "
               f"{', '.join(cgroup_dirs) or 'none found'}", flush=True)
+        at_ready = soaklib.proc_stats(srv.pid)
+        benches = [bench_phase(srv, a, scripts)]
         results, elapsed, sampler, sessions = run_load(srv, a, scripts, srv.tmp)
-        bench = bench_phase(srv, a, scripts)
+        benches.append(bench_phase(srv, a, scripts))
         live = live_leaks(srv, cgroup_dirs)
         logged = srv.run_ids_logged()
         exit_code = srv.stop()
         stopped = stopped_leaks(srv, cgroup_dirs)
         broken = report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code,
-                        logged, bench)
+                        logged, benches, at_ready)
         if broken:
             print(f"server log: {srv.log_path}")
     finally:
