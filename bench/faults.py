@@ -693,6 +693,20 @@ def scenario_f(a, v):
         v.check(not cgroups, "no cgroup left", cgroups)
         mounts = [m for m in soaklib.mounts_under(mnt) if m != os.path.realpath(mnt)]
         v.check(not mounts, "no mount left under the state dir", mounts)
+        # Space again: does the next start on this state dir clear what the
+        # failed one left (rootfs.c removes etc.<pid> of dead pids)?
+        for name in ("filler", "filler2"):
+            if os.path.exists(os.path.join(mnt, name)):
+                os.unlink(os.path.join(mnt, name))
+        srv = soaklib.Sandboxd(a.bin_dir, a.uid_base + 600, tmp=tmp, state=state)
+        try:
+            stale = [f for f in os.listdir(state) if f == f"etc.{p.pid}"]
+            v.figure("after freeing space, the next start", "ready; "
+                     + (f"etc.{p.pid} still there" if stale else f"removed etc.{p.pid}"))
+            v.check(not stale, "the next start clears what the failed one left", stale)
+        finally:
+            srv.stop()
+            soaklib.unmount_under(state)
     finally:
         if mounted:
             for m in sorted(soaklib.mounts_under(mnt), key=len, reverse=True):

@@ -294,6 +294,8 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
     cpu_first = [r for r in results if r["want"].get("timeout_ms")
                  and r["out"].get("killed_by") == "timeout"
                  and r["out"].get("wall_time_ms", 0) < r["want"]["timeout_ms"]]
+    cpu_first_kinds = ", ".join(f"{k} {n}" for k, n in
+                                collections.Counter(r["kind"] for r in cpu_first).items())
     cpu_first_says_timed_out = sum(any("timed out after" in f for f in r["out"]["feedback"])
                                    for r in cpu_first)
 
@@ -326,7 +328,8 @@ def report(a, srv, results, elapsed, sampler, sessions, live, stopped, exit_code
         ("runs logged / distinct run_ids / calls (mix + sandbox-bench)",
          f"{len(logged)} / {len(set(logged))} / {len(results)} + {bench_ok}"),
         ("timeouts ended by CPU time before the wall clock",
-         f"{len(cpu_first)} of {sum(bool(r['want'].get('timeout_ms')) for r in results)}, "
+         f"{len(cpu_first)} of {sum(bool(r['want'].get('timeout_ms')) for r in results)} "
+         f"({cpu_first_kinds or '-'}), "
          f"feedback 'timed out after' in {cpu_first_says_timed_out}"),
         ("sessions (runs counted in-sandbox)",
          ", ".join(f"{k}={v}" for k, v in sessions.count.items())),
@@ -396,7 +399,8 @@ def main():
     ap.add_argument("--requests", type=int, default=5000)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, help="sandboxd --workers (default: its own, one per CPU)")
+    ap.add_argument("--workers", type=int,
+                    help="sandboxd --workers (default: its own, one per CPU)")
     ap.add_argument("--uid-base", type=int, default=51000,
                     help="sandbox uids uid-base..+workers-1 (keep within 51000-51999)")
     ap.add_argument("--warmup", type=int, help="requests before the warm-up RSS sample "
