@@ -717,6 +717,8 @@ int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
   json_key(&j, "environment_builds_total"), json_uint(&j, r->environment_builds_total);
   json_key(&j, "environment_build_failures_total"),
       json_uint(&j, r->environment_build_failures_total);
+  json_key(&j, "requirements_index_url"), json_cstring(&j, r->requirements_index_url);
+  json_key(&j, "requirements_wheelhouse"), json_bool(&j, r->requirements_wheelhouse);
   json_end(&j, '}');
   sandbox__v1__get_info_response__free_unpacked(r, NULL);
   *json = json_finish(&j);

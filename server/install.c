@@ -1,10 +1,12 @@
 /* install.c: see install.h. pip runs as any run does (the slot's uid,
  * namespaces, seccomp, cgroup limits), with its own limits, a fresh tmpfs of
  * --pip-disk-bytes as its only writable directory besides /tmp, the
- * wheelhouse bound read-only, and the host network only when an index or a
- * proxy is configured. Its argv is built here from canonical requirement
- * strings (requirements.c) after "--": no request byte reaches pip
- * otherwise. What it wrote is hostile and is copied out by envstore.c. */
+ * wheelhouse bound read-only, and, when an index is in force, the network
+ * profile in the slot's installer namespace, whose only way out is the
+ * egress proxy (egress.h): never the host's network. Its argv is built here
+ * from canonical requirement strings (requirements.c) after "--": no request
+ * byte reaches pip otherwise. What it wrote is hostile and is copied out by
+ * envstore.c. */
 #include "install.h"
 
 #include <dirent.h>
@@ -22,6 +24,8 @@
 #include <unistd.h>
 
 #include "download.h"
+#include "egress.h"
+#include "egress_head.h"
 #include "envstore.h"
 #include "log.h"
 #include "safefs.h"
@@ -128,11 +132,21 @@ static void unavailable(struct install_info *info, const char *why) {
   snprintf(info->why_unavailable, sizeof(info->why_unavailable), "%s", why);
 }
 
+void install_describe_index(const struct server_settings *s, char *out, size_t len) {
+  const char *url = settings_index_url(s);
+  const char *scheme_end = strstr(url, "://");
+  const char *at = scheme_end != NULL ? strchr(scheme_end + 3, '@') : NULL;
+  const char *slash = scheme_end != NULL ? strchr(scheme_end + 3, '/') : NULL;
+  if (at != NULL && (slash == NULL || at < slash)) /* credentials: never shown */
+    snprintf(out, len, "%.*s***%s", (int)(scheme_end + 3 - url), url, at);
+  else
+    snprintf(out, len, "%s", url);
+}
+
 void install_probe(const struct server_settings *s, struct install_info *info) {
   memset(info, 0, sizeof(*info));
-  if (s->wheelhouse[0] == '\0' && s->index_url[0] == '\0' &&
-      s->pip_proxy[0] == '\0' && s->requirements_allow_urls == 0) {
-    unavailable(info, "no package source is configured (--wheelhouse, --index-url or "
+  if (s->offline != 0 && s->wheelhouse[0] == '\0' && s->requirements_allow_urls == 0) {
+    unavailable(info, "no package source is configured (offline = 1, and no --wheelhouse or "
                       "--requirements-allow-urls)");
     return;
   }
@@ -169,13 +183,14 @@ void install_probe(const struct server_settings *s, struct install_info *info) {
     unavailable(info, "the wheelhouse cannot be read");
     return;
   }
+  /* The index in force, not the proxy: a proxy changes the path, not what
+   * is installed. Offline keys are what they were before the index became
+   * the default. */
+  const char *index = settings_index_url(s);
   snprintf(info->key_context, sizeof(info->key_context),
            "python=%.100s\npip=%.40s\nsource=%s\nwheelhouse=%.300s "
            "%s\nindex-url=%.300s",
-           out, line2,
-           s->index_url[0] != '\0' || s->pip_proxy[0] != '\0' ? "network"
-                                                              : "offline",
-           s->wheelhouse, fp, s->index_url);
+           out, line2, index[0] != '\0' ? "network" : "offline", s->wheelhouse, fp, index);
   info->available = true;
 }
 
@@ -198,16 +213,41 @@ static void tail_text(const uint8_t *data, size_t len, char *out,
   out[n] = '\0';
 }
 
+/* What the egress proxy answered, when pip's output shows it: pip prints
+ * the reason phrase of a refused CONNECT ("Tunnel connection failed: 403
+ * sandboxd egress: ...') or GET ("403 Client Error: sandboxd egress: ...
+ * for url: ..."). Our reasons hold no quotes, so a quote, a newline or
+ * " for url:" ends one. */
+static void egress_reason(const char *output, char *out, size_t len) {
+  out[0] = '\0';
+  const char *at = strstr(output, EGRESS_REASON_PREFIX);
+  if (at == NULL || len == 0)
+    return;
+  at += strlen(EGRESS_REASON_PREFIX);
+  size_t n = strcspn(at, "'\"\n");
+  const char *url = strstr(at, " for url:");
+  if (url != NULL && (size_t)(url - at) < n)
+    n = (size_t)(url - at);
+  snprintf(out, len, "%.*s", (int)(n < 300 ? n : 300), at);
+}
+
 void install_failure_hint(const char *output, const struct server_settings *s,
                           char *hint, size_t len) {
   static const char *const patterns[] = {
       "No matching distribution found for ",
       "Could not find a version that satisfies the requirement "};
-  char where[400];
-  if (s->index_url[0] != '\0')
-    snprintf(where, sizeof(where), "index %.300s", s->index_url);
+  char where[700], index[SETTINGS_URL_MAX];
+  install_describe_index(s, index, sizeof index);
+  if (index[0] != '\0' && s->wheelhouse[0] != '\0')
+    snprintf(where, sizeof(where), "index %.300s, wheelhouse %.300s", index, s->wheelhouse);
+  else if (index[0] != '\0')
+    snprintf(where, sizeof(where), "index %.300s", index);
   else
     snprintf(where, sizeof(where), "wheelhouse %.300s", s->wheelhouse);
+  char proxy[320], said[360] = "";
+  egress_reason(output, proxy, sizeof proxy);
+  if (proxy[0] != '\0')
+    snprintf(said, sizeof said, "; the egress proxy said: %s", proxy);
   for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
     const char *at = strstr(output, patterns[p]);
     if (at == NULL)
@@ -222,8 +262,8 @@ void install_failure_hint(const char *output, const struct server_settings *s,
     snprintf(
         hint, len,
         "could not install '%s': no matching distribution in the configured "
-        "index (%s)",
-        name, where);
+        "index (%s)%s",
+        name, where, said);
     return;
   }
   if (strstr(output, "ResolutionImpossible") != NULL ||
@@ -233,9 +273,8 @@ void install_failure_hint(const char *output, const struct server_settings *s,
         "could not install the requirements: they conflict with each other");
     return;
   }
-  snprintf(
-      hint, len,
-      "could not install the requirements: pip failed (its output follows)");
+  snprintf(hint, len, "could not install the requirements: pip failed%s (its output follows)",
+           said);
 }
 
 /* Fetches the wheels of "name @ URL" requirements into the build workspace
@@ -327,20 +366,26 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
                                       "/workspace/" ENVSTORE_SITE};
   for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
     argv[n++] = fixed[i];
-  bool network = s->index_url[0] != '\0' || s->pip_proxy[0] != '\0';
+  /* With an index, pip's only route is the egress proxy in its namespace;
+   * the operator's --pip-proxy, if any, is the proxy's upstream, not pip's. */
+  const char *index = settings_index_url(s);
+  bool network = index[0] != '\0';
+  int netns_fd = network ? egress_netns_fd(&srv->egress, slot) : -1;
+  if (network && netns_fd < 0) {
+    snprintf(msg, msglen, "requirements: the egress proxy is not running; nothing ran");
+    return SBX_INTERNAL;
+  }
   if (!network)
     argv[n++] = "--no-index";
   if (s->wheelhouse[0] != '\0') {
     argv[n++] = "--find-links";
     argv[n++] = WHEELHOUSE_TARGET;
   }
-  if (s->index_url[0] != '\0') {
+  if (network) {
     argv[n++] = "--index-url";
-    argv[n++] = s->index_url;
-  }
-  if (s->pip_proxy[0] != '\0') {
+    argv[n++] = index;
     argv[n++] = "--proxy";
-    argv[n++] = s->pip_proxy;
+    argv[n++] = EGRESS_PROXY_URL;
   }
   argv[n++] = "--"; /* and defensively: nothing after this is an option */
   const char **all = calloc(n + set->n + 1, sizeof(*all));
@@ -365,6 +410,7 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
       .mounts = s->wheelhouse[0] != '\0' ? &wheelhouse : NULL,
       .n_mounts = s->wheelhouse[0] != '\0' ? 1 : 0,
       .network = network,
+      .netns_fd = netns_fd,
       .limits =
           {
               .timeout_ms = (uint64_t)s->pip_timeout_ms,

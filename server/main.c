@@ -27,6 +27,29 @@ static enum sandbox_backend backend_from_name(const char *name) {
   return SANDBOX_BACKEND_AUTO;
 }
 
+/* With an index in force, pip's only way out: the egress proxy, serving
+ * one installer namespace per worker slot. Logs what requirements use. */
+static int start_egress(struct server *srv, char *err, size_t errlen) {
+  const struct server_settings *s = &srv->settings;
+  char index[SETTINGS_URL_MAX], upstream[SETTINGS_URL_MAX + 16] = "";
+  install_describe_index(s, index, sizeof index);
+  if (index[0] != '\0') {
+    struct egress_config cfg;
+    if (egress_config_from(s, &cfg, err, errlen) < 0 ||
+        egress_start(&srv->egress, &cfg, srv->n_workers, err, errlen) < 0)
+      return -1;
+    if (s->pip_proxy[0] != '\0')
+      snprintf(upstream, sizeof upstream, " upstream=%s", s->pip_proxy);
+  }
+  log_line("requirements",
+           "available=true site_dir=%s offline=%s index_url=%s wheelhouse=%s urls=%s egress=%s%s",
+           srv->install.site_dir, index[0] != '\0' ? "false" : "true",
+           index[0] != '\0' ? index : "-", s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
+           s->requirements_allow_urls != 0 ? "true" : "false",
+           index[0] != '\0' ? EGRESS_PROXY_URL : "-", upstream);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static struct server srv; /* the one context; static only for its size */
   char err[1024];
@@ -114,9 +137,10 @@ int main(int argc, char **argv) {
     srv.store.max_building = s->max_concurrent_builds > 0 ? (unsigned)s->max_concurrent_builds
                              : s->workers >= 2           ? (unsigned)s->workers / 2
                                                          : 1;
-    log_line("requirements", "available=true site_dir=%s wheelhouse=%s index_url=%s",
-             srv.install.site_dir, s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
-             s->index_url[0] != '\0' ? s->index_url : "-");
+    if (start_egress(&srv, err, sizeof(err)) < 0) {
+      fprintf(stderr, "sandboxd: %s\n", err);
+      return 1;
+    }
   } else {
     srv.store.dir_fd = -1;
     log_line("requirements", "available=false reason=\"%s\"", srv.install.why_unavailable);
@@ -153,6 +177,7 @@ int main(int argc, char **argv) {
   }
   log_line("draining", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server_drain_and_stop(&srv);
+  egress_stop(&srv.egress); /* no build runs any more */
   session_table_destroy(&srv.sessions, srv.workspace_root_fd, srv.workspace_root);
   run_slots_unmount(&srv);
   envstore_close(&srv.store);

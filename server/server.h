@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "bounded_alloc.h"
+#include "egress.h"
 #include "envstore.h"
 #include "install.h"
 #include "mime.h"
@@ -66,6 +67,9 @@ struct server {
    * (docs/REQUIREMENTS.md). The store is open only when install.available. */
   struct install_info install;
   struct envstore store;
+  /* The installer's only way out when an index is in force (egress.h);
+   * zeroed, and never started, otherwise. */
+  struct egress egress;
   struct mime_db mime;
   atomic_bool draining;
   /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */

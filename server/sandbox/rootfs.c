@@ -172,8 +172,7 @@ static int write_etc(const struct rootfs *fs, uid_t uid_base, gid_t gid_base, un
   static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
   static const char nss[] = "passwd: files\ngroup: files\nhosts: files\n";
   static const char hostname[] = "sandbox\n";
-  /* Empty unless a run has network (the installer): then the host's file is
-   * bound over it. */
+  /* Empty: runs resolve no names (the installer's proxy resolves them). */
   if (write_file(fs->etc, "resolv.conf", "", 0, err) < 0)
     return -1;
   char ssl[4200];
@@ -374,10 +373,8 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = fs->etc,
                                          .path = AT("/etc"), .flags = RO_FLAGS});
   if (network) {
-    /* Name resolution and CA certificates for the installer's downloads. */
-    if (access("/etc/resolv.conf", R_OK) == 0)
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/resolv.conf",
-                                             .path = AT("/etc/resolv.conf"), .flags = RO_FLAGS});
+    /* CA certificates for the installer's TLS, which it speaks end to end
+     * through the egress proxy. No resolv.conf: the proxy resolves names. */
     if (access("/etc/ssl", R_OK) == 0)
       rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/ssl",
                                              .path = AT("/etc/ssl"), .flags = RO_FLAGS});
@@ -510,7 +507,7 @@ static int plan_mounts(const char *pre, bool template, const struct sandbox_spec
 
 bool rootfs_template_fits(const struct sandbox_spec *spec) {
   if (spec->network)
-    return false; /* the installer: resolv.conf and CA certificates bound in */
+    return false; /* the installer: the CA certificates bound in */
   /* Targets under /usr/ are existing directories in any root (checked,
    * with the source, when the plan is built); others may need creating. */
   for (size_t i = 0; i < spec->n_mounts; i++)

@@ -69,10 +69,14 @@ struct sandbox_spec {
   const struct sandbox_mount *mounts; /* extra read-only binds */
   size_t n_mounts;
   struct sandbox_limits limits; /* zeros take the defaults */
-  /* Host network and a seccomp profile that allows IPv4/IPv6 sockets, plus
-   * the host's resolv.conf and CA certificates. Only for the package
-   * installer when the configuration names an index; never for user code. */
+  /* The network profile: the run joins netns_fd, a network namespace the
+   * caller made (sandbox_netns_create), instead of the slot's empty one, and
+   * its seccomp profile allows IPv4/IPv6 sockets; the host's CA certificates
+   * are bound in. Only for the package installer, whose namespace holds
+   * nothing but the server's egress proxy; never for user code. The engine
+   * never gives a run the host's network namespace. */
   bool network;
+  int netns_fd; /* with network only; anything but a network namespace is EINVAL */
 };
 
 struct sandbox_result {
@@ -132,6 +136,14 @@ const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *
 int sandbox_run(struct sandbox_engine *engine, unsigned slot, const struct sandbox_spec *spec,
                 struct sandbox_result *result, struct sandbox_error *err);
 void sandbox_result_free(struct sandbox_result *result);
+
+/* Makes a network namespace for spec.netns_fd: only lo, brought up, and,
+ * when listen_fd is not NULL, a TCP socket listening on 127.0.0.1:port
+ * inside it (non-blocking, close-on-exec; port 0 picks one). Safe with
+ * threads around: a short-lived thread of its own unshares and exits, so no
+ * thread of the caller changes namespace. Returns the namespace's fd, or -1
+ * with err filled. */
+int sandbox_netns_create(uint16_t port, int *listen_fd, struct sandbox_error *err);
 
 /* Removes name (relative to parent_fd) and everything below it, without
  * following symlinks, whatever the depth. For trees a finished sandbox wrote. */
