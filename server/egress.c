@@ -114,7 +114,7 @@ int egress_config_from(const struct server_settings *s, struct egress_config *cf
 
 struct tunnel {
   struct egress *eg;
-  unsigned slot;
+  unsigned slot, generation;
   int client, far; /* far: the origin, or the upstream proxy */
   struct timespec start;
   const char *method;
@@ -487,11 +487,24 @@ static void tunnel_log(const struct tunnel *t) {
            (unsigned long long)ms_since(&t->start), t->status == 200 ? "end" : "reason", why);
 }
 
+/* Counts a refusal against the build that made the request. */
+static void note_refusal(const struct tunnel *t) {
+  if (t->status < 400)
+    return; /* relayed, or the client left: nothing the build was refused */
+  struct egress_slot *sl = &t->eg->slots[t->slot];
+  pthread_mutex_lock(&t->eg->mu);
+  if (sl->generation == t->generation && sl->refusals++ == 0)
+    snprintf(sl->first_refusal, sizeof sl->first_refusal, "%s %s: %s", t->method,
+             t->target[0] != '\0' ? t->target : "-", t->why);
+  pthread_mutex_unlock(&t->eg->mu);
+}
+
 static void *tunnel_main(void *arg) {
   struct tunnel *t = arg;
   struct egress *eg = t->eg;
   tunnel_serve(t);
   tunnel_log(t);
+  note_refusal(t);
   close(t->client);
   if (t->far >= 0)
     close(t->far);
@@ -509,6 +522,9 @@ static void *tunnel_main(void *arg) {
 static void refuse_now(struct egress *eg, unsigned slot, int fd, int status, const char *why) {
   struct tunnel t = {.eg = eg, .slot = slot, .client = fd, .far = -1, .method = "-",
                      .status = status};
+  pthread_mutex_lock(&eg->mu);
+  t.generation = eg->slots[slot].generation;
+  pthread_mutex_unlock(&eg->mu);
   clock_gettime(CLOCK_MONOTONIC, &t.start);
   snprintf(t.why, sizeof t.why, "%s", why);
   char out[1024];
@@ -517,6 +533,7 @@ static void refuse_now(struct egress *eg, unsigned slot, int fd, int status, con
   if (n > 0 && send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
     snprintf(t.why, sizeof t.why, "%s (not delivered)", why);
   tunnel_log(&t);
+  note_refusal(&t);
   close(fd);
 }
 
@@ -532,6 +549,7 @@ static int spawn_tunnel(struct egress *eg, unsigned slot, int fd) {
   pthread_attr_setstacksize(&attr, EGRESS_STACK_BYTES);
   pthread_mutex_lock(&eg->mu);
   eg->active++;
+  t->generation = eg->slots[slot].generation;
   pthread_t th;
   int rc = pthread_create(&th, &attr, tunnel_main, t);
   if (rc != 0)
@@ -619,6 +637,28 @@ int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned sl
   }
   eg->running = true;
   return 0;
+}
+
+void egress_build_begin(struct egress *eg, unsigned slot) {
+  if (!eg->running || slot >= eg->n_slots)
+    return;
+  pthread_mutex_lock(&eg->mu);
+  eg->slots[slot].generation++;
+  eg->slots[slot].refusals = 0;
+  eg->slots[slot].first_refusal[0] = '\0';
+  pthread_mutex_unlock(&eg->mu);
+}
+
+unsigned egress_build_refusals(struct egress *eg, unsigned slot, char *first, size_t len) {
+  if (len > 0)
+    first[0] = '\0';
+  if (!eg->running || slot >= eg->n_slots)
+    return 0;
+  pthread_mutex_lock(&eg->mu);
+  unsigned n = eg->slots[slot].refusals;
+  snprintf(first, len, "%s", eg->slots[slot].first_refusal);
+  pthread_mutex_unlock(&eg->mu);
+  return n;
 }
 
 int egress_netns_fd(const struct egress *eg, unsigned slot) {

@@ -44,6 +44,12 @@ struct egress_slot {
   int netns_fd;  /* the slot's installer namespace, for sandbox_spec.netns_fd */
   int listen_fd; /* 127.0.0.1:EGRESS_PORT inside it */
   atomic_uint tunnels; /* open now */
+  /* What the proxy refused during the slot's current build (under mu):
+   * pip shows a refused CONNECT's reason, but logs a refused GET's only at
+   * debug level, so the server tells the client itself. */
+  unsigned generation; /* one per build: a straggler of the last one is not counted */
+  unsigned refusals;
+  char first_refusal[320];
 };
 
 struct egress {
@@ -71,6 +77,13 @@ int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned sl
 
 /* The namespace pip of slot runs in; -1 when the proxy is not running. */
 int egress_netns_fd(const struct egress *eg, unsigned slot);
+
+/* Before a build in slot: forgets the refusals of the last one. */
+void egress_build_begin(struct egress *eg, unsigned slot);
+
+/* After a build in slot: how many of its requests the proxy refused or
+ * could not serve, with the first one's "METHOD target: reason" in first. */
+unsigned egress_build_refusals(struct egress *eg, unsigned slot, char *first, size_t len);
 
 /* Ends every tunnel and the acceptor, and waits for their threads. Safe on
  * a zeroed struct egress that never started. */

@@ -25,7 +25,6 @@
 
 #include "download.h"
 #include "egress.h"
-#include "egress_head.h"
 #include "envstore.h"
 #include "log.h"
 #include "safefs.h"
@@ -213,24 +212,6 @@ static void tail_text(const uint8_t *data, size_t len, char *out,
   out[n] = '\0';
 }
 
-/* What the egress proxy answered, when pip's output shows it: pip prints
- * the reason phrase of a refused CONNECT ("Tunnel connection failed: 403
- * sandboxd egress: ...') or GET ("403 Client Error: sandboxd egress: ...
- * for url: ..."). Our reasons hold no quotes, so a quote, a newline or
- * " for url:" ends one. */
-static void egress_reason(const char *output, char *out, size_t len) {
-  out[0] = '\0';
-  const char *at = strstr(output, EGRESS_REASON_PREFIX);
-  if (at == NULL || len == 0)
-    return;
-  at += strlen(EGRESS_REASON_PREFIX);
-  size_t n = strcspn(at, "'\"\n");
-  const char *url = strstr(at, " for url:");
-  if (url != NULL && (size_t)(url - at) < n)
-    n = (size_t)(url - at);
-  snprintf(out, len, "%.*s", (int)(n < 300 ? n : 300), at);
-}
-
 void install_failure_hint(const char *output, const struct server_settings *s,
                           char *hint, size_t len) {
   static const char *const patterns[] = {
@@ -244,10 +225,6 @@ void install_failure_hint(const char *output, const struct server_settings *s,
     snprintf(where, sizeof(where), "index %.300s", index);
   else
     snprintf(where, sizeof(where), "wheelhouse %.300s", s->wheelhouse);
-  char proxy[320], said[360] = "";
-  egress_reason(output, proxy, sizeof proxy);
-  if (proxy[0] != '\0')
-    snprintf(said, sizeof said, "; the egress proxy said: %s", proxy);
   for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
     const char *at = strstr(output, patterns[p]);
     if (at == NULL)
@@ -262,8 +239,8 @@ void install_failure_hint(const char *output, const struct server_settings *s,
     snprintf(
         hint, len,
         "could not install '%s': no matching distribution in the configured "
-        "index (%s)%s",
-        name, where, said);
+        "index (%s)",
+        name, where);
     return;
   }
   if (strstr(output, "ResolutionImpossible") != NULL ||
@@ -273,8 +250,7 @@ void install_failure_hint(const char *output, const struct server_settings *s,
         "could not install the requirements: they conflict with each other");
     return;
   }
-  snprintf(hint, len, "could not install the requirements: pip failed%s (its output follows)",
-           said);
+  snprintf(hint, len, "could not install the requirements: pip failed (its output follows)");
 }
 
 /* Fetches the wheels of "name @ URL" requirements into the build workspace
@@ -428,6 +404,7 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
   struct sandbox_result r;
   memset(&r, 0, sizeof(r));
   struct sandbox_error err = {0};
+  egress_build_begin(&srv->egress, slot);
   int rc = sandbox_run(srv->engine, slot, &spec, &r, &err);
   free(all);
   if (rc < 0) {
@@ -480,8 +457,16 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
                  s->pip_disk_bytes);
       break;
     }
+    /* The proxy's own record, not pip's output: pip does not show every
+     * refusal (a refused GET only at debug level), and the build's output
+     * is the package's to forge. */
+    char first[320], refused[400] = "";
+    unsigned n_refused = egress_build_refusals(&srv->egress, slot, first, sizeof first);
+    if (n_refused > 0)
+      snprintf(refused, sizeof refused, "; the egress proxy refused %u request%s, the first: %s",
+               n_refused, n_refused == 1 ? "" : "s", first);
     snprintf(msg, msglen,
-             "requirements: %s; nothing ran\npip's output (the end):\n%s", hint,
+             "requirements: %s%s; nothing ran\npip's output (the end):\n%s", hint, refused,
              tail);
     code = SBX_FAILED_PRECONDITION;
   }

@@ -46,8 +46,7 @@ sbx_code install_build(struct server *srv, unsigned slot,
  * the URL replaced by "***". */
 void install_describe_index(const struct server_settings *s, char *out, size_t len);
 
-/* The one-line hint for a failed install, from pip's output (and the egress
- * proxy's reason for a refusal, when pip's output shows one). */
+/* The one-line hint for a failed install, from pip's output. */
 void install_failure_hint(const char *output, const struct server_settings *s,
                           char *hint, size_t len);
 

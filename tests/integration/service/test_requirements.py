@@ -2,7 +2,7 @@
 """End-to-end tests of per-run requirements (docs/REQUIREMENTS.md): the real
 sandboxd and sandbox-run, offline, with wheels this test writes itself into a
 temporary wheelhouse (and, for the network mode, a PEP 503 index served from
-127.0.0.1). Uses test_service.py's Server and check. uid bases 64000-64900.
+127.0.0.1). Uses test_service.py's Server and check. uid bases 52000-64900.
 """
 import concurrent.futures
 import functools
@@ -26,9 +26,9 @@ from wheelhouse import make_module_wheel  # noqa: E402
 IMPORT = "import {mod}\nprint({mod}.VALUE)\n"
 
 
-def info(s):
-    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True,
-                       text=True, timeout=30)
+def info(s, url=None):
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", url or s.tcp, "--info"],
+                       capture_output=True, text=True, timeout=30)
     return json.loads(p.stdout)
 
 
@@ -54,7 +54,8 @@ def group_requirements_basic(b):
     make_module_wheel(wh, "sbx-dep", "1.0", "dep")
     make_module_wheel(wh, "sbx-uses-dep", "1.0", "uses dep", requires=["sbx-dep>=1"])
     make_module_wheel(wh, "sbx-broken", "1.0", "never", requires=["sbx-missing-dep"])
-    s = Server(b, 64000, "--workers", "2", "--wheelhouse", wh, "--max-requirements", "4")
+    s = Server(b, 52000, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+               "--max-requirements", "4")
     try:
         rc, out = s.run(IMPORT.format(mod="sbx_alpha"), *req_flags("sbx-alpha==1.0"))
         check(out.get("status") == "OK" and out.get("stdout") == "alpha one\n",
@@ -146,7 +147,7 @@ def group_requirements_basic(b):
     finally:
         s.stop()
     # A server with no package source says so, and still runs code.
-    s = Server(b, 64000)
+    s = Server(b, 52000, "--offline", "1")
     try:
         rc, out = s.run(HELLO, *req_flags("sbx-alpha"))
         check(out.get("status") == "FAILED_PRECONDITION" and "--wheelhouse" in out.get("error", ""),
@@ -164,7 +165,7 @@ def group_requirements_concurrency(b):
     wh = new_wheelhouse()
     make_module_wheel(wh, "sbx-shared", "1.0", "shared")
     make_module_wheel(wh, "sbx-fails", "1.0", "never", requires=["sbx-nowhere"])
-    s = Server(b, 64100, "--workers", "2", "--wheelhouse", wh)
+    s = Server(b, 52100, "--workers", "2", "--offline", "1", "--wheelhouse", wh)
     try:
         def one(i):
             return s.run(f"import sbx_shared\nprint(sbx_shared.VALUE, {i})\n",
@@ -205,7 +206,8 @@ def group_requirements_eviction_and_restart(b):
         make_module_wheel(wh, name, "1.0", name, padding=MB)
     # Room for two environments of a little over 1 MiB, not three.
     cap = str(MB * 5 // 2)
-    s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes", cap)
+    s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+               "--requirements-store-bytes", cap)
     try:
         def use(name, extra=""):
             mod = name.replace("-", "_")
@@ -257,8 +259,8 @@ def group_requirements_eviction_and_restart(b):
         # Restart: the store survives; leftovers of a crash are removed.
         os.makedirs(os.path.join(s.state, "envs", "tmp-" + "0" * 64 + "-9", "site"))
         os.makedirs(os.path.join(s.state, "envs", "f" * 64, "site"))  # no meta: incomplete
-        s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes",
-                   cap, "--state-dir", state)
+        s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+                   "--requirements-store-bytes", cap, "--state-dir", state)
         s.state = state  # the flag wins over the Server's own state dir
         i = info(s)
         check(i["environments"] == kept["environments"]
@@ -287,8 +289,8 @@ def group_requirements_eviction_and_restart(b):
         check("event=env_build" not in s.log_text(), "the server died before the build ended")
         p.kill()  # it would wait for a reply that never comes
         p.wait(30)
-        s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes",
-                   cap, "--state-dir", state)
+        s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+                   "--requirements-store-bytes", cap, "--state-dir", state)
         s.state = state  # the flag wins over the Server's own state dir
         check(info(s)["environments"] == kept["environments"]
               and all(re.fullmatch(r"[0-9a-f]{64}", n) for n in env_dirs(s.state)),
@@ -302,42 +304,146 @@ def group_requirements_eviction_and_restart(b):
         shutil.rmtree(wh, ignore_errors=True)
 
 
+class Index:
+    """A PEP 503 index on 127.0.0.1: files/ holds distributions, simple/<name>/
+    links to them. hits records every path asked for; request_lines the
+    request lines and headers as they arrived."""
+
+    def __init__(self):
+        self.root = new_wheelhouse()
+        self.files = os.path.join(self.root, "files")
+        os.makedirs(self.files)
+        self.hits = []
+        idx = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, directory=idx.root, **kw)
+
+            def log_message(self, fmt, *args):
+                idx.hits.append(self.path)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/simple/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def add(self, project, path):
+        d = os.path.join(self.root, "simple", project)
+        os.makedirs(d, exist_ok=True)
+        name = os.path.basename(path)
+        with open(os.path.join(d, "index.html"), "a") as f:
+            f.write(f'<a href="../../files/{name}">{name}</a>\n')
+
+    def stop(self):
+        self.httpd.shutdown()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def egress_lines(s, **fields):
+    """The proxy's log lines whose fields have the given values."""
+    out = []
+    for line in s.log_text().splitlines():
+        if " event=egress " not in line:
+            continue
+        if all(f" {k}={v} " in line + " " for k, v in fields.items()):
+            out.append(line)
+    return out
+
+
 def group_requirements_network(b):
-    """--index-url: pip (only pip) gets the host network and reads a PEP 503
-    index served here on 127.0.0.1."""
-    root = new_wheelhouse()
-    os.makedirs(os.path.join(root, "files"))
-    whl = make_module_wheel(os.path.join(root, "files"), "sbx-net", "1.0", "from the index")
-    os.makedirs(os.path.join(root, "simple", "sbx-net"))
-    with open(os.path.join(root, "simple", "sbx-net", "index.html"), "w") as f:
-        name = os.path.basename(whl)
-        f.write(f'<html><body><a href="../../files/{name}">{name}</a></body></html>\n')
-    hits = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, fmt, *args):
-            hits.append(self.path)
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                            functools.partial(Handler, directory=root))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/simple/"
-    s = Server(b, 64300, "--workers", "1", "--index-url", url)
+    """--index-url with a plain-http index on 127.0.0.1: pip (only pip) gets
+    it through the egress proxy, whose address guard refuses loopback unless
+    download-hosts names the host or download-allow-private is set."""
+    idx = Index()
+    idx.add("sbx-net", make_module_wheel(idx.files, "sbx-net", "1.0", "from the index"))
+    s = Server(b, 52300, "--workers", "1", "--index-url", idx.url)
     try:
+        check(info(s)["requirements_index_url"] == idx.url, "GetInfo names the index", info(s))
         rc, out = s.run(IMPORT.format(mod="sbx_net"), *req_flags("sbx-net"))
-        check(out.get("stdout") == "from the index\n", "pip installs from --index-url", out)
-        check(any(h.startswith("/simple/sbx-net") for h in hits)
-              and any(h.startswith("/files/") for h in hits), "through the index", hits)
-        port = httpd.server_address[1]
-        rc, out = s.run("import socket\ntry:\n"
-                        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                        "    print('connected')\nexcept OSError as e:\n    print('refused')\n",
-                        *req_flags("sbx-net"))
-        check(out.get("stdout") == "refused\n", "the user's code still has no network", out)
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "the egress proxy refused" in err
+              and f"GET 127.0.0.1:{idx.port}: address 127.0.0.1 is loopback (127.0.0.0/8)" in err
+              and "download-hosts" in err and "nothing ran" in err,
+              "without download-hosts the guard refuses the index on loopback, and says so", out)
+        check(idx.hits == [], "the proxy never connected to the index", idx.hits)
+        check(egress_lines(s, method="GET", target=f"127.0.0.1:{idx.port}", status=403),
+              "the refusal is logged", s.log_text()[-1500:])
     finally:
         s.stop()
-        httpd.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
+    for allow in (["--download-hosts", "127.0.0.1"], ["--download-allow-private", "1"]):
+        idx.hits.clear()
+        s = Server(b, 52300, "--workers", "1", "--index-url", idx.url, *allow)
+        try:
+            rc, out = s.run(IMPORT.format(mod="sbx_net"), *req_flags("sbx-net"))
+            check(out.get("stdout") == "from the index\n", f"pip installs from --index-url with "
+                  f"{' '.join(allow)}", out)
+            check(any(h.startswith("/simple/sbx-net") for h in idx.hits)
+                  and any(h.startswith("/files/") for h in idx.hits), "through the index",
+                  idx.hits)
+            check(egress_lines(s, method="GET", target=f"127.0.0.1:{idx.port}", status=200),
+                  "through the egress proxy (plain-http GET forwarded)", s.log_text()[-1500:])
+            rc, out = s.run("import socket\ntry:\n"
+                            f"    socket.create_connection(('127.0.0.1', {idx.port}), timeout=2)\n"
+                            "    print('connected')\nexcept OSError as e:\n    print('refused')\n",
+                            *req_flags("sbx-net"))
+            check(out.get("stdout") == "refused\n", "the user's code still has no network", out)
+        finally:
+            s.stop()
+    idx.stop()
+
+
+NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sandboxd-netns"]
+
+
+def group_requirements_default_index(b):
+    """Out of the box the index is pip's default, https://pypi.org/simple.
+    No index is reachable here, and nothing may leave the machine, so this
+    sandboxd runs in a network namespace of its own (only lo): the proxy's
+    name resolution fails as on an offline host, and the install fails
+    cleanly with the proxy's reason. --offline 1 gives the old answer."""
+    s = Server(b, 52600, "--workers", "1", wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_available"] is True
+              and i["requirements_index_url"] == "https://pypi.org/simple"
+              and i["requirements_wheelhouse"] is False,
+              "GetInfo: the default index is pip's, online, no wheelhouse", i)
+        check(re.search(r"event=requirements available=true .*offline=false "
+                        r"index_url=https://pypi.org/simple .*egress=http://127.0.0.1:3128",
+                        s.log_text()) is not None, "the start log says which source is in force",
+              s.log_text())
+        t0 = time.monotonic()
+        rc, out = s.run(HELLO, *req_flags("numpy"), url=s.ipc, timeout=120)
+        took = time.monotonic() - t0
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "could not install 'numpy'" in err
+              and "index https://pypi.org/simple" in err
+              and "the egress proxy refused" in err
+              and "CONNECT pypi.org:443: cannot resolve pypi.org" in err
+              and "nothing ran" in err,
+              "an install fails cleanly, with the proxy's reason", out)
+        check(took < 60, f"within a bounded time ({took:.1f} s)")
+        check(egress_lines(s, method="CONNECT", target="pypi.org:443", status=502),
+              "pip asked the proxy for pypi.org:443 (CONNECT)", s.log_text()[-1500:])
+    finally:
+        s.stop()
+    s = Server(b, 52600, "--workers", "1", "--offline", "1", wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_available"] is False and i["requirements_index_url"] == ""
+              and i["requirements_wheelhouse"] is False, "--offline 1: GetInfo says no index", i)
+        rc, out = s.run(HELLO, *req_flags("numpy"), url=s.ipc)
+        check(out.get("status") == "FAILED_PRECONDITION" and
+              "this server cannot install packages: no package source is configured"
+              in out.get("error", ""), "--offline 1 without a wheelhouse: FAILED_PRECONDITION", out)
+        rc, out = s.run(HELLO, url=s.ipc)
+        check(out.get("stdout") == "hello\n", "and code still runs", out)
+        check("event=egress" not in s.log_text(), "no proxy, no request through one")
+    finally:
+        s.stop()
 
 
 def group_requirements_urls(b):
@@ -367,10 +473,11 @@ def group_requirements_urls(b):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     web = f"http://127.0.0.1:{httpd.server_address[1]}"
     good = f"sbx-url @ {web}/sbx_url-1.0-py3-none-any.whl"
-    s = Server(b, 64400, "--workers", "2", "--requirements-allow-urls", "1",
+    s = Server(b, 52400, "--workers", "2", "--offline", "1", "--requirements-allow-urls", "1",
                "--download-hosts", "127.0.0.1", "--max-concurrent-builds", "1",
                "--pip-disk-bytes", str(4 << 20))
-    guarded = Server(b, 64500, "--workers", "1", "--requirements-allow-urls", "1")
+    guarded = Server(b, 52500, "--workers", "1", "--offline", "1",
+                     "--requirements-allow-urls", "1")
     try:
         check(info(s)["requirements_available"] is True,
               "requirements are available with URLs allowed and no other source", info(s))
