@@ -316,6 +316,22 @@ static sbx_code fetch_url_wheels(const struct server_settings *s, int ws_fd, uid
   return SBX_OK;
 }
 
+/* host[:port] of an http:// index URL, without credentials; false for any
+ * other URL. */
+static bool http_index_authority(const char *url, char *out, size_t len) {
+  if (strncmp(url, "http://", 7) != 0)
+    return false;
+  const char *a = url + 7;
+  size_t n = strcspn(a, "/?#");
+  const char *at = memchr(a, '@', n);
+  if (at != NULL) {
+    n -= (size_t)(at + 1 - a);
+    a = at + 1;
+  }
+  snprintf(out, len, "%.*s", (int)n, a);
+  return n > 0;
+}
+
 /* pip_args: what pip is given for each requirement (fetch_url_wheels). */
 static sbx_code run_pip(struct server *srv, unsigned slot,
                         const struct requirement_set *set,
@@ -357,11 +373,18 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
     argv[n++] = "--find-links";
     argv[n++] = WHEELHOUSE_TARGET;
   }
+  char trusted[SETTINGS_URL_MAX];
   if (network) {
     argv[n++] = "--index-url";
     argv[n++] = index;
     argv[n++] = "--proxy";
     argv[n++] = EGRESS_PROXY_URL;
+    /* pip ignores a plain-http index on any host but localhost unless told
+     * to trust it; the operator named it, so it is. */
+    if (http_index_authority(index, trusted, sizeof trusted)) {
+      argv[n++] = "--trusted-host";
+      argv[n++] = trusted;
+    }
   }
   argv[n++] = "--"; /* and defensively: nothing after this is an option */
   const char **all = calloc(n + set->n + 1, sizeof(*all));

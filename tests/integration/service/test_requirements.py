@@ -12,11 +12,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_service  # noqa: E402
@@ -323,7 +326,11 @@ class Index:
             def log_message(self, fmt, *args):
                 idx.hits.append(self.path)
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Quiet(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # a client cut off (the byte cap test) is expected
+
+        self.httpd = Quiet(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/simple/"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -444,6 +451,318 @@ def group_requirements_default_index(b):
         check("event=egress" not in s.log_text(), "no proxy, no request through one")
     finally:
         s.stop()
+
+
+# A PEP 517 backend in the sdist itself (backend-path, no build
+# requirements, so pip installs nothing first): pip runs it in the
+# installer's sandbox to build, as it would any package's setup.py. It is
+# the hostile code here: it probes the way out and reports one line.
+HOSTILE_BACKEND = r"""
+import os, socket, sys, time
+PROXY = ("127.0.0.1", 3128)
+R = {}
+
+def direct(name, host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        R[name] = "connected"
+    except ConnectionRefusedError:
+        R[name] = "refused"
+    except OSError as e:
+        R[name] = "errno%d" % (e.errno or 0)
+
+def status(data):
+    parts = data.split(b" ", 2)
+    return parts[1].decode() if data.startswith(b"HTTP/") and len(parts) > 1 else "none"
+
+def read_all(s, limit=1 << 30):
+    data = b""
+    try:
+        while len(data) < limit:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    return data
+
+def ask(head):
+    s = socket.create_connection(PROXY, timeout=10)
+    try:
+        s.sendall(head)
+    except OSError:
+        pass
+    data = read_all(s)
+    s.close()
+    return status(data)
+
+def tunnel(target):
+    s = socket.create_connection(PROXY, timeout=10)
+    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return s, status(head)
+
+def probes():
+    # At most pip-tunnels (4) connections at once per build: the fifth is refused.
+    socks = [socket.create_connection(PROXY, timeout=5) for _ in range(5)]
+    time.sleep(1)
+    got = []
+    for s in socks:
+        s.setblocking(False)
+        try:
+            got.append(status(s.recv(4096)))
+        except BlockingIOError:
+            got.append("none")
+    for s in socks:
+        s.close()
+    R["tunnels"] = ",".join(got)
+    time.sleep(0.5)
+    # No route but the proxy: not the host's loopback, not its other addresses.
+    direct("sandboxd", "127.0.0.1", SANDBOXD_PORT)
+    direct("listener", "127.0.0.1", LISTENER_PORT)
+    if HOST_ADDR:
+        direct("host_addr", HOST_ADDR, LISTENER_PORT)
+    # The proxy refuses what the policy refuses.
+    R["metadata"] = ask(b"CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n")
+    R["private_get"] = ask(b"GET http://10.0.0.1/ HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n")
+    R["sandboxd_port"] = ask(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % SANDBOXD_PORT)
+    R["post"] = ask(b"POST http://127.0.0.1:%d/ HTTP/1.1\r\n\r\n" % INDEX_PORT)
+    R["big_head"] = ask(b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n")
+    # CONNECT end to end: a tunnel to the index's port carries whatever is
+    # spoken through it (plain HTTP here; TLS for a real index), both ways.
+    s, st = tunnel(b"127.0.0.1:%d" % INDEX_PORT)
+    s.sendall(b"GET /simple/sbx-hostile/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    body = read_all(s)
+    R["tunnel"] = st + ("+index" if b"sbx_hostile-1.0.tar.gz" in body else "+nothing")
+    # The byte cap (pip-disk-bytes): a 3 MiB file through a 2 MiB tunnel.
+    s, st = tunnel(b"127.0.0.1:%d" % INDEX_PORT)
+    s.sendall(b"GET /files/big.bin HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    R["cap"] = "%s+%s" % (st, "short" if len(read_all(s)) < 3 << 20 else "full")
+    # Idle timeout (pip-idle-timeout-ms 1500): a silent request, a silent tunnel.
+    t0 = time.monotonic()
+    s = socket.create_connection(PROXY, timeout=10)
+    R["idle_head"] = status(read_all(s))
+    s, st = tunnel(b"127.0.0.1:%d" % INDEX_PORT)
+    R["idle_tunnel"] = "%s+%s" % (st, "closed" if read_all(s) == b"" else "data")
+    R["idle_s"] = "%d" % round(time.monotonic() - t0)
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    # The results go into the wheel it builds (module sbx_hostile, VALUE),
+    # so the test reads them from a run: no length cap on the way back.
+    import base64, hashlib, zipfile
+    try:
+        probes()
+    except Exception as e:
+        R["crash"] = repr(e)[:100].replace(" ", "_")
+    info = "sbx_hostile-1.0.dist-info"
+    files = {
+        "sbx_hostile/__init__.py": "VALUE = %r\n" % "".join("PROBE %s=%s\n" % kv for kv in R.items()),
+        info + "/METADATA": "Metadata-Version: 2.1\nName: sbx-hostile\nVersion: 1.0\n",
+        info + "/WHEEL": "Wheel-Version: 1.0\nGenerator: hostile\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    name = "sbx_hostile-1.0-py3-none-any.whl"
+    record = ""
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for path, text in files.items():
+            data = text.encode()
+            z.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record += "%s,sha256=%s,%d\n" % (path, digest.decode(), len(data))
+        z.writestr(info + "/RECORD", record + info + "/RECORD,,\n")
+    return name
+"""
+
+
+def make_hostile_sdist(directory, **ports):
+    import io
+    import tarfile
+    code = "".join(f"{k} = {v!r}\n" for k, v in ports.items()) + HOSTILE_BACKEND
+    members = {
+        "PKG-INFO": "Metadata-Version: 2.1\nName: sbx-hostile\nVersion: 1.0\n",
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "hostile_backend"\n'
+                          'backend-path = ["."]\n',
+        "hostile_backend.py": code,
+    }
+    path = os.path.join(directory, "sbx_hostile-1.0.tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode()
+            ti = tarfile.TarInfo(f"sbx_hostile-1.0/{name}")
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
+    return path
+
+
+def host_address():
+    """An address of this host other than loopback, if it has one."""
+    p = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                       capture_output=True, text=True)
+    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", p.stdout)
+    return m.group(1) if m else ""
+
+
+def group_requirements_egress(b):
+    """The installer's network, probed from inside by a hostile build step
+    (an sdist's in-tree PEP 517 backend): no route but the egress proxy,
+    the proxy's refusals (policy, port, method, head size), a CONNECT tunnel
+    end to end, the tunnel, byte and idle caps."""
+    idx = Index()
+    with open(os.path.join(idx.files, "big.bin"), "wb") as f:
+        f.write(os.urandom(3 << 20))
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(8)
+    listener.settimeout(0.1)
+    addr = host_address()
+    s = Server(b, 52700, "--workers", "1", "--index-url", idx.url, "--download-hosts",
+               "127.0.0.1", "--pip-tunnels", "4", "--pip-idle-timeout-ms", "1500",
+               "--pip-disk-bytes", str(2 << 20))
+    try:
+        idx.add("sbx-hostile", make_hostile_sdist(
+            idx.files, SANDBOXD_PORT=s.port, LISTENER_PORT=listener.getsockname()[1],
+            HOST_ADDR=addr, INDEX_PORT=idx.port))
+        rc, out = s.run(IMPORT.format(mod="sbx_hostile"), *req_flags("sbx-hostile"),
+                        timeout=120)
+        r = dict(re.findall(r"PROBE (\w+)=(\S+)", out.get("stdout", "")))
+        check(out.get("status") == "OK" and "idle_s" in r,
+              "the hostile build ran in the installer and reported (in the wheel it built)", out)
+        print("probes:", r)
+        t = r.get("tunnels", "").split(",")
+        check(len(t) == 5 and t[-1] == "503" and t[:3] == ["none"] * 3,
+              "at most --pip-tunnels connections at once per build: the fifth gets 503", r)
+        check(r.get("sandboxd") == "refused" and r.get("listener") == "refused",
+              "no route to the host's loopback: sandboxd's port and a host listener refused "
+              "(the installer's own lo)", r)
+        if addr:
+            check(r.get("host_addr") == "errno101",
+                  f"no route to the host's address {addr} (ENETUNREACH)", r)
+        try:
+            listener.accept()
+            reached = True
+        except (socket.timeout, BlockingIOError):
+            reached = False
+        check(not reached, "the host listener never got a connection")
+        check(r.get("metadata") == "403" and r.get("private_get") == "403",
+              "the proxy refuses the metadata address and a private one (403)", r)
+        check(egress_lines(s, target="169.254.169.254:80", status=403)
+              and "host 169.254.169.254 is not in download-hosts" in s.log_text(),
+              "with its reason", s.log_text()[-2000:])
+        check(r.get("sandboxd_port") == "403"
+              and f"port {s.port} is not allowed (80, 443 and the index's {idx.port} only)"
+              in s.log_text(), "a port other than 80, 443 and the index's: 403", r)
+        check(r.get("post") == "405" and r.get("big_head") == "431",
+              "other methods 405, a head over 8 KiB 431", r)
+        check(r.get("tunnel") == "200+index",
+              "CONNECT end to end: 200, then bytes both ways through the tunnel", r)
+        check(r.get("cap") == "200+short" and "more than 2097152 bytes (pip-disk-bytes)"
+              in s.log_text(), "a tunnel stops at --pip-disk-bytes", r)
+        check(r.get("idle_head") == "408" and r.get("idle_tunnel") == "200+closed"
+              and 2 <= int(r.get("idle_s", "99")) <= 8,
+              "silent connections end after --pip-idle-timeout-ms (408 before a request)", r)
+        rc, out = s.run(HELLO)
+        check(out.get("stdout") == "hello\n", "the server still serves", out)
+    finally:
+        s.stop()
+        listener.close()
+        idx.stop()
+
+
+def group_requirements_upstream(b):
+    """--pip-proxy: the egress proxy checks each request, then hands it to
+    the operator's upstream proxy, which resolves and connects (here: a
+    small proxy on 127.0.0.1 that serves every host from the local index).
+    The index's name does not resolve on this machine at all."""
+    idx = Index()
+    idx.add("sbx-up", make_module_wheel(idx.files, "sbx-up", "1.0", "via the upstream"))
+    seen = []
+
+    class Upstream(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.requestline, self.headers.get("Connection")))
+            m = re.match(r"http://[^/]+(/.*)", self.path)
+            if not m:
+                self.send_error(400)
+                return
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            try:
+                resp = opener.open(f"http://127.0.0.1:{idx.port}{m.group(1)}", timeout=10)
+                body = resp.read()
+            except urllib.error.HTTPError as e:
+                self.send_error(e.code)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", resp.headers.get("Content-Type", ""))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_CONNECT(self):
+            seen.append((self.requestline, self.headers.get("Host")))
+            self.send_response(403, "upstream says no")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    up = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=up.serve_forever, daemon=True).start()
+    proxy = f"http://127.0.0.1:{up.server_address[1]}"
+    name_url = f"http://sbx-index.invalid:{idx.port}/simple/"
+    s = Server(b, 52800, "--workers", "1", "--index-url", name_url, "--pip-proxy", proxy,
+               "--download-hosts", "sbx-index.invalid")
+    try:
+        rc, out = s.run(IMPORT.format(mod="sbx_up"), *req_flags("sbx-up"))
+        check(out.get("stdout") == "via the upstream\n",
+              "pip installs through the egress proxy and the upstream proxy", out)
+        check(any(l.startswith(f"GET http://sbx-index.invalid:{idx.port}/simple/sbx-up/")
+                  and c == "close" for l, c in seen),
+              "the upstream got the absolute-form request, one per connection", seen)
+    finally:
+        s.stop()
+    # An https index: pip's CONNECT goes to the upstream as a CONNECT, and
+    # the upstream's answer reaches pip unchanged.
+    seen.clear()
+    s = Server(b, 52800, "--workers", "1", "--index-url",
+               f"https://sbx-index.invalid:{idx.port}/simple/", "--pip-proxy", proxy,
+               "--download-hosts", "sbx-index.invalid")
+    try:
+        rc, out = s.run(HELLO, *req_flags("sbx-up"))
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "Tunnel connection failed: 403 upstream says no" in out.get("error", ""),
+              "the upstream's refusal of the CONNECT reaches pip", out)
+        check((f"CONNECT sbx-index.invalid:{idx.port} HTTP/1.1", f"sbx-index.invalid:{idx.port}")
+              in seen, "the upstream got the CONNECT", seen)
+    finally:
+        s.stop()
+    # The egress proxy's own checks come first: a host not in download-hosts,
+    # and an address literal the guard refuses, never reach the upstream.
+    for allow, url, why in [
+            (["--download-hosts", "other.example"], name_url,
+             "host sbx-index.invalid is not in download-hosts"),
+            ([], idx.url, "address 127.0.0.1 is loopback")]:
+        seen.clear()
+        s = Server(b, 52800, "--workers", "1", "--index-url", url, "--pip-proxy", proxy, *allow)
+        try:
+            rc, out = s.run(HELLO, *req_flags("sbx-up"))
+            check(out.get("status") == "FAILED_PRECONDITION" and why in out.get("error", ""),
+                  f"refused before the upstream: {why}", out)
+            check(seen == [], "the upstream saw nothing", seen)
+        finally:
+            s.stop()
+    up.shutdown()
+    idx.stop()
 
 
 def group_requirements_urls(b):
