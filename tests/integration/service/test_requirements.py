@@ -451,6 +451,35 @@ def group_requirements_default_index(b):
         check("event=egress" not in s.log_text(), "no proxy, no request through one")
     finally:
         s.stop()
+    # A wheelhouse alone does not make the server offline; --offline 1 does,
+    # and then the wheelhouse is the only source: no index, no proxy.
+    wh = new_wheelhouse()
+    make_module_wheel(wh, "sbx-local", "1.0", "from the wheelhouse")
+    s = Server(b, 52600, "--workers", "1", "--wheelhouse", wh, wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_index_url"] == "https://pypi.org/simple"
+              and i["requirements_wheelhouse"] is True,
+              "a wheelhouse alone: the index stays in force, the wheelhouse is offered too", i)
+    finally:
+        s.stop()
+    s = Server(b, 52600, "--workers", "1", "--offline", "1", "--wheelhouse", wh, wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_available"] is True and i["requirements_index_url"] == ""
+              and i["requirements_wheelhouse"] is True, "--offline 1 with a wheelhouse", i)
+        rc, out = s.run(IMPORT.format(mod="sbx_local"), *req_flags("sbx-local"), url=s.ipc)
+        check(out.get("stdout") == "from the wheelhouse\n", "installs from the wheelhouse", out)
+        rc, out = s.run(HELLO, *req_flags("numpy"), url=s.ipc)
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "could not install 'numpy': no matching distribution in the configured index "
+                  f"(wheelhouse {wh})" in err and "egress proxy" not in err,
+              "and nothing else: no index asked, no proxy", out)
+        check("event=egress" not in s.log_text(), "no request through a proxy")
+    finally:
+        s.stop()
+        shutil.rmtree(wh, ignore_errors=True)
 
 
 # A PEP 517 backend in the sdist itself (backend-path, no build
