@@ -45,52 +45,82 @@ __attribute__((format(printf, 3, 4))) static int config_fail(char *err, size_t e
   return -1;
 }
 
-/* Host (brackets stripped) and port of url: the index URL (its port, or
- * the scheme's), or --pip-proxy (http://host:port and nothing more). */
-static int url_host_port(const char *url, bool proxy, char *host, size_t hostlen, uint16_t *port,
-                         char *err, size_t errlen) {
-  const char *what = proxy ? "pip-proxy" : "index-url";
-  cleanup_free char *h = NULL;
-  char *scheme = NULL, *p = NULL, *user = NULL, *path = NULL, *query = NULL;
+/* What the proxy needs of a configured URL, from libcurl's parser; parts
+ * the URL lacks are NULL. */
+struct url_parts {
+  char *scheme, *host, *port, *user, *path, *query;
+};
+
+static void url_parts_free(struct url_parts *p) {
+  char *parts[] = {p->scheme, p->host, p->port, p->user, p->path, p->query};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    curl_free(parts[i]);
+  memset(p, 0, sizeof *p);
+}
+
+/* default_port: the scheme's port when the URL names none. */
+static int url_split(const char *url, bool default_port, struct url_parts *p) {
+  memset(p, 0, sizeof *p);
   CURLU *u = curl_url();
-  int rv = -1;
-  if (u == NULL)
-    return config_fail(err, errlen, "%s: out of memory", what);
-  if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK) {
-    config_fail(err, errlen, "%s: \"%s\" is not a URL", what, url);
-  } else if (proxy && (strcmp(scheme, "http") != 0 ||
-                       curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK ||
-                       curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
-                       (curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK &&
-                        strcmp(path, "/") != 0))) {
-    config_fail(err, errlen, "pip-proxy: \"%s\" is not http://host:port (no credentials, path "
-                "or query)", url);
-  } else if (curl_url_get(u, CURLUPART_PORT, &p, proxy ? 0 : CURLU_DEFAULT_PORT) != CURLUE_OK) {
-    config_fail(err, errlen, "%s: \"%s\" has no port", what, url);
-  } else {
-    size_t n = strlen(h);
-    const char *start = h;
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']')
-      start++, n -= 2;
-    if (n == 0 || n >= hostlen)
-      config_fail(err, errlen, "%s: host of \"%s\" too long", what, url);
-    else {
-      memcpy(host, start, n);
-      host[n] = '\0';
-      long v = strtol(p, NULL, 10);
-      *port = (uint16_t)v;
-      rv = v > 0 && v <= 65535 ? 0 : config_fail(err, errlen, "%s: bad port", what);
-    }
+  if (u == NULL || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_SCHEME, &p->scheme, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_HOST, &p->host, 0) != CURLUE_OK) {
+    curl_url_cleanup(u);
+    url_parts_free(p);
+    return -1;
   }
-  curl_free(scheme);
-  curl_free(p);
-  curl_free(user);
-  curl_free(path);
-  curl_free(query);
+  /* Optional parts: absent ones stay NULL. */
+  curl_url_get(u, CURLUPART_PORT, &p->port, default_port ? CURLU_DEFAULT_PORT : 0);
+  curl_url_get(u, CURLUPART_USER, &p->user, 0);
+  curl_url_get(u, CURLUPART_PATH, &p->path, 0);
+  curl_url_get(u, CURLUPART_QUERY, &p->query, 0);
   curl_url_cleanup(u);
-  return rv;
+  return 0;
+}
+
+/* The host without an IPv6 literal's brackets, and the port. */
+static int url_host_port(const struct url_parts *p, char *host, size_t hostlen, uint16_t *port) {
+  size_t n = strlen(p->host);
+  const char *start = p->host;
+  if (n >= 2 && start[0] == '[' && start[n - 1] == ']')
+    start++, n -= 2;
+  long v = p->port != NULL ? strtol(p->port, NULL, 10) : 0;
+  if (n == 0 || n >= hostlen || v < 1 || v > 65535)
+    return -1;
+  memcpy(host, start, n);
+  host[n] = '\0';
+  *port = (uint16_t)v;
+  return 0;
+}
+
+/* Only the index URL's port matters to the proxy (the port allowlist). */
+static int index_port(const char *url, uint16_t *port, char *err, size_t errlen) {
+  struct url_parts p;
+  char host[256];
+  if (url_split(url, true, &p) < 0)
+    return config_fail(err, errlen, "index-url: \"%s\" is not a URL", url);
+  int rv = url_host_port(&p, host, sizeof host, port);
+  url_parts_free(&p);
+  return rv == 0 ? 0 : config_fail(err, errlen, "index-url: no host or port in \"%s\"", url);
+}
+
+/* --pip-proxy: http://host:port and nothing more (no credentials: the proxy
+ * would have to send them, and they would show in logs and GetInfo). */
+static int upstream(const char *url, struct egress_config *cfg, char *err, size_t errlen) {
+  struct url_parts p;
+  if (url_split(url, false, &p) < 0)
+    return config_fail(err, errlen, "pip-proxy: \"%s\" is not a URL", url);
+  bool plain = strcmp(p.scheme, "http") == 0 && p.user == NULL && p.query == NULL &&
+               (p.path == NULL || strcmp(p.path, "/") == 0);
+  int rv = plain && p.port != NULL ? url_host_port(&p, cfg->upstream_host,
+                                                   sizeof cfg->upstream_host, &cfg->upstream_port)
+                                   : -1;
+  url_parts_free(&p);
+  return rv == 0 ? 0
+                 : config_fail(err, errlen,
+                               "pip-proxy: \"%s\" is not http://host:port (a port, and no "
+                               "credentials, path or query)",
+                               url);
 }
 
 int egress_config_from(const struct server_settings *s, struct egress_config *cfg, char *err,
@@ -99,13 +129,9 @@ int egress_config_from(const struct server_settings *s, struct egress_config *cf
   cfg->policy = download_policy_from(s, (uint64_t)s->pip_disk_bytes);
   cfg->tunnels_per_build = (unsigned)s->pip_tunnels;
   cfg->idle_ms = (uint64_t)s->pip_idle_timeout_ms;
-  char host[256];
-  if (url_host_port(settings_index_url(s), false, host, sizeof host, &cfg->index_port, err,
-                    errlen) < 0)
+  if (index_port(settings_index_url(s), &cfg->index_port, err, errlen) < 0)
     return -1;
-  if (s->pip_proxy[0] != '\0' &&
-      url_host_port(s->pip_proxy, true, cfg->upstream_host, sizeof cfg->upstream_host,
-                    &cfg->upstream_port, err, errlen) < 0)
+  if (s->pip_proxy[0] != '\0' && upstream(s->pip_proxy, cfg, err, errlen) < 0)
     return -1;
   return 0;
 }
@@ -119,8 +145,8 @@ struct tunnel {
   struct timespec start;
   const char *method;
   char target[EGRESS_HOST_MAX + 16];
-  int status;    /* what the client was answered: 200 (relayed), or a refusal */
-  char why[400]; /* the refusal's reason, or how the relay ended */
+  int status;        /* what the client was answered: 200 (relayed), or a refusal */
+  char why[400];     /* the refusal's reason, or how the relay ended */
   uint64_t up, down; /* bytes relayed client -> far, far -> client */
 };
 
@@ -262,20 +288,20 @@ static int connect_host(struct tunnel *t, const char *host, uint16_t port, bool 
   for (const struct addrinfo *ai = res; ai != NULL && n < EGRESS_MAX_ADDRESSES && t->far < 0;
        ai = ai->ai_next, n++) {
     char why[256];
-    if (checked &&
-        download_policy_address(&t->eg->cfg.policy, ai->ai_addr, ai->ai_addrlen, why,
-                                sizeof why) < 0) {
+    if (checked && download_policy_address(&t->eg->cfg.policy, ai->ai_addr, ai->ai_addrlen, why,
+                                           sizeof why) < 0) {
       if (refused[0] == '\0')
         snprintf(refused, sizeof refused, "%s", why);
       continue;
     }
     t->far = connect_one(t, ai);
+    int e = errno;
     if (t->far < 0 && failed[0] == '\0') {
-      timed_out = errno == ETIMEDOUT;
+      timed_out = e == ETIMEDOUT;
       char text[64];
       netaddr_format(ai->ai_addr, ai->ai_addrlen, text, sizeof text);
       snprintf(failed, sizeof failed, "cannot connect to %s port %u: %s", text, (unsigned)port,
-               strerror(errno));
+               strerror(e));
     }
   }
   freeaddrinfo(res);
@@ -520,8 +546,8 @@ static void *tunnel_main(void *arg) {
 /* ---- accepting ---- */
 
 static void refuse_now(struct egress *eg, unsigned slot, int fd, int status, const char *why) {
-  struct tunnel t = {.eg = eg, .slot = slot, .client = fd, .far = -1, .method = "-",
-                     .status = status};
+  struct tunnel t = {
+      .eg = eg, .slot = slot, .client = fd, .far = -1, .method = "-", .status = status};
   pthread_mutex_lock(&eg->mu);
   t.generation = eg->slots[slot].generation;
   pthread_mutex_unlock(&eg->mu);
@@ -626,8 +652,7 @@ int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned sl
     eg->slots[i].netns_fd = sandbox_netns_create(EGRESS_PORT, &eg->slots[i].listen_fd, &e);
     if (eg->slots[i].netns_fd < 0) {
       egress_stop(eg);
-      return config_fail(err, errlen, "egress proxy: installer namespace of slot %u: %s", i,
-                         e.msg);
+      return config_fail(err, errlen, "egress proxy: installer namespace of slot %u: %s", i, e.msg);
     }
   }
   int rc = pthread_create(&eg->acceptor, NULL, acceptor_main, eg);

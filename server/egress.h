@@ -36,13 +36,13 @@ struct egress_config {
   uint16_t index_port;           /* allowed besides 80 and 443 */
   char upstream_host[256];       /* --pip-proxy's host (IPv6 without brackets); "" = direct */
   uint16_t upstream_port;
-  unsigned tunnels_per_build;    /* open at once per slot; past it 503 */
-  uint64_t idle_ms;              /* no byte either way for this long ends a tunnel */
+  unsigned tunnels_per_build; /* open at once per slot; past it 503 */
+  uint64_t idle_ms;           /* no byte either way for this long ends a tunnel */
 };
 
 struct egress_slot {
-  int netns_fd;  /* the slot's installer namespace, for sandbox_spec.netns_fd */
-  int listen_fd; /* 127.0.0.1:EGRESS_PORT inside it */
+  int netns_fd;        /* the slot's installer namespace, for sandbox_spec.netns_fd */
+  int listen_fd;       /* 127.0.0.1:EGRESS_PORT inside it */
   atomic_uint tunnels; /* open now */
   /* What the proxy refused during the slot's current build (under mu):
    * pip shows a refused CONNECT's reason, but logs a refused GET's only at

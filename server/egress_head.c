@@ -174,9 +174,16 @@ static bool name_is(const char *line, size_t nlen, const char *name) {
 
 /* Headers the proxy sets itself or that concern only this hop. */
 static bool hop_header(const char *line, size_t nlen) {
-  static const char *const drop[] = {"host", "connection", "proxy-connection", "keep-alive",
-                                     "proxy-authorization", "proxy-authenticate", "te",
-                                     "trailer", "upgrade", "content-length"};
+  static const char *const drop[] = {"host",
+                                     "connection",
+                                     "proxy-connection",
+                                     "keep-alive",
+                                     "proxy-authorization",
+                                     "proxy-authenticate",
+                                     "te",
+                                     "trailer",
+                                     "upgrade",
+                                     "content-length"};
   for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
     if (name_is(line, nlen, drop[i]))
       return true;
@@ -234,8 +241,7 @@ int egress_parse_head(const char *buf, size_t len, struct egress_request *req, c
   return st;
 }
 
-void egress_authority(const struct egress_request *req, bool with_port, char *out,
-                      size_t outlen) {
+void egress_authority(const struct egress_request *req, bool with_port, char *out, size_t outlen) {
   const char *l = req->host_ipv6 ? "[" : "", *r = req->host_ipv6 ? "]" : "";
   if (with_port)
     snprintf(out, outlen, "%s%s%s:%u", l, req->host, r, (unsigned)req->port);
@@ -278,9 +284,8 @@ size_t egress_connect_head(const struct egress_request *req, char *out, size_t o
   char authority[EGRESS_HOST_MAX + 16];
   egress_authority(req, true, authority, sizeof authority);
   size_t n = 0;
-  return put(out, outlen, &n, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority)
-             ? n
-             : 0;
+  return put(out, outlen, &n, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority) ? n
+                                                                                               : 0;
 }
 
 size_t egress_refusal(int status, const char *why, char *out, size_t outlen) {

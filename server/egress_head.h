@@ -41,7 +41,7 @@ struct egress_request {
    * or IPv6 literal (without its brackets), NUL-terminated. */
   char host[EGRESS_HOST_MAX + 1];
   bool host_ipv6;
-  uint16_t port; /* 1-65535; GET/HEAD without one: 80 */
+  uint16_t port;           /* 1-65535; GET/HEAD without one: 80 */
   struct egress_span path; /* GET/HEAD: starts with '/'; empty means "/" */
   /* Header lines kept for forwarding ("Name: value", no CRLF): those the
    * proxy sets itself (Host, Connection) and hop-by-hop ones are left out. */

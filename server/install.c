@@ -415,8 +415,7 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
               .timeout_ms = (uint64_t)s->pip_timeout_ms,
               .cpu_time_ms = (uint64_t)s->pip_timeout_ms,
               /* The tmpfs's pages are charged to pip's cgroup too. */
-              .memory_bytes =
-                  (uint64_t)(s->pip_memory_bytes + s->pip_disk_bytes),
+              .memory_bytes = (uint64_t)(s->pip_memory_bytes + s->pip_disk_bytes),
               .output_bytes = PIP_OUTPUT_BYTES,
               .max_processes = PIP_MAX_PROCESSES,
               .file_size_bytes = (uint64_t)s->pip_disk_bytes,
@@ -488,9 +487,8 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
     if (n_refused > 0)
       snprintf(refused, sizeof refused, "; the egress proxy refused %u request%s, the first: %s",
                n_refused, n_refused == 1 ? "" : "s", first);
-    snprintf(msg, msglen,
-             "requirements: %s%s; nothing ran\npip's output (the end):\n%s", hint, refused,
-             tail);
+    snprintf(msg, msglen, "requirements: %s%s; nothing ran\npip's output (the end):\n%s", hint,
+             refused, tail);
     code = SBX_FAILED_PRECONDITION;
   }
   sandbox_result_free(&r);

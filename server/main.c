@@ -29,14 +29,13 @@ static enum sandbox_backend backend_from_name(const char *name) {
 
 /* With an index in force, pip's only way out: the egress proxy, serving
  * one installer namespace per worker slot. Logs what requirements use. */
-static int start_egress(struct server *srv, char *err, size_t errlen) {
+static int start_egress(struct server *srv, const struct egress_config *cfg, char *err,
+                        size_t errlen) {
   const struct server_settings *s = &srv->settings;
   char index[SETTINGS_URL_MAX], upstream[SETTINGS_URL_MAX + 16] = "";
   install_describe_index(s, index, sizeof index);
   if (index[0] != '\0') {
-    struct egress_config cfg;
-    if (egress_config_from(s, &cfg, err, errlen) < 0 ||
-        egress_start(&srv->egress, &cfg, srv->n_workers, err, errlen) < 0)
+    if (egress_start(&srv->egress, cfg, srv->n_workers, err, errlen) < 0)
       return -1;
     if (s->pip_proxy[0] != '\0')
       snprintf(upstream, sizeof upstream, " upstream=%s", s->pip_proxy);
@@ -96,6 +95,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sandboxd: libcurl initialisation failed\n");
     return 1;
   }
+  /* The egress proxy's settings are checked before anything is set up. */
+  struct egress_config egress_cfg;
+  if (settings_index_url(s)[0] != '\0' &&
+      egress_config_from(s, &egress_cfg, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandboxd: %s\n", err);
+    return 2;
+  }
 
   struct sandbox_engine_config config = {
       .state_dir = s->state_dir,
@@ -137,8 +143,9 @@ int main(int argc, char **argv) {
     srv.store.max_building = s->max_concurrent_builds > 0 ? (unsigned)s->max_concurrent_builds
                              : s->workers >= 2           ? (unsigned)s->workers / 2
                                                          : 1;
-    if (start_egress(&srv, err, sizeof(err)) < 0) {
+    if (start_egress(&srv, &egress_cfg, err, sizeof(err)) < 0) {
       fprintf(stderr, "sandboxd: %s\n", err);
+      run_slots_unmount(&srv);
       return 1;
     }
   } else {

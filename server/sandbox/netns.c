@@ -54,8 +54,8 @@ static int listen_loopback(uint16_t port, struct sandbox_error *err) {
   cleanup_close int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return sandbox_error_set(err, errno, "listening socket");
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
-                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct sockaddr_in sa = {
+      .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
     return sandbox_error_set(err, errno, "bind 127.0.0.1:%u", (unsigned)port);
   if (listen(fd, 64) < 0)
@@ -83,8 +83,8 @@ static void *netns_thread(void *arg) {
 }
 
 int sandbox_netns_create(uint16_t port, int *listen_fd, struct sandbox_error *err) {
-  struct netns_job job = {.port = port, .want_listener = listen_fd != NULL, .ns_fd = -1,
-                          .listen_fd = -1};
+  struct netns_job job = {
+      .port = port, .want_listener = listen_fd != NULL, .ns_fd = -1, .listen_fd = -1};
   pthread_t th;
   int rc = pthread_create(&th, NULL, netns_thread, &job);
   if (rc != 0)

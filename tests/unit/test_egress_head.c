@@ -24,9 +24,8 @@ static void test_connect_as_pip_sends_it(void **state) {
   struct egress_request r;
   char why[256];
   /* http.client's tunnel: HTTP/1.0 and a Host header. */
-  assert_int_equal(parse("CONNECT pypi.org:443 HTTP/1.0\r\nHost: pypi.org:443\r\n\r\n", &r, why,
-                         sizeof why),
-                   0);
+  assert_int_equal(
+      parse("CONNECT pypi.org:443 HTTP/1.0\r\nHost: pypi.org:443\r\n\r\n", &r, why, sizeof why), 0);
   assert_int_equal(r.method, EGRESS_CONNECT);
   assert_string_equal(r.host, "pypi.org");
   assert_int_equal(r.port, 443);
@@ -71,8 +70,8 @@ static void test_get_absolute_form(void **state) {
   out[n] = '\0';
   assert_string_equal(out, "HEAD / HTTP/1.1\r\nHost: Example.COM\r\nConnection: close\r\n\r\n");
   /* A zero Content-Length is no body. */
-  assert_int_equal(parse("GET http://a/ HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &r, why, sizeof why),
-                   0);
+  assert_int_equal(
+      parse("GET http://a/ HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &r, why, sizeof why), 0);
 }
 
 static void test_refused_heads(void **state) {
