@@ -332,6 +332,89 @@ static bool http_index_authority(const char *url, char *out, size_t len) {
   return n > 0;
 }
 
+/* Where pip may install from: the wheelhouse, and the index through the
+ * egress proxy, or --no-index. At most 9 arguments; trusted holds one. */
+static size_t add_source_args(const struct server_settings *s, const char **argv, size_t n,
+                              char *trusted, size_t len) {
+  const char *index = settings_index_url(s);
+  if (index[0] == '\0')
+    argv[n++] = "--no-index";
+  if (s->wheelhouse[0] != '\0') {
+    argv[n++] = "--find-links";
+    argv[n++] = WHEELHOUSE_TARGET;
+  }
+  if (index[0] == '\0')
+    return n;
+  argv[n++] = "--index-url";
+  argv[n++] = index;
+  argv[n++] = "--proxy";
+  argv[n++] = EGRESS_PROXY_URL;
+  /* pip ignores a plain-http index on any host but localhost unless told to
+   * trust it; the operator named it, so it is. */
+  if (http_index_authority(index, trusted, len)) {
+    argv[n++] = "--trusted-host";
+    argv[n++] = trusted;
+  }
+  return n;
+}
+
+/* The answer to a failed pip: a hint, the egress proxy's refusals, the
+ * end of pip's output. */
+static void pip_failure(struct server *srv, unsigned slot, const struct sandbox_result *r,
+                        char *msg, size_t msglen) {
+  const struct server_settings *s = &srv->settings;
+  /* pip writes its errors to stderr; stdout only when stderr is empty. */
+  char tail[TAIL_BYTES + 1], hint[600];
+  if (r->stderr_len > 0)
+    tail_text(r->stderr_data, r->stderr_len, tail, sizeof(tail));
+  else
+    tail_text(r->stdout_data, r->stdout_len, tail, sizeof(tail));
+  switch (r->killed_by) {
+  case SANDBOX_KILLED_BY_TIMEOUT:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip did not finish "
+             "within %" PRId64 " ms (--pip-timeout-ms)",
+             s->pip_timeout_ms);
+    break;
+  case SANDBOX_KILLED_BY_MEMORY:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip ran out of memory "
+             "(--pip-memory-bytes, --pip-disk-bytes)");
+    break;
+  case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip wrote more than "
+             "%u KiB of output",
+             PIP_OUTPUT_BYTES >> 10);
+    break;
+  case SANDBOX_KILLED_BY_SIGNAL:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip was killed by "
+             "signal %d",
+             r->signal);
+    break;
+  case SANDBOX_KILLED_BY_NONE:
+  default:
+    install_failure_hint(tail, s, hint, sizeof(hint));
+    if (strstr(tail, "No space left on device") != NULL)
+      snprintf(hint, sizeof(hint),
+               "could not install the requirements: they need more than "
+               "%" PRId64 " bytes (--pip-disk-bytes)",
+               s->pip_disk_bytes);
+    break;
+  }
+  /* The proxy's own record, not pip's output: pip does not show every
+   * refusal (a refused GET only at debug level), and the build's output
+   * is the package's to forge. */
+  char first[320], refused[400] = "";
+  unsigned n_refused = egress_build_refusals(&srv->egress, slot, first, sizeof first);
+  if (n_refused > 0)
+    snprintf(refused, sizeof refused, "; the egress proxy refused %u request%s, the first: %s",
+             n_refused, n_refused == 1 ? "" : "s", first);
+  snprintf(msg, msglen, "requirements: %s%s; nothing ran\npip's output (the end):\n%s", hint,
+           refused, tail);
+}
+
 /* pip_args: what pip is given for each requirement (fetch_url_wheels). */
 static sbx_code run_pip(struct server *srv, unsigned slot,
                         const struct requirement_set *set,
@@ -367,25 +450,8 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
     snprintf(msg, msglen, "requirements: the egress proxy is not running; nothing ran");
     return SBX_INTERNAL;
   }
-  if (!network)
-    argv[n++] = "--no-index";
-  if (s->wheelhouse[0] != '\0') {
-    argv[n++] = "--find-links";
-    argv[n++] = WHEELHOUSE_TARGET;
-  }
   char trusted[SETTINGS_URL_MAX];
-  if (network) {
-    argv[n++] = "--index-url";
-    argv[n++] = index;
-    argv[n++] = "--proxy";
-    argv[n++] = EGRESS_PROXY_URL;
-    /* pip ignores a plain-http index on any host but localhost unless told
-     * to trust it; the operator named it, so it is. */
-    if (http_index_authority(index, trusted, sizeof trusted)) {
-      argv[n++] = "--trusted-host";
-      argv[n++] = trusted;
-    }
-  }
+  n = add_source_args(s, argv, n, trusted, sizeof trusted);
   argv[n++] = "--"; /* and defensively: nothing after this is an option */
   const char **all = calloc(n + set->n + 1, sizeof(*all));
   if (all == NULL) {
@@ -439,56 +505,7 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
   *pip_ms = r.wall_time_us / 1000;
   sbx_code code = SBX_OK;
   if (r.killed_by != SANDBOX_KILLED_BY_NONE || r.exit_code != 0) {
-    /* pip writes its errors to stderr; stdout only when stderr is empty. */
-    char tail[TAIL_BYTES + 1], hint[600];
-    if (r.stderr_len > 0)
-      tail_text(r.stderr_data, r.stderr_len, tail, sizeof(tail));
-    else
-      tail_text(r.stdout_data, r.stdout_len, tail, sizeof(tail));
-    switch (r.killed_by) {
-    case SANDBOX_KILLED_BY_TIMEOUT:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip did not finish "
-               "within %" PRId64 " ms (--pip-timeout-ms)",
-               s->pip_timeout_ms);
-      break;
-    case SANDBOX_KILLED_BY_MEMORY:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip ran out of memory "
-               "(--pip-memory-bytes, --pip-disk-bytes)");
-      break;
-    case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip wrote more than "
-               "%u KiB of output",
-               PIP_OUTPUT_BYTES >> 10);
-      break;
-    case SANDBOX_KILLED_BY_SIGNAL:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip was killed by "
-               "signal %d",
-               r.signal);
-      break;
-    case SANDBOX_KILLED_BY_NONE:
-    default:
-      install_failure_hint(tail, s, hint, sizeof(hint));
-      if (strstr(tail, "No space left on device") != NULL)
-        snprintf(hint, sizeof(hint),
-                 "could not install the requirements: they need more than "
-                 "%" PRId64 " bytes (--pip-disk-bytes)",
-                 s->pip_disk_bytes);
-      break;
-    }
-    /* The proxy's own record, not pip's output: pip does not show every
-     * refusal (a refused GET only at debug level), and the build's output
-     * is the package's to forge. */
-    char first[320], refused[400] = "";
-    unsigned n_refused = egress_build_refusals(&srv->egress, slot, first, sizeof first);
-    if (n_refused > 0)
-      snprintf(refused, sizeof refused, "; the egress proxy refused %u request%s, the first: %s",
-               n_refused, n_refused == 1 ? "" : "s", first);
-    snprintf(msg, msglen, "requirements: %s%s; nothing ran\npip's output (the end):\n%s", hint,
-             refused, tail);
+    pip_failure(srv, slot, &r, msg, msglen);
     code = SBX_FAILED_PRECONDITION;
   }
   sandbox_result_free(&r);
