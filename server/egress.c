@@ -35,6 +35,10 @@
 #define EGRESS_STACK_BYTES (512u << 10)
 #define EGRESS_MAX_ADDRESSES 16
 #define RELAY_BUF 16384
+/* Log lines per build for connections that relayed nothing: a build step
+ * looping on refused requests must not flood the log (the failure message
+ * and env_build still count them all). */
+#define EGRESS_LOGGED_UNRELAYED 32
 
 __attribute__((format(printf, 3, 4))) static int config_fail(char *err, size_t errlen,
                                                              const char *fmt, ...) {
@@ -513,24 +517,31 @@ static void tunnel_log(const struct tunnel *t) {
            (unsigned long long)ms_since(&t->start), t->status == 200 ? "end" : "reason", why);
 }
 
-/* Counts a refusal against the build that made the request. */
-static void note_refusal(const struct tunnel *t) {
-  if (t->status < 400)
-    return; /* relayed, or the client left: nothing the build was refused */
+/* Counts a connection that relayed nothing against the build that made it
+ * (and a refusal as such), then logs it unless the build has had more than
+ * EGRESS_LOGGED_UNRELAYED of them. A relayed one is always logged. */
+static void note_and_log(const struct tunnel *t) {
   struct egress_slot *sl = &t->eg->slots[t->slot];
-  pthread_mutex_lock(&t->eg->mu);
-  if (sl->generation == t->generation && sl->refusals++ == 0)
-    snprintf(sl->first_refusal, sizeof sl->first_refusal, "%s %s: %s", t->method,
-             t->target[0] != '\0' ? t->target : "-", t->why);
-  pthread_mutex_unlock(&t->eg->mu);
+  unsigned nth = 0;
+  if (t->status != 200) {
+    pthread_mutex_lock(&t->eg->mu);
+    if (sl->generation == t->generation) {
+      nth = ++sl->unrelayed;
+      if (t->status >= 400 && sl->refusals++ == 0)
+        snprintf(sl->first_refusal, sizeof sl->first_refusal, "%s %s: %s", t->method,
+                 t->target[0] != '\0' ? t->target : "-", t->why);
+    }
+    pthread_mutex_unlock(&t->eg->mu);
+  }
+  if (nth <= EGRESS_LOGGED_UNRELAYED)
+    tunnel_log(t);
 }
 
 static void *tunnel_main(void *arg) {
   struct tunnel *t = arg;
   struct egress *eg = t->eg;
   tunnel_serve(t);
-  tunnel_log(t);
-  note_refusal(t);
+  note_and_log(t);
   close(t->client);
   if (t->far >= 0)
     close(t->far);
@@ -558,8 +569,7 @@ static void refuse_now(struct egress *eg, unsigned slot, int fd, int status, con
   /* A fresh connection's send buffer takes this at once; never wait here. */
   if (n > 0 && send(fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
     snprintf(t.why, sizeof t.why, "%s (not delivered)", why);
-  tunnel_log(&t);
-  note_refusal(&t);
+  note_and_log(&t);
   close(fd);
 }
 
@@ -618,8 +628,10 @@ static void *acceptor_main(void *arg) {
     p[i] = (struct pollfd){.fd = eg->slots[i].listen_fd, .events = POLLIN};
   p[eg->n_slots] = (struct pollfd){.fd = eg->stop_fd, .events = POLLIN};
   for (;;) {
-    if (poll(p, n, -1) < 0 && errno != EINTR)
+    if (poll(p, n, -1) < 0 && errno != EINTR) {
+      log_line("egress_failed", "error=\"poll: %s\"", strerror(errno));
       break;
+    }
     if (p[eg->n_slots].revents != 0)
       break;
     for (unsigned i = 0; i < eg->n_slots; i++)
@@ -638,6 +650,7 @@ int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned sl
   eg->stop_fd = -1;
   pthread_mutex_init(&eg->mu, NULL);
   pthread_cond_init(&eg->idle, NULL);
+  eg->initialized = true;
   eg->slots = calloc(slots, sizeof *eg->slots);
   eg->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (eg->slots == NULL || eg->stop_fd < 0) {
@@ -670,6 +683,7 @@ void egress_build_begin(struct egress *eg, unsigned slot) {
   pthread_mutex_lock(&eg->mu);
   eg->slots[slot].generation++;
   eg->slots[slot].refusals = 0;
+  eg->slots[slot].unrelayed = 0;
   eg->slots[slot].first_refusal[0] = '\0';
   pthread_mutex_unlock(&eg->mu);
 }
@@ -691,8 +705,8 @@ int egress_netns_fd(const struct egress *eg, unsigned slot) {
 }
 
 void egress_stop(struct egress *eg) {
-  if (eg->slots == NULL && eg->stop_fd <= 0)
-    return; /* never started */
+  if (!eg->initialized)
+    return;
   if (eg->stop_fd >= 0) {
     uint64_t one = 1;
     ssize_t w = write(eg->stop_fd, &one, sizeof one);
@@ -716,5 +730,4 @@ void egress_stop(struct egress *eg) {
   pthread_mutex_destroy(&eg->mu);
   pthread_cond_destroy(&eg->idle);
   memset(eg, 0, sizeof *eg);
-  eg->stop_fd = -1;
 }

@@ -49,10 +49,12 @@ struct egress_slot {
    * debug level, so the server tells the client itself. */
   unsigned generation; /* one per build: a straggler of the last one is not counted */
   unsigned refusals;
+  unsigned unrelayed; /* refused, or left before a request: logged up to a cap */
   char first_refusal[320];
 };
 
 struct egress {
+  bool initialized; /* by egress_start, even when it failed half way */
   struct egress_config cfg;
   unsigned n_slots;
   struct egress_slot *slots;

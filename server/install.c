@@ -592,10 +592,12 @@ sbx_code install_build(struct server *srv, unsigned slot,
   for (char *c = first; *c != '\0'; c++)
     if (*c == '"')
       *c = '\'';
+  char first_refusal[8];
+  unsigned refused = egress_build_refusals(&srv->egress, slot, first_refusal, sizeof first_refusal);
   log_line("env_build",
-           "key=%.64s slot=%u requirements=%zu status=%s pip_ms=%" PRIu64
-           " duration_ms=%" PRIu64 "%s%s%s",
-           key, slot, set->n, sbx_code_name(code), pip_ms, ms,
+           "key=%.64s slot=%u requirements=%zu status=%s pip_ms=%" PRIu64 " duration_ms=%" PRIu64
+           " egress_refusals=%u%s%s%s",
+           key, slot, set->n, sbx_code_name(code), pip_ms, ms, refused,
            code != SBX_OK ? " error=\"" : "", code != SBX_OK ? first : "",
            code != SBX_OK ? "\"" : "");
   return code;

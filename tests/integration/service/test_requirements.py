@@ -580,6 +580,11 @@ def probes():
     s, st = tunnel(b"127.0.0.1:%d" % INDEX_PORT)
     R["idle_tunnel"] = "%s+%s" % (st, "closed" if read_all(s) == b"" else "data")
     R["idle_s"] = "%d" % round(time.monotonic() - t0)
+    # A flood of bad requests: each answered 400, but not each logged.
+    got = set()
+    for _ in range(100):
+        got.add(ask(b"NOT HTTP\r\n\r\n"))
+    R["flood"] = ",".join(sorted(got))
 
 def get_requires_for_build_wheel(config_settings=None):
     return []
@@ -699,6 +704,12 @@ def group_requirements_egress(b):
         check(r.get("idle_head") == "408" and r.get("idle_tunnel") == "200+closed"
               and 2 <= int(r.get("idle_s", "99")) <= 8,
               "silent connections end after --pip-idle-timeout-ms (408 before a request)", r)
+        flood_lines = egress_lines(s, status=400)
+        m = re.search(r"event=env_build .* egress_refusals=(\d+)", s.log_text())
+        check(r.get("flood") == "400" and len(flood_lines) <= 32
+              and m is not None and int(m.group(1)) >= 100,
+              "a flood of bad requests is answered, counted (env_build egress_refusals) and "
+              "logged only up to a cap", (r.get("flood"), len(flood_lines), m and m.group(0)))
         rc, out = s.run(HELLO)
         check(out.get("stdout") == "hello\n", "the server still serves", out)
     finally:
