@@ -73,7 +73,8 @@ def main():
     log_path = os.path.join(tmp, "sandboxd.log")
     log = open(log_path, "wb")
     server = subprocess.Popen([f"{bin_dir}/sandboxd", "--listen", url, "--state-dir",
-                               os.path.join(tmp, "state"), "--wheelhouse", wh],
+                               os.path.join(tmp, "state"), "--offline", "1", "--wheelhouse",
+                               wh],
                               stdout=log, stderr=log)
     try:
         for _ in range(200):

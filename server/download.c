@@ -65,6 +65,26 @@ static bool host_allowed(const char *allowed, const char *host) {
   return false;
 }
 
+int download_policy_host(const struct download_policy *policy, const char *host, char *reason,
+                         size_t reasonlen) {
+  if (!host_allowed(policy->allowed_hosts, host))
+    return reason_set(reason, reasonlen, "host %.200s is not in download-hosts", host);
+  return 0;
+}
+
+int download_policy_address(const struct download_policy *policy, const struct sockaddr *sa,
+                            socklen_t salen, char *reason, size_t reasonlen) {
+  /* Past download_policy_host, a non-empty allowlist means the operator
+   * named this host: trusted wherever it resolves. */
+  bool named = policy->allowed_hosts != NULL && policy->allowed_hosts[0] != '\0';
+  const char *why = NULL;
+  if (policy->allow_private || named || netaddr_is_public(sa, salen, &why))
+    return 0;
+  char text[64];
+  netaddr_format(sa, salen, text, sizeof text);
+  return reason_set(reason, reasonlen, "address %s is %s", text, why);
+}
+
 /* Checks the scheme and host of url; fills reason when refused. */
 static int check_target(const struct download_policy *policy, const char *url, char *reason,
                         size_t reasonlen) {
@@ -79,8 +99,8 @@ static int check_target(const struct download_policy *policy, const char *url, c
     rv = reason_set(reason, reasonlen, "not a valid URL");
   } else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
     rv = reason_set(reason, reasonlen, "scheme %s is not allowed (http and https only)", scheme);
-  } else if (!host_allowed(policy->allowed_hosts, host)) {
-    rv = reason_set(reason, reasonlen, "host %.200s is not in download-hosts", host);
+  } else {
+    rv = download_policy_host(policy, host, reason, reasonlen);
   }
   curl_free(scheme);
   curl_free(host);
@@ -90,7 +110,7 @@ static int check_target(const struct download_policy *policy, const char *url, c
 
 /* The address guard: curl asks us for each socket it connects with. */
 struct guard {
-  bool check;         /* false: the host was named, or private addresses allowed */
+  const struct download_policy *policy;
   char refused[256];  /* "address 10.0.0.1 is private (10.0.0.0/8)" */
 };
 
@@ -98,12 +118,10 @@ static curl_socket_t guard_open(void *arg, curlsocktype purpose, struct curl_soc
   struct guard *g = arg;
   if (purpose != CURLSOCKTYPE_IPCXN)
     return CURL_SOCKET_BAD;
-  const char *why = NULL;
-  if (g->check && !netaddr_is_public(&addr->addr, addr->addrlen, &why)) {
-    char text[64];
-    netaddr_format(&addr->addr, addr->addrlen, text, sizeof text);
+  char why[256];
+  if (download_policy_address(g->policy, &addr->addr, addr->addrlen, why, sizeof why) < 0) {
     if (g->refused[0] == '\0') /* the first refusal: curl may try other addresses */
-      snprintf(g->refused, sizeof g->refused, "address %s is %s", text, why);
+      snprintf(g->refused, sizeof g->refused, "%s", why);
     return CURL_SOCKET_BAD;
   }
   return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
@@ -175,10 +193,7 @@ int download_fetch(const struct download_policy *policy, const char *url, uint8_
     if (c == NULL)
       return reason_set(reason, reasonlen, "out of memory");
     struct sink sink = {.max = policy->max_bytes};
-    /* Past check_target, a non-empty allowlist means the operator named
-     * this host: trusted wherever it resolves. */
-    bool named = policy->allowed_hosts != NULL && policy->allowed_hosts[0] != '\0';
-    struct guard guard = {.check = !policy->allow_private && !named};
+    struct guard guard = {.policy = policy};
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_URL, current);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");

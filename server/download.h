@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define DOWNLOAD_URL_MAX 2048
 #define DOWNLOAD_MAX_REDIRECTS 5
@@ -31,6 +32,20 @@ struct server_settings;
 /* The policy the settings give (download-hosts, download-allow-private,
  * download-timeout-ms), with max_bytes as the size cap. */
 struct download_policy download_policy_from(const struct server_settings *s, uint64_t max_bytes);
+
+/* The policy itself, in two steps, for everything the server reaches on a
+ * request's behalf: its own downloads and the installer's egress proxy
+ * (egress.c). One copy, so the two can never disagree.
+ * download_policy_host: may host (a name or an IP literal, as written) be
+ * contacted at all? 0, or -1 with reason ("host x is not in
+ * download-hosts"). download_policy_address: may one address that host
+ * resolved to be connected to? Called only for a host that passed the first
+ * step, on the address actually connected to, never on a name; 0, or -1
+ * with reason ("address 10.0.0.1 is private (10.0.0.0/8)"). */
+int download_policy_host(const struct download_policy *policy, const char *host, char *reason,
+                         size_t reasonlen);
+int download_policy_address(const struct download_policy *policy, const struct sockaddr *sa,
+                            socklen_t salen, char *reason, size_t reasonlen);
 
 /* Once, before any thread. */
 int download_global_init(void);

@@ -1,10 +1,12 @@
 /* install.c: see install.h. pip runs as any run does (the slot's uid,
  * namespaces, seccomp, cgroup limits), with its own limits, a fresh tmpfs of
  * --pip-disk-bytes as its only writable directory besides /tmp, the
- * wheelhouse bound read-only, and the host network only when an index or a
- * proxy is configured. Its argv is built here from canonical requirement
- * strings (requirements.c) after "--": no request byte reaches pip
- * otherwise. What it wrote is hostile and is copied out by envstore.c. */
+ * wheelhouse bound read-only, and, when an index is in force, the network
+ * profile in the slot's installer namespace, whose only way out is the
+ * egress proxy (egress.h): never the host's network. Its argv is built here
+ * from canonical requirement strings (requirements.c) after "--": no request
+ * byte reaches pip otherwise. What it wrote is hostile and is copied out by
+ * envstore.c. */
 #include "install.h"
 
 #include <dirent.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "download.h"
+#include "egress.h"
 #include "envstore.h"
 #include "log.h"
 #include "safefs.h"
@@ -128,11 +131,21 @@ static void unavailable(struct install_info *info, const char *why) {
   snprintf(info->why_unavailable, sizeof(info->why_unavailable), "%s", why);
 }
 
+void install_describe_index(const struct server_settings *s, char *out, size_t len) {
+  const char *url = settings_index_url(s);
+  const char *scheme_end = strstr(url, "://");
+  const char *at = scheme_end != NULL ? strchr(scheme_end + 3, '@') : NULL;
+  const char *slash = scheme_end != NULL ? strchr(scheme_end + 3, '/') : NULL;
+  if (at != NULL && (slash == NULL || at < slash)) /* credentials: never shown */
+    snprintf(out, len, "%.*s***%s", (int)(scheme_end + 3 - url), url, at);
+  else
+    snprintf(out, len, "%s", url);
+}
+
 void install_probe(const struct server_settings *s, struct install_info *info) {
   memset(info, 0, sizeof(*info));
-  if (s->wheelhouse[0] == '\0' && s->index_url[0] == '\0' &&
-      s->pip_proxy[0] == '\0' && s->requirements_allow_urls == 0) {
-    unavailable(info, "no package source is configured (--wheelhouse, --index-url or "
+  if (s->offline != 0 && s->wheelhouse[0] == '\0' && s->requirements_allow_urls == 0) {
+    unavailable(info, "no package source is configured (offline = 1, and no --wheelhouse or "
                       "--requirements-allow-urls)");
     return;
   }
@@ -169,13 +182,14 @@ void install_probe(const struct server_settings *s, struct install_info *info) {
     unavailable(info, "the wheelhouse cannot be read");
     return;
   }
+  /* The index in force, not the proxy: a proxy changes the path, not what
+   * is installed. Offline keys are what they were before the index became
+   * the default. */
+  const char *index = settings_index_url(s);
   snprintf(info->key_context, sizeof(info->key_context),
            "python=%.100s\npip=%.40s\nsource=%s\nwheelhouse=%.300s "
            "%s\nindex-url=%.300s",
-           out, line2,
-           s->index_url[0] != '\0' || s->pip_proxy[0] != '\0' ? "network"
-                                                              : "offline",
-           s->wheelhouse, fp, s->index_url);
+           out, line2, index[0] != '\0' ? "network" : "offline", s->wheelhouse, fp, index);
   info->available = true;
 }
 
@@ -203,9 +217,12 @@ void install_failure_hint(const char *output, const struct server_settings *s,
   static const char *const patterns[] = {
       "No matching distribution found for ",
       "Could not find a version that satisfies the requirement "};
-  char where[400];
-  if (s->index_url[0] != '\0')
-    snprintf(where, sizeof(where), "index %.300s", s->index_url);
+  char where[700], index[SETTINGS_URL_MAX];
+  install_describe_index(s, index, sizeof index);
+  if (index[0] != '\0' && s->wheelhouse[0] != '\0')
+    snprintf(where, sizeof(where), "index %.300s, wheelhouse %.300s", index, s->wheelhouse);
+  else if (index[0] != '\0')
+    snprintf(where, sizeof(where), "index %.300s", index);
   else
     snprintf(where, sizeof(where), "wheelhouse %.300s", s->wheelhouse);
   for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
@@ -233,9 +250,7 @@ void install_failure_hint(const char *output, const struct server_settings *s,
         "could not install the requirements: they conflict with each other");
     return;
   }
-  snprintf(
-      hint, len,
-      "could not install the requirements: pip failed (its output follows)");
+  snprintf(hint, len, "could not install the requirements: pip failed (its output follows)");
 }
 
 /* Fetches the wheels of "name @ URL" requirements into the build workspace
@@ -301,6 +316,105 @@ static sbx_code fetch_url_wheels(const struct server_settings *s, int ws_fd, uid
   return SBX_OK;
 }
 
+/* host[:port] of an http:// index URL, without credentials; false for any
+ * other URL. */
+static bool http_index_authority(const char *url, char *out, size_t len) {
+  if (strncmp(url, "http://", 7) != 0)
+    return false;
+  const char *a = url + 7;
+  size_t n = strcspn(a, "/?#");
+  const char *at = memchr(a, '@', n);
+  if (at != NULL) {
+    n -= (size_t)(at + 1 - a);
+    a = at + 1;
+  }
+  snprintf(out, len, "%.*s", (int)n, a);
+  return n > 0;
+}
+
+/* Where pip may install from: the wheelhouse, and the index through the
+ * egress proxy, or --no-index. At most 9 arguments; trusted holds one. */
+static size_t add_source_args(const struct server_settings *s, const char **argv, size_t n,
+                              char *trusted, size_t len) {
+  const char *index = settings_index_url(s);
+  if (index[0] == '\0')
+    argv[n++] = "--no-index";
+  if (s->wheelhouse[0] != '\0') {
+    argv[n++] = "--find-links";
+    argv[n++] = WHEELHOUSE_TARGET;
+  }
+  if (index[0] == '\0')
+    return n;
+  argv[n++] = "--index-url";
+  argv[n++] = index;
+  argv[n++] = "--proxy";
+  argv[n++] = EGRESS_PROXY_URL;
+  /* pip ignores a plain-http index on any host but localhost unless told to
+   * trust it; the operator named it, so it is. */
+  if (http_index_authority(index, trusted, len)) {
+    argv[n++] = "--trusted-host";
+    argv[n++] = trusted;
+  }
+  return n;
+}
+
+/* The answer to a failed pip: a hint, the egress proxy's refusals, the
+ * end of pip's output. */
+static void pip_failure(struct server *srv, unsigned slot, const struct sandbox_result *r,
+                        char *msg, size_t msglen) {
+  const struct server_settings *s = &srv->settings;
+  /* pip writes its errors to stderr; stdout only when stderr is empty. */
+  char tail[TAIL_BYTES + 1], hint[600];
+  if (r->stderr_len > 0)
+    tail_text(r->stderr_data, r->stderr_len, tail, sizeof(tail));
+  else
+    tail_text(r->stdout_data, r->stdout_len, tail, sizeof(tail));
+  switch (r->killed_by) {
+  case SANDBOX_KILLED_BY_TIMEOUT:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip did not finish "
+             "within %" PRId64 " ms (--pip-timeout-ms)",
+             s->pip_timeout_ms);
+    break;
+  case SANDBOX_KILLED_BY_MEMORY:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip ran out of memory "
+             "(--pip-memory-bytes, --pip-disk-bytes)");
+    break;
+  case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip wrote more than "
+             "%u KiB of output",
+             PIP_OUTPUT_BYTES >> 10);
+    break;
+  case SANDBOX_KILLED_BY_SIGNAL:
+    snprintf(hint, sizeof(hint),
+             "could not install the requirements: pip was killed by "
+             "signal %d",
+             r->signal);
+    break;
+  case SANDBOX_KILLED_BY_NONE:
+  default:
+    install_failure_hint(tail, s, hint, sizeof(hint));
+    if (strstr(tail, "No space left on device") != NULL)
+      snprintf(hint, sizeof(hint),
+               "could not install the requirements: they need more than "
+               "%" PRId64 " bytes (--pip-disk-bytes)",
+               s->pip_disk_bytes);
+    break;
+  }
+  /* The proxy's own record, not pip's output: pip does not show every
+   * refusal (a refused GET only at debug level), and the build's output
+   * is the package's to forge. */
+  char first[320], refused[400] = "";
+  unsigned n_refused = egress_build_refusals(&srv->egress, slot, first, sizeof first);
+  if (n_refused > 0)
+    snprintf(refused, sizeof refused, "; the egress proxy refused %u request%s, the first: %s",
+             n_refused, n_refused == 1 ? "" : "s", first);
+  snprintf(msg, msglen, "requirements: %s%s; nothing ran\npip's output (the end):\n%s", hint,
+           refused, tail);
+}
+
 /* pip_args: what pip is given for each requirement (fetch_url_wheels). */
 static sbx_code run_pip(struct server *srv, unsigned slot,
                         const struct requirement_set *set,
@@ -327,21 +441,17 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
                                       "/workspace/" ENVSTORE_SITE};
   for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
     argv[n++] = fixed[i];
-  bool network = s->index_url[0] != '\0' || s->pip_proxy[0] != '\0';
-  if (!network)
-    argv[n++] = "--no-index";
-  if (s->wheelhouse[0] != '\0') {
-    argv[n++] = "--find-links";
-    argv[n++] = WHEELHOUSE_TARGET;
+  /* With an index, pip's only route is the egress proxy in its namespace;
+   * the operator's --pip-proxy, if any, is the proxy's upstream, not pip's. */
+  const char *index = settings_index_url(s);
+  bool network = index[0] != '\0';
+  int netns_fd = network ? egress_netns_fd(&srv->egress, slot) : -1;
+  if (network && netns_fd < 0) {
+    snprintf(msg, msglen, "requirements: the egress proxy is not running; nothing ran");
+    return SBX_INTERNAL;
   }
-  if (s->index_url[0] != '\0') {
-    argv[n++] = "--index-url";
-    argv[n++] = s->index_url;
-  }
-  if (s->pip_proxy[0] != '\0') {
-    argv[n++] = "--proxy";
-    argv[n++] = s->pip_proxy;
-  }
+  char trusted[SETTINGS_URL_MAX];
+  n = add_source_args(s, argv, n, trusted, sizeof trusted);
   argv[n++] = "--"; /* and defensively: nothing after this is an option */
   const char **all = calloc(n + set->n + 1, sizeof(*all));
   if (all == NULL) {
@@ -365,13 +475,13 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
       .mounts = s->wheelhouse[0] != '\0' ? &wheelhouse : NULL,
       .n_mounts = s->wheelhouse[0] != '\0' ? 1 : 0,
       .network = network,
+      .netns_fd = netns_fd,
       .limits =
           {
               .timeout_ms = (uint64_t)s->pip_timeout_ms,
               .cpu_time_ms = (uint64_t)s->pip_timeout_ms,
               /* The tmpfs's pages are charged to pip's cgroup too. */
-              .memory_bytes =
-                  (uint64_t)(s->pip_memory_bytes + s->pip_disk_bytes),
+              .memory_bytes = (uint64_t)(s->pip_memory_bytes + s->pip_disk_bytes),
               .output_bytes = PIP_OUTPUT_BYTES,
               .max_processes = PIP_MAX_PROCESSES,
               .file_size_bytes = (uint64_t)s->pip_disk_bytes,
@@ -382,6 +492,7 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
   struct sandbox_result r;
   memset(&r, 0, sizeof(r));
   struct sandbox_error err = {0};
+  egress_build_begin(&srv->egress, slot);
   int rc = sandbox_run(srv->engine, slot, &spec, &r, &err);
   free(all);
   if (rc < 0) {
@@ -394,49 +505,7 @@ static sbx_code run_pip(struct server *srv, unsigned slot,
   *pip_ms = r.wall_time_us / 1000;
   sbx_code code = SBX_OK;
   if (r.killed_by != SANDBOX_KILLED_BY_NONE || r.exit_code != 0) {
-    /* pip writes its errors to stderr; stdout only when stderr is empty. */
-    char tail[TAIL_BYTES + 1], hint[600];
-    if (r.stderr_len > 0)
-      tail_text(r.stderr_data, r.stderr_len, tail, sizeof(tail));
-    else
-      tail_text(r.stdout_data, r.stdout_len, tail, sizeof(tail));
-    switch (r.killed_by) {
-    case SANDBOX_KILLED_BY_TIMEOUT:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip did not finish "
-               "within %" PRId64 " ms (--pip-timeout-ms)",
-               s->pip_timeout_ms);
-      break;
-    case SANDBOX_KILLED_BY_MEMORY:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip ran out of memory "
-               "(--pip-memory-bytes, --pip-disk-bytes)");
-      break;
-    case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip wrote more than "
-               "%u KiB of output",
-               PIP_OUTPUT_BYTES >> 10);
-      break;
-    case SANDBOX_KILLED_BY_SIGNAL:
-      snprintf(hint, sizeof(hint),
-               "could not install the requirements: pip was killed by "
-               "signal %d",
-               r.signal);
-      break;
-    case SANDBOX_KILLED_BY_NONE:
-    default:
-      install_failure_hint(tail, s, hint, sizeof(hint));
-      if (strstr(tail, "No space left on device") != NULL)
-        snprintf(hint, sizeof(hint),
-                 "could not install the requirements: they need more than "
-                 "%" PRId64 " bytes (--pip-disk-bytes)",
-                 s->pip_disk_bytes);
-      break;
-    }
-    snprintf(msg, msglen,
-             "requirements: %s; nothing ran\npip's output (the end):\n%s", hint,
-             tail);
+    pip_failure(srv, slot, &r, msg, msglen);
     code = SBX_FAILED_PRECONDITION;
   }
   sandbox_result_free(&r);
@@ -523,10 +592,12 @@ sbx_code install_build(struct server *srv, unsigned slot,
   for (char *c = first; *c != '\0'; c++)
     if (*c == '"')
       *c = '\'';
+  char first_refusal[8];
+  unsigned refused = egress_build_refusals(&srv->egress, slot, first_refusal, sizeof first_refusal);
   log_line("env_build",
-           "key=%.64s slot=%u requirements=%zu status=%s pip_ms=%" PRIu64
-           " duration_ms=%" PRIu64 "%s%s%s",
-           key, slot, set->n, sbx_code_name(code), pip_ms, ms,
+           "key=%.64s slot=%u requirements=%zu status=%s pip_ms=%" PRIu64 " duration_ms=%" PRIu64
+           " egress_refusals=%u%s%s%s",
+           key, slot, set->n, sbx_code_name(code), pip_ms, ms, refused,
            code != SBX_OK ? " error=\"" : "", code != SBX_OK ? first : "",
            code != SBX_OK ? "\"" : "");
   return code;

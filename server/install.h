@@ -42,6 +42,10 @@ sbx_code install_build(struct server *srv, unsigned slot,
                        struct envstore_env *env, const char *material,
                        char *msg, size_t msglen);
 
+/* The index in force for GetInfo and logs: "" when offline, credentials in
+ * the URL replaced by "***". */
+void install_describe_index(const struct server_settings *s, char *out, size_t len);
+
 /* The one-line hint for a failed install, from pip's output. */
 void install_failure_hint(const char *output, const struct server_settings *s,
                           char *hint, size_t len);

@@ -20,7 +20,7 @@
 
 /* What a start made, undone in reverse when a later step fails. */
 struct started {
-  bool made_state_dir, made_workspace_root, engine, slots, sessions, store;
+  bool made_state_dir, made_workspace_root, engine, slots, sessions, store, egress;
 };
 
 static enum sandbox_backend backend_from_name(const char *name) {
@@ -118,9 +118,31 @@ static int start_engine(struct server *srv, struct started *st, char *err) {
   return 0;
 }
 
+/* With an index in force, pip's only way out: the egress proxy, serving
+ * one installer namespace per worker slot. Logs what requirements use. */
+static int start_egress(struct server *srv, const struct egress_config *cfg, char *err) {
+  const struct server_settings *s = &srv->settings;
+  char index[SETTINGS_URL_MAX], upstream[SETTINGS_URL_MAX + 16] = "";
+  install_describe_index(s, index, sizeof index);
+  if (index[0] != '\0') {
+    if (egress_start(&srv->egress, cfg, srv->n_workers, err, 1024) < 0)
+      return -1;
+    if (s->pip_proxy[0] != '\0')
+      snprintf(upstream, sizeof upstream, " upstream=%s", s->pip_proxy);
+  }
+  log_line("requirements",
+           "available=true site_dir=%s offline=%s index_url=%s wheelhouse=%s urls=%s egress=%s%s",
+           srv->install.site_dir, index[0] != '\0' ? "false" : "true",
+           index[0] != '\0' ? index : "-", s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
+           s->requirements_allow_urls != 0 ? "true" : "false",
+           index[0] != '\0' ? EGRESS_PROXY_URL : "-", upstream);
+  return 0;
+}
+
 /* Requirements: without pip or a package source the server still runs
  * code, and answers requirements with FAILED_PRECONDITION saying why. */
-static int start_requirements(struct server *srv, struct started *st, char *err) {
+static int start_requirements(struct server *srv, struct started *st,
+                              const struct egress_config *egress_cfg, char *err) {
   const struct server_settings *s = &srv->settings;
   install_probe(s, &srv->install);
   srv->store.dir_fd = -1;
@@ -137,15 +159,15 @@ static int start_requirements(struct server *srv, struct started *st, char *err)
   srv->store.max_building = s->max_concurrent_builds > 0 ? (unsigned)s->max_concurrent_builds
                             : s->workers >= 2           ? (unsigned)s->workers / 2
                                                         : 1;
-  log_line("requirements", "available=true site_dir=%s wheelhouse=%s index_url=%s",
-           srv->install.site_dir, s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
-           s->index_url[0] != '\0' ? s->index_url : "-");
-  return 0;
+  st->egress = true; /* egress_stop undoes a partial start too */
+  return start_egress(srv, egress_cfg, err);
 }
 
 /* Undoes a start, in reverse; also the end of a normal stop, which keeps
  * the directories. */
 static void undo_start(struct server *srv, const struct started *st, bool failed) {
+  if (st->egress)
+    egress_stop(&srv->egress); /* no build runs any more */
   if (st->sessions)
     session_table_destroy(&srv->sessions, srv->workspace_root_fd, srv->workspace_root);
   if (st->slots)
@@ -199,7 +221,13 @@ static int wait_for_stop(struct server *srv, const sigset_t *stop_signals) {
   }
 }
 
+/* Returns 0, -1 with err, or -2 for settings that cannot work together. */
 static int start(struct server *srv, struct started *st, char *err) {
+  /* The egress proxy's settings are checked before anything is set up. */
+  struct egress_config egress_cfg;
+  if (settings_index_url(&srv->settings)[0] != '\0' &&
+      egress_config_from(&srv->settings, &egress_cfg, err, 1024) < 0)
+    return -2;
   raise_fd_limit(&srv->settings);
   if (open_state(srv, st, err) < 0)
     return -1;
@@ -208,7 +236,7 @@ static int start(struct server *srv, struct started *st, char *err) {
              srv->settings.mime_types, strerror(errno));
   if (download_global_init() < 0)
     return start_failed(err, "libcurl initialisation failed");
-  if (start_engine(srv, st, err) < 0 || start_requirements(srv, st, err) < 0)
+  if (start_engine(srv, st, err) < 0 || start_requirements(srv, st, &egress_cfg, err) < 0)
     return -1;
   service_init(srv);
   return server_start(srv, err, 1024);
@@ -235,10 +263,11 @@ int main(int argc, char **argv) {
 
   struct started st = {0};
   srv.workspace_root_fd = -1;
-  if (start(&srv, &st, err) < 0) {
+  rv = start(&srv, &st, err);
+  if (rv < 0) {
     fprintf(stderr, "sandboxd: %s\n", err);
     undo_start(&srv, &st, true);
-    return 1;
+    return rv == -2 ? 2 : 1;
   }
   log_ready(&srv);
   int sig = wait_for_stop(&srv, &stop_signals);

@@ -12,6 +12,7 @@
 
 #include "bounded_alloc.h"
 #include "conns.h"
+#include "egress.h"
 #include "envstore.h"
 #include "install.h"
 #include "mime.h"
@@ -69,6 +70,9 @@ struct server {
    * (docs/REQUIREMENTS.md). The store is open only when install.available. */
   struct install_info install;
   struct envstore store;
+  /* The installer's only way out when an index is in force (egress.h);
+   * zeroed, and never started, otherwise. */
+  struct egress egress;
   struct mime_db mime;
   atomic_bool draining;
   /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */

@@ -168,6 +168,11 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   resp.rejected_total = atomic_load(&srv->rejected_total);
   resp.sessions = (uint32_t)session_count(&srv->sessions);
   resp.requirements_available = srv->install.available;
+  char index[SETTINGS_URL_MAX] = "";
+  if (srv->install.available)
+    install_describe_index(&srv->settings, index, sizeof index);
+  resp.requirements_index_url = index;
+  resp.requirements_wheelhouse = srv->install.available && srv->settings.wheelhouse[0] != '\0';
   if (srv->install.available) {
     size_t envs;
     uint64_t bytes;

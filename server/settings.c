@@ -111,13 +111,24 @@ static const struct setting_def setting_defs[] = {
     {"mime-types", SETTING_STRING, STR(mime_types), 0, 0,
      "mime.types database for artifact types (default /etc/mime.types)"},
     {"wheelhouse", SETTING_STRING, STR(wheelhouse), 0, 0,
-     "directory of wheels pip installs requirements from, offline unless index-url is set "
-     "(default: none)"},
+     "directory of wheels (and sdists) pip may install requirements from, besides the index "
+     "(--find-links; with offline = 1 the only source) (default: none)"},
     {"index-url", SETTING_STRING, STR(index_url), 0, 0,
-     "package index (PEP 503) for requirements; gives pip's sandbox the host network "
-     "(default: none, offline)"},
+     "package index (PEP 503) for requirements; pip reaches it only through the server's egress "
+     "proxy, under the download-hosts and public-address policy (default "
+     SETTINGS_DEFAULT_INDEX_URL ")"},
+    {"offline", SETTING_INT, OFF(offline), 0, 0, 1,
+     "1: no package index: pip installs from the wheelhouse (and URL requirements) only, with no "
+     "network at all (default 0)"},
     {"pip-proxy", SETTING_STRING, STR(pip_proxy), 0, 0,
-     "proxy pip reaches its index through; gives pip's sandbox the host network (default: none)"},
+     "http://host:port of an upstream proxy the egress proxy hands pip's checked requests to, "
+     "instead of connecting itself (default: none)"},
+    {"pip-tunnels", SETTING_INT, OFF(pip_tunnels), 0, 1, 256,
+     "connections one build may hold open through the egress proxy at once; past it 503 "
+     "(default 8)"},
+    {"pip-idle-timeout-ms", SETTING_INT, OFF(pip_idle_timeout_ms), 0, 100, 3600000,
+     "a connection through the egress proxy with no byte either way for this long is closed "
+     "(default 30000)"},
     {"requirements-allow-urls", SETTING_INT, OFF(requirements_allow_urls), 0, 0, 1,
      "1: also accept \"name @ https://.../name-1.0-py3-none-any.whl\"; the server downloads the "
      "wheel (download-hosts, download-allow-private apply) and pip installs it offline "
@@ -203,6 +214,9 @@ void settings_defaults(struct server_settings *s) {
   s->pip_timeout_ms = 300000;
   s->pip_memory_bytes = 1LL << 30;
   s->pip_disk_bytes = 1LL << 30;
+  snprintf(s->index_url, sizeof(s->index_url), "%s", SETTINGS_DEFAULT_INDEX_URL);
+  s->pip_tunnels = 8;
+  s->pip_idle_timeout_ms = 30000;
 }
 
 static const struct setting_def *find_def(const char *name, size_t len) {
@@ -352,12 +366,23 @@ int settings_check(const struct server_settings *s, char *err, size_t errlen) {
                              "a reply would exceed 1 GiB");
   if (s->wheelhouse[0] != '\0' && s->wheelhouse[0] != '/')
     return fail(err, errlen, "wheelhouse: \"%s\" is not an absolute path", s->wheelhouse);
+  if (s->offline == 0 && s->index_url[0] == '\0')
+    return fail(err, errlen, "index-url: empty; set offline = 1 to install without an index");
   if (s->index_url[0] != '\0' && strncmp(s->index_url, "http://", 7) != 0 &&
       strncmp(s->index_url, "https://", 8) != 0)
     return fail(err, errlen, "index-url: \"%s\" is not an http:// or https:// URL", s->index_url);
   for (const char *c = s->index_url; *c != '\0'; c++)
     if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
       return fail(err, errlen, "index-url: spaces and control characters are not allowed");
+  if (s->pip_proxy[0] != '\0' && s->offline != 0)
+    return fail(err, errlen, "pip-proxy: set, but offline = 1 gives pip no network to use it");
+  if (s->pip_proxy[0] != '\0' &&
+      (strncmp(s->pip_proxy, "http://", 7) != 0 || strchr(s->pip_proxy, '@') != NULL))
+    return fail(err, errlen, "pip-proxy: \"%s\" is not http://host:port (no credentials)",
+                s->pip_proxy);
+  for (const char *c = s->pip_proxy; *c != '\0'; c++)
+    if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
+      return fail(err, errlen, "pip-proxy: spaces and control characters are not allowed");
   if (s->artifact_bytes > s->artifacts_total_bytes)
     return fail(err, errlen, "artifact-bytes (%" PRId64 ") is above artifacts-total-bytes (%" PRId64 ")",
                 s->artifact_bytes, s->artifacts_total_bytes);

@@ -77,9 +77,12 @@ struct server_settings {
   int64_t artifact_depth;        /* directory levels below output/ */
   char mime_types[PATH_MAX];     /* the mime.types database */
   /* Requirements (docs/REQUIREMENTS.md). */
-  char wheelhouse[PATH_MAX];      /* wheels pip installs from; "" = none */
-  char index_url[SETTINGS_URL_MAX]; /* package index; "" = offline */
-  char pip_proxy[SETTINGS_URL_MAX]; /* proxy for pip; "" = none */
+  char wheelhouse[PATH_MAX];        /* wheels pip installs from (--find-links); "" = none */
+  char index_url[SETTINGS_URL_MAX]; /* package index, through the egress proxy */
+  int64_t offline;                  /* 1: no index (pip --no-index), no egress proxy */
+  char pip_proxy[SETTINGS_URL_MAX]; /* upstream proxy of the egress proxy; "" = direct */
+  int64_t pip_tunnels;              /* connections one build may hold through the proxy */
+  int64_t pip_idle_timeout_ms;      /* a proxied connection idle this long is closed */
   int64_t requirements_store_bytes; /* the store's cap; LRU eviction past it */
   int64_t max_requirements;       /* requirements per request */
   int64_t max_requirement_bytes;  /* length of each */
@@ -87,6 +90,13 @@ struct server_settings {
   int64_t pip_memory_bytes;       /* pip's processes (the build tmpfs comes on top) */
   int64_t pip_disk_bytes;         /* the build tmpfs, and the largest file */
 };
+
+/* The package index in force: index_url, or "" when offline. */
+static inline const char *settings_index_url(const struct server_settings *s) {
+  return s->offline != 0 ? "" : s->index_url;
+}
+
+#define SETTINGS_DEFAULT_INDEX_URL "https://pypi.org/simple" /* pip's own default */
 
 /* Fills s from defaults, the config file, the environment and argv, in that
  * order. Returns 0, 1 when --help or --version was printed (exit 0), or -1

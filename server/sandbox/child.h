@@ -101,7 +101,7 @@ struct child_args {
   int cap_last_cap;
   /* Parent's pipe ends for the child, moved to 0, 1, 2, 3 and 4. */
   int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd; /* sync_fd -1: none */
-  int netns_fd; /* the slot's network namespace, joined then closed */
+  int netns_fd; /* the slot's network namespace or spec.netns_fd; joined then closed */
   int init_fd;  /* sealed memfd holding sandbox-init (init.c), exec'd last */
   struct {
     int resource;

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sched.h>
 #include <signal.h>
@@ -428,6 +430,10 @@ static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *
     return sandbox_error_set(err, EINVAL, "cwd must be an absolute path inside the sandbox");
   if (spec->n_mounts > SANDBOX_MAX_EXTRA_MOUNTS)
     return sandbox_error_set(err, E2BIG, "at most %d extra mounts", SANDBOX_MAX_EXTRA_MOUNTS);
+  /* The network profile never falls back to the host's namespace: without
+   * a namespace of the caller's, it is refused. */
+  if (spec->network && (spec->netns_fd < 0 || ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET))
+    return sandbox_error_set(err, EINVAL, "the network profile needs a network namespace");
   return 0;
 }
 
@@ -601,7 +607,7 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
       .stderr_fd = p.fds[2][1],
       .report_fd = p.fds[3][1],
       .sync_fd = need_sync ? p.fds[4][0] : -1,
-      .netns_fd = spec->network ? -1 : e->slots[slot].netns_fd,
+      .netns_fd = spec->network ? spec->netns_fd : e->slots[slot].netns_fd,
       .init_fd = e->init_fd,
       .seccomp = spec->network ? &e->seccomp_network : &e->seccomp,
   };

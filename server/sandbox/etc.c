@@ -174,8 +174,8 @@ static int write_generated(const char *etc, struct sandbox_error *err) {
   snprintf(ssl, sizeof ssl, "%s/ssl", etc);
   if (mkdir(ssl, 0755) < 0 && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", ssl);
-  /* Empty unless a run has network (the installer): then the host's file is
-   * bound over it. */
+  /* Empty: runs resolve no names (the installer's egress proxy resolves
+   * them). */
   if (write_file(etc, "resolv.conf", "", 0, err) < 0 ||
       write_file(etc, "passwd", passwd, sizeof passwd - 1, err) < 0 ||
       write_file(etc, "group", group, sizeof group - 1, err) < 0 ||

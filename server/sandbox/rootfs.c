@@ -214,10 +214,8 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = fs->etc,
                                          .path = AT("/etc"), .flags = RO_FLAGS});
   if (network) {
-    /* Name resolution and CA certificates for the installer's downloads. */
-    if (access("/etc/resolv.conf", R_OK) == 0)
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/resolv.conf",
-                                             .path = AT("/etc/resolv.conf"), .flags = RO_FLAGS});
+    /* CA certificates for the installer's TLS, which it speaks end to end
+     * through the egress proxy. No resolv.conf: the proxy resolves names. */
     if (access("/etc/ssl", R_OK) == 0)
       rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/ssl",
                                              .path = AT("/etc/ssl"), .flags = RO_FLAGS});
@@ -373,7 +371,7 @@ static int plan_mounts(const char *pre, bool template, const struct sandbox_spec
 
 bool rootfs_template_fits(const struct sandbox_spec *spec) {
   if (spec->network)
-    return false; /* the installer: resolv.conf and CA certificates bound in */
+    return false; /* the installer: the CA certificates bound in */
   /* Targets under /usr/ are existing directories in any root (checked,
    * with the source, when the plan is built); others may need creating. */
   for (size_t i = 0; i < spec->n_mounts; i++)

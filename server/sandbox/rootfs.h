@@ -58,7 +58,7 @@ int rootfs_plan_build(const struct rootfs *fs, unsigned slot, const struct sandb
 int rootfs_template_plan(const struct rootfs *fs, struct rootfs_plan *plan,
                          struct sandbox_error *err);
 /* Whether a run can use the template: no network profile (the installer
- * binds the host's resolv.conf and CA certificates) and extra mounts only on
+ * binds the host's CA certificates) and extra mounts only on
  * directories that exist in the template (under /usr/). */
 bool rootfs_template_fits(const struct sandbox_spec *spec);
 void rootfs_plan_free(struct rootfs_plan *plan);

@@ -70,13 +70,17 @@ struct sandbox_spec {
   const struct sandbox_mount *mounts; /* extra read-only binds */
   size_t n_mounts;
   struct sandbox_limits limits; /* zeros take the defaults */
-  /* Host network and a seccomp profile that allows IPv4/IPv6 sockets, plus
-   * the host's resolv.conf and CA certificates. Only for the package
-   * installer when the configuration names an index; never for user code. */
+  /* The network profile: the run joins netns_fd, a network namespace the
+   * caller made (sandbox_netns_create), instead of the slot's empty one, and
+   * its seccomp profile allows IPv4/IPv6 sockets; the host's CA certificates
+   * are bound in. Only for the package installer, whose namespace holds
+   * nothing but the server's egress proxy; never for user code. The engine
+   * never gives a run the host's network namespace. */
   bool network;
   /* An accounting group (sandbox_group_new), 0 = none: the run's memory,
    * and what it leaves charged, counts in the group. */
   uint64_t group;
+  int netns_fd; /* with network only; anything but a network namespace is EINVAL */
 };
 
 struct sandbox_result {
@@ -154,6 +158,13 @@ int sandbox_group_memory(struct sandbox_engine *engine, uint64_t id, uint64_t *b
 /* Removes the group; free what its runs left charged first (unmount the
  * tmpfs), or it stays charged to the engine's cgroup until freed. */
 void sandbox_group_free(struct sandbox_engine *engine, uint64_t id);
+/* Makes a network namespace for spec.netns_fd: only lo, brought up, and,
+ * when listen_fd is not NULL, a TCP socket listening on 127.0.0.1:port
+ * inside it (non-blocking, close-on-exec; port 0 picks one). Safe with
+ * threads around: a short-lived thread of its own unshares and exits, so no
+ * thread of the caller changes namespace. Returns the namespace's fd, or -1
+ * with err filled. */
+int sandbox_netns_create(uint16_t port, int *listen_fd, struct sandbox_error *err);
 
 /* Removes name (relative to parent_fd) and everything below it, without
  * following symlinks, whatever the depth. For trees a finished sandbox wrote. */

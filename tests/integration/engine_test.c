@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -59,6 +60,10 @@ static int group_setup(void **state) {
   } else if (b != NULL && strcmp(b, "cgroup-v2") == 0) {
     backend_wanted = SANDBOX_BACKEND_CGROUP_V2;
   }
+  /* Engineers sharing a machine give each run its own uids. */
+  const char *ub = getenv("SANDBOX_TEST_UID_BASE");
+  if (ub != NULL && ub[0] != '\0')
+    uid_base = (uid_t)strtoul(ub, NULL, 10);
   const char *scale = getenv("SANDBOX_TEST_TIME_SCALE");
   if (scale != NULL && scale[0] != '\0') {
     char *end;
@@ -559,14 +564,17 @@ static void test_root_is_read_only(void **state) {
 
 static void test_unprivileged_uid_and_empty_caps(void **state) {
   struct run run;
-  run_py("import os\n"
-         "print(os.getresuid() == (61000,)*3 or os.getresuid() == (61100,)*3, os.getuid() != 0)\n"
-         "print(os.getgroups())\n"
-         "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
-         "print(set(caps))\n"
-         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])\n"
-         "try:\n    os.setuid(0)\nexcept PermissionError:\n    print('setuid refused')\n",
-         &run);
+  char code[1024];
+  snprintf(code, sizeof code,
+           "import os\n"
+           "print(os.getresuid() == (%u,)*3, os.getuid() != 0)\n"
+           "print(os.getgroups())\n"
+           "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+           "print(set(caps))\n"
+           "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])\n"
+           "try:\n    os.setuid(0)\nexcept PermissionError:\n    print('setuid refused')\n",
+           (unsigned)uid_base);
+  run_py(code, &run);
   assert_stdout(&run, "True True\n[]\n{'0000000000000000'}\n['1']\nsetuid refused\n");
   sandbox_result_free(&run.r);
 }
@@ -801,41 +809,81 @@ static void *accept_one(void *arg) {
   return NULL;
 }
 
-static void test_network_profile_reaches_loopback_only_when_asked(void **state) {
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+static int loopback_listener(uint16_t *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
   socklen_t sl = sizeof sa;
-  getsockname(lfd, (struct sockaddr *)&sa, &sl);
-  listen(lfd, 4);
+  getsockname(fd, (struct sockaddr *)&sa, &sl);
+  listen(fd, 4);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+/* accept_one on a non-blocking listener, giving up after 10 s: when the run
+ * is not where it should be, the test fails instead of hanging. */
+static void *accept_one_within(void *arg) {
+  struct pollfd p = {.fd = *(int *)arg, .events = POLLIN};
+  if (poll(&p, 1, 10000) == 1)
+    accept_one(arg);
+  return NULL;
+}
+
+/* The network profile runs in the namespace its caller made (here with a
+ * listener inside), never in the host's: the run reaches the listener in
+ * its namespace, not one on the host's loopback, and still opens no raw or
+ * packet socket. Without a network namespace the profile is refused. */
+static void test_network_profile_runs_in_the_given_namespace(void **state) {
+  struct sandbox_error err = {0};
+  int inner = -1;
+  int ns = sandbox_netns_create(0, &inner, &err);
+  assert_true(ns >= 0);
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof sa;
+  getsockname(inner, (struct sockaddr *)&sa, &sl);
+  uint16_t host_port;
+  int host = loopback_listener(&host_port);
   pthread_t th;
-  pthread_create(&th, NULL, accept_one, &lfd);
-  char code[512];
+  pthread_create(&th, NULL, accept_one_within, &inner);
+  char code[768];
   snprintf(code, sizeof code,
            "import socket\n"
            "s = socket.create_connection(('127.0.0.1', %d), timeout=3)\n"
            "print(s.recv(4).decode())\n"
+           "try:\n"
+           "    socket.create_connection(('127.0.0.1', %d), timeout=3); print('host reached')\n"
+           "except ConnectionRefusedError:\n"
+           "    print('refused')\n"
            "for fam, typ in [(socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_INET, socket.SOCK_RAW)]:\n"
            "    try:\n"
            "        socket.socket(fam, typ); print('opened')\n"
            "    except PermissionError:\n"
            "        print('blocked')\n",
-           ntohs(sa.sin_port));
+           ntohs(sa.sin_port), host_port);
   const char *argv[] = {PY, "-I", "-c", code, NULL};
   char ws[4200];
   snprintf(ws, sizeof ws, "%s/netws", state_dir);
   mkdir(ws, 0755);
-  struct sandbox_spec spec = {.argv = argv, .workspace_dir = ws, .network = true};
+  struct sandbox_spec spec = {.argv = argv, .workspace_dir = ws, .network = true, .netns_fd = ns};
   struct sandbox_result r;
-  struct sandbox_error err = {0};
   assert_int_equal(sandbox_run(engine, 0, &spec, &r, &err), 0);
   pthread_join(th, NULL);
-  close(lfd);
-  assert_int_equal(r.stdout_len, strlen("pong\nblocked\nblocked\n"));
-  assert_memory_equal(r.stdout_data, "pong\nblocked\nblocked\n", r.stdout_len);
+  static const char want[] = "pong\nrefused\nblocked\nblocked\n";
+  assert_int_equal(r.stdout_len, strlen(want));
+  assert_memory_equal(r.stdout_data, want, r.stdout_len);
   sandbox_result_free(&r);
+  /* No namespace of the caller's, or a descriptor that is not one: refused,
+   * never the host's namespace instead. */
+  spec.netns_fd = -1;
+  assert_int_equal(sandbox_run(engine, 0, &spec, &r, &err), -1);
+  assert_int_equal(err.errnum, EINVAL);
+  spec.netns_fd = host;
+  assert_int_equal(sandbox_run(engine, 0, &spec, &r, &err), -1);
+  assert_int_equal(err.errnum, EINVAL);
+  close(host);
+  close(inner);
+  close(ns);
   rmdir(ws);
-  /* Without the flag the same connect is refused (test_network_connect...). */
 }
 
 static void test_bad_mount_target_refused(void **state) {
@@ -1029,7 +1077,7 @@ int main(void) {
       cmocka_unit_test_setup(test_extra_mount_is_read_only, test_setup),
       cmocka_unit_test_setup(test_bad_mount_target_refused, test_setup),
       cmocka_unit_test_setup(test_site_packages_mount_is_on_sys_path, test_setup),
-      cmocka_unit_test_setup(test_network_profile_reaches_loopback_only_when_asked, test_setup),
+      cmocka_unit_test_setup(test_network_profile_runs_in_the_given_namespace, test_setup),
       cmocka_unit_test_setup(test_missing_program_is_setup_error, test_setup),
       cmocka_unit_test_setup(test_slots_run_concurrently, test_setup),
       cmocka_unit_test_setup(test_cpu_shared_fairly_between_slots, test_setup),

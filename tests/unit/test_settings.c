@@ -87,12 +87,44 @@ static void bad_values_refused(void **state) {
   assert_int_equal(load(&s, 3, a6), -1);
 }
 
+/* Requirements come from pip's default index unless the operator says
+ * otherwise; offline turns every network source off. */
+static void package_sources(void **state) {
+  struct server_settings s;
+  char *a0[] = {"sandboxd", NULL};
+  assert_int_equal(load(&s, 1, a0), 0);
+  assert_string_equal(settings_index_url(&s), "https://pypi.org/simple");
+  assert_int_equal(s.offline, 0);
+  char *a1[] = {"sandboxd", "--offline", "1", "--wheelhouse", "/srv/wheels", NULL};
+  assert_int_equal(load(&s, 5, a1), 0);
+  assert_string_equal(settings_index_url(&s), "");
+  char *a2[] = {"sandboxd", "--index-url", "http://10.0.0.5:8080/simple/", NULL};
+  assert_int_equal(load(&s, 3, a2), 0);
+  assert_string_equal(settings_index_url(&s), "http://10.0.0.5:8080/simple/");
+  char *a3[] = {"sandboxd", "--pip-proxy", "http://proxy.internal:3128", NULL};
+  assert_int_equal(load(&s, 3, a3), 0);
+  char *bad[][4] = {
+      {"sandboxd", "--index-url", "", NULL},                    /* off is --offline 1 */
+      {"sandboxd", "--index-url", "file:///srv/simple", NULL},
+      {"sandboxd", "--offline", "2", NULL},
+      {"sandboxd", "--pip-proxy", "https://proxy:3128", NULL},
+      {"sandboxd", "--pip-proxy", "http://u:p@proxy:3128", NULL}, /* no credentials */
+      {"sandboxd", "--pip-tunnels", "0", NULL},
+      {"sandboxd", "--pip-idle-timeout-ms", "10", NULL},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    assert_int_equal(load(&s, 3, bad[i]), -1);
+  char *a4[] = {"sandboxd", "--offline", "1", "--pip-proxy", "http://p:3128", NULL};
+  assert_int_equal(load(&s, 5, a4), -1); /* a proxy for a pip with no network */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(layers_in_order, setup, teardown),
       cmocka_unit_test_setup_teardown(listen_repeatable, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_values_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(package_sources, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

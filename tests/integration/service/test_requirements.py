@@ -2,7 +2,7 @@
 """End-to-end tests of per-run requirements (docs/REQUIREMENTS.md): the real
 sandboxd and sandbox-run, offline, with wheels this test writes itself into a
 temporary wheelhouse (and, for the network mode, a PEP 503 index served from
-127.0.0.1). Uses test_service.py's Server and check. uid bases 64000-64900.
+127.0.0.1). Uses test_service.py's Server and check. uid bases 52000-64900.
 """
 import concurrent.futures
 import functools
@@ -12,11 +12,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_service  # noqa: E402
@@ -26,9 +29,9 @@ from wheelhouse import make_module_wheel  # noqa: E402
 IMPORT = "import {mod}\nprint({mod}.VALUE)\n"
 
 
-def info(s):
-    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True,
-                       text=True, timeout=30)
+def info(s, url=None):
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", url or s.tcp, "--info"],
+                       capture_output=True, text=True, timeout=30)
     return json.loads(p.stdout)
 
 
@@ -54,7 +57,8 @@ def group_requirements_basic(b):
     make_module_wheel(wh, "sbx-dep", "1.0", "dep")
     make_module_wheel(wh, "sbx-uses-dep", "1.0", "uses dep", requires=["sbx-dep>=1"])
     make_module_wheel(wh, "sbx-broken", "1.0", "never", requires=["sbx-missing-dep"])
-    s = Server(b, 64000, "--workers", "2", "--wheelhouse", wh, "--max-requirements", "4")
+    s = Server(b, 52000, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+               "--max-requirements", "4")
     try:
         rc, out = s.run(IMPORT.format(mod="sbx_alpha"), *req_flags("sbx-alpha==1.0"))
         check(out.get("status") == "OK" and out.get("stdout") == "alpha one\n",
@@ -146,7 +150,7 @@ def group_requirements_basic(b):
     finally:
         s.stop()
     # A server with no package source says so, and still runs code.
-    s = Server(b, 64000)
+    s = Server(b, 52000, "--offline", "1")
     try:
         rc, out = s.run(HELLO, *req_flags("sbx-alpha"))
         check(out.get("status") == "FAILED_PRECONDITION" and "--wheelhouse" in out.get("error", ""),
@@ -164,7 +168,7 @@ def group_requirements_concurrency(b):
     wh = new_wheelhouse()
     make_module_wheel(wh, "sbx-shared", "1.0", "shared")
     make_module_wheel(wh, "sbx-fails", "1.0", "never", requires=["sbx-nowhere"])
-    s = Server(b, 64100, "--workers", "2", "--wheelhouse", wh)
+    s = Server(b, 52100, "--workers", "2", "--offline", "1", "--wheelhouse", wh)
     try:
         def one(i):
             return s.run(f"import sbx_shared\nprint(sbx_shared.VALUE, {i})\n",
@@ -205,7 +209,8 @@ def group_requirements_eviction_and_restart(b):
         make_module_wheel(wh, name, "1.0", name, padding=MB)
     # Room for two environments of a little over 1 MiB, not three.
     cap = str(MB * 5 // 2)
-    s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes", cap)
+    s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+               "--requirements-store-bytes", cap)
     try:
         def use(name, extra=""):
             mod = name.replace("-", "_")
@@ -257,8 +262,8 @@ def group_requirements_eviction_and_restart(b):
         # Restart: the store survives; leftovers of a crash are removed.
         os.makedirs(os.path.join(s.state, "envs", "tmp-" + "0" * 64 + "-9", "site"))
         os.makedirs(os.path.join(s.state, "envs", "f" * 64, "site"))  # no meta: incomplete
-        s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes",
-                   cap, "--state-dir", state)
+        s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+                   "--requirements-store-bytes", cap, "--state-dir", state)
         s.state = state  # the flag wins over the Server's own state dir
         i = info(s)
         check(i["environments"] == kept["environments"]
@@ -287,8 +292,8 @@ def group_requirements_eviction_and_restart(b):
         check("event=env_build" not in s.log_text(), "the server died before the build ended")
         p.kill()  # it would wait for a reply that never comes
         p.wait(30)
-        s = Server(b, 64200, "--workers", "2", "--wheelhouse", wh, "--requirements-store-bytes",
-                   cap, "--state-dir", state)
+        s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+                   "--requirements-store-bytes", cap, "--state-dir", state)
         s.state = state  # the flag wins over the Server's own state dir
         check(info(s)["environments"] == kept["environments"]
               and all(re.fullmatch(r"[0-9a-f]{64}", n) for n in env_dirs(s.state)),
@@ -302,42 +307,502 @@ def group_requirements_eviction_and_restart(b):
         shutil.rmtree(wh, ignore_errors=True)
 
 
+class Index:
+    """A PEP 503 index on 127.0.0.1: files/ holds distributions, simple/<name>/
+    links to them. hits records every path asked for; request_lines the
+    request lines and headers as they arrived."""
+
+    def __init__(self):
+        self.root = new_wheelhouse()
+        self.files = os.path.join(self.root, "files")
+        os.makedirs(self.files)
+        self.hits = []
+        idx = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, directory=idx.root, **kw)
+
+            def log_message(self, fmt, *args):
+                idx.hits.append(self.path)
+
+        class Quiet(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # a client cut off (the byte cap test) is expected
+
+        self.httpd = Quiet(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/simple/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def add(self, project, path):
+        d = os.path.join(self.root, "simple", project)
+        os.makedirs(d, exist_ok=True)
+        name = os.path.basename(path)
+        with open(os.path.join(d, "index.html"), "a") as f:
+            f.write(f'<a href="../../files/{name}">{name}</a>\n')
+
+    def stop(self):
+        self.httpd.shutdown()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def egress_lines(s, **fields):
+    """The proxy's log lines whose fields have the given values."""
+    out = []
+    for line in s.log_text().splitlines():
+        if " event=egress " not in line:
+            continue
+        if all(f" {k}={v} " in line + " " for k, v in fields.items()):
+            out.append(line)
+    return out
+
+
 def group_requirements_network(b):
-    """--index-url: pip (only pip) gets the host network and reads a PEP 503
-    index served here on 127.0.0.1."""
-    root = new_wheelhouse()
-    os.makedirs(os.path.join(root, "files"))
-    whl = make_module_wheel(os.path.join(root, "files"), "sbx-net", "1.0", "from the index")
-    os.makedirs(os.path.join(root, "simple", "sbx-net"))
-    with open(os.path.join(root, "simple", "sbx-net", "index.html"), "w") as f:
-        name = os.path.basename(whl)
-        f.write(f'<html><body><a href="../../files/{name}">{name}</a></body></html>\n')
-    hits = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, fmt, *args):
-            hits.append(self.path)
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                            functools.partial(Handler, directory=root))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/simple/"
-    s = Server(b, 64300, "--workers", "1", "--index-url", url)
+    """--index-url with a plain-http index on 127.0.0.1: pip (only pip) gets
+    it through the egress proxy, whose address guard refuses loopback unless
+    download-hosts names the host or download-allow-private is set."""
+    idx = Index()
+    idx.add("sbx-net", make_module_wheel(idx.files, "sbx-net", "1.0", "from the index"))
+    s = Server(b, 52300, "--workers", "1", "--index-url", idx.url)
     try:
+        check(info(s)["requirements_index_url"] == idx.url, "GetInfo names the index", info(s))
         rc, out = s.run(IMPORT.format(mod="sbx_net"), *req_flags("sbx-net"))
-        check(out.get("stdout") == "from the index\n", "pip installs from --index-url", out)
-        check(any(h.startswith("/simple/sbx-net") for h in hits)
-              and any(h.startswith("/files/") for h in hits), "through the index", hits)
-        port = httpd.server_address[1]
-        rc, out = s.run("import socket\ntry:\n"
-                        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                        "    print('connected')\nexcept OSError as e:\n    print('refused')\n",
-                        *req_flags("sbx-net"))
-        check(out.get("stdout") == "refused\n", "the user's code still has no network", out)
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "the egress proxy refused" in err
+              and f"GET 127.0.0.1:{idx.port}: address 127.0.0.1 is loopback (127.0.0.0/8)" in err
+              and "download-hosts" in err and "nothing ran" in err,
+              "without download-hosts the guard refuses the index on loopback, and says so", out)
+        check(idx.hits == [], "the proxy never connected to the index", idx.hits)
+        check(egress_lines(s, method="GET", target=f"127.0.0.1:{idx.port}", status=403),
+              "the refusal is logged", s.log_text()[-1500:])
     finally:
         s.stop()
-        httpd.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
+    for allow in (["--download-hosts", "127.0.0.1"], ["--download-allow-private", "1"]):
+        idx.hits.clear()
+        s = Server(b, 52300, "--workers", "1", "--index-url", idx.url, *allow)
+        try:
+            rc, out = s.run(IMPORT.format(mod="sbx_net"), *req_flags("sbx-net"))
+            check(out.get("stdout") == "from the index\n", f"pip installs from --index-url with "
+                  f"{' '.join(allow)}", out)
+            check(any(h.startswith("/simple/sbx-net") for h in idx.hits)
+                  and any(h.startswith("/files/") for h in idx.hits), "through the index",
+                  idx.hits)
+            check(egress_lines(s, method="GET", target=f"127.0.0.1:{idx.port}", status=200),
+                  "through the egress proxy (plain-http GET forwarded)", s.log_text()[-1500:])
+            rc, out = s.run("import socket\ntry:\n"
+                            f"    socket.create_connection(('127.0.0.1', {idx.port}), timeout=2)\n"
+                            "    print('connected')\nexcept OSError as e:\n    print('refused')\n",
+                            *req_flags("sbx-net"))
+            check(out.get("stdout") == "refused\n", "the user's code still has no network", out)
+        finally:
+            s.stop()
+    idx.stop()
+
+
+NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sandboxd-netns"]
+
+
+def group_requirements_default_index(b):
+    """Out of the box the index is pip's default, https://pypi.org/simple.
+    No index is reachable here, and nothing may leave the machine, so this
+    sandboxd runs in a network namespace of its own (only lo): the proxy's
+    name resolution fails as on an offline host, and the install fails
+    cleanly with the proxy's reason. --offline 1 gives the old answer."""
+    s = Server(b, 52600, "--workers", "1", wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_available"] is True
+              and i["requirements_index_url"] == "https://pypi.org/simple"
+              and i["requirements_wheelhouse"] is False,
+              "GetInfo: the default index is pip's, online, no wheelhouse", i)
+        check(re.search(r"event=requirements available=true .*offline=false "
+                        r"index_url=https://pypi.org/simple .*egress=http://127.0.0.1:3128",
+                        s.log_text()) is not None, "the start log says which source is in force",
+              s.log_text())
+        t0 = time.monotonic()
+        rc, out = s.run(HELLO, *req_flags("numpy"), url=s.ipc, timeout=120)
+        took = time.monotonic() - t0
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "could not install 'numpy'" in err
+              and "index https://pypi.org/simple" in err
+              and "the egress proxy refused" in err
+              and "CONNECT pypi.org:443: cannot resolve pypi.org" in err
+              and "nothing ran" in err,
+              "an install fails cleanly, with the proxy's reason", out)
+        check(took < 60, f"within a bounded time ({took:.1f} s)")
+        check(egress_lines(s, method="CONNECT", target="pypi.org:443", status=502),
+              "pip asked the proxy for pypi.org:443 (CONNECT)", s.log_text()[-1500:])
+    finally:
+        s.stop()
+    s = Server(b, 52600, "--workers", "1", "--offline", "1", wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_available"] is False and i["requirements_index_url"] == ""
+              and i["requirements_wheelhouse"] is False, "--offline 1: GetInfo says no index", i)
+        rc, out = s.run(HELLO, *req_flags("numpy"), url=s.ipc)
+        check(out.get("status") == "FAILED_PRECONDITION" and
+              "this server cannot install packages: no package source is configured"
+              in out.get("error", ""), "--offline 1 without a wheelhouse: FAILED_PRECONDITION", out)
+        rc, out = s.run(HELLO, url=s.ipc)
+        check(out.get("stdout") == "hello\n", "and code still runs", out)
+        check("event=egress" not in s.log_text(), "no proxy, no request through one")
+    finally:
+        s.stop()
+    # A wheelhouse alone does not make the server offline; --offline 1 does,
+    # and then the wheelhouse is the only source: no index, no proxy.
+    wh = new_wheelhouse()
+    make_module_wheel(wh, "sbx-local", "1.0", "from the wheelhouse")
+    s = Server(b, 52600, "--workers", "1", "--wheelhouse", wh, wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_index_url"] == "https://pypi.org/simple"
+              and i["requirements_wheelhouse"] is True,
+              "a wheelhouse alone: the index stays in force, the wheelhouse is offered too", i)
+    finally:
+        s.stop()
+    s = Server(b, 52600, "--workers", "1", "--offline", "1", "--wheelhouse", wh, wrap=NETNS)
+    try:
+        i = info(s, s.ipc)
+        check(i["requirements_available"] is True and i["requirements_index_url"] == ""
+              and i["requirements_wheelhouse"] is True, "--offline 1 with a wheelhouse", i)
+        rc, out = s.run(IMPORT.format(mod="sbx_local"), *req_flags("sbx-local"), url=s.ipc)
+        check(out.get("stdout") == "from the wheelhouse\n", "installs from the wheelhouse", out)
+        rc, out = s.run(HELLO, *req_flags("numpy"), url=s.ipc)
+        err = out.get("error", "")
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "could not install 'numpy': no matching distribution in the configured index "
+                  f"(wheelhouse {wh})" in err and "egress proxy" not in err,
+              "and nothing else: no index asked, no proxy", out)
+        check("event=egress" not in s.log_text(), "no request through a proxy")
+    finally:
+        s.stop()
+        shutil.rmtree(wh, ignore_errors=True)
+
+
+# A PEP 517 backend in the sdist itself (backend-path, no build
+# requirements, so pip installs nothing first): pip runs it in the
+# installer's sandbox to build, as it would any package's setup.py. It is
+# the hostile code here: it probes the way out and reports one line.
+HOSTILE_BACKEND = r"""
+import os, socket, sys, time
+PROXY = ("127.0.0.1", 3128)
+R = {}
+
+def direct(name, host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        R[name] = "connected"
+    except ConnectionRefusedError:
+        R[name] = "refused"
+    except OSError as e:
+        R[name] = "errno%d" % (e.errno or 0)
+
+def status(data):
+    parts = data.split(b" ", 2)
+    return parts[1].decode() if data.startswith(b"HTTP/") and len(parts) > 1 else "none"
+
+def read_all(s, limit=1 << 30):
+    data = b""
+    try:
+        while len(data) < limit:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    return data
+
+def ask(head):
+    s = socket.create_connection(PROXY, timeout=10)
+    try:
+        s.sendall(head)
+    except OSError:
+        pass
+    data = read_all(s)
+    s.close()
+    return status(data)
+
+def tunnel(target):
+    s = socket.create_connection(PROXY, timeout=10)
+    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return s, status(head)
+
+def probes():
+    # At most pip-tunnels (4) connections at once per build: the fifth is refused.
+    socks = [socket.create_connection(PROXY, timeout=5) for _ in range(5)]
+    time.sleep(1)
+    got = []
+    for s in socks:
+        s.setblocking(False)
+        try:
+            got.append(status(s.recv(4096)))
+        except BlockingIOError:
+            got.append("none")
+    for s in socks:
+        s.close()
+    R["tunnels"] = ",".join(got)
+    time.sleep(0.5)
+    # No route but the proxy: not the host's loopback, not its other addresses.
+    direct("sandboxd", "127.0.0.1", SANDBOXD_PORT)
+    direct("listener", "127.0.0.1", LISTENER_PORT)
+    if HOST_ADDR:
+        direct("host_addr", HOST_ADDR, LISTENER_PORT)
+    # The proxy refuses what the policy refuses.
+    R["metadata"] = ask(b"CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n")
+    R["private_get"] = ask(b"GET http://10.0.0.1/ HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n")
+    R["sandboxd_port"] = ask(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n" % SANDBOXD_PORT)
+    R["post"] = ask(b"POST http://127.0.0.1:%d/ HTTP/1.1\r\n\r\n" % INDEX_PORT)
+    R["big_head"] = ask(b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n")
+    # CONNECT end to end: a tunnel to the index's port carries whatever is
+    # spoken through it (plain HTTP here; TLS for a real index), both ways.
+    s, st = tunnel(b"127.0.0.1:%d" % INDEX_PORT)
+    s.sendall(b"GET /simple/sbx-hostile/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    body = read_all(s)
+    R["tunnel"] = st + ("+index" if b"sbx_hostile-1.0.tar.gz" in body else "+nothing")
+    # The byte cap (pip-disk-bytes): a 3 MiB file through a 2 MiB tunnel.
+    s, st = tunnel(b"127.0.0.1:%d" % INDEX_PORT)
+    s.sendall(b"GET /files/big.bin HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    R["cap"] = "%s+%s" % (st, "short" if len(read_all(s)) < 3 << 20 else "full")
+    # Idle timeout (pip-idle-timeout-ms 1500): a silent request, a silent tunnel.
+    t0 = time.monotonic()
+    s = socket.create_connection(PROXY, timeout=10)
+    R["idle_head"] = status(read_all(s))
+    s, st = tunnel(b"127.0.0.1:%d" % INDEX_PORT)
+    R["idle_tunnel"] = "%s+%s" % (st, "closed" if read_all(s) == b"" else "data")
+    R["idle_s"] = "%d" % round(time.monotonic() - t0)
+    # A flood of bad requests: each answered 400, but not each logged.
+    got = set()
+    for _ in range(100):
+        got.add(ask(b"NOT HTTP\r\n\r\n"))
+    R["flood"] = ",".join(sorted(got))
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    # The results go into the wheel it builds (module sbx_hostile, VALUE),
+    # so the test reads them from a run: no length cap on the way back.
+    import base64, hashlib, zipfile
+    try:
+        probes()
+    except Exception as e:
+        R["crash"] = repr(e)[:100].replace(" ", "_")
+    info = "sbx_hostile-1.0.dist-info"
+    files = {
+        "sbx_hostile/__init__.py": "VALUE = %r\n" % "".join("PROBE %s=%s\n" % kv for kv in R.items()),
+        info + "/METADATA": "Metadata-Version: 2.1\nName: sbx-hostile\nVersion: 1.0\n",
+        info + "/WHEEL": "Wheel-Version: 1.0\nGenerator: hostile\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    name = "sbx_hostile-1.0-py3-none-any.whl"
+    record = ""
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for path, text in files.items():
+            data = text.encode()
+            z.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record += "%s,sha256=%s,%d\n" % (path, digest.decode(), len(data))
+        z.writestr(info + "/RECORD", record + info + "/RECORD,,\n")
+    return name
+"""
+
+
+def make_hostile_sdist(directory, **ports):
+    import io
+    import tarfile
+    code = "".join(f"{k} = {v!r}\n" for k, v in ports.items()) + HOSTILE_BACKEND
+    members = {
+        "PKG-INFO": "Metadata-Version: 2.1\nName: sbx-hostile\nVersion: 1.0\n",
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "hostile_backend"\n'
+                          'backend-path = ["."]\n',
+        "hostile_backend.py": code,
+    }
+    path = os.path.join(directory, "sbx_hostile-1.0.tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode()
+            ti = tarfile.TarInfo(f"sbx_hostile-1.0/{name}")
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
+    return path
+
+
+def host_address():
+    """An address of this host other than loopback, if it has one."""
+    p = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                       capture_output=True, text=True)
+    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", p.stdout)
+    return m.group(1) if m else ""
+
+
+def group_requirements_egress(b):
+    """The installer's network, probed from inside by a hostile build step
+    (an sdist's in-tree PEP 517 backend): no route but the egress proxy,
+    the proxy's refusals (policy, port, method, head size), a CONNECT tunnel
+    end to end, the tunnel, byte and idle caps."""
+    idx = Index()
+    with open(os.path.join(idx.files, "big.bin"), "wb") as f:
+        f.write(os.urandom(3 << 20))
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(8)
+    listener.settimeout(0.1)
+    addr = host_address()
+    s = Server(b, 52700, "--workers", "1", "--index-url", idx.url, "--download-hosts",
+               "127.0.0.1", "--pip-tunnels", "4", "--pip-idle-timeout-ms", "1500",
+               "--pip-disk-bytes", str(2 << 20))
+    try:
+        idx.add("sbx-hostile", make_hostile_sdist(
+            idx.files, SANDBOXD_PORT=s.port, LISTENER_PORT=listener.getsockname()[1],
+            HOST_ADDR=addr, INDEX_PORT=idx.port))
+        rc, out = s.run(IMPORT.format(mod="sbx_hostile"), *req_flags("sbx-hostile"),
+                        timeout=120)
+        r = dict(re.findall(r"PROBE (\w+)=(\S+)", out.get("stdout", "")))
+        check(out.get("status") == "OK" and "idle_s" in r,
+              "the hostile build ran in the installer and reported (in the wheel it built)", out)
+        print("probes:", r)
+        t = r.get("tunnels", "").split(",")
+        check(len(t) == 5 and t[-1] == "503" and t[:3] == ["none"] * 3,
+              "at most --pip-tunnels connections at once per build: the fifth gets 503", r)
+        check(r.get("sandboxd") == "refused" and r.get("listener") == "refused",
+              "no route to the host's loopback: sandboxd's port and a host listener refused "
+              "(the installer's own lo)", r)
+        if addr:
+            check(r.get("host_addr") == "errno101",
+                  f"no route to the host's address {addr} (ENETUNREACH)", r)
+        try:
+            listener.accept()
+            reached = True
+        except (socket.timeout, BlockingIOError):
+            reached = False
+        check(not reached, "the host listener never got a connection")
+        check(r.get("metadata") == "403" and r.get("private_get") == "403",
+              "the proxy refuses the metadata address and a private one (403)", r)
+        check(egress_lines(s, target="169.254.169.254:80", status=403)
+              and "host 169.254.169.254 is not in download-hosts" in s.log_text(),
+              "with its reason", s.log_text()[-2000:])
+        check(r.get("sandboxd_port") == "403"
+              and f"port {s.port} is not allowed (80, 443 and the index's {idx.port} only)"
+              in s.log_text(), "a port other than 80, 443 and the index's: 403", r)
+        check(r.get("post") == "405" and r.get("big_head") == "431",
+              "other methods 405, a head over 8 KiB 431", r)
+        check(r.get("tunnel") == "200+index",
+              "CONNECT end to end: 200, then bytes both ways through the tunnel", r)
+        check(r.get("cap") == "200+short" and "more than 2097152 bytes (pip-disk-bytes)"
+              in s.log_text(), "a tunnel stops at --pip-disk-bytes", r)
+        check(r.get("idle_head") == "408" and r.get("idle_tunnel") == "200+closed"
+              and 2 <= int(r.get("idle_s", "99")) <= 8,
+              "silent connections end after --pip-idle-timeout-ms (408 before a request)", r)
+        flood_lines = egress_lines(s, status=400)
+        m = re.search(r"event=env_build .* egress_refusals=(\d+)", s.log_text())
+        check(r.get("flood") == "400" and len(flood_lines) <= 32
+              and m is not None and int(m.group(1)) >= 100,
+              "a flood of bad requests is answered, counted (env_build egress_refusals) and "
+              "logged only up to a cap", (r.get("flood"), len(flood_lines), m and m.group(0)))
+        rc, out = s.run(HELLO)
+        check(out.get("stdout") == "hello\n", "the server still serves", out)
+    finally:
+        s.stop()
+        listener.close()
+        idx.stop()
+
+
+def group_requirements_upstream(b):
+    """--pip-proxy: the egress proxy checks each request, then hands it to
+    the operator's upstream proxy, which resolves and connects (here: a
+    small proxy on 127.0.0.1 that serves every host from the local index).
+    The index's name does not resolve on this machine at all."""
+    idx = Index()
+    idx.add("sbx-up", make_module_wheel(idx.files, "sbx-up", "1.0", "via the upstream"))
+    seen = []
+
+    class Upstream(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.requestline, self.headers.get("Connection")))
+            m = re.match(r"http://[^/]+(/.*)", self.path)
+            if not m:
+                self.send_error(400)
+                return
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            try:
+                resp = opener.open(f"http://127.0.0.1:{idx.port}{m.group(1)}", timeout=10)
+                body = resp.read()
+            except urllib.error.HTTPError as e:
+                self.send_error(e.code)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", resp.headers.get("Content-Type", ""))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_CONNECT(self):
+            seen.append((self.requestline, self.headers.get("Host")))
+            self.send_response(403, "upstream says no")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    up = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=up.serve_forever, daemon=True).start()
+    proxy = f"http://127.0.0.1:{up.server_address[1]}"
+    name_url = f"http://sbx-index.invalid:{idx.port}/simple/"
+    s = Server(b, 52800, "--workers", "1", "--index-url", name_url, "--pip-proxy", proxy,
+               "--download-hosts", "sbx-index.invalid")
+    try:
+        rc, out = s.run(IMPORT.format(mod="sbx_up"), *req_flags("sbx-up"))
+        check(out.get("stdout") == "via the upstream\n",
+              "pip installs through the egress proxy and the upstream proxy", out)
+        check(any(l.startswith(f"GET http://sbx-index.invalid:{idx.port}/simple/sbx-up/")
+                  and c == "close" for l, c in seen),
+              "the upstream got the absolute-form request, one per connection", seen)
+    finally:
+        s.stop()
+    # An https index: pip's CONNECT goes to the upstream as a CONNECT, and
+    # the upstream's answer reaches pip unchanged.
+    seen.clear()
+    s = Server(b, 52800, "--workers", "1", "--index-url",
+               f"https://sbx-index.invalid:{idx.port}/simple/", "--pip-proxy", proxy,
+               "--download-hosts", "sbx-index.invalid")
+    try:
+        rc, out = s.run(HELLO, *req_flags("sbx-up"))
+        check(out.get("status") == "FAILED_PRECONDITION"
+              and "Tunnel connection failed: 403 upstream says no" in out.get("error", ""),
+              "the upstream's refusal of the CONNECT reaches pip", out)
+        check((f"CONNECT sbx-index.invalid:{idx.port} HTTP/1.1", f"sbx-index.invalid:{idx.port}")
+              in seen, "the upstream got the CONNECT", seen)
+    finally:
+        s.stop()
+    # The egress proxy's own checks come first: a host not in download-hosts,
+    # and an address literal the guard refuses, never reach the upstream.
+    for allow, url, why in [
+            (["--download-hosts", "other.example"], name_url,
+             "host sbx-index.invalid is not in download-hosts"),
+            ([], idx.url, "address 127.0.0.1 is loopback")]:
+        seen.clear()
+        s = Server(b, 52800, "--workers", "1", "--index-url", url, "--pip-proxy", proxy, *allow)
+        try:
+            rc, out = s.run(HELLO, *req_flags("sbx-up"))
+            check(out.get("status") == "FAILED_PRECONDITION" and why in out.get("error", ""),
+                  f"refused before the upstream: {why}", out)
+            check(seen == [], "the upstream saw nothing", seen)
+        finally:
+            s.stop()
+    up.shutdown()
+    idx.stop()
 
 
 def group_requirements_urls(b):
@@ -367,10 +832,11 @@ def group_requirements_urls(b):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     web = f"http://127.0.0.1:{httpd.server_address[1]}"
     good = f"sbx-url @ {web}/sbx_url-1.0-py3-none-any.whl"
-    s = Server(b, 64400, "--workers", "2", "--requirements-allow-urls", "1",
+    s = Server(b, 52400, "--workers", "2", "--offline", "1", "--requirements-allow-urls", "1",
                "--download-hosts", "127.0.0.1", "--max-concurrent-builds", "1",
                "--pip-disk-bytes", str(4 << 20))
-    guarded = Server(b, 64500, "--workers", "1", "--requirements-allow-urls", "1")
+    guarded = Server(b, 52500, "--workers", "1", "--offline", "1",
+                     "--requirements-allow-urls", "1")
     try:
         check(info(s)["requirements_available"] is True,
               "requirements are available with URLs allowed and no other source", info(s))

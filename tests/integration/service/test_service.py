@@ -44,7 +44,7 @@ class Server:
     script_text()."""
     tmp_prefix = "sbx-svc-"
 
-    def __init__(self, bin_dir, uid_base, *extra, env=None):
+    def __init__(self, bin_dir, uid_base, *extra, env=None, wrap=()):
         self.bin_dir = bin_dir
         self.uid_base = uid_base
         self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
@@ -56,7 +56,9 @@ class Server:
         self.state = os.path.join(self.tmp, "state")
         self.log_path = os.path.join(self.tmp, "sandboxd.log")
         self.log = open(self.log_path, "wb")
-        cmd = [f"{bin_dir}/sandboxd", *self.extra_args(), "--listen", self.tcp,
+        # wrap: a command to start sandboxd under (e.g. in a network
+        # namespace of its own); it ends by exec'ing its arguments.
+        cmd = [*wrap, f"{bin_dir}/sandboxd", *self.extra_args(), "--listen", self.tcp,
                "--listen", self.ipc, "--state-dir", self.state, "--uid-base", str(uid_base),
                *extra]
         penv = dict(os.environ)
