@@ -177,7 +177,10 @@ class Core:
             yield from self._check_size(ep, method, len(data), attempt)
             outcome = yield Exchange(ep, data, reply_ms)
             if isinstance(outcome, TransportFailure):
-                raise transport_error(outcome, ep.address, attempt + 1, run_id)
+                # Closing the client closes its connections first: a call
+                # in flight then sees a reset, but the cause was the close.
+                closed = self.fleet.closed
+                raise transport_error(outcome, ep.address, attempt + 1, run_id, closed)
             reply = _wire.decode_reply(outcome, rid, ep.address, attempt + 1, run_id)
             if reply.status not in RETRIABLE or attempt == self.opts.retries:
                 return reply, ep, attempt + 1
@@ -254,13 +257,13 @@ def _check_session_id(session_id) -> None:
         raise TypeError(f"session_id: a str, not {type(session_id).__name__}")
 
 
-def transport_error(f: TransportFailure, endpoint: str, attempts: int,
-                    run_id: str) -> errors.SandboxError:
+def transport_error(f: TransportFailure, endpoint: str, attempts: int, run_id: str,
+                    closed: bool = False) -> errors.SandboxError:
     """What an exchange without a reply means for the code."""
     reason = _nng.strerror(f.errno)
     kw = dict(endpoint=endpoint, attempts=attempts, run_id=run_id)
     if not f.sent:
-        if f.errno == _nng.ECLOSED:
+        if f.errno == _nng.ECLOSED or closed:
             return errors.Cancelled("the client was closed; nothing was sent", nothing_ran=True,
                                     **kw)
         return errors.Unavailable(f"sending the request: {reason}; nothing was sent",
@@ -268,7 +271,7 @@ def transport_error(f: TransportFailure, endpoint: str, attempts: int,
     if f.errno == _nng.ETIMEDOUT:
         return errors.DeadlineExceeded(f"no reply in time: {reason}; the code may or may not "
                                        "have run", **kw)
-    if f.errno == _nng.ECLOSED:
+    if f.errno == _nng.ECLOSED or closed:
         return errors.Cancelled("the client was closed while waiting for the reply; the code "
                                 "may or may not have run", **kw)
     return errors.Unknown(f"no reply: {reason}; the code may or may not have run", **kw)
