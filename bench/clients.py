@@ -109,7 +109,7 @@ def main():
     ap.add_argument("--python-dir", default=os.path.join(HERE, "..", "build", "python"),
                     help="where the sandboxd package is (default: the build's)")
     ap.add_argument("--url", help="use a running sandboxd instead of starting one")
-    ap.add_argument("--rounds", type=int, default=20, help="rounds of each column")
+    ap.add_argument("--rounds", type=int, default=30, help="rounds of each column")
     ap.add_argument("--requests", type=int, default=5, help="calls per round")
     ap.add_argument("--uid-base", type=int, default=53700)
     a = ap.parse_args()
@@ -138,6 +138,10 @@ def main():
             for c in order:
                 rounds[c.name].append(c.round_median_s(a.requests))
         base = statistics.median(rounds["c"])
+        # Each column's rounds next to the C rounds of the same pass: their
+        # ratios cancel slow drifts of a shared machine's load.
+        paired = {name: statistics.median(x / y for x, y in zip(r, rounds["c"]))
+                  for name, r in rounds.items()}
         print(f"rounds={a.rounds} requests_per_round={a.requests} concurrency=1 "
               f"cpus={os.cpu_count()}")
         for c in columns:
@@ -145,7 +149,7 @@ def main():
             spread = f"{min(rounds[c.name]) * 1e3:.2f}..{max(rounds[c.name]) * 1e3:.2f}"
             goal = "" if c.name == "c" else " (goal <= 1.05)"
             print(f"latency median {c.name:>8}: {med * 1e3:7.2f} ms (round medians {spread}), "
-                  f"ratio to c {med / base:.3f}{goal}")
+                  f"ratio to c {med / base:.3f}, paired {paired[c.name]:.3f}{goal}")
         py = next(c for c in columns if c.name == "python")
         print(f"python client CPU per call (this process, all threads): "
               f"{py.cpu_s / py.calls * 1e6:.0f} us")
