@@ -1,0 +1,28 @@
+"""sandboxd: the Python client of sandboxd (sandbox.v1 over nng REQ/REP).
+
+    import sandboxd
+    with sandboxd.Client("tcp://127.0.0.1:7878") as c:
+        r = c.run_code('print("hello")')
+        print(r.stdout_text, r.killed_by, r.exit_code)
+
+At-most-once: nothing is sent twice unless a server answered
+RESOURCE_EXHAUSTED or UNAVAILABLE (which prove nothing ran); a call that may
+have run raises Unknown or DeadlineExceeded and is never retried. docs/CLIENTS.md.
+"""
+from .aio import AsyncClient
+from .client import Client
+from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, FailedPrecondition,
+                     Internal, InvalidArgument, NotFound, OutOfRange, PermissionDenied,
+                     ResourceExhausted, SandboxError, Unavailable, Unimplemented, Unknown)
+from .types import (TLS, Artifact, FileContent, FileEntry, FileList, FileURL, Health, Isolation,
+                    Limits, RunResult, ServerInfo, UnsafePath)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Artifact", "FileEntry",
+    "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath",
+    "SandboxError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
+    "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
+    "OutOfRange", "Unimplemented", "Internal", "Unavailable",
+]

@@ -1,0 +1,277 @@
+"""_core.py: the rules of a call, written once for both clients.
+
+Each method is a generator that yields what it needs done (resolve host
+names, wait for a connection, exchange bytes with one endpoint, sleep) and
+receives the outcome; Client drives it with blocking calls, AsyncClient with
+awaits. So the at-most-once rules below cannot drift between the two:
+
+- resend is off (_nng.req_socket) and nothing is ever sent twice unless a
+  server answered RESOURCE_EXHAUSTED or UNAVAILABLE, which prove nothing ran;
+  those are retried with exponential backoff and jitter (50 ms doubling to
+  2 s, as the C client), on another endpoint when there is one;
+- a request that left and got no reply in time is DeadlineExceeded, one
+  whose connection broke is Unknown: both may have run, neither is retried,
+  here or on another server;
+- a request that never left (no endpoint connected, an oversized request)
+  fails with nothing_ran=True and is not retried either;
+- before the first request over 4 KiB to an endpoint, that server's
+  --max-message-bytes is asked once with GetInfo: nng would drop a larger
+  message with its connection, and the caller would see only a timeout.
+"""
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Generator, List, Optional, Set, Tuple
+
+from . import _nng, _wire, errors
+from . import sandbox_pb2 as pb
+from ._transport import Endpoint, Fleet, Target, TransportFailure
+from .types import FileContent, FileList, Health, RunResult, ServerInfo
+
+REPLY_MARGIN_MS = 5000
+SMALLEST_SERVER_CAP = 4096
+DEFAULT_MAX_REQUEST_BYTES = 8 << 20
+RETRIABLE = (8, 14)  # RESOURCE_EXHAUSTED, UNAVAILABLE: nothing ran
+
+
+@dataclass
+class Options:
+    retries: int
+    queue_wait_ms: int
+    timeout_ms: Optional[int]
+    connect_timeout_s: float
+    max_request_bytes: int
+
+
+# What a call asks its driver to do.
+@dataclass
+class Resolve:
+    targets: List[Target]
+
+
+@dataclass
+class WaitLive:
+    endpoint: Optional[Endpoint]  # None: any endpoint
+    timeout_s: float
+
+
+@dataclass
+class Exchange:
+    endpoint: Endpoint
+    data: bytes
+    timeout_ms: int
+
+
+@dataclass
+class Sleep:
+    seconds: float
+
+
+Steps = Generator[object, object, object]
+
+
+def backoff_s(attempt: int) -> float:
+    """50 ms, 100 ms, 200 ms, ... up to 2 s, plus up to 50% jitter."""
+    ms = min(50 << min(attempt, 6), 2000)
+    return (ms + random.uniform(0, ms / 2)) / 1000
+
+
+class Core:
+    """Shared state of a client: its fleet and options."""
+
+    def __init__(self, endpoints, *, timeout_s, retries, tls, queue_wait_s, connect_timeout_s,
+                 resolve_interval_s, max_request_bytes):
+        if retries < 0:
+            raise ValueError("retries: 0 or more")
+        self.opts = Options(retries=retries, queue_wait_ms=int(queue_wait_s * 1000),
+                            timeout_ms=None if timeout_s is None else int(timeout_s * 1000),
+                            connect_timeout_s=connect_timeout_s,
+                            max_request_bytes=max_request_bytes)
+        self.fleet = Fleet(endpoints, tls, resolve_interval_s)
+
+    # ---- one call, with retries ----
+
+    def _choose(self, session_id: Optional[str], avoid: Set[str], attempts: int) -> Steps:
+        """The endpoint for the next attempt: the session's home, or a live
+        one round-robin; waits up to connect_timeout_s for a connection."""
+        fleet = self.fleet
+        due = fleet.due_targets()
+        if due:
+            for target, (addresses, error) in zip(due, (yield Resolve(due))):
+                fleet.apply_resolution(target, addresses, error)
+        for waited in (False, True):
+            if fleet.closed:
+                raise errors.Cancelled("the client is closed; nothing was sent",
+                                       nothing_ran=True, attempts=attempts)
+            if session_id:
+                ep = fleet.session_home(session_id)
+                if ep is not None and fleet.has_live(ep):
+                    return ep
+            else:
+                ep = fleet.pick(avoid)
+                if ep is not None:
+                    return ep
+            if not waited and (not session_id or ep is not None):
+                yield WaitLive(ep if session_id else None, self.opts.connect_timeout_s)
+        where = f"session {session_id!r} lives on {ep.address}, " if session_id and ep else ""
+        raise errors.Unavailable(
+            f"{where}no endpoint connected within {self.opts.connect_timeout_s:g} s: "
+            f"{fleet.describe()}; nothing was sent", nothing_ran=True, attempts=attempts)
+
+    def _budget(self, run_timeout_ms: int) -> Tuple[int, int]:
+        """(how long the call may wait in a server's queue, how long to wait
+        for the reply): the queue budget plus the run's own time plus a
+        margin, as the C client, unless timeout_s bounds both."""
+        o = self.opts
+        if o.timeout_ms is not None:
+            return min(o.queue_wait_ms, o.timeout_ms), o.timeout_ms
+        return o.queue_wait_ms, o.queue_wait_ms + run_timeout_ms + REPLY_MARGIN_MS
+
+    def _server_cap(self, ep: Endpoint) -> Steps:
+        """The endpoint's --max-message-bytes, asked once (0 = unknown)."""
+        if ep.max_message_bytes is None:
+            queue_ms, reply_ms = self._budget(0)
+            rid = _wire.new_request_id()
+            data = _wire.envelope(_wire.GET_INFO, rid, _wire.now_unix_ms() + queue_ms, b"")
+            outcome = yield Exchange(ep, data, reply_ms)
+            cap = 0
+            if isinstance(outcome, bytes):
+                try:
+                    reply = _wire.decode_reply(outcome, rid, ep.address, 1)
+                    if reply.status == 0:
+                        info = _wire.parse_payload(pb.GetInfoResponse, reply, ep.address, 1)
+                        if info.max_message_bytes >= SMALLEST_SERVER_CAP:
+                            cap = info.max_message_bytes
+                except errors.SandboxError:
+                    pass  # an older or failing server: the request decides
+            ep.max_message_bytes = cap
+        return ep.max_message_bytes
+
+    def _check_size(self, ep: Endpoint, method: str, size: int, attempts: int) -> Steps:
+        if size > self.opts.max_request_bytes:
+            raise errors.InvalidArgument(
+                f"the request is {size} bytes, more than this client's cap of "
+                f"{self.opts.max_request_bytes} (max_request_bytes; the server's default "
+                "--max-message-bytes); nothing was sent", nothing_ran=True, attempts=attempts)
+        if size > SMALLEST_SERVER_CAP and method != _wire.GET_INFO:
+            cap = yield from self._server_cap(ep)
+            if cap and size > cap:
+                raise errors.InvalidArgument(
+                    f"the request is {size} bytes, more than the {cap} the server accepts (its "
+                    "--max-message-bytes, from GetInfo); nothing was sent", nothing_ran=True,
+                    endpoint=ep.address, attempts=attempts)
+
+    def call(self, method: str, payload: bytes, run_timeout_ms: int = 0, *,
+             session_id: Optional[str] = None, run_id: str = "") -> Steps:
+        """Calls method; returns (Reply, endpoint, attempts) for any status a
+        server answered (retriable ones once retries are used up), or raises
+        for an outcome no server answered."""
+        avoid: Set[str] = set()
+        for attempt in range(self.opts.retries + 1):
+            ep = yield from self._choose(session_id, avoid, attempt)
+            queue_ms, reply_ms = self._budget(run_timeout_ms)
+            rid = _wire.new_request_id()
+            data = _wire.envelope(method, rid, _wire.now_unix_ms() + queue_ms, payload)
+            yield from self._check_size(ep, method, len(data), attempt)
+            outcome = yield Exchange(ep, data, reply_ms)
+            if isinstance(outcome, TransportFailure):
+                # Closing the client closes its connections first: a call
+                # in flight then sees a reset, but the cause was the close.
+                closed = self.fleet.closed
+                raise transport_error(outcome, ep.address, attempt + 1, run_id, closed)
+            reply = _wire.decode_reply(outcome, rid, ep.address, attempt + 1, run_id)
+            if reply.status not in RETRIABLE or attempt == self.opts.retries:
+                return reply, ep, attempt + 1
+            avoid.add(ep.address)
+            if reply.status == 14:
+                self.fleet.penalize(ep)
+            if session_id or not self.fleet.untried_live(avoid):
+                yield Sleep(backoff_s(attempt))
+        raise AssertionError("unreachable")
+
+    def _ok_payload(self, message_type, method: str, payload: bytes, run_timeout_ms: int = 0, *,
+                    session_id: Optional[str] = None, run_id: str = "") -> Steps:
+        reply, ep, attempts = yield from self.call(method, payload, run_timeout_ms,
+                                                   session_id=session_id, run_id=run_id)
+        if reply.status != 0:
+            raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
+                                     attempts=attempts, run_id=run_id)
+        return _wire.parse_payload(message_type, reply, ep.address, attempts, run_id), ep, attempts
+
+    # ---- the methods ----
+
+    def run_code(self, code: str, **kw) -> Steps:
+        req, limits = _wire.run_code_request(code, **kw)
+        if not req.run_id:  # ours, so that an Unknown outcome can name it
+            req.run_id = str(uuid.uuid4())
+        session = req.session_id or None
+        msg, ep, attempts = yield from self._ok_payload(
+            pb.RunCodeResponse, _wire.RUN_CODE, req.SerializeToString(),
+            _wire.run_timeout_ms(limits), session_id=session, run_id=req.run_id)
+        if session:
+            self.fleet.remember_session(session, ep)
+        return _wire.run_result(msg, ep.address, attempts)
+
+    def health(self) -> Steps:
+        msg, ep, _ = yield from self._ok_payload(pb.HealthResponse, _wire.HEALTH, b"")
+        return _wire.health(msg, ep.address)
+
+    def info(self) -> Steps:
+        msg, ep, _ = yield from self._ok_payload(pb.GetInfoResponse, _wire.GET_INFO, b"")
+        return _wire.server_info(msg, ep.address)
+
+    def close_session(self, session_id: str) -> Steps:
+        _check_session_id(session_id)
+        req = pb.CloseSessionRequest(session_id=session_id)
+        try:
+            yield from self._ok_payload(pb.CloseSessionResponse, _wire.CLOSE_SESSION,
+                                        req.SerializeToString(), session_id=session_id)
+        except errors.NotFound:
+            self.fleet.forget_session(session_id)
+            raise
+        self.fleet.forget_session(session_id)
+        return None
+
+    def list_files(self, session_id: str, path: str = "") -> Steps:
+        _check_session_id(session_id)
+        req = pb.ListFilesRequest(session_id=session_id, path=path)
+        msg, _, _ = yield from self._ok_payload(pb.ListFilesResponse, _wire.LIST_FILES,
+                                                req.SerializeToString(), session_id=session_id)
+        return _wire.file_list(msg)
+
+    def read_file(self, session_id: str, path: str, offset: int = 0, length: int = 0) -> Steps:
+        _check_session_id(session_id)
+        if offset < 0 or length < 0:
+            raise errors.InvalidArgument("offset and length: 0 or more; nothing was sent",
+                                         nothing_ran=True)
+        req = pb.ReadFileRequest(session_id=session_id, path=path, offset=offset, length=length)
+        msg, _, _ = yield from self._ok_payload(pb.ReadFileResponse, _wire.READ_FILE,
+                                                req.SerializeToString(), session_id=session_id)
+        return _wire.file_content(msg)
+
+
+def _check_session_id(session_id) -> None:
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id: a str, not {type(session_id).__name__}")
+
+
+def transport_error(f: TransportFailure, endpoint: str, attempts: int, run_id: str,
+                    closed: bool = False) -> errors.SandboxError:
+    """What an exchange without a reply means for the code."""
+    reason = _nng.strerror(f.errno)
+    kw = dict(endpoint=endpoint, attempts=attempts, run_id=run_id)
+    if not f.sent:
+        if f.errno == _nng.ECLOSED or closed:
+            return errors.Cancelled("the client was closed; nothing was sent", nothing_ran=True,
+                                    **kw)
+        return errors.Unavailable(f"sending the request: {reason}; nothing was sent",
+                                  nothing_ran=True, **kw)
+    if f.errno == _nng.ETIMEDOUT:
+        return errors.DeadlineExceeded(f"no reply in time: {reason}; the code may or may not "
+                                       "have run", **kw)
+    if f.errno == _nng.ECLOSED or closed:
+        return errors.Cancelled("the client was closed while waiting for the reply; the code "
+                                "may or may not have run", **kw)
+    return errors.Unknown(f"no reply: {reason}; the code may or may not have run", **kw)

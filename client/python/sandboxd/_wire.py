@@ -1,0 +1,227 @@
+"""_wire.py: the envelope and the messages, in and out.
+
+Builds RequestEnvelope bytes from the caller's arguments and turns
+ReplyEnvelope bytes into results or exceptions. Every byte of a reply came
+from the network: anything that does not decode, or that contradicts the
+request (another request_id), is an error, never a crash and never a
+half-filled result. Nothing here does I/O.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import time
+from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+from . import errors
+from . import sandbox_pb2 as pb
+from .types import (Artifact, FileContent, FileEntry, FileList, FileURL, Health, Isolation,
+                    LIMIT_FIELDS, Limits, RunResult, ServerInfo, field_names)
+
+SERVICE = "sandbox.v1.Sandbox"
+RUN_CODE = f"/{SERVICE}/RunCode"
+HEALTH = f"/{SERVICE}/Health"
+GET_INFO = f"/{SERVICE}/GetInfo"
+CLOSE_SESSION = f"/{SERVICE}/CloseSession"
+LIST_FILES = f"/{SERVICE}/ListFiles"
+READ_FILE = f"/{SERVICE}/ReadFile"
+
+_KILLED_BY_SHORT = {0: "none", 1: "timeout", 2: "memory", 3: "output_limit", 4: "signal"}
+_ENTRY_TYPES = {0: "other", 1: "file", 2: "directory", 3: "symlink"}
+
+_request_prefix = f"{os.getpid():x}-{secrets.token_hex(3)}"
+_request_counter = itertools.count(1)
+
+FileValue = Union[bytes, bytearray, memoryview, str, FileURL]
+
+
+def _refuse(message: str) -> errors.InvalidArgument:
+    """A request this client will not send: nothing ran, nothing was sent."""
+    return errors.InvalidArgument(message + "; nothing was sent", nothing_ran=True)
+
+
+def new_request_id() -> str:
+    return f"{_request_prefix}-{next(_request_counter)}"
+
+
+def envelope(method: str, request_id: str, deadline_unix_ms: int, payload: bytes) -> bytes:
+    env = pb.RequestEnvelope(method=method, request_id=request_id,
+                             deadline_unix_ms=max(0, deadline_unix_ms), payload=payload)
+    return env.SerializeToString()
+
+
+def now_unix_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ---- requests ----
+
+def _file_items(files) -> Iterable[Tuple[str, FileValue]]:
+    if files is None:
+        return ()
+    if isinstance(files, Mapping):
+        return files.items()
+    return files
+
+
+def _add_file(req: pb.RunCodeRequest, index: int, path, value) -> None:
+    if not isinstance(path, str):
+        raise TypeError(f"files[{index}]: the path must be a str, not {type(path).__name__}")
+    f = req.files.add(path=path)
+    if isinstance(value, FileURL):
+        f.url = value.url
+    elif isinstance(value, str):
+        f.content = value.encode()
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        f.content = bytes(value)
+    else:
+        raise TypeError(f"files[{path!r}]: bytes, str or sandboxd.FileURL, "
+                        f"not {type(value).__name__}")
+
+
+def _strings(name: str, values: Sequence[str]) -> Sequence[str]:
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name}: a sequence of str, not a single {type(values).__name__}")
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            raise TypeError(f"{name}[{i}]: a str, not {type(v).__name__}")
+    return values
+
+
+def run_code_request(code: str, *, requirements: Sequence[str] = (), files=None,
+                     stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
+                     env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
+                     run_id: Optional[str] = None, limits=None,
+                     runtime: str = "python") -> Tuple[pb.RunCodeRequest, Optional[Limits]]:
+    """The RunCodeRequest for run_code's arguments (types checked here; values
+    are the server's to judge, which names the field it refuses)."""
+    if not isinstance(code, str):
+        raise TypeError(f"code: a str, not {type(code).__name__}")
+    try:
+        lim = Limits.coerce(limits)
+    except ValueError as e:
+        raise _refuse(str(e)) from None
+    req = pb.RunCodeRequest(code=code, runtime=runtime,
+                            requirements=_strings("requirements", requirements),
+                            args=_strings("args", args), session_id=session_id or "",
+                            run_id=run_id or "")
+    req.stdin = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+    for i, (path, value) in enumerate(_file_items(files)):
+        _add_file(req, i, path, value)
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"env: str keys and values, not {key!r}: {type(value).__name__}")
+        req.env[key] = value
+    if lim is not None:
+        req.limits.CopyFrom(pb.Limits(**{k: getattr(lim, k) for k in LIMIT_FIELDS}))
+    return req, lim
+
+
+def run_timeout_ms(limits: Optional[Limits]) -> int:
+    """How long the run itself may take, for the reply wait: its timeout, or
+    the largest a default server allows when it leaves it to the server
+    (as the C client: a slow but legal run is not cut off)."""
+    if limits is not None and limits.timeout_ms > 0:
+        return limits.timeout_ms
+    return 60_000
+
+
+# ---- replies ----
+
+class Reply:
+    """A decoded ReplyEnvelope: status, message, payload bytes."""
+    __slots__ = ("status", "message", "payload")
+
+    def __init__(self, status: int, message: str, payload: bytes):
+        self.status = status
+        self.message = message
+        self.payload = payload
+
+
+def bad_reply(what: str, endpoint: str, attempts: int, run_id: str = "") -> errors.Internal:
+    """A reply that does not decode: the request was sent and answered by
+    something, so the code may have run."""
+    return errors.Internal(f"{what}; the code may or may not have run", nothing_ran=False,
+                           endpoint=endpoint, attempts=attempts, run_id=run_id)
+
+
+def decode_reply(data: bytes, request_id: str, endpoint: str, attempts: int,
+                 run_id: str = "") -> Reply:
+    env = pb.ReplyEnvelope()
+    try:
+        env.ParseFromString(data)
+    except Exception:  # DecodeError, bad UTF-8 in a string: the bytes are not ours to trust
+        raise bad_reply("the reply is not a valid sandbox.v1.ReplyEnvelope", endpoint, attempts,
+                        run_id) from None
+    if env.request_id != request_id:
+        raise bad_reply(f"the reply answers request {env.request_id[:80]!r}, not {request_id!r}",
+                        endpoint, attempts, run_id)
+    return Reply(int(env.status), env.message, env.payload)
+
+
+def parse_payload(message_type, reply: Reply, endpoint: str, attempts: int, run_id: str = ""):
+    msg = message_type()
+    try:
+        msg.ParseFromString(reply.payload)
+    except Exception:
+        raise bad_reply(f"the reply is not a valid {message_type.DESCRIPTOR.full_name}", endpoint,
+                        attempts, run_id) from None
+    return msg
+
+
+def killed_by_name(value: int) -> str:
+    """"none", "timeout", ... for the values this client knows; the proto
+    name of a newer one (KILLED_BY_<n> when even the schema does not know
+    it), never an exception."""
+    if value in _KILLED_BY_SHORT:
+        return _KILLED_BY_SHORT[value]
+    desc = pb.KilledBy.DESCRIPTOR.values_by_number.get(value)
+    return desc.name if desc is not None else f"KILLED_BY_{value}"
+
+
+def enum_name(enum_type, value: int, prefix: str) -> str:
+    desc = enum_type.DESCRIPTOR.values_by_number.get(value)
+    return desc.name if desc is not None else f"{prefix}{value}"
+
+
+def run_result(msg: pb.RunCodeResponse, endpoint: str, attempts: int) -> RunResult:
+    arts = tuple(Artifact(name=a.name, relative_path=a.relative_path, size=a.size, mime=a.mime,
+                          content=a.content, content_omitted=a.content_omitted)
+                 for a in msg.artifacts)
+    return RunResult(
+        run_id=msg.run_id, session_id=msg.session_id, session_created=msg.session_created,
+        stdout=msg.stdout, stderr=msg.stderr, stdout_truncated=msg.stdout_truncated,
+        stderr_truncated=msg.stderr_truncated, killed_by=killed_by_name(msg.killed_by),
+        exit_code=msg.exit_code, signal=msg.signal, wall_time_ms=msg.wall_time_ms,
+        cpu_time_ms=msg.cpu_time_ms, peak_memory_bytes=msg.peak_memory_bytes, artifacts=arts,
+        feedback=tuple(msg.feedback), endpoint=endpoint, attempts=attempts)
+
+
+def file_list(msg: pb.ListFilesResponse) -> FileList:
+    return FileList(entries=tuple(
+        FileEntry(name=e.name, relative_path=e.relative_path,
+                  type=_ENTRY_TYPES.get(e.type, "other"), size=e.size) for e in msg.entries),
+        truncated=msg.truncated)
+
+
+def file_content(msg: pb.ReadFileResponse) -> FileContent:
+    return FileContent(content=msg.content, size=msg.size, eof=msg.eof)
+
+
+def health(msg: pb.HealthResponse, endpoint: str) -> Health:
+    return Health(status=enum_name(pb.HealthResponse.ServingStatus, msg.status, "STATUS_"),
+                  endpoint=endpoint)
+
+
+def _limits(msg: pb.Limits) -> Limits:
+    return Limits(**{k: getattr(msg, k) for k in LIMIT_FIELDS})
+
+
+def server_info(msg: pb.GetInfoResponse, endpoint: str) -> ServerInfo:
+    iso = Isolation(**{k: getattr(msg.isolation, k) for k in field_names(Isolation)})
+    plain = {k: getattr(msg, k) for k in field_names(ServerInfo)
+             if k not in ("runtimes", "isolation", "default_limits", "max_limits", "endpoint")}
+    return ServerInfo(runtimes=tuple(msg.runtimes), isolation=iso,
+                      default_limits=_limits(msg.default_limits),
+                      max_limits=_limits(msg.max_limits), endpoint=endpoint, **plain)

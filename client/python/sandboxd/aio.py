@@ -1,0 +1,115 @@
+"""aio.py: the asyncio client. The same methods and rules as Client
+(_core.py), as coroutines: nng's completion callbacks wake the event loop
+with call_soon_threadsafe, so any number of calls can be in flight from one
+client without a thread per call. Host names are looked up with the loop's
+getaddrinfo."""
+from __future__ import annotations
+
+import asyncio
+from typing import Dict, Mapping, Optional, Sequence, Union
+
+from . import _core
+from ._transport import Fleet, TransportFailure, addresses_from, exchange_async
+from .types import TLS, FileContent, FileList, Health, Limits, RunResult, ServerInfo
+
+LIVE_POLL_S = 0.01
+
+
+class AsyncClient:
+    """Client's asyncio twin; the arguments are Client's."""
+
+    def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
+                 retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
+                 connect_timeout_s: float = 5.0, resolve_interval_s: float = 30.0,
+                 max_request_bytes: int = _core.DEFAULT_MAX_REQUEST_BYTES):
+        self._core = _core.Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
+                                queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
+                                resolve_interval_s=resolve_interval_s,
+                                max_request_bytes=max_request_bytes)
+
+    async def _drive(self, steps):
+        outcome = None
+        try:
+            while True:
+                outcome = await self._perform(steps.send(outcome))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _perform(self, step):
+        fleet: Fleet = self._core.fleet
+        if isinstance(step, _core.Exchange):
+            fleet.acquire(step.endpoint)
+            try:
+                return await exchange_async(step.endpoint.sock, step.data, step.timeout_ms)
+            except TransportFailure as f:
+                return f
+            finally:
+                fleet.release(step.endpoint)
+        if isinstance(step, _core.WaitLive):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + step.timeout_s
+            while not fleet.has_live(step.endpoint) and loop.time() < deadline:
+                await asyncio.sleep(LIVE_POLL_S)
+            return fleet.has_live(step.endpoint)
+        if isinstance(step, _core.Sleep):
+            await asyncio.sleep(step.seconds)
+            return None
+        if isinstance(step, _core.Resolve):
+            return [await self._resolve(t) for t in step.targets]
+        raise TypeError(f"unknown step {step!r}")
+
+    @staticmethod
+    async def _resolve(target):
+        import socket
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+            return addresses_from(target, infos), ""
+        except OSError as e:
+            return None, str(e)
+
+    async def run_code(self, code: str, *, requirements: Sequence[str] = (), files=None,
+                       stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
+                       env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
+                       run_id: Optional[str] = None,
+                       limits: Union[Limits, Mapping[str, int], None] = None) -> RunResult:
+        return await self._drive(self._core.run_code(
+            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
+            session_id=session_id, run_id=run_id, limits=limits))
+
+    async def health(self) -> Health:
+        return await self._drive(self._core.health())
+
+    async def info(self) -> ServerInfo:
+        return await self._drive(self._core.info())
+
+    async def close_session(self, session_id: str) -> None:
+        return await self._drive(self._core.close_session(session_id))
+
+    async def list_files(self, session_id: str, path: str = "") -> FileList:
+        return await self._drive(self._core.list_files(session_id, path))
+
+    async def read_file(self, session_id: str, path: str, offset: int = 0,
+                        length: int = 0) -> FileContent:
+        return await self._drive(self._core.read_file(session_id, path, offset, length))
+
+    def endpoints(self) -> Dict[str, bool]:
+        return self._core.fleet.endpoints()
+
+    async def wait_connected(self, count: int = 1, timeout_s: float = 10.0) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while sum(self.endpoints().values()) < count:
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(LIVE_POLL_S)
+        return True
+
+    def close(self) -> None:
+        self._core.fleet.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,154 @@
+"""errors.py: one exception class per status code, all SandboxError.
+
+The attribute that matters most is `nothing_ran`: True only when it is
+certain the code did not run, because a server said so with a status the
+protocol defines as "nothing ran", or because the request never left this
+client. A broken connection after sending (Unknown) or no reply in time
+(DeadlineExceeded from the client) may have run: `nothing_ran` is False and
+the client never retries them, here or on another server.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Type
+
+# gRPC's codes, as in proto/sandbox.proto's enum Code.
+CODE_NAMES: Dict[int, str] = {
+    0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 4: "DEADLINE_EXCEEDED",
+    5: "NOT_FOUND", 6: "ALREADY_EXISTS", 7: "PERMISSION_DENIED", 8: "RESOURCE_EXHAUSTED",
+    9: "FAILED_PRECONDITION", 10: "ABORTED", 11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED",
+    13: "INTERNAL", 14: "UNAVAILABLE",
+}
+
+# What a server's answer with this status means for the code (README, "The
+# protocol"): each of these is documented as "nothing ran".
+_SERVER_NOTHING_RAN = {3, 4, 5, 8, 9, 12, 13, 14}
+
+
+def code_name(code: int) -> str:
+    """The proto name of a status code; CODE_<n> for one this client does not know."""
+    return CODE_NAMES.get(code, f"CODE_{code}")
+
+
+class SandboxError(Exception):
+    """A call that did not return a result.
+
+    code: the status code (int, gRPC's numbering); code_name: its name;
+    message: the server's message, or the client's own reason; from_server:
+    whether a server sent this status; nothing_ran: certain that the code did
+    not run; endpoint: the address the call went to ("" when none was
+    chosen); attempts: calls made, retries included; run_id: the RunCode's
+    run id, when there was one.
+    """
+
+    code = 2
+
+    def __init__(self, message: str, *, code: Optional[int] = None, from_server: bool = False,
+                 nothing_ran: bool = False, endpoint: str = "", attempts: int = 0,
+                 run_id: str = ""):
+        if code is not None:
+            self.code = code
+        self.message = message
+        self.from_server = from_server
+        self.nothing_ran = nothing_ran
+        self.endpoint = endpoint
+        self.attempts = attempts
+        self.run_id = run_id
+        super().__init__(message)
+
+    @property
+    def code_name(self) -> str:
+        return code_name(self.code)
+
+    def __str__(self) -> str:
+        where = f" [{self.endpoint}]" if self.endpoint else ""
+        return f"{self.code_name}: {self.message}{where}"
+
+
+class Cancelled(SandboxError):
+    """The call was abandoned by this client (closed while it waited)."""
+    code = 1
+
+
+class Unknown(SandboxError):
+    """The connection broke after the request was sent: the code may or may not have run."""
+    code = 2
+
+
+class InvalidArgument(SandboxError):
+    """The request was refused (the message names the field); nothing ran."""
+    code = 3
+
+
+class DeadlineExceeded(SandboxError):
+    """From a server: still queued at its deadline, nothing ran. From this
+    client (from_server False): no reply in time, the code may have run."""
+    code = 4
+
+
+class NotFound(SandboxError):
+    code = 5
+
+
+class AlreadyExists(SandboxError):
+    code = 6
+
+
+class PermissionDenied(SandboxError):
+    code = 7
+
+
+class ResourceExhausted(SandboxError):
+    """All workers busy and the queue full; nothing ran. Retried."""
+    code = 8
+
+
+class FailedPrecondition(SandboxError):
+    """A download, an install, a busy session, a symlink met: nothing ran."""
+    code = 9
+
+
+class Aborted(SandboxError):
+    code = 10
+
+
+class OutOfRange(SandboxError):
+    code = 11
+
+
+class Unimplemented(SandboxError):
+    code = 12
+
+
+class Internal(SandboxError):
+    """From a server: the sandbox could not be set up, the code did not run.
+    From this client: a reply that does not decode (it may have run)."""
+    code = 13
+
+
+class Unavailable(SandboxError):
+    """From a server: draining, nothing ran (retried, on another server when
+    there is one). From this client: the request never left (no endpoint
+    connected); nothing ran, not retried."""
+    code = 14
+
+
+_BY_CODE: Dict[int, Type[SandboxError]] = {
+    cls.code: cls for cls in (Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound,
+                              AlreadyExists, PermissionDenied, ResourceExhausted,
+                              FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal,
+                              Unavailable)
+}
+
+
+def error_class(code: int) -> Type[SandboxError]:
+    """The exception class for a status; SandboxError itself for a code this
+    client does not know (a newer server), never a crash."""
+    return _BY_CODE.get(code, SandboxError)
+
+
+def from_server(code: int, message: str, *, endpoint: str, attempts: int,
+                run_id: str = "") -> SandboxError:
+    """The exception for a status a server answered with."""
+    return error_class(code)(message, code=code, from_server=True,
+                             nothing_ran=code in _SERVER_NOTHING_RAN, endpoint=endpoint,
+                             attempts=attempts, run_id=run_id)

@@ -1,0 +1,217 @@
+"""types.py: what the client takes and returns, as plain dataclasses.
+
+Results are built only from decoded, checked replies (_wire.py); they never
+hold protobuf objects, so a caller's code does not depend on the generated
+classes. Output and artifact contents are bytes (the schema's type); the
+*_text helpers decode them for display, replacing invalid UTF-8.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from typing import Iterator, Mapping, Optional, Tuple, Union
+
+from ._safe_save import UnsafePath, save_below
+
+LIMIT_FIELDS = ("timeout_ms", "cpu_time_ms", "memory_bytes", "output_bytes", "max_processes",
+                "disk_bytes", "open_files")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A run's limits; 0 = the server's default. Signed like the schema: the
+    server names a bad value (INVALID_ARGUMENT) instead of it wrapping."""
+    timeout_ms: int = 0
+    cpu_time_ms: int = 0
+    memory_bytes: int = 0
+    output_bytes: int = 0
+    max_processes: int = 0
+    disk_bytes: int = 0
+    open_files: int = 0
+
+    @classmethod
+    def coerce(cls, value: Union["Limits", Mapping[str, int], None]) -> Optional["Limits"]:
+        """Limits from a Limits, a dict with the same keys, or None. An
+        unknown key or a value that is not an int is refused here: it would
+        otherwise be dropped silently."""
+        if value is None or isinstance(value, Limits):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"limits: a sandboxd.Limits or a dict, not {type(value).__name__}")
+        unknown = sorted(set(value) - set(LIMIT_FIELDS))
+        if unknown:
+            raise ValueError(f"limits: unknown field(s) {', '.join(map(str, unknown))}; "
+                             f"known: {', '.join(LIMIT_FIELDS)}")
+        for key, v in value.items():
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"limits.{key}: an int, not {type(v).__name__}")
+        return cls(**value)
+
+
+@dataclass(frozen=True)
+class FileURL:
+    """An input file the server downloads (http:// or https://)."""
+    url: str
+
+
+@dataclass(frozen=True)
+class TLS:
+    """tls+tcp:// settings, handed to nng (Debian's libnng1 is built with
+    mbedTLS). ca_file: PEM CA chain to verify the server with; cert_key_file:
+    one PEM file with this client's certificate and key (for servers that ask
+    for one), key_password if the key is encrypted; server_name: the name to
+    verify, by default the endpoint's host name; verify=False turns
+    verification off (testing only)."""
+    ca_file: Optional[str] = None
+    cert_key_file: Optional[str] = None
+    key_password: Optional[str] = None
+    server_name: Optional[str] = None
+    verify: bool = True
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A regular file the run left in output/."""
+    name: str
+    relative_path: str
+    size: int
+    mime: str
+    content: bytes = field(repr=False)
+    content_omitted: bool
+
+    def save(self, directory: Union[str, os.PathLike]) -> str:
+        """Writes the content to directory/relative_path and returns that
+        path; never writes outside directory (see _safe_save.py). Raises
+        UnsafePath for a hostile path or a symlink/FIFO/hard link met below
+        directory, ValueError when the server left the content out."""
+        if self.content_omitted:
+            raise ValueError(f"artifact {self.relative_path!r} ({self.size} bytes): the server "
+                             "left its content out (over --artifact-bytes or the reply's cap)")
+        return save_below(directory, self.relative_path, self.content)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run that happened: the code ran, whatever it did. killed_by is
+    "none", "timeout", "memory", "output_limit", "signal", or the proto name
+    of a value this client does not know. endpoint is the server address the
+    call went to; attempts counts calls made, retries included."""
+    run_id: str
+    session_id: str
+    session_created: bool
+    stdout: bytes = field(repr=False)
+    stderr: bytes = field(repr=False)
+    stdout_truncated: bool
+    stderr_truncated: bool
+    killed_by: str
+    exit_code: int
+    signal: int
+    wall_time_ms: int
+    cpu_time_ms: int
+    peak_memory_bytes: int
+    artifacts: Tuple[Artifact, ...]
+    feedback: Tuple[str, ...]
+    endpoint: str
+    attempts: int
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+    @property
+    def ok(self) -> bool:
+        """The program ran to its end and exited 0."""
+        return self.killed_by == "none" and self.exit_code == 0 and self.signal == 0
+
+    def save_artifacts(self, directory: Union[str, os.PathLike]) -> Tuple[str, ...]:
+        """Saves every artifact whose content came back; returns the paths.
+        Stops at the first unsafe path (UnsafePath) rather than skipping it."""
+        return tuple(a.save(directory) for a in self.artifacts if not a.content_omitted)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry of ListFiles. type: "file", "directory", "symlink", "other"."""
+    name: str
+    relative_path: str
+    type: str
+    size: int
+
+
+@dataclass(frozen=True)
+class FileList:
+    entries: Tuple[FileEntry, ...]
+    truncated: bool
+
+    def __iter__(self) -> Iterator[FileEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@dataclass(frozen=True)
+class FileContent:
+    """ReadFile: content from the offset asked, the file's whole size, and
+    whether content reaches its end."""
+    content: bytes
+    size: int
+    eof: bool
+
+
+@dataclass(frozen=True)
+class Health:
+    status: str  # "SERVING", "NOT_SERVING", "UNKNOWN", or the proto name of a newer value
+    endpoint: str
+
+    @property
+    def serving(self) -> bool:
+        return self.status == "SERVING"
+
+
+@dataclass(frozen=True)
+class Isolation:
+    backend: str
+    cgroup_path: str
+    seccomp: bool
+    namespaces: str
+    uid_base: int
+    slots: int
+    memory_per_process: bool
+    cpu_share_per_slot: bool
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    version: str
+    runtimes: Tuple[str, ...]
+    isolation: Isolation
+    default_limits: Limits
+    max_limits: Limits
+    workers: int
+    queue_capacity: int
+    queue_depth: int
+    running: int
+    max_message_bytes: int
+    requests_total: int
+    runs_total: int
+    rejected_total: int
+    sessions: int
+    requirements_available: bool
+    environments: int
+    environment_bytes: int
+    environment_builds_total: int
+    environment_build_failures_total: int
+    endpoint: str
+
+
+def field_names(cls) -> Tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+__all__ = ["Limits", "FileURL", "TLS", "Artifact", "RunResult", "FileEntry", "FileList",
+           "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath"]

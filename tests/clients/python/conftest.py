@@ -1,0 +1,74 @@
+"""Shared fixtures of the Python client tests: real sandboxd servers.
+
+Servers come from tests/integration/service/test_service.py's Server (its
+own port, ipc socket, state dir and uid range). This suite's uid bases are
+53000-53999, so it can run beside other engineers' servers; each test file
+owns a block of them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
+names the build's bin directory.
+"""
+import os
+import re
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration", "service"))
+
+from test_service import Server  # noqa: E402
+
+BIN_DIR = os.environ.get("SANDBOXD_BIN_DIR", os.path.join(REPO, "build", "bin"))
+UID_MIN, UID_MAX = 53000, 53999
+
+
+class Servers:
+    """Starts servers for a test and stops every one of them afterwards."""
+
+    def __init__(self):
+        self.started = []
+
+    def start(self, uid_base: int, *flags: str) -> Server:
+        assert UID_MIN <= uid_base <= UID_MAX - 10, uid_base
+        s = Server(BIN_DIR, uid_base, *flags)
+        self.started.append(s)
+        return s
+
+    def stop_all(self):
+        for s in self.started:
+            s.stop()
+
+
+@pytest.fixture
+def servers():
+    box = Servers()
+    try:
+        yield box
+    finally:
+        box.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_servers():
+    box = Servers()
+    try:
+        yield box
+    finally:
+        box.stop_all()
+
+
+def runs_of(server: Server, run_id: str) -> int:
+    """How many times run_id ran on server, from its log (one event=run line
+    per run)."""
+    pattern = re.compile(rf"event=run run_id={re.escape(run_id)} ")
+    return len(pattern.findall(server.log_text()))
+
+
+def wait_for(predicate, timeout_s: float = 15.0, step_s: float = 0.02) -> bool:
+    import time
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step_s)
+    return bool(predicate())

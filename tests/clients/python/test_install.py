@@ -1,0 +1,48 @@
+"""pip install ./client/python works offline into a venv that sees Debian's
+python3-protobuf, and the installed package talks to a real server. The
+checkout's client/python and proto/ are copied to a temporary tree first,
+so the build's files (build/, *.egg-info) never land in the source tree.
+uid bases 53600-53649."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+from conftest import REPO
+
+
+def test_pip_install_offline_into_a_venv(servers, tmp_path):
+    s = servers.start(53600, "--workers", "1")
+    tree = tmp_path / "checkout"
+    shutil.copytree(os.path.join(REPO, "client", "python"), tree / "client" / "python",
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    shutil.copytree(os.path.join(REPO, "proto"), tree / "proto")
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_INDEX_URL")}
+    p = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation",
+                        "--no-index", "./client/python"], cwd=tree, env=env,
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    script = textwrap.dedent(f'''
+        import sandboxd, sandboxd.sandbox_pb2 as pb
+        assert "/venv/" in sandboxd.__file__, sandboxd.__file__
+        with sandboxd.Client("{s.tcp}") as c:
+            r = c.run_code('print("installed")')
+        print(pb.__file__)
+        print(r.stdout.decode(), end="")
+    ''')
+    p = subprocess.run([str(venv / "bin" / "python"), "-c", script], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    pb_path, out = p.stdout.splitlines()
+    assert out == "installed"
+    sys.path.insert(0, os.path.join(REPO, "client", "python"))
+    import generate_proto
+    fresh = generate_proto.generate(os.path.join(REPO, "proto", "sandbox.proto"),
+                                    str(tmp_path / "fresh"))
+    with open(fresh, "rb") as a, open(pb_path, "rb") as b:
+        assert a.read() == b.read(), "the installed sandbox_pb2.py is not protoc's output"
+    assert not os.path.exists(tree / "client" / "python" / "sandboxd" / "sandbox_pb2.py")
