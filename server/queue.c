@@ -4,12 +4,13 @@
 #include <errno.h>
 #include <stdlib.h>
 
-int work_queue_init(struct work_queue *q, size_t capacity) {
-  q->items = calloc(capacity > 0 ? capacity : 1, sizeof(void *));
+int work_queue_init(struct work_queue *q, size_t capacity, size_t poppers) {
+  q->slots = capacity + poppers > 0 ? capacity + poppers : 1;
+  q->items = calloc(q->slots, sizeof(void *));
   if (q->items == NULL)
     return -ENOMEM;
   q->capacity = capacity;
-  q->head = q->len = q->running = 0;
+  q->head = q->len = q->running = q->waiting = 0;
   q->closed = false;
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->nonempty, NULL);
@@ -25,9 +26,10 @@ void work_queue_destroy(struct work_queue *q) {
 
 bool work_queue_push(struct work_queue *q, void *item) {
   pthread_mutex_lock(&q->lock);
-  bool ok = !q->closed && q->len < q->capacity;
+  /* Items beyond the waiting poppers are the ones that wait. */
+  bool ok = !q->closed && q->len < q->capacity + q->waiting && q->len < q->slots;
   if (ok) {
-    q->items[(q->head + q->len) % q->capacity] = item;
+    q->items[(q->head + q->len) % q->slots] = item;
     q->len++;
     pthread_cond_signal(&q->nonempty);
   }
@@ -37,12 +39,14 @@ bool work_queue_push(struct work_queue *q, void *item) {
 
 void *work_queue_pop(struct work_queue *q) {
   pthread_mutex_lock(&q->lock);
+  q->waiting++;
   while (q->len == 0 && !q->closed)
     pthread_cond_wait(&q->nonempty, &q->lock);
+  q->waiting--;
   void *item = NULL;
   if (q->len > 0) {
     item = q->items[q->head];
-    q->head = (q->head + 1) % q->capacity;
+    q->head = (q->head + 1) % q->slots;
     q->len--;
     q->running++;
   }
@@ -68,7 +72,7 @@ size_t work_queue_take_queued(struct work_queue *q, void **out, size_t max) {
   size_t n = 0;
   for (; n < max && q->len > 0; n++) {
     out[n] = q->items[q->head];
-    q->head = (q->head + 1) % q->capacity;
+    q->head = (q->head + 1) % q->slots;
     q->len--;
   }
   pthread_mutex_unlock(&q->lock);

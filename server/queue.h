@@ -1,6 +1,8 @@
 /* queue.h: the bounded queue between the nng callbacks and the workers.
  * Pushing never blocks (a full queue is the caller's RESOURCE_EXHAUSTED);
- * popping blocks until an item arrives or the queue is closed and empty. */
+ * popping blocks until an item arrives or the queue is closed and empty.
+ * capacity counts calls that must wait: a call an idle worker takes at
+ * once does not, so a queue of 0 still hands calls to idle workers. */
 #ifndef SBX_QUEUE_H
 #define SBX_QUEUE_H
 
@@ -13,13 +15,17 @@ struct work_queue {
   pthread_cond_t nonempty;
   void **items;
   size_t capacity, head, len;
+  size_t slots;   /* the ring's size: capacity + the poppers that may wait */
+  size_t waiting; /* poppers blocked in pop: each takes an item at once */
   size_t running; /* popped and not yet done: for GetInfo and draining */
   bool closed;
 };
 
-int work_queue_init(struct work_queue *q, size_t capacity);
+/* poppers: how many threads pop (the workers). */
+int work_queue_init(struct work_queue *q, size_t capacity, size_t poppers);
 void work_queue_destroy(struct work_queue *q);
-/* false when full or closed: nothing was queued. */
+/* false when more than capacity calls would wait, or closed: nothing was
+ * queued. */
 bool work_queue_push(struct work_queue *q, void *item);
 /* NULL once closed and empty. Counts the item as running until done(). */
 void *work_queue_pop(struct work_queue *q);

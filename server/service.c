@@ -539,7 +539,7 @@ int server_start(struct server *srv, char *err, size_t errlen) {
   const struct server_settings *s = &srv->settings;
   int rv;
   srv->n_workers = (unsigned)s->workers;
-  if (work_queue_init(&srv->queue, (size_t)s->queue) < 0) {
+  if (work_queue_init(&srv->queue, (size_t)s->queue, srv->n_workers) < 0) {
     snprintf(err, errlen, "queue: out of memory");
     return -1;
   }

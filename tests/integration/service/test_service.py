@@ -255,6 +255,20 @@ def group_resource_exhausted(b):
               outs)
     finally:
         s.stop()
+    # --queue 0: no call waits, but an idle worker still takes one.
+    s = Server(b, 62300, "--workers", "1", "--queue", "0")
+    try:
+        rc, out = s.run(HELLO, "--retries", "0")
+        check(out.get("stdout") == "hello\n", "--queue 0: an idle worker takes the call", out)
+        slow = threading.Thread(target=lambda: s.run("import time\ntime.sleep(2)\n"))
+        slow.start()
+        wait_for_slot_busy(s)
+        rc, out = s.run(HELLO, "--retries", "0")
+        check(out.get("status") == "RESOURCE_EXHAUSTED",
+              "--queue 0: with the worker busy the next call is RESOURCE_EXHAUSTED", out)
+        slow.join()
+    finally:
+        s.stop()
 
 
 def group_bad_messages(b):
