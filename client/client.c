@@ -426,7 +426,9 @@ struct result_storage {
 static int result_from_reply(struct result_storage *st, struct sbxc_result *out) {
   out->status = st->reply->status;
   if (st->reply->status != SANDBOX__V1__CODE__OK) {
-    snprintf(st->message, sizeof(st->message), "%s", st->reply->message);
+    /* The server's whole message (a failed install's carries pip's output
+     * tail), owned by the reply, freed with the result. */
+    out->message = st->reply->message;
     return -1;
   }
   st->resp = sandbox__v1__run_code_response__unpack(NULL, st->reply->payload.len,
