@@ -1,6 +1,7 @@
 /* text.c: see text.h. */
 #include "text.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,4 +85,20 @@ void text_printable(const char *in, size_t in_len, char *out, size_t out_len,
     out[o++] = ok ? (char)c : '?';
   }
   out[o] = '\0';
+}
+
+void text_format_bytes(uint64_t bytes, char *buf, size_t len) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    snprintf(buf, len, "%llu bytes", (unsigned long long)bytes);
+    return;
+  }
+  double v = (double)bytes;
+  size_t u = 0;
+  for (v /= 1024; v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); v /= 1024)
+    u++;
+  if (v == (double)(unsigned long long)v)
+    snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
+  else
+    snprintf(buf, len, "%.1f %s", v, units[u]);
 }

@@ -13,34 +13,42 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "error.h"
+#include "sandbox.pb-c.h"
+
 #define SETTINGS_MAX_LISTEN 8
 #define SETTINGS_URL_MAX 256
 
-/* Mirrors sandbox.v1.Limits: signed so bad input can be named. */
-struct settings_limits {
-  int64_t timeout_ms;
-  int64_t cpu_time_ms;
-  int64_t memory_bytes;
-  int64_t output_bytes;
-  int64_t max_processes;
-  int64_t disk_bytes;
-  int64_t open_files;
+/* The limits of a run, as sandbox.v1.Limits has them, indexed by one enum
+ * everywhere in the server (settings, validation, GetInfo): signed so bad
+ * input can be named. limit_defs (settings.c) holds each one's name, its
+ * smallest meaningful value and its place in the proto's message. */
+enum limit_index {
+  LIMIT_TIMEOUT_MS,
+  LIMIT_CPU_TIME_MS,
+  LIMIT_MEMORY_BYTES,
+  LIMIT_OUTPUT_BYTES,
+  LIMIT_MAX_PROCESSES,
+  LIMIT_DISK_BYTES,
+  LIMIT_OPEN_FILES,
+  LIMITS_N
 };
 
-/* The seven limits as an array, in the order of the fields above (and of the
- * proto's Limits): indexing the struct's fields through a pointer to the
- * first one would be undefined behaviour. */
-#define SETTINGS_N_LIMITS 7
-static inline void settings_limits_array(const struct settings_limits *l,
-                                         int64_t out[SETTINGS_N_LIMITS]) {
-  out[0] = l->timeout_ms;
-  out[1] = l->cpu_time_ms;
-  out[2] = l->memory_bytes;
-  out[3] = l->output_bytes;
-  out[4] = l->max_processes;
-  out[5] = l->disk_bytes;
-  out[6] = l->open_files;
-}
+struct settings_limits {
+  int64_t v[LIMITS_N];
+};
+
+struct limit_def {
+  const char *name;    /* the proto's field name: "timeout_ms" */
+  int64_t min;         /* smallest value that makes sense; 0 always means the default */
+  size_t proto_offset; /* of the int64 field in Sandbox__V1__Limits */
+};
+extern const struct limit_def limit_defs[LIMITS_N];
+
+/* Between the proto's message and the array (a NULL message is all zeros,
+ * "the defaults"). */
+void limits_from_proto(const Sandbox__V1__Limits *in, int64_t out[LIMITS_N]);
+void limits_to_proto(const struct settings_limits *in, Sandbox__V1__Limits *out);
 
 struct server_settings {
   char listen[SETTINGS_MAX_LISTEN][SETTINGS_URL_MAX];
@@ -100,14 +108,15 @@ static inline const char *settings_index_url(const struct server_settings *s) {
 
 /* Fills s from defaults, the config file, the environment and argv, in that
  * order. Returns 0, 1 when --help or --version was printed (exit 0), or -1
- * with a message in err. */
-int settings_load(struct server_settings *s, int argc, char **argv, char *err, size_t errlen);
+ * with err (INVALID_ARGUMENT, naming the setting and where it came from). */
+int settings_load(struct server_settings *s, int argc, char **argv, struct sbx_error *err);
 
+/* The defaults, from the table that also writes them in --help. */
 void settings_defaults(struct server_settings *s);
-int settings_load_file(struct server_settings *s, const char *path, char *err, size_t errlen);
-int settings_load_env(struct server_settings *s, char *err, size_t errlen);
+int settings_load_file(struct server_settings *s, const char *path, struct sbx_error *err);
+int settings_load_env(struct server_settings *s, struct sbx_error *err);
 /* Checks cross-field rules (defaults within maxima, ...). */
-int settings_check(const struct server_settings *s, char *err, size_t errlen);
+int settings_check(const struct server_settings *s, struct sbx_error *err);
 void settings_usage(FILE *out, const char *prog);
 
 #endif

@@ -7,19 +7,20 @@
 #include <string.h>
 
 #include "feedback.h"
+#include "text.h"
 
 static struct sandbox_limits limits = {.timeout_ms = 5000, .cpu_time_ms = 5000,
                                        .memory_bytes = 128 << 20, .output_bytes = 64 << 10};
 
 static void bytes(void **state) {
   char b[32];
-  feedback_format_bytes(64 << 10, b, sizeof(b));
+  text_format_bytes(64 << 10, b, sizeof(b));
   assert_string_equal(b, "64 KiB");
-  feedback_format_bytes(128 << 20, b, sizeof(b));
+  text_format_bytes(128 << 20, b, sizeof(b));
   assert_string_equal(b, "128 MiB");
-  feedback_format_bytes(1536ULL << 20, b, sizeof(b));
+  text_format_bytes(1536ULL << 20, b, sizeof(b));
   assert_string_equal(b, "1.5 GiB");
-  feedback_format_bytes(100, b, sizeof(b));
+  text_format_bytes(100, b, sizeof(b));
   assert_string_equal(b, "100 bytes");
 }
 

@@ -1,0 +1,48 @@
+/* call.h: one nng context and what it is doing, and how it is answered.
+ * A call is owned by exactly one party at a time: the aio callback
+ * (transport.c), or the worker that popped it from the queue (worker.c). */
+#ifndef SBX_CALL_H
+#define SBX_CALL_H
+
+#include <nng/nng.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bounded_alloc.h"
+#include "error.h"
+#include "sandbox.pb-c.h"
+#include "sandbox/sandbox.h"
+
+struct server;
+struct session;
+
+enum call_state { CALL_IDLE, CALL_RECV, CALL_BUSY, CALL_SEND };
+
+struct server_call {
+  struct server *srv;
+  nng_ctx ctx;
+  nng_aio *aio;
+  _Atomic int state;
+  char request_id[128];
+  uint32_t pipe_id; /* the connection the request came on (conns.h) */
+  uint64_t deadline_unix_ms;
+  uint64_t received_ms; /* monotonic */
+  struct sbx_bounded_alloc alloc;
+  ProtobufCMessage *input;      /* the decoded request, freed through alloc */
+  struct sandbox_limits limits; /* RunCode: validated, defaults applied */
+  struct session *session;      /* RunCode with session_id: reserved at dispatch */
+  bool session_created;
+  nng_msg *reply;
+};
+
+/* Builds call->reply; when it cannot be built, a minimal INTERNAL reply. */
+void call_reply(struct server_call *call, sbx_code status, const char *message,
+                const ProtobufCMessage *payload);
+/* A refused RunCode: its message with "; nothing ran" added to the first
+ * line, here and nowhere else (every refusal of a RunCode means the code
+ * never started). */
+void call_reply_not_run(struct server_call *call, const struct sbx_error *err);
+/* Hands the reply to nng and receives the next request on the context. */
+void call_send(struct server_call *call);
+
+#endif

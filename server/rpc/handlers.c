@@ -1,0 +1,325 @@
+/* handlers.c: the service's methods. RunCode is validated, its session
+ * reserved and the call queued for a worker (or refused at once); Health
+ * and GetInfo read counters; CloseSession, ListFiles and ReadFile act on
+ * the session table and read a session's tmpfs in the nng callback
+ * (bounded by the caps, never following the sandbox's symlinks). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handlers.h"
+#include "safefs.h"
+#include "server.h"
+#include "validate.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* The handler tells the dispatcher through this (on its stack) whether it
+ * handed the call to a worker: after that the dispatcher must not touch the
+ * call, which a worker may already be answering. */
+struct dispatch {
+  struct server_call *call;
+  bool queued;
+  bool answered;
+  struct sbx_error err; /* why, when the handler answers without a response */
+};
+
+static void dispatch_closure(const ProtobufCMessage *response, void *data) {
+  struct dispatch *d = data;
+  d->answered = true;
+  if (response != NULL)
+    call_reply(d->call, SBX_OK, "", response);
+  else if (d->call->input != NULL &&
+           d->call->input->descriptor == &sandbox__v1__run_code_request__descriptor)
+    call_reply_not_run(d->call, &d->err);
+  else
+    call_reply(d->call, d->err.code, d->err.msg, NULL);
+}
+
+static struct server *server_of(Sandbox__V1__Sandbox_Service *service) {
+  return container_of(service, struct server, service);
+}
+
+/* RunCode: validated, its session reserved, queued; or refused. */
+static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
+                            const Sandbox__V1__RunCodeRequest *input,
+                            Sandbox__V1__RunCodeResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  struct server_call *call = d->call;
+  call->session = NULL;
+  call->session_created = false;
+  if (validate_run_request(input, &srv->settings, &call->limits, &d->err) < 0) {
+    closure(NULL, closure_data);
+    return;
+  }
+  const struct install_info *info = &srv->runner.installer.info;
+  if (input->n_requirements > 0 && !info->available) {
+    sbx_error_set(&d->err, SBX_FAILED_PRECONDITION, 0,
+                  "requirements: this server cannot install packages: %s",
+                  info->why_unavailable);
+    closure(NULL, closure_data);
+    return;
+  }
+  if (input->session_id[0] != '\0' &&
+      session_reserve(&srv->runner.sessions, input->session_id, &call->session,
+                      &call->session_created, &d->err) < 0) {
+    closure(NULL, closure_data);
+    return;
+  }
+  d->queued = work_queue_push(&srv->queue, call);
+  if (d->queued)
+    return; /* a worker answers it */
+  if (call->session != NULL) {
+    session_release(&srv->runner.sessions, call->session);
+    call->session = NULL;
+  }
+  sbx_error_set(&d->err, SBX_RESOURCE_EXHAUSTED, 0,
+                "all %u workers busy and the queue of %lld is full; retry later", srv->n_workers,
+                (long long)srv->settings.queue);
+  closure(NULL, closure_data);
+}
+
+static void handle_health(Sandbox__V1__Sandbox_Service *service,
+                          const Sandbox__V1__HealthRequest *input,
+                          Sandbox__V1__HealthResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  Sandbox__V1__HealthResponse resp = SANDBOX__V1__HEALTH_RESPONSE__INIT;
+  resp.status = atomic_load(&srv->draining)
+                    ? SANDBOX__V1__HEALTH_RESPONSE__SERVING_STATUS__NOT_SERVING
+                    : SANDBOX__V1__HEALTH_RESPONSE__SERVING_STATUS__SERVING;
+  closure(&resp, closure_data);
+}
+
+static void isolation_report(const struct sandbox_report *rep, Sandbox__V1__IsolationReport *iso) {
+  iso->backend = (char *)(rep->backend_name != NULL ? rep->backend_name : "");
+  iso->cgroup_path = (char *)rep->cgroup_path;
+  iso->seccomp = rep->seccomp;
+  iso->namespaces = (char *)(rep->namespaces != NULL ? rep->namespaces : "");
+  iso->uid_base = (uint32_t)rep->uid_base;
+  iso->slots = rep->slots;
+  iso->memory_per_process = rep->backend == SANDBOX_BACKEND_RLIMIT;
+  iso->cpu_share_per_slot = rep->cpu_share;
+}
+
+/* What requirements can do here, into resp; index holds the index URL. */
+static void requirements_info(struct installer *in, Sandbox__V1__GetInfoResponse *resp,
+                              char *index, size_t index_len) {
+  index[0] = '\0';
+  resp->requirements_available = in->info.available;
+  if (!in->info.available)
+    return;
+  install_describe_index(in->settings, index, index_len);
+  resp->requirements_wheelhouse = in->settings->wheelhouse[0] != '\0';
+  size_t envs;
+  uint64_t bytes;
+  envstore_counts(&in->store, &envs, &bytes);
+  resp->environments = (uint32_t)envs;
+  resp->environment_bytes = bytes;
+  resp->environment_builds_total = atomic_load(&in->store.builds_total);
+  resp->environment_build_failures_total = atomic_load(&in->store.build_failures_total);
+}
+
+static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
+                            const Sandbox__V1__GetInfoRequest *input,
+                            Sandbox__V1__GetInfoResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  Sandbox__V1__GetInfoResponse resp = SANDBOX__V1__GET_INFO_RESPONSE__INIT;
+  Sandbox__V1__IsolationReport iso = SANDBOX__V1__ISOLATION_REPORT__INIT;
+  Sandbox__V1__Limits def = SANDBOX__V1__LIMITS__INIT, max = SANDBOX__V1__LIMITS__INIT;
+  static char *runtimes[] = {"python"};
+  resp.version = SANDBOXD_VERSION;
+  resp.n_runtimes = 1;
+  resp.runtimes = runtimes;
+  isolation_report(sandbox_engine_report(srv->engine), &iso);
+  resp.isolation = &iso;
+  settings_limits_to_proto(&srv->settings.default_limits, &def);
+  settings_limits_to_proto(&srv->settings.max_limits, &max);
+  resp.default_limits = &def;
+  resp.max_limits = &max;
+  size_t queued, running;
+  work_queue_counts(&srv->queue, &queued, &running);
+  resp.workers = srv->n_workers;
+  resp.queue_capacity = (uint32_t)srv->settings.queue;
+  resp.queue_depth = (uint32_t)queued;
+  resp.running = (uint32_t)running;
+  resp.max_message_bytes = (uint64_t)srv->settings.max_message_bytes;
+  resp.requests_total = atomic_load(&srv->requests_total);
+  resp.runs_total = atomic_load(&srv->runner.runs_total);
+  resp.rejected_total = atomic_load(&srv->rejected_total);
+  resp.sessions = (uint32_t)session_count(&srv->runner.sessions);
+  char index[SETTINGS_URL_MAX];
+  requirements_info(&srv->runner.installer, &resp, index, sizeof index);
+  resp.requirements_index_url = index;
+  closure(&resp, closure_data);
+}
+
+static void handle_close_session(Sandbox__V1__Sandbox_Service *service,
+                                 const Sandbox__V1__CloseSessionRequest *input,
+                                 Sandbox__V1__CloseSessionResponse_Closure closure,
+                                 void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  struct runner *r = &srv->runner;
+  if (validate_session_id(input->session_id, &d->err) < 0 ||
+      session_close(&r->sessions, input->session_id, &d->err) < 0) {
+    closure(NULL, closure_data);
+    return;
+  }
+  /* Its tmpfs and memory are released before the answer: a client that
+   * closes a session to make room finds the room there. A detach of a tmpfs
+   * nothing else holds is quick. */
+  session_reap(&r->sessions, r->workspace_root_fd, r->workspace_root);
+  Sandbox__V1__CloseSessionResponse resp = SANDBOX__V1__CLOSE_SESSION_RESPONSE__INIT;
+  closure(&resp, closure_data);
+}
+
+/* Checks session_id and path and opens the session's workspace: its fd, or
+ * -1 with err. ListFiles and ReadFile run in the nng callback: tmpfs reads,
+ * bounded by the caps. */
+static int open_session_path(struct server *srv, const char *session_id, const char *path,
+                             bool allow_empty, struct sbx_error *err) {
+  if (validate_session_id(session_id, err) < 0)
+    return -1;
+  if (!(allow_empty && path[0] == '\0') && !validate_relative_path(path))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "path: must be a relative path of at most 255 bytes without empty, "
+                         "\".\" or \"..\" components");
+  return session_open_workspace(&srv->runner.sessions, session_id, err);
+}
+
+/* The listing as FileEntry messages; rels holds their relative paths. */
+static size_t file_entries(const struct safefs_listing *l, const char *dir,
+                           Sandbox__V1__FileEntry *entries, Sandbox__V1__FileEntry **ptrs,
+                           char **rels, bool *truncated) {
+  size_t n = 0;
+  for (size_t i = 0; i < l->n; i++) {
+    const struct safefs_entry *se = &l->entries[i];
+    if ((dir[0] != '\0' ? asprintf(&rels[n], "%s/%s", dir, se->name)
+                        : asprintf(&rels[n], "%s", se->name)) < 0) {
+      rels[n] = NULL;
+      *truncated = true;
+      continue;
+    }
+    sandbox__v1__file_entry__init(&entries[n]);
+    entries[n].name = se->name;
+    entries[n].relative_path = rels[n];
+    entries[n].type = (Sandbox__V1__FileEntry__Type)se->type;
+    entries[n].size = se->size;
+    ptrs[n] = &entries[n];
+    n++;
+  }
+  return n;
+}
+
+static void answer_listing(const struct safefs_listing *l, const char *dir,
+                           Sandbox__V1__ListFilesResponse_Closure closure, struct dispatch *d) {
+  size_t cap = l->n > 0 ? l->n : 1;
+  cleanup_free Sandbox__V1__FileEntry *entries = calloc(cap, sizeof(*entries));
+  cleanup_free Sandbox__V1__FileEntry **ptrs = calloc(cap, sizeof(*ptrs));
+  cleanup_free char **rels = calloc(cap, sizeof(*rels));
+  if (entries == NULL || ptrs == NULL || rels == NULL) {
+    sbx_error_set(&d->err, SBX_INTERNAL, ENOMEM, "list files");
+    closure(NULL, d);
+    return;
+  }
+  Sandbox__V1__ListFilesResponse resp = SANDBOX__V1__LIST_FILES_RESPONSE__INIT;
+  resp.n_entries = file_entries(l, dir, entries, ptrs, rels, &resp.truncated);
+  resp.entries = ptrs;
+  resp.truncated = resp.truncated || l->truncated;
+  closure(&resp, d);
+  for (size_t i = 0; i < resp.n_entries; i++)
+    free(rels[i]);
+}
+
+static void handle_list_files(Sandbox__V1__Sandbox_Service *service,
+                              const Sandbox__V1__ListFilesRequest *input,
+                              Sandbox__V1__ListFilesResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  struct safefs_listing l = {0};
+  int ws = open_session_path(srv, input->session_id, input->path, true, &d->err);
+  int dir = ws >= 0 ? safefs_open_dir(ws, input->path, &d->err) : -1;
+  if (ws >= 0)
+    close(ws);
+  int rv = dir >= 0 ? safefs_list(dir, (size_t)srv->settings.max_artifacts, &l, &d->err) : -1;
+  if (dir >= 0)
+    close(dir);
+  if (rv < 0)
+    closure(NULL, closure_data);
+  else
+    answer_listing(&l, input->path, closure, d);
+  safefs_listing_free(&l);
+}
+
+/* Reads what the request asks of the open file fd: at most --artifact-bytes. */
+static void answer_read(struct server *srv, const Sandbox__V1__ReadFileRequest *input, int fd,
+                        const struct stat *st, Sandbox__V1__ReadFileResponse_Closure closure,
+                        struct dispatch *d) {
+  uint64_t size = (uint64_t)st->st_size;
+  uint64_t cap = (uint64_t)srv->settings.artifact_bytes;
+  uint64_t want = input->length == 0 || input->length > cap ? cap : input->length;
+  uint64_t offset = input->offset < size ? input->offset : size;
+  if (want > size - offset)
+    want = size - offset;
+  cleanup_free uint8_t *buf = NULL;
+  size_t got = 0;
+  if (safefs_pread(fd, offset, (size_t)want, &buf, &got, &d->err) < 0) {
+    closure(NULL, d);
+    return;
+  }
+  Sandbox__V1__ReadFileResponse resp = SANDBOX__V1__READ_FILE_RESPONSE__INIT;
+  resp.content = (ProtobufCBinaryData){got, buf};
+  resp.size = size;
+  resp.eof = offset + got >= size;
+  closure(&resp, d);
+}
+
+static void handle_read_file(Sandbox__V1__Sandbox_Service *service,
+                             const Sandbox__V1__ReadFileRequest *input,
+                             Sandbox__V1__ReadFileResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  struct stat st;
+  int ws = open_session_path(srv, input->session_id, input->path, false, &d->err);
+  cleanup_close int fd = ws >= 0 ? safefs_open_file(ws, input->path, &st, &d->err) : -1;
+  if (ws >= 0)
+    close(ws);
+  if (fd < 0)
+    closure(NULL, closure_data);
+  else
+    answer_read(srv, input, fd, &st, closure, d);
+}
+
+void handlers_init(struct server *srv) {
+  sandbox__v1__sandbox__init(&srv->service, NULL);
+  srv->service.run_code = handle_run_code;
+  srv->service.health = handle_health;
+  srv->service.get_info = handle_get_info;
+  srv->service.close_session = handle_close_session;
+  srv->service.list_files = handle_list_files;
+  srv->service.read_file = handle_read_file;
+}
+
+bool handlers_dispatch(struct server *srv, struct server_call *call, unsigned method_index) {
+  struct dispatch d = {.call = call};
+  const ProtobufCMethodDescriptor *m = &srv->service.base.descriptor->methods[method_index];
+  if (atomic_load(&srv->draining) && strcmp(m->name, "Health") != 0) {
+    sbx_error_set(&d.err, SBX_UNAVAILABLE, 0, "server is shutting down");
+    dispatch_closure(NULL, &d);
+    return false;
+  }
+  sbx_error_set(&d.err, SBX_INTERNAL, 0, "the handler gave no answer");
+  ProtobufCService *service = &srv->service.base;
+  /* method_index was checked against n_methods in decode.c: protobuf-c
+   * asserts on it. */
+  service->invoke(service, method_index, call->input, dispatch_closure, &d);
+  if (d.queued)
+    return true;
+  if (!d.answered)
+    dispatch_closure(NULL, &d);
+  return false;
+}

@@ -1,0 +1,236 @@
+/* transport.c: the nng side. A pool of REP contexts, each driven by one aio
+ * callback: receive, decode (decode.c), hand to its handler (handlers.c),
+ * which answers at once or queues the call for a worker (worker.c); then
+ * send the reply and receive the next request. Never blocks in a callback;
+ * never queues without bound. Also the server's start and its drain. */
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "decode.h"
+#include "envelope.h"
+#include "handlers.h"
+#include "log.h"
+#include "server.h"
+#include "worker.h"
+
+void call_reply(struct server_call *call, sbx_code status, const char *message,
+                const ProtobufCMessage *payload) {
+  if (call->reply != NULL) {
+    nng_msg_free(call->reply);
+    call->reply = NULL;
+  }
+  if (status != SBX_OK)
+    atomic_fetch_add(&call->srv->rejected_total, 1);
+  if (sbx_reply_msg_new(status, message, call->request_id, payload, &call->reply) == 0)
+    return;
+  if (sbx_reply_msg_new(SBX_INTERNAL, "out of memory building the reply", call->request_id, NULL,
+                        &call->reply) != 0)
+    call->reply = NULL;
+}
+
+void call_reply_not_run(struct server_call *call, const struct sbx_error *err) {
+  static const char suffix[] = "; nothing ran";
+  size_t len = strlen(err->msg), first = strcspn(err->msg, "\n");
+  char *msg = malloc(len + sizeof(suffix));
+  if (msg == NULL) {
+    call_reply(call, err->code, err->msg, NULL);
+    return;
+  }
+  memcpy(msg, err->msg, first);
+  memcpy(msg + first, suffix, sizeof(suffix) - 1);
+  memcpy(msg + first + sizeof(suffix) - 1, err->msg + first, len - first + 1);
+  call_reply(call, err->code, msg, NULL);
+  free(msg);
+}
+
+static void call_recv(struct server_call *call) {
+  atomic_store(&call->state, CALL_RECV);
+  nng_ctx_recv(call->ctx, call->aio);
+}
+
+void call_send(struct server_call *call) {
+  if (call->reply == NULL) { /* nothing could be built: drop, keep serving */
+    conns_call_end(&call->srv->conns, call->pipe_id);
+    call_recv(call);
+    return;
+  }
+  atomic_store(&call->state, CALL_SEND);
+  nng_aio_set_msg(call->aio, call->reply);
+  call->reply = NULL;
+  nng_ctx_send(call->ctx, call->aio);
+}
+
+/* Decodes and dispatches one request. Returns true when the call went to a
+ * worker (the caller must then leave it alone). */
+static bool call_handle(struct server_call *call, nng_msg *msg) {
+  struct server *srv = call->srv;
+  atomic_fetch_add(&srv->requests_total, 1);
+  call->received_ms = sbx_monotonic_ms();
+  /* Everything that parses the request's bytes is decode_request, the
+   * function the fuzzer drives. */
+  struct decoded_request req;
+  struct sbx_error err;
+  int rc = decode_request(nng_msg_body(msg), nng_msg_len(msg), &call->alloc, &req, &err);
+  nng_msg_free(msg);
+  snprintf(call->request_id, sizeof(call->request_id), "%s", req.request_id);
+  call->deadline_unix_ms = req.deadline_unix_ms;
+  call->input = req.input;
+  if (rc < 0) {
+    call_reply(call, err.code, err.msg, NULL);
+    return false;
+  }
+  if (handlers_dispatch(srv, call, req.method_index))
+    return true;
+  protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
+  call->input = NULL;
+  return false;
+}
+
+/* A receive finished: the request is handled, and answered unless it went
+ * to a worker. */
+static void call_received(struct server_call *call, int rv) {
+  if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+    atomic_store(&call->state, CALL_IDLE);
+    return;
+  }
+  if (rv != 0) {
+    log_line("recv_error", "error=\"%s\"", nng_strerror(rv));
+    call_recv(call);
+    return;
+  }
+  nng_msg *msg = nng_aio_get_msg(call->aio);
+  nng_aio_set_msg(call->aio, NULL);
+  call->pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+  conns_call_begin(&call->srv->conns, call->pipe_id);
+  atomic_store(&call->state, CALL_BUSY);
+  if (!call_handle(call, msg))
+    call_send(call);
+}
+
+static void call_cb(void *arg) {
+  struct server_call *call = arg;
+  int rv = nng_aio_result(call->aio);
+  switch (atomic_load(&call->state)) {
+  case CALL_RECV:
+    call_received(call, rv);
+    return;
+  case CALL_SEND:
+    conns_call_end(&call->srv->conns, call->pipe_id);
+    if (rv != 0) {
+      if (nng_aio_get_msg(call->aio) != NULL)
+        nng_msg_free(nng_aio_get_msg(call->aio));
+      nng_aio_set_msg(call->aio, NULL);
+      if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+        atomic_store(&call->state, CALL_IDLE);
+        return;
+      }
+    }
+    call_recv(call);
+    return;
+  default:
+    return;
+  }
+}
+
+static int open_socket(struct server *srv, struct sbx_error *err) {
+  const struct server_settings *s = &srv->settings;
+  int rv;
+  if ((rv = nng_rep0_open(&srv->sock)) != 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "nng_rep0_open: %s", nng_strerror(rv));
+  if (conns_init(&srv->conns, (unsigned)s->max_connections, (uint64_t)s->idle_timeout_ms) < 0 ||
+      (rv = conns_watch(&srv->conns, srv->sock)) != 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "connection table: %s", nng_strerror(rv));
+  for (unsigned i = 0; i < s->n_listen; i++) {
+    nng_listener l;
+    if ((rv = nng_listener_create(&l, srv->sock, s->listen[i])) != 0 ||
+        (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->max_message_bytes)) != 0 ||
+        (rv = nng_listener_start(l, 0)) != 0)
+      return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", s->listen[i], nng_strerror(rv));
+  }
+  return 0;
+}
+
+static int open_contexts(struct server *srv, struct sbx_error *err) {
+  const struct server_settings *s = &srv->settings;
+  srv->n_calls = (size_t)(s->contexts > 0 ? s->contexts : s->workers + s->queue + 16);
+  srv->calls = calloc(srv->n_calls, sizeof(*srv->calls));
+  if (srv->calls == NULL)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "contexts");
+  for (size_t i = 0; i < srv->n_calls; i++) {
+    struct server_call *call = &srv->calls[i];
+    int rv;
+    call->srv = srv;
+    if ((rv = nng_aio_alloc(&call->aio, call_cb, call)) != 0 ||
+        (rv = nng_ctx_open(&call->ctx, srv->sock)) != 0)
+      return sbx_error_set(err, SBX_INTERNAL, 0, "nng context: %s", nng_strerror(rv));
+  }
+  return 0;
+}
+
+static int start_workers(struct server *srv, struct sbx_error *err) {
+  srv->workers = calloc(srv->n_workers, sizeof(*srv->workers));
+  if (srv->workers == NULL)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "workers");
+  for (unsigned i = 0; i < srv->n_workers; i++) {
+    struct worker_start *w = malloc(sizeof(*w));
+    if (w == NULL)
+      return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "workers");
+    *w = (struct worker_start){srv, i};
+    int rv = pthread_create(&srv->workers[i], NULL, worker_main, w);
+    if (rv != 0) {
+      free(w);
+      return sbx_error_set(err, SBX_INTERNAL, rv, "worker thread");
+    }
+  }
+  return 0;
+}
+
+int server_start(struct server *srv, struct sbx_error *err) {
+  if (work_queue_init(&srv->queue, (size_t)srv->settings.queue, srv->n_workers) < 0)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "queue");
+  handlers_init(srv);
+  if (open_socket(srv, err) < 0 || open_contexts(srv, err) < 0 || start_workers(srv, err) < 0)
+    return -1;
+  for (size_t i = 0; i < srv->n_calls; i++)
+    call_recv(&srv->calls[i]);
+  return 0;
+}
+
+static size_t calls_in_flight(struct server *srv) {
+  size_t n = 0;
+  for (size_t i = 0; i < srv->n_calls; i++) {
+    int st = atomic_load(&srv->calls[i].state);
+    n += st == CALL_BUSY || st == CALL_SEND;
+  }
+  return n;
+}
+
+void server_drain_and_stop(struct server *srv) {
+  atomic_store(&srv->draining, true);
+  /* What is still queued is answered now, UNAVAILABLE (it did not run);
+   * workers finish the run they are in, then exit. */
+  work_queue_close(&srv->queue);
+  worker_refuse_queued(srv);
+  for (unsigned i = 0; i < srv->n_workers; i++)
+    pthread_join(srv->workers[i], NULL);
+  /* Let the last replies reach their pipes before closing the socket. */
+  for (int i = 0; i < 200 && calls_in_flight(srv) > 0; i++)
+    usleep(10 * 1000);
+  usleep(100 * 1000);
+  nng_close(srv->sock);
+  for (size_t i = 0; i < srv->n_calls; i++) {
+    nng_aio_free(srv->calls[i].aio); /* waits for a running callback */
+    if (srv->calls[i].reply != NULL)
+      nng_msg_free(srv->calls[i].reply);
+  }
+  free(srv->calls);
+  free(srv->workers);
+  work_queue_destroy(&srv->queue);
+  conns_destroy(&srv->conns);
+}

@@ -1,0 +1,203 @@
+/* run.c: one RunCode call on a worker slot, in order: the inputs (the
+ * requirements' environment, files by URL), the workspace, the engine's
+ * run, the response; one log line. Runs with privileges on a worker thread:
+ * the workspace is hostile after the run (see workspace.c). Returns the
+ * outcome; never answers the call itself. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "clock.h"
+#include "dedent.h"
+#include "log.h"
+#include "run_internal.h"
+#include "text.h"
+
+static void scratch_free(struct run_scratch *sc) {
+  if (sc == NULL)
+    return;
+  free(sc->argv);
+  for (size_t i = 0; sc->env != NULL && i < sc->n_env; i++)
+    free(sc->env[i]);
+  free(sc->env);
+  for (size_t i = 0; sc->downloads != NULL && i < sc->n_files; i++)
+    free(sc->downloads[i]);
+  free(sc->downloads);
+  free(sc->files);
+  free(sc->code);
+  if (sc->have_result)
+    sandbox_result_free(&sc->result);
+  artifacts_free(&sc->artifacts);
+  free(sc->artifact_msgs);
+  free(sc->artifact_ptrs);
+  if (sc->pkg_env != NULL)
+    envstore_release(sc->store, sc->pkg_env);
+  free(sc);
+}
+
+void run_outcome_free(struct run_outcome *out) {
+  scratch_free(out->scratch);
+  out->scratch = NULL;
+}
+
+/* The program's argv and environment, the code dedented, the inline files.
+ * As "python3 main.py" runs outside: the workspace on sys.path, the
+ * request's PYTHON* variables honoured. -u only for this interpreter (not
+ * its children, as PYTHONUNBUFFERED would): what it printed before a kill
+ * reaches the reply. Nothing of the server's environment reaches a run
+ * (the engine's minimum environment, docs/ENGINE.md). */
+static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scratch *sc,
+                        struct sbx_error *err) {
+  sc->n_files = req->n_files;
+  sc->argv = calloc(req->n_args + 4, sizeof(char *));
+  sc->env = calloc(req->n_env + 1, sizeof(char *));
+  sc->files = calloc(req->n_files + 1, sizeof(*sc->files));
+  sc->downloads = calloc(req->n_files + 1, sizeof(*sc->downloads));
+  sc->code = dedent(req->code, strlen(req->code), &sc->code_len);
+  if (sc->argv == NULL || sc->env == NULL || sc->files == NULL || sc->downloads == NULL ||
+      sc->code == NULL)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
+  sc->argv[0] = "/usr/bin/python3";
+  sc->argv[1] = "-u";
+  sc->argv[2] = "/workspace/" WORKSPACE_SCRIPT;
+  for (size_t i = 0; i < req->n_args; i++)
+    sc->argv[3 + i] = req->args[i];
+  for (size_t i = 0; i < req->n_env; i++, sc->n_env++)
+    if (asprintf(&sc->env[i], "%s=%s", req->env[i]->key, req->env[i]->value) < 0) {
+      sc->env[i] = NULL;
+      return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
+    }
+  for (size_t i = 0; i < req->n_files; i++)
+    sc->files[i] = (struct workspace_file){req->files[i]->path, req->files[i]->content.data,
+                                           req->files[i]->content.len};
+  return 0;
+}
+
+/* The workspace written (code, input files, output/), the engine's run. */
+static int run_in_workspace(struct runner *r, unsigned slot, const struct run_call *call,
+                            struct run_scratch *sc, int ws_fd, const char *dir_name,
+                            struct sbx_error *err) {
+  uid_t uid = (uid_t)(r->settings->uid_base + slot);
+  if (workspace_prepare(ws_fd, uid, (gid_t)uid, sc->code, sc->code_len, sc->files,
+                        call->req->n_files, err) < 0) {
+    int e = err->errnum;
+    if (e == ENOSPC || e == EDQUOT || e == EFBIG)
+      return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
+                           "%s (the files do not fit in the workspace's quota, "
+                           "limits.disk_bytes)",
+                           err->msg);
+    return -1;
+  }
+  /* The inputs are in the workspace now: drop the downloaded copies. */
+  for (size_t i = 0; i < sc->n_files; i++) {
+    free(sc->downloads[i]);
+    sc->downloads[i] = NULL;
+  }
+  char workspace_dir[PATH_MAX + 64];
+  snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", r->workspace_root, dir_name);
+  /* Read-only over the interpreter's /usr/local site directory, before
+   * Debian's own packages on sys.path. */
+  struct sandbox_mount env_mount = {.source = sc->env_site,
+                                    .target = r->installer.info.site_dir};
+  struct sandbox_spec spec = {
+      .argv = sc->argv,
+      .env = (const char *const *)sc->env,
+      .workspace_dir = workspace_dir,
+      .stdin_data = call->req->stdin.data,
+      .stdin_len = call->req->stdin.len,
+      .mounts = sc->pkg_env != NULL ? &env_mount : NULL,
+      .n_mounts = sc->pkg_env != NULL ? 1 : 0,
+      .limits = call->limits,
+      .group = call->session != NULL ? call->session->group : 0,
+  };
+  struct sandbox_error se = {0};
+  if (sandbox_run(r->engine, slot, &spec, &sc->result, &se) < 0)
+    return sbx_error_from_engine(err, SBX_INTERNAL, &se,
+                                 "sandbox setup failed, the code did not run");
+  sc->have_result = true;
+  atomic_fetch_add(&r->runs_total, 1);
+  return 0;
+}
+
+/* The run itself, from inputs to response; -1 with err when it could not
+ * start. */
+static int run_steps(struct runner *r, unsigned slot, const struct run_call *call,
+                     struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp,
+                     struct sbx_error *err) {
+  /* The requirements first: when the install fails, nothing else happens. */
+  if (scratch_fill(call->req, sc, err) < 0 ||
+      run_prepare_requirements(r, slot, call, sc, err) < 0 ||
+      run_fetch_files(r, call, sc, err) < 0 || run_check_session_memory(r, call, err) < 0)
+    return -1;
+  char dir_name[32];
+  int ws_fd = run_acquire_workspace(r, slot, call, dir_name, sizeof(dir_name), err);
+  if (ws_fd < 0)
+    return sbx_error_wrap(err, "workspace");
+  int rc = run_in_workspace(r, slot, call, sc, ws_fd, dir_name, err);
+  if (rc == 0) /* every process of the run is gone: output/ holds what it left */
+    run_build_response(r, call, ws_fd, sc, resp);
+  /* Before the reply, so nothing of a session-less run outlives it. */
+  if (call->session == NULL)
+    run_release_slot_workspace(r, slot);
+  return rc;
+}
+
+static void log_success(const struct run_call *call, unsigned slot, const struct run_scratch *sc,
+                        uint64_t queue_ms) {
+  const struct sandbox_result *res = &sc->result;
+  log_line("run",
+           "run_id=%s slot=%u session=%s status=OK killed_by=%s exit_code=%d signal=%d "
+           "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
+           "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
+           sc->run_id, slot, call->req->session_id[0] != '\0' ? call->req->session_id : "-",
+           sandbox_killed_by_name(res->killed_by), res->exit_code, res->signal,
+           (unsigned long long)(res->wall_time_us / 1000),
+           (unsigned long long)(res->cpu_time_us / 1000),
+           (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len,
+           sc->artifacts.n, sc->pkg_env != NULL ? sc->pkg_env->key : "-",
+           (unsigned long long)sc->env_ms, (unsigned long long)queue_ms,
+           (unsigned long long)(sbx_monotonic_ms() - call->received_ms));
+}
+
+/* The log gets the message's first line, printable, so it stays one logfmt
+ * line (a failed install's message holds pip's output). */
+static void log_failure(const struct run_call *call, unsigned slot, const char *run_id,
+                        const struct sbx_error *err) {
+  char first[300];
+  text_printable(err->msg, strcspn(err->msg, "\n"), first, sizeof(first), false);
+  log_line("run", "run_id=%s slot=%u status=%s duration_ms=%llu error=\"%s\"", run_id, slot,
+           sbx_code_name(err->code),
+           (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
+}
+
+void run_code(struct runner *r, unsigned slot, const struct run_call *call,
+              struct run_outcome *out) {
+  uint64_t queue_ms = sbx_monotonic_ms() - call->received_ms;
+  memset(out, 0, sizeof(*out));
+  sandbox__v1__run_code_response__init(&out->resp);
+  struct run_scratch *sc = calloc(1, sizeof(*sc));
+  char run_id[ID_MAX + 1];
+  if (call->req->run_id[0] != '\0') {
+    snprintf(run_id, sizeof(run_id), "%s", call->req->run_id);
+  } else {
+    uuid_t uu;
+    uuid_generate_random(uu);
+    uuid_unparse_lower(uu, run_id);
+  }
+  if (sc == NULL) {
+    sbx_error_set(&out->err, SBX_INTERNAL, ENOMEM, "run");
+    log_failure(call, slot, run_id, &out->err);
+    return;
+  }
+  snprintf(sc->run_id, sizeof(sc->run_id), "%s", run_id);
+  out->scratch = sc;
+  if (run_steps(r, slot, call, sc, &out->resp, &out->err) < 0) {
+    log_failure(call, slot, run_id, &out->err);
+    run_outcome_free(out);
+    return;
+  }
+  out->ok = true;
+  log_success(call, slot, sc, queue_ms);
+}

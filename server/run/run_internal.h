@@ -1,0 +1,63 @@
+/* run_internal.h: the parts of one run that the run layer's files share:
+ * everything a run allocates (freed in one place), and the steps of
+ * run_code (run.c) that live in files of their own. */
+#ifndef SBX_RUN_INTERNAL_H
+#define SBX_RUN_INTERNAL_H
+
+#include "artifacts.h"
+#include "feedback.h"
+#include "runner.h"
+#include "ids.h"
+#include "workspace.h"
+
+struct run_scratch {
+  char run_id[ID_MAX + 1];
+  const char **argv;
+  char **env;
+  size_t n_env;
+  struct workspace_file *files;
+  uint8_t **downloads; /* bodies of files by URL, index as files */
+  size_t n_files;
+  char *code;
+  size_t code_len;
+  struct sandbox_result result;
+  bool have_result;
+  struct feedback fb;
+  char *fb_lines[FEEDBACK_MAX_LINES];
+  struct artifact_set artifacts;
+  Sandbox__V1__Artifact *artifact_msgs;
+  Sandbox__V1__Artifact **artifact_ptrs;
+  /* The requirements' environment, held from the store until the run is
+   * over (an environment in use is never evicted). */
+  struct envstore *store;
+  struct envstore_env *pkg_env;
+  char env_site[PATH_MAX];
+  bool env_built;  /* this run built it */
+  uint64_t env_ms; /* time spent building or waiting for another's build */
+};
+
+/* inputs.c: what the run needs before its workspace is touched. The
+ * requirements' environment, from the store or built now on this slot;
+ * then every file given by URL, downloaded. */
+int run_prepare_requirements(struct runner *r, unsigned slot, const struct run_call *call,
+                             struct run_scratch *sc, struct sbx_error *err);
+int run_fetch_files(struct runner *r, const struct run_call *call, struct run_scratch *sc,
+                    struct sbx_error *err);
+
+/* workspaces.c: the run's workspace: the slot's tmpfs, or the session's
+ * (mounted, resized or handed to this slot's uid as needed). Returns its fd
+ * (owned by the slot or the session) and its directory's name. */
+int run_acquire_workspace(struct runner *r, unsigned slot, const struct run_call *call,
+                          char *dir_name, size_t dir_len, struct sbx_error *err);
+/* Empties the slot's workspace (remounting it when that fails). */
+void run_release_slot_workspace(struct runner *r, unsigned slot);
+/* A session run that could not start beside the session's files. */
+int run_check_session_memory(struct runner *r, const struct run_call *call,
+                             struct sbx_error *err);
+
+/* response.c: the engine's result as the RunCodeResponse and its feedback,
+ * with the artifacts of output/ (ws_fd's). */
+void run_build_response(struct runner *r, const struct run_call *call, int ws_fd,
+                        struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp);
+
+#endif

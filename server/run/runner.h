@@ -1,0 +1,72 @@
+/* runner.h: one RunCode call, from a validated request to the response to
+ * answer with, and what every run needs (the engine, the workspaces, the
+ * sessions, the installer), owned by the server and shared by its workers.
+ * Knows nothing of nng or of calls: results flow up, and the worker that
+ * took the call from the queue answers it (rpc/worker.c). */
+#ifndef SBX_RUNNER_H
+#define SBX_RUNNER_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "install.h"
+#include "mime.h"
+#include "sandbox.pb-c.h"
+#include "sandbox/sandbox.h"
+#include "session.h"
+#include "settings.h"
+
+/* One persistent tmpfs per worker slot for runs without a session, emptied
+ * after each run (docs/WORKSPACES.md). */
+struct slot_workspace {
+  char name[16]; /* "slot-N" under the workspaces root */
+  int fd;
+  uint64_t size;
+};
+
+struct runner {
+  const struct server_settings *settings;
+  struct sandbox_engine *engine;
+  int workspace_root_fd;
+  char workspace_root[PATH_MAX];
+  struct slot_workspace *slot_ws;
+  unsigned n_slots;
+  struct session_table sessions;
+  struct installer installer; /* requirements: probe, store, egress proxy */
+  struct mime_db mime;
+  atomic_uint_fast64_t runs_total; /* runs the engine carried out */
+};
+
+/* A validated RunCode call, as the worker hands it over. */
+struct run_call {
+  const Sandbox__V1__RunCodeRequest *req;
+  struct sandbox_limits limits; /* validated, defaults applied */
+  struct session *session;      /* reserved at dispatch, NULL without session_id */
+  bool session_created;
+  uint64_t received_ms;         /* monotonic, when the request arrived */
+};
+
+struct run_scratch;
+
+/* What to answer: ok with resp (whose pointers stay valid until
+ * run_outcome_free), or err (nothing ran: the code never started). */
+struct run_outcome {
+  bool ok;
+  struct sbx_error err;
+  Sandbox__V1__RunCodeResponse resp;
+  struct run_scratch *scratch; /* owns what resp points to */
+};
+
+/* Runs call on the worker's slot. Logs one line (event=run). */
+void run_code(struct runner *r, unsigned slot, const struct run_call *call,
+              struct run_outcome *out);
+void run_outcome_free(struct run_outcome *out);
+
+/* The slot workspaces, mounted at start and detached at stop. */
+int runner_mount_slots(struct runner *r, struct sbx_error *err);
+void runner_unmount_slots(struct runner *r);
+
+#endif
