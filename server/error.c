@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static void format(char *buf, size_t len, const char *fmt, va_list ap) {
+__attribute__((format(printf, 3, 0))) static void format(char *buf, size_t len, const char *fmt,
+                                                      va_list ap) {
   if (vsnprintf(buf, len, fmt, ap) < 0)
     buf[0] = '\0';
 }

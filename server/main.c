@@ -16,11 +16,10 @@
 #include "download.h"
 #include "log.h"
 #include "server.h"
-#include "workspace.h"
 
 /* What a start made, undone in reverse when a later step fails. */
 struct started {
-  bool made_state_dir, made_workspace_root, engine, slots, sessions, store, egress;
+  bool made_state_dir, engine, runner;
 };
 
 static enum sandbox_backend backend_from_name(const char *name) {
@@ -31,14 +30,6 @@ static enum sandbox_backend backend_from_name(const char *name) {
   if (strcmp(name, "rlimit") == 0)
     return SANDBOX_BACKEND_RLIMIT;
   return SANDBOX_BACKEND_AUTO;
-}
-
-__attribute__((format(printf, 2, 3))) static int start_failed(char *err, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, 1024, fmt, ap);
-  va_end(ap);
-  return -1;
 }
 
 /* Each client connection is a descriptor: take the hard limit as the soft
@@ -62,35 +53,16 @@ static void raise_fd_limit(const struct server_settings *s) {
              (unsigned long long)rl.rlim_cur, (unsigned long long)need);
 }
 
-/* The state directory and its workspaces/, with what a crashed server left
- * there detached. */
-static int open_state(struct server *srv, struct started *st, char *err) {
-  const struct server_settings *s = &srv->settings;
+static int make_state_dir(const struct server_settings *s, struct started *st,
+                          struct sbx_error *err) {
   if (mkdir(s->state_dir, 0755) == 0)
     st->made_state_dir = true;
   else if (errno != EEXIST)
-    return start_failed(err, "state dir %s: %s", s->state_dir, strerror(errno));
-  if ((size_t)snprintf(srv->workspace_root, sizeof(srv->workspace_root), "%s/workspaces",
-                       s->state_dir) >= sizeof(srv->workspace_root))
-    return start_failed(err, "state dir %s: path too long", s->state_dir);
-  struct stat before;
-  bool existed = stat(srv->workspace_root, &before) == 0;
-  srv->workspace_root_fd = workspace_root_open(srv->workspace_root);
-  if (srv->workspace_root_fd < 0)
-    return start_failed(err, "workspaces %s: %s", srv->workspace_root, strerror(errno));
-  st->made_workspace_root = !existed;
-  int stale = workspace_remove_stale(srv->workspace_root_fd, srv->workspace_root);
-  if (stale > 0)
-    log_line("stale_workspaces", "detached=%d", stale);
+    return sbx_error_set(err, SBX_INTERNAL, errno, "state dir %s", s->state_dir);
   return 0;
 }
 
-/* A session's memory group goes with it, once its tmpfs is gone. */
-static void free_session_group(void *engine, uint64_t group) {
-  sandbox_group_free(engine, group);
-}
-
-static int start_engine(struct server *srv, struct started *st, char *err) {
+static int start_engine(struct server *srv, struct started *st, struct sbx_error *err) {
   const struct server_settings *s = &srv->settings;
   struct sandbox_engine_config config = {
       .state_dir = s->state_dir,
@@ -102,87 +74,21 @@ static int start_engine(struct server *srv, struct started *st, char *err) {
   };
   struct sandbox_error engine_err = {0};
   if (sandbox_engine_new(&config, &srv->engine, &engine_err) < 0)
-    return start_failed(err, "cannot isolate, refusing to start: %s", engine_err.msg);
+    return sbx_error_from_engine(err, SBX_INTERNAL, &engine_err, "cannot isolate, refusing to start");
   st->engine = true;
   srv->n_workers = (unsigned)s->workers;
-  st->slots = true; /* run_slots_unmount undoes a partial mount too */
-  char why[512];
-  if (run_slots_mount(srv, why, sizeof(why)) < 0)
-    return start_failed(err, "workspaces: %s", why);
-  if (session_table_init(&srv->sessions, (size_t)s->max_sessions,
-                         (uint64_t)s->session_ttl_s * 1000u) < 0)
-    return start_failed(err, "sessions: out of memory");
-  st->sessions = true;
-  srv->sessions.on_end = free_session_group;
-  srv->sessions.on_end_arg = srv->engine;
   return 0;
-}
-
-/* With an index in force, pip's only way out: the egress proxy, serving
- * one installer namespace per worker slot. Logs what requirements use. */
-static int start_egress(struct server *srv, const struct egress_config *cfg, char *err) {
-  const struct server_settings *s = &srv->settings;
-  char index[SETTINGS_URL_MAX], upstream[SETTINGS_URL_MAX + 16] = "";
-  install_describe_index(s, index, sizeof index);
-  if (index[0] != '\0') {
-    if (egress_start(&srv->egress, cfg, srv->n_workers, err, 1024) < 0)
-      return -1;
-    if (s->pip_proxy[0] != '\0')
-      snprintf(upstream, sizeof upstream, " upstream=%s", s->pip_proxy);
-  }
-  log_line("requirements",
-           "available=true site_dir=%s offline=%s index_url=%s wheelhouse=%s urls=%s egress=%s%s",
-           srv->install.site_dir, index[0] != '\0' ? "false" : "true",
-           index[0] != '\0' ? index : "-", s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
-           s->requirements_allow_urls != 0 ? "true" : "false",
-           index[0] != '\0' ? EGRESS_PROXY_URL : "-", upstream);
-  return 0;
-}
-
-/* Requirements: without pip or a package source the server still runs
- * code, and answers requirements with FAILED_PRECONDITION saying why. */
-static int start_requirements(struct server *srv, struct started *st,
-                              const struct egress_config *egress_cfg, char *err) {
-  const struct server_settings *s = &srv->settings;
-  install_probe(s, &srv->install);
-  srv->store.dir_fd = -1;
-  if (!srv->install.available) {
-    log_line("requirements", "available=false reason=\"%s\"", srv->install.why_unavailable);
-    return 0;
-  }
-  char envs[PATH_MAX + 16], why[512];
-  snprintf(envs, sizeof(envs), "%s/envs", s->state_dir);
-  if (envstore_open(&srv->store, envs, (uint64_t)s->requirements_store_bytes, why,
-                    sizeof(why)) < 0)
-    return start_failed(err, "requirements store: %s", why);
-  st->store = true;
-  srv->store.max_building = s->max_concurrent_builds > 0 ? (unsigned)s->max_concurrent_builds
-                            : s->workers >= 2           ? (unsigned)s->workers / 2
-                                                        : 1;
-  st->egress = true; /* egress_stop undoes a partial start too */
-  return start_egress(srv, egress_cfg, err);
 }
 
 /* Undoes a start, in reverse; also the end of a normal stop, which keeps
  * the directories. */
 static void undo_start(struct server *srv, const struct started *st, bool failed) {
-  if (st->egress)
-    egress_stop(&srv->egress); /* no build runs any more */
-  if (st->sessions)
-    session_table_destroy(&srv->sessions, srv->workspace_root_fd, srv->workspace_root);
-  if (st->slots)
-    run_slots_unmount(srv);
-  if (st->store)
-    envstore_close(&srv->store);
+  if (st->runner)
+    runner_stop(&srv->runner, failed);
   if (st->engine)
     sandbox_engine_free(srv->engine);
-  if (srv->workspace_root_fd >= 0)
-    close(srv->workspace_root_fd);
-  /* After a failed start, what it made, and only when empty (rmdir). */
-  if (failed && st->made_workspace_root)
-    rmdir(srv->workspace_root);
   if (failed && st->made_state_dir)
-    rmdir(srv->settings.state_dir);
+    rmdir(srv->settings.state_dir); /* only when empty */
 }
 
 static void log_ready(const struct server *srv) {
@@ -212,8 +118,7 @@ static int wait_for_stop(struct server *srv, const sigset_t *stop_signals) {
     int sig = sigtimedwait(stop_signals, NULL, &tick);
     if (sig == SIGTERM || sig == SIGINT)
       return sig;
-    session_expire(&srv->sessions);
-    session_reap(&srv->sessions, srv->workspace_root_fd, srv->workspace_root);
+    runner_tick(&srv->runner);
     size_t idle = conns_close_idle(&srv->conns);
     if (idle > 0)
       log_line("idle_connections_closed", "count=%zu idle_timeout_ms=%lld", idle,
@@ -222,34 +127,31 @@ static int wait_for_stop(struct server *srv, const sigset_t *stop_signals) {
 }
 
 /* Returns 0, -1 with err, or -2 for settings that cannot work together. */
-static int start(struct server *srv, struct started *st, char *err) {
+static int start(struct server *srv, struct started *st, struct sbx_error *err) {
   /* The egress proxy's settings are checked before anything is set up. */
   struct egress_config egress_cfg;
   if (settings_index_url(&srv->settings)[0] != '\0' &&
-      egress_config_from(&srv->settings, &egress_cfg, err, 1024) < 0)
+      egress_config_from(&srv->settings, &egress_cfg, err) < 0)
     return -2;
   raise_fd_limit(&srv->settings);
-  if (open_state(srv, st, err) < 0)
-    return -1;
-  if (mime_db_load(&srv->mime, srv->settings.mime_types) < 0)
-    log_line("warning", "mime_types=%s error=\"%s\" artifacts get application/octet-stream",
-             srv->settings.mime_types, strerror(errno));
   if (download_global_init() < 0)
-    return start_failed(err, "libcurl initialisation failed");
-  if (start_engine(srv, st, err) < 0 || start_requirements(srv, st, &egress_cfg, err) < 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "libcurl initialisation failed");
+  if (make_state_dir(&srv->settings, st, err) < 0 || start_engine(srv, st, err) < 0)
     return -1;
-  service_init(srv);
-  return server_start(srv, err, 1024);
+  st->runner = true; /* runner_stop undoes a partial start too */
+  if (runner_start(&srv->runner, &srv->settings, srv->engine, &egress_cfg, err) < 0)
+    return -1;
+  return server_start(srv, err);
 }
 
 int main(int argc, char **argv) {
   static struct server srv; /* the one context; static only for its size */
-  char err[1024];
-  int rv = settings_load(&srv.settings, argc, argv, err, sizeof(err));
+  struct sbx_error err = {0};
+  int rv = settings_load(&srv.settings, argc, argv, &err);
   if (rv == 1)
     return 0;
   if (rv < 0) {
-    fprintf(stderr, "sandboxd: %s\n", err);
+    fprintf(stderr, "sandboxd: %s\n", err.msg);
     return 2;
   }
   /* Before any thread: the engine writes to pipes (SIGPIPE must not kill
@@ -262,10 +164,9 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 
   struct started st = {0};
-  srv.workspace_root_fd = -1;
-  rv = start(&srv, &st, err);
+  rv = start(&srv, &st, &err);
   if (rv < 0) {
-    fprintf(stderr, "sandboxd: %s\n", err);
+    fprintf(stderr, "sandboxd: %s\n", err.msg);
     undo_start(&srv, &st, true);
     return rv == -2 ? 2 : 1;
   }
@@ -274,10 +175,9 @@ int main(int argc, char **argv) {
   log_line("draining", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server_drain_and_stop(&srv);
   undo_start(&srv, &st, false);
-  mime_db_free(&srv.mime);
   log_line("stopped", "requests_total=%llu runs_total=%llu rejected_total=%llu",
            (unsigned long long)atomic_load(&srv.requests_total),
-           (unsigned long long)atomic_load(&srv.runs_total),
+           (unsigned long long)atomic_load(&srv.runner.runs_total),
            (unsigned long long)atomic_load(&srv.rejected_total));
   return 0;
 }

@@ -2,6 +2,8 @@
  * remote end is hostile: bounded by max_bytes while it arrives. */
 #include "download.h"
 
+#include <errno.h>
+
 #include <curl/curl.h>
 #include <stdarg.h>
 #include <stdbool.h>

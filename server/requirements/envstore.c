@@ -462,7 +462,7 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
     close(tmp_fd);
   if (rv < 0) {
     remove_tree_logged(s, tmp);
-    envstore_fail(s, env, SBX_FAILED_PRECONDITION, msg);
+    envstore_fail(s, env, err);
     return -1;
   }
   if (cs.skipped > 0)

@@ -31,168 +31,12 @@
 #include "text.h"
 #include "workspace.h"
 
-#define PYTHON "/usr/bin/python3"
 #define WHEELHOUSE_TARGET "/wheelhouse"
 #define URL_WHEELS "url-wheels" /* in the build workspace: wheels fetched by URL */
 #define PIP_OUTPUT_BYTES (256u << 10)
 #define PIP_MAX_PROCESSES 128
 #define PIP_INODES (1u << 18)
 #define TAIL_BYTES 2048
-
-static const char probe_code[] =
-    "import sys, sysconfig\n"
-    "try:\n"
-    "    import pip; pv = pip.__version__\n"
-    "except Exception:\n"
-    "    pv = ''\n"
-    "site = '/usr/local/lib/python%d.%d/dist-packages' % sys.version_info[:2]\n"
-    "print(sys.version.split()[0], sysconfig.get_platform(), "
-    "sys.implementation.cache_tag)\n"
-    "print(pv)\n"
-    "print(site if site in sys.path else '')\n";
-
-/* Runs the probe; out gets its stdout (NUL-terminated). */
-static int run_probe(char *out, size_t len) {
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) < 0)
-    return -1;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  char *argv[] = {PYTHON, "-I", "-c", (char *)probe_code, NULL};
-  char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
-  pid_t pid;
-  int rc = posix_spawn(&pid, PYTHON, &fa, NULL, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  close(pipefd[1]);
-  if (rc != 0) {
-    close(pipefd[0]);
-    errno = rc;
-    return -1;
-  }
-  size_t n = 0;
-  for (;;) {
-    ssize_t k = read(pipefd[0], out + n, len - 1 - n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0 || (n += (size_t)k) == len - 1)
-      break;
-  }
-  out[n] = '\0';
-  close(pipefd[0]);
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-/* SHA-256 over the wheelhouse's top-level names, sizes and mtimes, so that
- * a changed wheelhouse gives new keys after a restart. */
-static int wheelhouse_fingerprint(const char *dir, char *hex, size_t len) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  char **names;
-  size_t n;
-  bool truncated;
-  struct sbx_error ignored;
-  if (safefs_read_names(fd, 1u << 20, &names, &n, &truncated, &ignored) < 0) {
-    close(fd);
-    return -1;
-  }
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  int rv =
-      ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -1;
-  for (size_t i = 0; i < n && rv == 0; i++) {
-    struct stat st;
-    char line[600];
-    if (fstatat(fd, names[i], &st, 0) < 0)
-      continue;
-    int k = snprintf(line, sizeof(line), "%.500s %lld %lld.%09ld\n", names[i],
-                     (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-                     st.st_mtim.tv_nsec);
-    if (EVP_DigestUpdate(ctx, line, (size_t)k) != 1)
-      rv = -1;
-  }
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int dl = 0;
-  if (rv == 0 && (EVP_DigestFinal_ex(ctx, d, &dl) != 1 || dl * 2 + 1 > len))
-    rv = -1;
-  for (unsigned i = 0; rv == 0 && i < dl; i++)
-    snprintf(hex + 2 * i, 3, "%02x", d[i]);
-  EVP_MD_CTX_free(ctx);
-  safefs_free_names(names, n);
-  close(fd);
-  return rv;
-}
-
-static void unavailable(struct install_info *info, const char *why) {
-  info->available = false;
-  snprintf(info->why_unavailable, sizeof(info->why_unavailable), "%s", why);
-}
-
-void install_describe_index(const struct server_settings *s, char *out, size_t len) {
-  const char *url = settings_index_url(s);
-  const char *scheme_end = strstr(url, "://");
-  const char *at = scheme_end != NULL ? strchr(scheme_end + 3, '@') : NULL;
-  const char *slash = scheme_end != NULL ? strchr(scheme_end + 3, '/') : NULL;
-  if (at != NULL && (slash == NULL || at < slash)) /* credentials: never shown */
-    snprintf(out, len, "%.*s***%s", (int)(scheme_end + 3 - url), url, at);
-  else
-    snprintf(out, len, "%s", url);
-}
-
-void install_probe(const struct server_settings *s, struct install_info *info) {
-  memset(info, 0, sizeof(*info));
-  if (s->offline != 0 && s->wheelhouse[0] == '\0' && s->requirements_allow_urls == 0) {
-    unavailable(info, "no package source is configured (offline = 1, and no --wheelhouse or "
-                      "--requirements-allow-urls)");
-    return;
-  }
-  char out[1024];
-  if (run_probe(out, sizeof(out)) < 0) {
-    unavailable(info, "/usr/bin/python3 could not be asked for its version");
-    return;
-  }
-  char *line2 = strchr(out, '\n');
-  char *line3 = line2 != NULL ? strchr(line2 + 1, '\n') : NULL;
-  if (line2 == NULL || line3 == NULL) {
-    unavailable(info, "/usr/bin/python3 gave an unexpected answer");
-    return;
-  }
-  *line2++ = '\0';
-  *line3++ = '\0';
-  line3[strcspn(line3, "\n")] = '\0';
-  if (line2[0] == '\0') {
-    unavailable(
-        info,
-        "pip is not installed for /usr/bin/python3 (Debian: python3-pip)");
-    return;
-  }
-  struct stat st;
-  if (line3[0] == '\0' || stat(line3, &st) < 0 || !S_ISDIR(st.st_mode)) {
-    unavailable(info,
-                "the interpreter has no /usr/local site directory on its path");
-    return;
-  }
-  snprintf(info->site_dir, sizeof(info->site_dir), "%s", line3);
-  char fp[65] = "none";
-  if (s->wheelhouse[0] != '\0' &&
-      wheelhouse_fingerprint(s->wheelhouse, fp, sizeof(fp)) < 0) {
-    unavailable(info, "the wheelhouse cannot be read");
-    return;
-  }
-  /* The index in force, not the proxy: a proxy changes the path, not what
-   * is installed. Offline keys are what they were before the index became
-   * the default. */
-  const char *index = settings_index_url(s);
-  snprintf(info->key_context, sizeof(info->key_context),
-           "python=%.100s\npip=%.40s\nsource=%s\nwheelhouse=%.300s "
-           "%s\nindex-url=%.300s",
-           out, line2, index[0] != '\0' ? "network" : "offline", s->wheelhouse, fp, index);
-  info->available = true;
-}
 
 /* Bytes of untrusted output as printable lines: at most the last
  * TAIL_BYTES, starting at a line. */
@@ -405,15 +249,17 @@ static int pip_failure(struct installer *in, unsigned slot, const struct sandbox
                        "requirements: %s%s\npip's output (the end):\n%s", hint, refused, tail);
 }
 
+#define BUILD_TARGET ("/workspace/" ENVSTORE_SITE) /* where pip installs to */
+
 /* pip's argv: the fixed options, the package source, "--", then one
  * argument per requirement. NULL-terminated, malloc'd. */
 static const char **pip_argv(const struct server_settings *s, const struct requirement_set *set,
                              char (*reqs)[REQUIREMENT_MAX + 96], char *trusted, size_t len) {
-  static const char *const fixed[] = {PYTHON, "-I", "-m", "pip", "install", "--isolated",
+  static const char *const fixed[] = {INSTALL_PYTHON, "-I", "-m", "pip", "install", "--isolated",
                                       "--no-cache-dir", "--disable-pip-version-check",
                                       "--no-input", "--no-color", "--progress-bar", "off",
                                       "--quiet", "--no-warn-script-location", "--target",
-                                      "/workspace/" ENVSTORE_SITE};
+                                      BUILD_TARGET};
   const size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
   const char **argv = calloc(n_fixed + 10 + set->n + 1, sizeof(*argv));
   if (argv == NULL)

@@ -16,6 +16,9 @@
 #include "sandbox/sandbox.h"
 #include "settings.h"
 
+/* The interpreter runs use and pip builds for: Debian's, outside and inside. */
+#define INSTALL_PYTHON "/usr/bin/python3"
+
 struct install_info {
   bool available;
   char why_unavailable[256];
@@ -43,6 +46,16 @@ struct installer {
  * and site directory; fingerprints the wheelhouse. Never fails the start:
  * without pip or a package source, info->available is false and says why. */
 void install_probe(const struct server_settings *s, struct install_info *info);
+
+/* At start, before any thread, with settings, engine and the workspace root
+ * set: probes, opens the store and starts the egress proxy (when an index
+ * is in force, with egress_cfg). Without pip or a package source the server
+ * still runs code: info.available is false, logged, and 0 is returned.
+ * -1 with err when the store or the proxy cannot start; installer_stop
+ * undoes a partial start too. */
+int installer_start(struct installer *in, const struct egress_config *egress_cfg, unsigned slots,
+                    struct sbx_error *err);
+void installer_stop(struct installer *in);
 
 /* Runs pip for set in the slot's sandbox, on a fresh tmpfs, and commits the
  * result to the store as env (held by the caller afterwards). On failure

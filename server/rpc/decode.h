@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "bounded_alloc.h"
-#include "status.h"
+#include "error.h"
 
 struct decoded_request {
   char request_id[128];     /* from the envelope, "" when it did not decode */
@@ -26,12 +26,12 @@ struct decoded_request {
  * struct per embedded message and repeated element. */
 size_t decode_budget(size_t wire_len);
 
-/* Decodes data[0..len). Returns SBX_OK with out->input allocated from alloc
+/* Decodes data[0..len). Returns 0 with out->input allocated from alloc
  * (free it with protobuf_c_message_free_unpacked(out->input, &alloc->base)),
- * or INVALID_ARGUMENT/UNIMPLEMENTED with a printable message in msg and
+ * or -1 with err INVALID_ARGUMENT/UNIMPLEMENTED (a printable message) and
  * nothing left allocated. out->request_id and out->deadline_unix_ms are
  * filled whenever the envelope decoded, so errors can echo the id. */
-sbx_code service_decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *alloc,
-                                struct decoded_request *out, char *msg, size_t msglen);
+int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *alloc,
+                   struct decoded_request *out, struct sbx_error *err);
 
 #endif

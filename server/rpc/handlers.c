@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "cleanup.h"
 #include "safefs.h"
 #include "server.h"
 #include "validate.h"
@@ -136,8 +137,8 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   resp.runtimes = runtimes;
   isolation_report(sandbox_engine_report(srv->engine), &iso);
   resp.isolation = &iso;
-  settings_limits_to_proto(&srv->settings.default_limits, &def);
-  settings_limits_to_proto(&srv->settings.max_limits, &max);
+  limits_to_proto(&srv->settings.default_limits, &def);
+  limits_to_proto(&srv->settings.max_limits, &max);
   resp.default_limits = &def;
   resp.max_limits = &max;
   size_t queued, running;
@@ -227,9 +228,10 @@ static void answer_listing(const struct safefs_listing *l, const char *dir,
     return;
   }
   Sandbox__V1__ListFilesResponse resp = SANDBOX__V1__LIST_FILES_RESPONSE__INIT;
-  resp.n_entries = file_entries(l, dir, entries, ptrs, rels, &resp.truncated);
+  bool truncated = l->truncated;
+  resp.n_entries = file_entries(l, dir, entries, ptrs, rels, &truncated);
   resp.entries = ptrs;
-  resp.truncated = resp.truncated || l->truncated;
+  resp.truncated = truncated;
   closure(&resp, d);
   for (size_t i = 0; i < resp.n_entries; i++)
     free(rels[i]);
@@ -272,7 +274,7 @@ static void answer_read(struct server *srv, const Sandbox__V1__ReadFileRequest *
     return;
   }
   Sandbox__V1__ReadFileResponse resp = SANDBOX__V1__READ_FILE_RESPONSE__INIT;
-  resp.content = (ProtobufCBinaryData){got, buf};
+  resp.content = (ProtobufCBinaryData){.len = got, .data = buf};
   resp.size = size;
   resp.eof = offset + got >= size;
   closure(&resp, d);

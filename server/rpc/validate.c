@@ -179,7 +179,7 @@ static int effective_limits(const Sandbox__V1__Limits *in, const struct server_s
 
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
                          struct sandbox_limits *limits, struct sbx_error *err) {
-  uint64_t inline_total;
+  uint64_t inline_total = 0;
   int64_t eff[LIMITS_N];
   if (check_code_and_ids(req, s, err) < 0 || check_requirements(req, s, err) < 0 ||
       check_files(req, s, &inline_total, err) < 0 || check_args_and_env(req, s, err) < 0 ||

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "clock.h"
 #include "download.h"
 #include "run_internal.h"

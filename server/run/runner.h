@@ -30,11 +30,13 @@ struct slot_workspace {
 struct runner {
   const struct server_settings *settings;
   struct sandbox_engine *engine;
-  int workspace_root_fd;
+  int workspace_root_fd; /* <state_dir>/workspaces */
   char workspace_root[PATH_MAX];
+  bool made_workspace_root; /* by this start: removed again when it fails */
   struct slot_workspace *slot_ws;
   unsigned n_slots;
   struct session_table sessions;
+  bool sessions_ready;
   struct installer installer; /* requirements: probe, store, egress proxy */
   struct mime_db mime;
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */
@@ -65,7 +67,20 @@ void run_code(struct runner *r, unsigned slot, const struct run_call *call,
               struct run_outcome *out);
 void run_outcome_free(struct run_outcome *out);
 
-/* The slot workspaces, mounted at start and detached at stop. */
+/* At start, after the engine, before any thread (runner.c): the workspace
+ * root (what a crashed server left there detached), one workspace per slot,
+ * the session table, the MIME database, the installer. 0, or -1 with err;
+ * runner_stop undoes a partial start too, and after a failed one (failed)
+ * also removes the workspace root it made. */
+int runner_start(struct runner *r, const struct server_settings *s, struct sandbox_engine *engine,
+                 const struct egress_config *egress_cfg, struct sbx_error *err);
+void runner_stop(struct runner *r, bool failed);
+
+/* Every tick of the main thread: ends sessions idle past their TTL and
+ * detaches the workspaces of ended ones. */
+void runner_tick(struct runner *r);
+
+/* The slot workspaces, mounted at start and detached at stop (workspaces.c). */
 int runner_mount_slots(struct runner *r, struct sbx_error *err);
 void runner_unmount_slots(struct runner *r);
 

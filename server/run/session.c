@@ -121,33 +121,35 @@ void session_set_workspace(struct session_table *t, struct session *s, int fd, u
   pthread_mutex_unlock(&t->lock);
 }
 
-int session_open_workspace(struct session_table *t, const char *id) {
+int session_open_workspace(struct session_table *t, const char *id, struct sbx_error *err) {
   pthread_mutex_lock(&t->lock);
   ssize_t i = find(t, id);
   int fd = -1;
   if (i >= 0 && t->items[i]->fd >= 0) {
     t->items[i]->last_used_ms = sbx_monotonic_ms();
     fd = fcntl(t->items[i]->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+      sbx_error_set(err, SBX_INTERNAL, errno, "session %s: duplicate its workspace's fd", id);
   } else {
-    errno = ENOENT;
+    sbx_error_set(err, SBX_NOT_FOUND, 0, "no session %s with files", id);
   }
   pthread_mutex_unlock(&t->lock);
   return fd;
 }
 
-int session_close(struct session_table *t, const char *id) {
+int session_close(struct session_table *t, const char *id, struct sbx_error *err) {
   pthread_mutex_lock(&t->lock);
   ssize_t i = find(t, id);
   int rv = 0;
-  if (i < 0) {
-    errno = ENOENT;
-    rv = -1;
-  } else if (t->items[i]->busy) {
-    errno = EBUSY;
-    rv = -1;
-  } else {
+  if (i < 0)
+    rv = sbx_error_set(err, SBX_NOT_FOUND, 0,
+                       "no session %s (never created, closed, expired or evicted)", id);
+  else if (t->items[i]->busy)
+    rv = sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
+                       "session %s has a run queued or running; close it after the run answered",
+                       id);
+  else
     doom(t, (size_t)i, "closed");
-  }
   pthread_mutex_unlock(&t->lock);
   return rv;
 }

@@ -73,11 +73,12 @@ void session_set_workspace(struct session_table *t, struct session *s, int fd, u
 
 /* A dup of the session's workspace fd for ListFiles/ReadFile (the tmpfs
  * stays alive while it is open, even if the session ends meanwhile), or -1
- * with errno ENOENT when there is no such session or it has no files yet. */
-int session_open_workspace(struct session_table *t, const char *id);
+ * with err NOT_FOUND when there is no such session or it has no files yet. */
+int session_open_workspace(struct session_table *t, const char *id, struct sbx_error *err);
 
-/* Ends an idle session: 0, or -1 with errno ENOENT (unknown) or EBUSY. */
-int session_close(struct session_table *t, const char *id);
+/* Ends an idle session: 0, or -1 with err NOT_FOUND (unknown) or
+ * FAILED_PRECONDITION (a run is queued or running). */
+int session_close(struct session_table *t, const char *id, struct sbx_error *err);
 
 /* Ends idle sessions unused for ttl; returns how many. */
 size_t session_expire(struct session_table *t);

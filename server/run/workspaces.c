@@ -160,7 +160,7 @@ int runner_mount_slots(struct runner *r, struct sbx_error *err) {
     struct slot_workspace *w = &r->slot_ws[i];
     uid_t uid = (uid_t)(r->settings->uid_base + i);
     snprintf(w->name, sizeof(w->name), "slot-%u", i);
-    w->size = (uint64_t)r->settings->default_limits.disk_bytes;
+    w->size = (uint64_t)r->settings->default_limits.v[LIMIT_DISK_BYTES];
     w->fd = workspace_mount(r->workspace_root_fd, r->workspace_root, w->name, w->size,
                             (uint64_t)r->settings->workspace_inodes, uid, (gid_t)uid, err);
     if (w->fd < 0)

@@ -45,12 +45,12 @@ static int add(struct mime_db *db, size_t *cap, const char *ext, const char *typ
   return 0;
 }
 
-int mime_db_load(struct mime_db *db, const char *path) {
+int mime_db_load(struct mime_db *db, const char *path, struct sbx_error *err) {
   db->entries = NULL;
   db->n = 0;
   FILE *f = fopen(path, "re");
   if (f == NULL)
-    return -1;
+    return sbx_error_set(err, SBX_INTERNAL, errno, "open %s", path);
   size_t cap = 0;
   char line[1024];
   int rv = 0;
@@ -71,8 +71,7 @@ int mime_db_load(struct mime_db *db, const char *path) {
   fclose(f);
   if (rv < 0) {
     mime_db_free(db);
-    errno = ENOMEM;
-    return -1;
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "read %s", path);
   }
   if (db->n > 1)
     qsort(db->entries, db->n, sizeof(*db->entries), entry_cmp_ordered);

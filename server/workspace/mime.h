@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "error.h"
+
 struct mime_entry;
 
 struct mime_db {
@@ -15,8 +17,8 @@ struct mime_db {
 };
 
 /* Reads path ("type ext ext ..." lines, # comments). Returns 0, or -1 with
- * errno (db is then empty and every lookup gives the default). */
-int mime_db_load(struct mime_db *db, const char *path);
+ * err (db is then empty and every lookup gives the default). */
+int mime_db_load(struct mime_db *db, const char *path, struct sbx_error *err);
 void mime_db_free(struct mime_db *db);
 
 /* The type for name's extension (case-insensitive), or

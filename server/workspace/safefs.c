@@ -58,6 +58,10 @@ static int open_dir(int root_fd, const char *rel) {
     comp[n] = '\0';
     int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int saved = errno;
+    struct stat st; /* O_DIRECTORY on a symlink says ENOTDIR: say what it is */
+    if (next < 0 && saved == ENOTDIR && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISLNK(st.st_mode))
+      saved = ELOOP;
     close(cur);
     if (next < 0) {
       errno = saved;

@@ -82,7 +82,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   require(f != NULL, "secret file created");
   fputs(SECRET "\n", f);
   fclose(f);
-  mime_db_load(&mime, "/etc/mime.types");
+  mime_db_load(&mime, "/etc/mime.types", NULL);
   atexit(cleanup);
   return 0;
 }
@@ -205,7 +205,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
   struct artifact_caps caps = {.max_count = 40, .max_depth = 6, .per_file = 4096, .total = 16384};
   struct artifact_set set;
   memset(&set, 0, sizeof set);
-  require(artifacts_collect(out_fd, &caps, &mime, &set) == 0, "collection succeeds");
+  struct sbx_error err;
+  require(artifacts_collect(out_fd, &caps, &mime, &set, &err) == 0, "collection succeeds");
   require(set.n <= caps.max_count, "at most max_count artifacts");
   require(set.content_bytes <= caps.total, "contents within the total cap");
   for (size_t k = 0; k < set.n; k++) {

@@ -1,6 +1,6 @@
 /* fuzz_request: libFuzzer harness over everything sandboxd does with a
  * request's bytes before a worker sees it, in the server's own order:
- * service_decode_request (envelope with the bounded allocator, method
+ * decode_request (envelope with the bounded allocator, method
  * check, NUL bytes in strings, the method's request), then what the
  * method's handler checks before any I/O: validate_run_request (limits,
  * ids, file paths, URLs, env keys, requirement strings) and the requirement
@@ -15,7 +15,7 @@
 #include "decode.h"
 #include "requirements.h"
 #include "sandbox.pb-c.h"
-#include "session.h"
+#include "ids.h"
 #include "settings.h"
 #include "validate.h"
 
@@ -34,37 +34,37 @@ static void check_message(const char *msg, size_t cap) {
 static void fuzz_run_code(const Sandbox__V1__RunCodeRequest *req,
                           const struct server_settings *settings) {
   struct sandbox_limits limits;
-  char msg[512];
-  sbx_code st = validate_run_request(req, settings, &limits, msg, sizeof(msg));
-  check_message(msg, sizeof(msg));
-  if (st == SBX_OK) {
+  struct sbx_error err = {0};
+  int rc = validate_run_request(req, settings, &limits, &err);
+  check_message(err.msg, sizeof(err.msg));
+  require(rc == 0 || err.code == SBX_INVALID_ARGUMENT, "validation refuses as INVALID_ARGUMENT");
+  if (rc == 0) {
     /* What validation promises the worker. */
     require(req->code[0] != '\0', "accepted code is not empty");
     require(limits.timeout_ms >= 1 &&
-                limits.timeout_ms <= (uint64_t)settings->max_limits.timeout_ms,
+                limits.timeout_ms <= (uint64_t)settings->max_limits.v[LIMIT_TIMEOUT_MS],
             "accepted timeout within its range");
     require(limits.cpu_time_ms <= limits.timeout_ms, "CPU limit at most the wall limit");
     require(limits.memory_bytes >= (8u << 20) &&
-                limits.memory_bytes <= (uint64_t)settings->max_limits.memory_bytes,
+                limits.memory_bytes <= (uint64_t)settings->max_limits.v[LIMIT_MEMORY_BYTES],
             "accepted memory within its range");
     require(limits.max_processes >= 1 &&
-                limits.max_processes <= (uint64_t)settings->max_limits.max_processes,
+                limits.max_processes <= (uint64_t)settings->max_limits.v[LIMIT_MAX_PROCESSES],
             "accepted process count within its range");
     for (size_t i = 0; i < req->n_files; i++)
       require(validate_relative_path(req->files[i]->path), "accepted file paths are relative");
     struct requirement_set set;
-    char why[256];
     /* With URLs allowed too: the direct-reference parser sees every input. */
     if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, true,
-                              &set, why, sizeof(why)) >= 0) {
+                              &set, &err) >= 0) {
       for (size_t i = 0; i < set.n; i++) {
         const char *url = requirement_url(set.items[i]);
         require(url == NULL || strncmp(url, "http", 4) == 0, "a URL requirement is http(s)");
       }
       requirement_set_free(&set);
     }
-    if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, false, &set,
-                              why, sizeof(why)) >= 0)
+    if (requirement_set_build((const char *const *)req->requirements, req->n_requirements, false,
+                              &set, &err) >= 0)
       requirement_set_free(&set);
   }
 }
@@ -78,11 +78,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   struct sbx_bounded_alloc alloc;
   struct decoded_request req;
-  char msg[512];
-  sbx_code st = service_decode_request(data, size, &alloc, &req, msg, sizeof(msg));
-  check_message(msg, sizeof(msg));
+  struct sbx_error err = {0};
+  int rc = decode_request(data, size, &alloc, &req, &err);
+  check_message(err.msg, sizeof(err.msg));
   check_message(req.request_id, sizeof(req.request_id));
-  if (st != SBX_OK) {
+  if (rc != 0) {
+    require(err.code == SBX_INVALID_ARGUMENT || err.code == SBX_UNIMPLEMENTED,
+            "a refused request is INVALID_ARGUMENT or UNIMPLEMENTED");
     require(req.input == NULL, "nothing decoded on error");
     return 0;
   }
@@ -93,14 +95,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_run_code((const Sandbox__V1__RunCodeRequest *)req.input, &settings);
   } else if (in == &sandbox__v1__list_files_request__descriptor) {
     const Sandbox__V1__ListFilesRequest *r = (const void *)req.input;
-    (void)session_id_valid(r->session_id);
+    (void)id_valid(r->session_id);
     (void)validate_relative_path(r->path);
   } else if (in == &sandbox__v1__read_file_request__descriptor) {
     const Sandbox__V1__ReadFileRequest *r = (const void *)req.input;
-    (void)session_id_valid(r->session_id);
+    (void)id_valid(r->session_id);
     (void)validate_relative_path(r->path);
   } else if (in == &sandbox__v1__close_session_request__descriptor) {
-    (void)session_id_valid(((const Sandbox__V1__CloseSessionRequest *)req.input)->session_id);
+    (void)id_valid(((const Sandbox__V1__CloseSessionRequest *)req.input)->session_id);
   }
   protobuf_c_message_free_unpacked(req.input, &alloc.base);
   require(alloc.used == 0, "the bounded allocator got back every byte it handed out");

@@ -45,12 +45,14 @@ static void link_to(const char *target, const char *rel) {
   assert_int_equal(symlink(target, p), 0);
 }
 
+static struct sbx_error err;
+
 static int setup(void **state) {
   snprintf(base, sizeof(base), "/tmp/sbx-art-XXXXXX");
   assert_non_null(mkdtemp(base));
   out_fd = open(base, O_RDONLY | O_DIRECTORY);
   assert_true(out_fd >= 0);
-  assert_int_equal(mime_db_load(&mime, "/etc/mime.types"), 0);
+  assert_int_equal(mime_db_load(&mime, "/etc/mime.types", NULL), 0);
   return 0;
 }
 
@@ -94,7 +96,7 @@ static void hostile_tree_yields_only_regular_files(void **state) {
   struct artifact_caps caps = {.max_count = 100, .max_depth = 8, .per_file = 1 << 20,
                                .total = 8 << 20};
   struct artifact_set set;
-  assert_int_equal(artifacts_collect(out_fd, &caps, &mime, &set), 0);
+  assert_int_equal(artifacts_collect(out_fd, &caps, &mime, &set, &err), 0);
   close(sock);
   assert_int_equal(set.n, 5);
   const struct artifact *a = find(&set, "plot.png");
@@ -130,7 +132,7 @@ static void caps_keep_metadata_and_drop_content(void **state) {
   put("d-3.txt", big, 100);
   struct artifact_caps caps = {.max_count = 3, .max_depth = 8, .per_file = 1000, .total = 800};
   struct artifact_set set;
-  assert_int_equal(artifacts_collect(out_fd, &caps, &mime, &set), 0);
+  assert_int_equal(artifacts_collect(out_fd, &caps, &mime, &set, &err), 0);
   assert_int_equal(set.n, 3);
   assert_int_equal(set.skipped_count, 1); /* d-3.txt: past max_count */
   const struct artifact *a = find(&set, "a-big.bin");
@@ -156,7 +158,7 @@ static void depth_is_bounded(void **state) {
   put("d/shallow.txt", "y", 1);
   struct artifact_caps caps = {.max_count = 100, .max_depth = 4, .per_file = 100, .total = 100};
   struct artifact_set set;
-  assert_int_equal(artifacts_collect(out_fd, &caps, &mime, &set), 0);
+  assert_int_equal(artifacts_collect(out_fd, &caps, &mime, &set, &err), 0);
   assert_int_equal(set.n, 1);
   assert_string_equal(set.items[0].relative_path, "d/shallow.txt");
   assert_int_equal(set.skipped_depth, 1);
@@ -172,26 +174,32 @@ static void safe_reads_refuse_links_and_fifos(void **state) {
   snprintf(p, sizeof(p), "%s/fifo", base);
   assert_int_equal(mkfifo(p, 0600), 0);
   struct stat st;
-  int fd = safefs_open_file(out_fd, "real/f.txt", &st);
+  int fd = safefs_open_file(out_fd, "real/f.txt", &st, &err);
   assert_true(fd >= 0);
   uint8_t *buf;
   size_t len;
-  assert_int_equal(safefs_pread(fd, 6, 100, &buf, &len), 0);
+  assert_int_equal(safefs_pread(fd, 6, 100, &buf, &len, &err), 0);
   assert_int_equal(len, 5);
   assert_memory_equal(buf, "world", 5);
   free(buf);
   close(fd);
-  assert_int_equal(safefs_open_file(out_fd, "via-link/f.txt", &st), -1);
-  assert_true(errno == ELOOP || errno == ENOTDIR);
-  assert_int_equal(safefs_open_file(out_fd, "passwd", &st), -1);
-  assert_int_equal(errno, ELOOP);
-  assert_int_equal(safefs_open_file(out_fd, "fifo", &st), -1); /* and did not block */
-  assert_int_equal(errno, EINVAL);
-  assert_int_equal(safefs_open_dir(out_fd, "via-link"), -1);
-  int d = safefs_open_dir(out_fd, "real");
+  assert_int_equal(safefs_open_file(out_fd, "via-link/f.txt", &st, &err), -1);
+  assert_int_equal(err.code, SBX_FAILED_PRECONDITION);
+  assert_non_null(strstr(err.msg, "symlink"));
+  assert_int_equal(safefs_open_file(out_fd, "passwd", &st, &err), -1);
+  assert_int_equal(err.code, SBX_FAILED_PRECONDITION);
+  assert_non_null(strstr(err.msg, "path passwd: is or goes through a symlink"));
+  assert_int_equal(safefs_open_file(out_fd, "fifo", &st, &err), -1); /* and did not block */
+  assert_non_null(strstr(err.msg, "not a regular file"));
+  assert_int_equal(safefs_open_file(out_fd, "real", &st, &err), -1);
+  assert_non_null(strstr(err.msg, "is a directory"));
+  assert_int_equal(safefs_open_file(out_fd, "missing", &st, &err), -1);
+  assert_int_equal(err.code, SBX_NOT_FOUND);
+  assert_int_equal(safefs_open_dir(out_fd, "via-link", &err), -1);
+  int d = safefs_open_dir(out_fd, "real", &err);
   assert_true(d >= 0);
   struct safefs_listing l;
-  assert_int_equal(safefs_list(out_fd, 100, &l), 0);
+  assert_int_equal(safefs_list(out_fd, 100, &l, &err), 0);
   assert_int_equal(l.n, 4);
   assert_string_equal(l.entries[0].name, "fifo");
   assert_int_equal(l.entries[0].type, SAFEFS_OTHER);
@@ -200,7 +208,7 @@ static void safe_reads_refuse_links_and_fifos(void **state) {
   assert_string_equal(l.entries[2].name, "real");
   assert_int_equal(l.entries[2].type, SAFEFS_DIR);
   safefs_listing_free(&l);
-  assert_int_equal(safefs_list(out_fd, 2, &l), 0);
+  assert_int_equal(safefs_list(out_fd, 2, &l, &err), 0);
   assert_int_equal(l.n, 2);
   assert_true(l.truncated);
   safefs_listing_free(&l);

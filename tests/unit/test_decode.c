@@ -15,11 +15,14 @@ struct decoded {
   sbx_code status;
   struct decoded_request req;
   struct sbx_bounded_alloc alloc;
-  char msg[512];
+  struct sbx_error err;
+  const char *msg;
 };
 
 static void decode_bytes(const void *data, size_t len, struct decoded *d) {
-  d->status = service_decode_request(data, len, &d->alloc, &d->req, d->msg, sizeof(d->msg));
+  memset(&d->err, 0, sizeof(d->err));
+  d->status = decode_request(data, len, &d->alloc, &d->req, &d->err) == 0 ? SBX_OK : d->err.code;
+  d->msg = d->err.msg;
 }
 
 /* An envelope for method whose payload is the packed message m (or none). */

@@ -200,28 +200,28 @@ static void set_addr(struct sockaddr_storage *ss, const char *text, socklen_t *l
 
 /* The one policy: hosts first, then the addresses they resolved to. */
 static void test_download_policy(void **state) {
-  char why[256];
+  struct sbx_error err;
   struct sockaddr_storage ss;
   socklen_t len;
   struct download_policy open = {.allowed_hosts = ""};
   set_addr(&ss, "127.0.0.1", &len);
-  assert_int_equal(download_policy_host(&open, "localhost", why, sizeof why), 0);
-  assert_int_equal(download_policy_address(&open, (struct sockaddr *)&ss, len, why, sizeof why),
+  assert_int_equal(download_policy_host(&open, "localhost", &err), 0);
+  assert_int_equal(download_policy_address(&open, (struct sockaddr *)&ss, len, &err),
                    -1);
-  assert_string_equal(why, "address 127.0.0.1 is loopback (127.0.0.0/8)");
+  assert_string_equal(err.msg, "address 127.0.0.1 is loopback (127.0.0.0/8)");
   set_addr(&ss, "93.184.216.34", &len);
-  assert_int_equal(download_policy_address(&open, (struct sockaddr *)&ss, len, why, sizeof why), 0);
+  assert_int_equal(download_policy_address(&open, (struct sockaddr *)&ss, len, &err), 0);
   /* Named hosts are trusted wherever they resolve; others are refused. */
   struct download_policy named = {.allowed_hosts = "files.example, 127.0.0.1"};
-  assert_int_equal(download_policy_host(&named, "127.0.0.1", why, sizeof why), 0);
-  assert_int_equal(download_policy_host(&named, "FILES.example", why, sizeof why), 0);
-  assert_int_equal(download_policy_host(&named, "127.1", why, sizeof why), -1);
-  assert_string_equal(why, "host 127.1 is not in download-hosts");
+  assert_int_equal(download_policy_host(&named, "127.0.0.1", &err), 0);
+  assert_int_equal(download_policy_host(&named, "FILES.example", &err), 0);
+  assert_int_equal(download_policy_host(&named, "127.1", &err), -1);
+  assert_string_equal(err.msg, "host 127.1 is not in download-hosts");
   set_addr(&ss, "10.0.0.1", &len);
-  assert_int_equal(download_policy_address(&named, (struct sockaddr *)&ss, len, why, sizeof why),
+  assert_int_equal(download_policy_address(&named, (struct sockaddr *)&ss, len, &err),
                    0);
   struct download_policy priv = {.allowed_hosts = "", .allow_private = true};
-  assert_int_equal(download_policy_address(&priv, (struct sockaddr *)&ss, len, why, sizeof why), 0);
+  assert_int_equal(download_policy_address(&priv, (struct sockaddr *)&ss, len, &err), 0);
 }
 
 int main(void) {

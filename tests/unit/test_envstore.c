@@ -60,20 +60,27 @@ static int make_site(const char *name, size_t file_bytes) {
   return open(dir, O_RDONLY | O_DIRECTORY);
 }
 
+/* Fails a build the way the installer does. */
+static void fail_build(struct envstore *s, struct envstore_env *env, sbx_code code, const char *why) {
+  struct sbx_error err;
+  sbx_error_set(&err, code, 0, "%s", why);
+  envstore_fail(s, env, &err);
+}
+
 static void open_store(struct envstore *s, uint64_t cap) {
-  char dir[96], msg[256];
+  char dir[96];
   snprintf(dir, sizeof(dir), "%s/envs", root);
-  assert_int_equal(envstore_open(s, dir, cap, msg, sizeof(msg)), 0);
+  assert_int_equal(envstore_open(s, dir, cap, NULL), 0);
 }
 
 static struct envstore_env *build(struct envstore *s, char c, size_t bytes) {
   struct envstore_env *env = NULL;
-  sbx_code code = SBX_OK;
-  char msg[256], name[16];
-  assert_int_equal(envstore_acquire(s, key(c), &env, &code, msg, sizeof(msg)), ENVSTORE_BUILD);
+  struct sbx_error err;
+  char name[16];
+  assert_int_equal(envstore_acquire(s, key(c), &env, &err), ENVSTORE_BUILD);
   snprintf(name, sizeof(name), "src-%c", c);
   int src = make_site(name, bytes);
-  assert_int_equal(envstore_commit(s, env, src, "requirement=x", msg, sizeof(msg)), 0);
+  assert_int_equal(envstore_commit(s, env, src, "requirement=x", &err), 0);
   close(src);
   return env;
 }
@@ -94,9 +101,8 @@ static void build_then_use(void **state) {
   snprintf(path, sizeof(path), "%s/fifo", site);
   assert_int_equal(lstat(path, &st), -1);
 
-  sbx_code code;
-  char msg[256];
-  assert_int_equal(envstore_acquire(&s, key('a'), &env, &code, msg, sizeof(msg)), ENVSTORE_USE);
+  struct sbx_error err;
+  assert_int_equal(envstore_acquire(&s, key('a'), &env, &err), ENVSTORE_USE);
   envstore_release(&s, env);
   size_t n;
   uint64_t bytes;
@@ -110,14 +116,13 @@ static void build_then_use(void **state) {
 struct waiter {
   struct envstore *s;
   enum envstore_outcome outcome;
-  sbx_code code;
-  char msg[256];
+  struct sbx_error err;
   struct envstore_env *env;
 };
 
 static void *wait_for_key(void *arg) {
   struct waiter *w = arg;
-  w->outcome = envstore_acquire(w->s, key('b'), &w->env, &w->code, w->msg, sizeof(w->msg));
+  w->outcome = envstore_acquire(w->s, key('b'), &w->env, &w->err);
   return NULL;
 }
 
@@ -125,25 +130,24 @@ static void waiters_share_one_build(void **state) {
   struct envstore s;
   open_store(&s, 1 << 30);
   struct envstore_env *env;
-  sbx_code code;
-  char msg[256];
-  assert_int_equal(envstore_acquire(&s, key('b'), &env, &code, msg, sizeof(msg)), ENVSTORE_BUILD);
+  struct sbx_error err;
+  assert_int_equal(envstore_acquire(&s, key('b'), &env, &err), ENVSTORE_BUILD);
   struct waiter w[3] = {{.s = &s}, {.s = &s}, {.s = &s}};
   pthread_t t[3];
   for (int i = 0; i < 3; i++)
     pthread_create(&t[i], NULL, wait_for_key, &w[i]);
   usleep(100 * 1000); /* they wait on the build; a wrong store would build again */
-  envstore_fail(&s, env, SBX_FAILED_PRECONDITION, "could not install 'b'");
+  fail_build(&s, env, SBX_FAILED_PRECONDITION, "could not install 'b'");
   for (int i = 0; i < 3; i++) {
     pthread_join(t[i], NULL);
     assert_int_equal(w[i].outcome, ENVSTORE_ERROR);
-    assert_int_equal(w[i].code, SBX_FAILED_PRECONDITION);
-    assert_string_equal(w[i].msg, "could not install 'b'");
+    assert_int_equal(w[i].err.code, SBX_FAILED_PRECONDITION);
+    assert_string_equal(w[i].err.msg, "could not install 'b'");
   }
   assert_int_equal(atomic_load(&s.build_failures_total), 1);
   /* A failed key is built again by the next caller. */
-  assert_int_equal(envstore_acquire(&s, key('b'), &env, &code, msg, sizeof(msg)), ENVSTORE_BUILD);
-  envstore_fail(&s, env, SBX_INTERNAL, "again");
+  assert_int_equal(envstore_acquire(&s, key('b'), &env, &err), ENVSTORE_BUILD);
+  fail_build(&s, env, SBX_INTERNAL, "again");
   envstore_close(&s);
 }
 
@@ -152,16 +156,15 @@ static void builds_at_once_are_capped(void **state) {
   open_store(&s, 1 << 30);
   s.max_building = 1;
   struct envstore_env *first, *second;
-  sbx_code code = SBX_OK;
-  char msg[256];
-  assert_int_equal(envstore_acquire(&s, key('a'), &first, &code, msg, sizeof(msg)), ENVSTORE_BUILD);
-  assert_int_equal(envstore_acquire(&s, key('b'), &second, &code, msg, sizeof(msg)),
+  struct sbx_error err;
+  assert_int_equal(envstore_acquire(&s, key('a'), &first, &err), ENVSTORE_BUILD);
+  assert_int_equal(envstore_acquire(&s, key('b'), &second, &err),
                    ENVSTORE_ERROR);
-  assert_int_equal(code, SBX_RESOURCE_EXHAUSTED);
-  envstore_fail(&s, first, SBX_INTERNAL, "done");
-  assert_int_equal(envstore_acquire(&s, key('b'), &second, &code, msg, sizeof(msg)),
+  assert_int_equal(err.code, SBX_RESOURCE_EXHAUSTED);
+  fail_build(&s, first, SBX_INTERNAL, "done");
+  assert_int_equal(envstore_acquire(&s, key('b'), &second, &err),
                    ENVSTORE_BUILD);
-  envstore_fail(&s, second, SBX_INTERNAL, "done");
+  fail_build(&s, second, SBX_INTERNAL, "done");
   envstore_close(&s);
 }
 
@@ -211,9 +214,8 @@ static void restart_keeps_complete_environments_only(void **state) {
   snprintf(path, sizeof(path), "%s/envs/%s", root, key('c'));
   assert_int_equal(access(path, F_OK), -1);
   struct envstore_env *env;
-  sbx_code code;
-  char msg[256];
-  assert_int_equal(envstore_acquire(&s, key('a'), &env, &code, msg, sizeof(msg)), ENVSTORE_USE);
+  struct sbx_error err;
+  assert_int_equal(envstore_acquire(&s, key('a'), &env, &err), ENVSTORE_USE);
   envstore_release(&s, env);
   envstore_close(&s);
 }

@@ -87,8 +87,38 @@ static void network_refused(void **state) {
   assert_int_equal(fb.n, 0);
 }
 
+static void missing_module_hint(void **state) {
+  static const char *const cases[][2] = {
+      {"Traceback...\nModuleNotFoundError: No module named 'sbx_x'\n",
+       "add 'sbx_x' to requirements"},
+      {"ModuleNotFoundError: No module named 'pkg.sub'",
+       "add 'pkg' to requirements"},
+      {"ModuleNotFoundError: No module named 'yaml'",
+       "add 'pyyaml' to requirements (it provides the module yaml)"},
+      {"ModuleNotFoundError: No module named 'a'\nModuleNotFoundError: No "
+       "module named 'b'",
+       "add 'b' to requirements"},
+      {"ModuleNotFoundError: No module named 'bad name'", NULL},
+      {"ModuleNotFoundError: No module named '9x'", NULL},
+      {"ModuleNotFoundError: No module named '", NULL},
+      {"ImportError: cannot import name 'x'", NULL},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct feedback fb = {.n = 0};
+    feedback_missing_module((const uint8_t *)cases[i][0], strlen(cases[i][0]),
+                            &fb);
+    if (cases[i][1] == NULL) {
+      assert_int_equal(fb.n, 0);
+    } else {
+      assert_int_equal(fb.n, 1);
+      assert_string_equal(fb.lines[0], cases[i][1]);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(bytes), cmocka_unit_test(lines),
-                                     cmocka_unit_test(network_refused)};
+                                     cmocka_unit_test(network_refused),
+                                     cmocka_unit_test(missing_module_hint)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

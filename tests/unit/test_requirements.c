@@ -11,8 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "feedback.h"
+#include "install.h"
 #include "requirements.h"
+#include "settings.h"
+
+static struct sbx_error err;
 
 static void accepted_in_canonical_form(void **state) {
   static const char *const cases[][2] = {
@@ -36,11 +39,11 @@ static void accepted_in_canonical_form(void **state) {
       {"pkg; extra not  in 'a b'", "pkg; extra not in \"a b\""},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    char out[REQUIREMENT_MAX + 1], why[256] = "";
+    char out[REQUIREMENT_MAX + 1];
     int rv =
-        requirement_normalize(cases[i][0], false, out, sizeof(out), why, sizeof(why));
+        requirement_normalize(cases[i][0], false, out, sizeof(out), &err);
     if (rv != 0)
-      fail_msg("%s refused: %s", cases[i][0], why);
+      fail_msg("%s refused: %s", cases[i][0], err.msg);
     assert_string_equal(out, cases[i][1]);
   }
 }
@@ -82,18 +85,17 @@ static void refused(void **state) {
       {"pkg\xc3\xa9", "end of the requirement"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    char out[REQUIREMENT_MAX + 1], why[256] = "";
-    if (requirement_normalize(cases[i][0], false, out, sizeof(out), why,
-                              sizeof(why)) == 0)
+    char out[REQUIREMENT_MAX + 1];
+    if (requirement_normalize(cases[i][0], false, out, sizeof(out), &err) == 0)
       fail_msg("\"%s\" accepted as \"%s\"", cases[i][0], out);
-    if (strstr(why, cases[i][1]) == NULL)
-      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", cases[i][0], why,
+    if (strstr(err.msg, cases[i][1]) == NULL)
+      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", cases[i][0], err.msg,
                cases[i][1]);
   }
 }
 
 static void too_long_once_normalized(void **state) {
-  char in[REQUIREMENT_MAX * 2], out[REQUIREMENT_MAX + 1], why[256];
+  char in[REQUIREMENT_MAX * 2], out[REQUIREMENT_MAX + 1];
   /* 20 extras of 60 characters each: within every part's cap, too long in all.
    */
   size_t n = (size_t)snprintf(in, sizeof(in), "pkg[");
@@ -102,8 +104,8 @@ static void too_long_once_normalized(void **state) {
                           'a' + i, 0);
   snprintf(in + n, sizeof(in) - n, "]");
   assert_int_equal(
-      requirement_normalize(in, false, out, sizeof(out), why, sizeof(why)), -1);
-  assert_non_null(strstr(why, "longer than"));
+      requirement_normalize(in, false, out, sizeof(out), &err), -1);
+  assert_non_null(strstr(err.msg, "longer than"));
 }
 
 static void set_and_key(void **state) {
@@ -111,10 +113,9 @@ static void set_and_key(void **state) {
   const char *b[] = {"NUMPY", "requests >= 2"};
   const char *c[] = {"numpy", "requests>=3"};
   struct requirement_set sa, sb, sc;
-  char why[256];
-  assert_int_equal(requirement_set_build(a, 3, false, &sa, why, sizeof(why)), 2);
-  assert_int_equal(requirement_set_build(b, 2, false, &sb, why, sizeof(why)), 2);
-  assert_int_equal(requirement_set_build(c, 2, false, &sc, why, sizeof(why)), 2);
+  assert_int_equal(requirement_set_build(a, 3, false, &sa, &err), 2);
+  assert_int_equal(requirement_set_build(b, 2, false, &sb, &err), 2);
+  assert_int_equal(requirement_set_build(c, 2, false, &sc, &err), 2);
   assert_string_equal(sa.items[0], "numpy");
   assert_string_equal(sa.items[1], "requests>=2");
   char ka[REQUIREMENT_KEY_HEX + 1], kb[REQUIREMENT_KEY_HEX + 1],
@@ -131,40 +132,11 @@ static void set_and_key(void **state) {
   assert_non_null(strstr(ma, "requirement=numpy\nrequirement=requests>=2\n"));
   const char *bad[] = {"numpy", "-e ."};
   struct requirement_set sbad;
-  assert_int_equal(requirement_set_build(bad, 2, false, &sbad, why, sizeof(why)), -1);
-  assert_non_null(strstr(why, "requirements[1]"));
+  assert_int_equal(requirement_set_build(bad, 2, false, &sbad, &err), -1);
+  assert_non_null(strstr(err.msg, "requirements[1]"));
   free(ma), free(mb), free(mc), free(md);
   requirement_set_free(&sa), requirement_set_free(&sb),
       requirement_set_free(&sc);
-}
-
-static void missing_module_hint(void **state) {
-  static const char *const cases[][2] = {
-      {"Traceback...\nModuleNotFoundError: No module named 'sbx_x'\n",
-       "add 'sbx_x' to requirements"},
-      {"ModuleNotFoundError: No module named 'pkg.sub'",
-       "add 'pkg' to requirements"},
-      {"ModuleNotFoundError: No module named 'yaml'",
-       "add 'pyyaml' to requirements (it provides the module yaml)"},
-      {"ModuleNotFoundError: No module named 'a'\nModuleNotFoundError: No "
-       "module named 'b'",
-       "add 'b' to requirements"},
-      {"ModuleNotFoundError: No module named 'bad name'", NULL},
-      {"ModuleNotFoundError: No module named '9x'", NULL},
-      {"ModuleNotFoundError: No module named '", NULL},
-      {"ImportError: cannot import name 'x'", NULL},
-  };
-  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    struct feedback fb = {.n = 0};
-    feedback_missing_module((const uint8_t *)cases[i][0], strlen(cases[i][0]),
-                            &fb);
-    if (cases[i][1] == NULL) {
-      assert_int_equal(fb.n, 0);
-    } else {
-      assert_int_equal(fb.n, 1);
-      assert_string_equal(fb.lines[0], cases[i][1]);
-    }
-  }
 }
 
 static void urls_when_allowed(void **state) {
@@ -176,9 +148,9 @@ static void urls_when_allowed(void **state) {
       {"  pkg@http://h/p-1-py3-none-any.whl  ", "pkg @ http://h/p-1-py3-none-any.whl"},
   };
   for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-    char out[REQUIREMENT_MAX + 1], why[256] = "";
-    if (requirement_normalize(ok[i][0], true, out, sizeof(out), why, sizeof(why)) != 0)
-      fail_msg("%s refused: %s", ok[i][0], why);
+    char out[REQUIREMENT_MAX + 1];
+    if (requirement_normalize(ok[i][0], true, out, sizeof(out), &err) != 0)
+      fail_msg("%s refused: %s", ok[i][0], err.msg);
     assert_string_equal(out, ok[i][1]);
     const char *url = requirement_url(out);
     assert_non_null(url);
@@ -199,11 +171,11 @@ static void urls_when_allowed(void **state) {
   assert_string_equal(fetch, "https://h/p-1-py3-none-any.whl");
   assert_string_equal(file, "p-1-py3-none-any.whl");
   assert_string_equal(sha, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
-  char canon[REQUIREMENT_MAX + 1], w[256];
+  char canon[REQUIREMENT_MAX + 1];
   assert_int_equal(requirement_normalize("P @ https://h/p-1-py3-none-any.whl#sha256="
                                          "00112233445566778899AABBCCDDEEFF00112233445566778899"
                                          "aabbccddeeff",
-                                         true, canon, sizeof(canon), w, sizeof(w)),
+                                         true, canon, sizeof(canon), &err),
                    0);
   assert_string_equal(canon, "p @ https://h/p-1-py3-none-any.whl#sha256="
                              "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
@@ -230,19 +202,50 @@ static void urls_when_allowed(void **state) {
       {"pkg @ https://user@evil/p-1-py3-none-any.whl", "'@'"},
   };
   for (size_t i = 0; i < sizeof(refused_urls) / sizeof(refused_urls[0]); i++) {
-    char out[REQUIREMENT_MAX + 1], why[256] = "";
-    if (requirement_normalize(refused_urls[i][0], true, out, sizeof(out), why, sizeof(why)) == 0)
+    char out[REQUIREMENT_MAX + 1];
+    if (requirement_normalize(refused_urls[i][0], true, out, sizeof(out), &err) == 0)
       fail_msg("\"%s\" accepted as \"%s\"", refused_urls[i][0], out);
-    if (strstr(why, refused_urls[i][1]) == NULL)
-      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", refused_urls[i][0], why,
+    if (strstr(err.msg, refused_urls[i][1]) == NULL)
+      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", refused_urls[i][0], err.msg,
                refused_urls[i][1]);
   }
   /* Not allowed: the reason names the setting. */
-  char out[REQUIREMENT_MAX + 1], why[256] = "";
+  char out[REQUIREMENT_MAX + 1];
   assert_int_equal(requirement_normalize("pkg @ https://h/p-1-py3-none-any.whl", false, out,
-                                         sizeof(out), why, sizeof(why)),
+                                         sizeof(out), &err),
                    -1);
-  assert_non_null(strstr(why, "--requirements-allow-urls"));
+  assert_non_null(strstr(err.msg, "--requirements-allow-urls"));
+}
+
+/* The one-line hint above pip's output tail names what failed and where
+ * pip looked; the index shown never carries credentials. */
+static void install_hints(void **state) {
+  struct server_settings s;
+  settings_defaults(&s);
+  char hint[1024];
+  install_failure_hint("ERROR: No matching distribution found for sbx-nope==9\n", &s, hint,
+                       sizeof hint);
+  assert_string_equal(hint, "could not install 'sbx-nope==9': no matching distribution in the "
+                            "configured index (index https://pypi.org/simple)");
+  snprintf(s.wheelhouse, sizeof s.wheelhouse, "/srv/wheels");
+  s.offline = 1;
+  install_failure_hint("Could not find a version that satisfies the requirement a>2 (from", &s,
+                       hint, sizeof hint);
+  assert_string_equal(hint, "could not install 'a>2': no matching distribution in the "
+                            "configured index (wheelhouse /srv/wheels)");
+  install_failure_hint("ERROR: ResolutionImpossible: ...", &s, hint, sizeof hint);
+  assert_non_null(strstr(hint, "conflict with each other"));
+  install_failure_hint("Traceback (most recent call last):", &s, hint, sizeof hint);
+  assert_non_null(strstr(hint, "pip failed (its output follows)"));
+  s.offline = 0;
+  snprintf(s.index_url, sizeof s.index_url, "https://user:secret@pkgs.internal/simple");
+  install_describe_index(&s, hint, sizeof hint);
+  assert_string_equal(hint, "https://***@pkgs.internal/simple");
+  install_failure_hint("No matching distribution found for x", &s, hint, sizeof hint);
+  assert_null(strstr(hint, "secret"));
+  s.offline = 1;
+  install_describe_index(&s, hint, sizeof hint);
+  assert_string_equal(hint, "");
 }
 
 int main(void) {
@@ -252,7 +255,7 @@ int main(void) {
       cmocka_unit_test(too_long_once_normalized),
       cmocka_unit_test(set_and_key),
       cmocka_unit_test(urls_when_allowed),
-      cmocka_unit_test(missing_module_hint),
+      cmocka_unit_test(install_hints),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,12 @@
 
 #include "session.h"
 
-static char msg[256];
+static struct sbx_error err;
+
+/* The status of a table call: SBX_OK, or the code it failed with. */
+static sbx_code status(int rc) {
+  return rc == 0 ? SBX_OK : err.code;
+}
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -25,18 +30,17 @@ static void create_reserve_release(void **state) {
   assert_int_equal(session_table_init(&t, 4, 60000), 0);
   struct session *s, *s2;
   bool created;
-  assert_int_equal(session_reserve(&t, "a", &s, &created, msg, sizeof(msg)), SBX_OK);
+  assert_int_equal(status(session_reserve(&t, "a", &s, &created, &err)), SBX_OK);
   assert_true(created);
   /* A second run while the first is queued or running: refused. */
-  assert_int_equal(session_reserve(&t, "a", &s2, &created, msg, sizeof(msg)),
+  assert_int_equal(status(session_reserve(&t, "a", &s2, &created, &err)),
                    SBX_FAILED_PRECONDITION);
-  assert_non_null(strstr(msg, "already has a run"));
-  assert_int_equal(session_close(&t, "a"), -1);
-  assert_int_equal(errno, EBUSY);
+  assert_non_null(strstr(err.msg, "already has a run"));
+  assert_int_equal(status(session_close(&t, "a", &err)), SBX_FAILED_PRECONDITION);
   /* Released before its workspace was mounted (nothing ran): forgotten. */
   session_release(&t, s);
   assert_int_equal(session_count(&t), 0);
-  assert_int_equal(session_reserve(&t, "a", &s, &created, msg, sizeof(msg)), SBX_OK);
+  assert_int_equal(status(session_reserve(&t, "a", &s, &created, &err)), SBX_OK);
   assert_true(created);
   session_set_workspace(&t, s, -1, 1000, 1 << 20); /* still unmounted */
   session_release(&t, s);
@@ -46,7 +50,7 @@ static void create_reserve_release(void **state) {
 /* A mounted session: fd >= 0. /dev/null stands in for the tmpfs's root. */
 static struct session *mounted(struct session_table *t, const char *id, bool *created) {
   struct session *s;
-  assert_int_equal(session_reserve(t, id, &s, created, msg, sizeof(msg)), SBX_OK);
+  assert_int_equal(status(session_reserve(t, id, &s, created, &err)), SBX_OK);
   int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (s->fd < 0)
     session_set_workspace(t, s, fd, 1000, 1 << 20);
@@ -64,14 +68,14 @@ static void persists_closes_and_is_new_again(void **state) {
   assert_true(created);
   mounted(&t, "a", &created);
   assert_false(created);
-  int fd = session_open_workspace(&t, "a");
+  int fd = session_open_workspace(&t, "a", &err);
   assert_true(fd >= 0);
   close(fd);
-  assert_int_equal(session_open_workspace(&t, "b"), -1);
-  assert_int_equal(session_close(&t, "a"), 0);
-  assert_int_equal(session_close(&t, "a"), -1);
-  assert_int_equal(errno, ENOENT);
-  assert_int_equal(session_open_workspace(&t, "a"), -1);
+  assert_int_equal(session_open_workspace(&t, "b", &err), -1);
+  assert_int_equal(session_close(&t, "a", &err), 0);
+  assert_int_equal(status(session_close(&t, "a", &err)), SBX_NOT_FOUND);
+  assert_non_null(strstr(err.msg, "no session a"));
+  assert_int_equal(session_open_workspace(&t, "a", &err), -1);
   mounted(&t, "a", &created);
   assert_true(created);
   /* The closed one waits for the reaper; the root fd is not a directory,
@@ -88,21 +92,21 @@ static void lru_eviction_at_the_cap(void **state) {
   sleep_ms(5);
   mounted(&t, "new", &created);
   sleep_ms(5);
-  int fd = session_open_workspace(&t, "old"); /* a ListFiles counts as use */
+  int fd = session_open_workspace(&t, "old", &err); /* a ListFiles counts as use */
   close(fd);
   sleep_ms(5);
   mounted(&t, "third", &created);
   assert_true(created);
   assert_int_equal(session_count(&t), 2);
-  assert_int_equal(session_open_workspace(&t, "new"), -1); /* evicted: least recent */
-  fd = session_open_workspace(&t, "old");
+  assert_int_equal(session_open_workspace(&t, "new", &err), -1); /* evicted: least recent */
+  fd = session_open_workspace(&t, "old", &err);
   assert_true(fd >= 0);
   close(fd);
   /* A full table of busy sessions refuses a new one. */
   struct session *a, *b, *c;
-  assert_int_equal(session_reserve(&t, "old", &a, &created, msg, sizeof(msg)), SBX_OK);
-  assert_int_equal(session_reserve(&t, "third", &b, &created, msg, sizeof(msg)), SBX_OK);
-  assert_int_equal(session_reserve(&t, "fourth", &c, &created, msg, sizeof(msg)),
+  assert_int_equal(status(session_reserve(&t, "old", &a, &created, &err)), SBX_OK);
+  assert_int_equal(status(session_reserve(&t, "third", &b, &created, &err)), SBX_OK);
+  assert_int_equal(status(session_reserve(&t, "fourth", &c, &created, &err)),
                    SBX_RESOURCE_EXHAUSTED);
   session_release(&t, a);
   session_release(&t, b);
@@ -115,28 +119,28 @@ static void idle_sessions_expire(void **state) {
   bool created;
   mounted(&t, "idle", &created);
   struct session *busy;
-  assert_int_equal(session_reserve(&t, "busy", &busy, &created, msg, sizeof(msg)), SBX_OK);
+  assert_int_equal(status(session_reserve(&t, "busy", &busy, &created, &err)), SBX_OK);
   sleep_ms(60);
   assert_int_equal(session_expire(&t), 1); /* a busy one never expires */
-  assert_int_equal(session_open_workspace(&t, "idle"), -1);
+  assert_int_equal(session_open_workspace(&t, "idle", &err), -1);
   session_release(&t, busy);
   session_table_destroy(&t, -1, "/nonexistent");
 }
 
 static void ids_validated(void **state) {
-  assert_true(session_id_valid("abc-DEF_1.2"));
-  assert_false(session_id_valid(""));
-  assert_false(session_id_valid("."));
-  assert_false(session_id_valid(".."));
-  assert_false(session_id_valid("a/b"));
-  assert_false(session_id_valid("a\\b"));
-  assert_false(session_id_valid("caf\xc3\xa9"));
+  assert_true(id_valid("abc-DEF_1.2"));
+  assert_false(id_valid(""));
+  assert_false(id_valid("."));
+  assert_false(id_valid(".."));
+  assert_false(id_valid("a/b"));
+  assert_false(id_valid("a\\b"));
+  assert_false(id_valid("caf\xc3\xa9"));
   char long_id[80];
   memset(long_id, 'x', 65);
   long_id[65] = '\0';
-  assert_false(session_id_valid(long_id));
+  assert_false(id_valid(long_id));
   long_id[64] = '\0';
-  assert_true(session_id_valid(long_id));
+  assert_true(id_valid(long_id));
 }
 
 int main(void) {

@@ -31,11 +31,13 @@ static int teardown(void **state) {
   return 0;
 }
 
+static struct sbx_error err;
+
 static int load(struct server_settings *s, int argc, char **argv) {
-  char err[512];
-  int rv = settings_load(s, argc, argv, err, sizeof(err));
+  memset(&err, 0, sizeof err);
+  int rv = settings_load(s, argc, argv, &err);
   if (rv < 0)
-    print_message("settings_load: %s\n", err);
+    print_message("settings_load: %s\n", err.msg);
   return rv;
 }
 
@@ -47,7 +49,7 @@ static void defaults(void **state) {
   assert_string_equal(s.listen[0], "tcp://127.0.0.1:7878");
   assert_string_equal(s.state_dir, "/var/lib/sandboxd");
   assert_true(s.workers >= 1);
-  assert_int_equal(s.default_limits.timeout_ms, 5000);
+  assert_int_equal(s.default_limits.v[LIMIT_TIMEOUT_MS], 5000);
 }
 
 static void layers_in_order(void **state) {
@@ -58,7 +60,7 @@ static void layers_in_order(void **state) {
   assert_int_equal(load(&s, 5, argv), 0);
   assert_int_equal(s.workers, 5);  /* env beats file */
   assert_int_equal(s.queue, 7);    /* flag beats env */
-  assert_int_equal(s.max_limits.timeout_ms, 20000); /* file beats default */
+  assert_int_equal(s.max_limits.v[LIMIT_TIMEOUT_MS], 20000); /* file beats default */
   assert_int_equal(s.n_listen, 1); /* file replaced the default listen */
   assert_string_equal(s.listen[0], "ipc:///tmp/x.sock");
 }
@@ -75,12 +77,16 @@ static void bad_values_refused(void **state) {
   struct server_settings s;
   char *a1[] = {"sandboxd", "--workers", "0", NULL};
   assert_int_equal(load(&s, 3, a1), -1);
+  assert_int_equal(err.code, SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(err.msg, "workers")); /* names the setting */
   char *a2[] = {"sandboxd", "--workers", "2x", NULL};
   assert_int_equal(load(&s, 3, a2), -1);
+  assert_non_null(strstr(err.msg, "workers"));
   char *a3[] = {"sandboxd", "--listen", "http://x", NULL};
   assert_int_equal(load(&s, 3, a3), -1);
   char *a4[] = {"sandboxd", "--default-timeout-ms", "90000", NULL}; /* above max */
   assert_int_equal(load(&s, 3, a4), -1);
+  assert_non_null(strstr(err.msg, "timeout"));
   char *a5[] = {"sandboxd", "--no-such-flag", "1", NULL};
   assert_int_equal(load(&s, 3, a5), -1);
   char *a6[] = {"sandboxd", "--config", "/nonexistent/file", NULL};
@@ -118,6 +124,31 @@ static void package_sources(void **state) {
   assert_int_equal(load(&s, 5, a4), -1); /* a proxy for a pip with no network */
 }
 
+/* One table maps the limits to the proto's fields: every one round-trips,
+ * and the built-in defaults lie within the built-in maxima. */
+static void limits_table(void **state) {
+  struct settings_limits in, back;
+  for (int i = 0; i < LIMITS_N; i++)
+    in.v[i] = 1000 + i;
+  Sandbox__V1__Limits proto = SANDBOX__V1__LIMITS__INIT;
+  limits_to_proto(&in, &proto);
+  assert_int_equal(proto.timeout_ms, 1000 + LIMIT_TIMEOUT_MS);
+  assert_int_equal(proto.memory_bytes, 1000 + LIMIT_MEMORY_BYTES);
+  assert_int_equal(proto.open_files, 1000 + LIMIT_OPEN_FILES);
+  limits_from_proto(&proto, back.v);
+  assert_memory_equal(in.v, back.v, sizeof in.v);
+  limits_from_proto(NULL, back.v);
+  for (int i = 0; i < LIMITS_N; i++)
+    assert_int_equal(back.v[i], 0);
+  struct server_settings s;
+  settings_defaults(&s);
+  for (int i = 0; i < LIMITS_N; i++) {
+    assert_true(s.default_limits.v[i] >= limit_defs[i].min);
+    assert_true(s.default_limits.v[i] <= s.max_limits.v[i]);
+  }
+  assert_int_equal(settings_check(&s, &err), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
@@ -125,6 +156,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(listen_repeatable, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_values_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(package_sources, setup, teardown),
+      cmocka_unit_test(limits_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,13 +6,15 @@
 #include <string.h>
 
 #include "settings.h"
+#include "ids.h"
 #include "validate.h"
 #include "wire_check.h"
 
 static struct server_settings settings;
 static Sandbox__V1__RunCodeRequest req;
 static Sandbox__V1__Limits limits;
-static char msg[512];
+static struct sbx_error err;
+static const char *const msg = err.msg;
 static struct sandbox_limits out;
 
 static int setup(void **state) {
@@ -21,12 +23,16 @@ static int setup(void **state) {
   sandbox__v1__limits__init(&limits);
   req.code = "print(1)";
   req.limits = &limits;
-  msg[0] = '\0';
+  memset(&err, 0, sizeof err);
   return 0;
 }
 
 static sbx_code check(void) {
-  return validate_run_request(&req, &settings, &out, msg, sizeof(msg));
+  memset(&err, 0, sizeof err);
+  if (validate_run_request(&req, &settings, &out, &err) == 0)
+    return SBX_OK;
+  assert_true(err.msg[0] != '\0'); /* every refusal says why */
+  return err.code;
 }
 
 static void defaults_fill_zero_limits(void **state) {
@@ -237,15 +243,15 @@ static void file_paths_checked(void **state) {
 }
 
 static void run_ids(void **state) {
-  assert_true(validate_run_id("abc-123_X.y"));
-  assert_false(validate_run_id("."));
-  assert_false(validate_run_id(".."));
-  assert_false(validate_run_id("a/b"));
-  assert_false(validate_run_id(""));
+  assert_true(id_valid("abc-123_X.y"));
+  assert_false(id_valid("."));
+  assert_false(id_valid(".."));
+  assert_false(id_valid("a/b"));
+  assert_false(id_valid(""));
   char long_id[80];
   memset(long_id, 'a', 65);
   long_id[65] = '\0';
-  assert_false(validate_run_id(long_id));
+  assert_false(id_valid(long_id));
 }
 
 int main(void) {

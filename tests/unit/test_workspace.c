@@ -17,12 +17,13 @@
 
 static char base[64], root[128], outside[160];
 static int root_fd = -1;
+static struct sbx_error err;
 
 static int setup(void **state) {
   snprintf(base, sizeof(base), "/tmp/sbx-ws-XXXXXX");
   assert_non_null(mkdtemp(base));
   snprintf(root, sizeof(root), "%s/workspaces", base);
-  root_fd = workspace_root_open(root);
+  root_fd = workspace_root_open(root, &err);
   assert_true(root_fd >= 0);
   snprintf(outside, sizeof(outside), "%s/precious", base);
   mkdir(outside, 0755);
@@ -52,10 +53,8 @@ static int make_ws(const char *name) {
 
 static void prepare_writes_code_files_and_output(void **state) {
   struct workspace_file files[] = {{"data/in.txt", (const uint8_t *)"abc", 3}};
-  char msg[256];
   int ws = make_ws("run1");
-  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), "print(1)", 8, files, 1, msg,
-                                     sizeof(msg)),
+  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), "print(1)", 8, files, 1, &err),
                    0);
   char p[256], buf[16] = {0};
   snprintf(p, sizeof(p), "%s/run1/main.py", root);
@@ -72,7 +71,7 @@ static void prepare_writes_code_files_and_output(void **state) {
   assert_int_equal(stat(p, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
   /* Emptying leaves the workspace itself, and nothing in it. */
-  assert_int_equal(workspace_empty(ws, msg, sizeof(msg)), 0);
+  assert_int_equal(workspace_empty(ws, &err), 0);
   snprintf(p, sizeof(p), "%s/run1/main.py", root);
   assert_int_equal(lstat(p, &st), -1);
   close(ws);
@@ -81,7 +80,7 @@ static void prepare_writes_code_files_and_output(void **state) {
 /* What a session's earlier run may leave where the server writes next:
  * symlinks to outside, a FIFO, a directory. Replaced, never followed. */
 static void prepare_replaces_hostile_entries(void **state) {
-  char msg[256], p[256], target[256];
+  char p[256], target[256];
   int ws = make_ws("run3");
   snprintf(target, sizeof(target), "%s/keep.txt", outside);
   snprintf(p, sizeof(p), "%s/run3/main.py", root);
@@ -91,8 +90,7 @@ static void prepare_replaces_hostile_entries(void **state) {
   snprintf(p, sizeof(p), "%s/run3/output", root);
   assert_int_equal(mkfifo(p, 0600), 0);
   struct workspace_file files[] = {{"keep.txt", (const uint8_t *)"EVIL", 4}};
-  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), "x = 1\n", 6, files, 1, msg,
-                                     sizeof(msg)),
+  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), "x = 1\n", 6, files, 1, &err),
                    0);
   char buf[16] = {0};
   FILE *f = fopen(target, "r");
@@ -110,7 +108,7 @@ static void prepare_replaces_hostile_entries(void **state) {
   snprintf(p, sizeof(p), "%s/run3/main.py", root);
   assert_int_equal(lstat(p, &st), 0);
   assert_true(S_ISREG(st.st_mode));
-  assert_int_equal(workspace_empty(ws, msg, sizeof(msg)), 0);
+  assert_int_equal(workspace_empty(ws, &err), 0);
   assert_int_equal(stat(target, &st), 0);
   close(ws);
 }
@@ -118,7 +116,7 @@ static void prepare_replaces_hostile_entries(void **state) {
 static void chown_tree_never_follows_links(void **state) {
   if (geteuid() != 0)
     skip();
-  char msg[256], p[256], target[256];
+  char p[256], target[256];
   int ws = make_ws("run4");
   snprintf(target, sizeof(target), "%s/keep.txt", outside);
   snprintf(p, sizeof(p), "%s/run4/d", root);
@@ -128,7 +126,7 @@ static void chown_tree_never_follows_links(void **state) {
   snprintf(p, sizeof(p), "%s/run4/d/f", root);
   FILE *f = fopen(p, "w");
   fclose(f);
-  assert_int_equal(workspace_chown_tree(ws, 63999, 63999, msg, sizeof(msg)), 0);
+  assert_int_equal(workspace_chown_tree(ws, 63999, 63999, &err), 0);
   struct stat st;
   assert_int_equal(stat(p, &st), 0);
   assert_int_equal(st.st_uid, 63999);
@@ -145,20 +143,18 @@ static void chown_tree_never_follows_links(void **state) {
 static void tmpfs_quota_and_stale_removal(void **state) {
   if (geteuid() != 0)
     skip();
-  char msg[256];
-  int ws = workspace_mount(root_fd, root, "slot-9", 1 << 20, 64, getuid(), getgid(), msg,
-                           sizeof(msg));
+  int ws = workspace_mount(root_fd, root, "slot-9", 1 << 20, 64, getuid(), getgid(), &err);
   assert_true(ws >= 0);
   int fd = openat(ws, "big", O_WRONLY | O_CREAT, 0600);
   assert_true(fd >= 0);
   static char chunk[65536];
-  int err = 0;
-  for (int i = 0; i < 64 && err == 0; i++)
+  int werr = 0;
+  for (int i = 0; i < 64 && werr == 0; i++)
     if (write(fd, chunk, sizeof(chunk)) < 0)
-      err = errno;
+      werr = errno;
   close(fd);
-  assert_int_equal(err, ENOSPC);
-  assert_int_equal(workspace_resize(root, "slot-9", 2 << 20, 64, msg, sizeof(msg)), 0);
+  assert_int_equal(werr, ENOSPC);
+  assert_int_equal(workspace_resize(root, "slot-9", 2 << 20, 64, &err), 0);
   close(ws);
   /* Left mounted, as by a crash: found and detached. */
   assert_int_equal(workspace_remove_stale(root_fd, root), 1);
@@ -169,7 +165,7 @@ static void tmpfs_quota_and_stale_removal(void **state) {
 }
 
 static void remove_does_not_follow_symlinks(void **state) {
-  char msg[256], p[256], target[256];
+  char p[256], target[256];
   close(make_ws("run2"));
   /* What a hostile run could leave: links to outside, deep dirs, odd modes. */
   snprintf(p, sizeof(p), "%s/run2/link-dir", root);
@@ -189,7 +185,7 @@ static void remove_does_not_follow_symlinks(void **state) {
     snprintf(p, sizeof(p), "%s/run2/a/b", root);
     assert_int_equal(chmod(p, 0), 0);
   }
-  assert_int_equal(workspace_remove(root_fd, "run2", msg, sizeof(msg)), 0);
+  assert_int_equal(workspace_remove(root_fd, "run2", &err), 0);
   struct stat st;
   snprintf(p, sizeof(p), "%s/run2", root);
   assert_int_equal(lstat(p, &st), -1);
@@ -198,8 +194,7 @@ static void remove_does_not_follow_symlinks(void **state) {
 }
 
 static void remove_missing_is_fine(void **state) {
-  char msg[256];
-  assert_int_equal(workspace_remove(root_fd, "never-made", msg, sizeof(msg)), 0);
+  assert_int_equal(workspace_remove(root_fd, "never-made", &err), 0);
 }
 
 int main(void) {

@@ -1,0 +1,87 @@
+/* runner.c: the runner's start and stop; see runner.h. */
+#include "runner.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "workspace.h"
+
+static int open_workspace_root(struct runner *r, struct sbx_error *err) {
+  if ((size_t)snprintf(r->workspace_root, sizeof(r->workspace_root), "%s/workspaces",
+                       r->settings->state_dir) >= sizeof(r->workspace_root))
+    return sbx_error_set(err, SBX_INTERNAL, ENAMETOOLONG, "state dir %s", r->settings->state_dir);
+  struct stat before;
+  bool existed = stat(r->workspace_root, &before) == 0;
+  r->workspace_root_fd = workspace_root_open(r->workspace_root, err);
+  if (r->workspace_root_fd < 0)
+    return -1;
+  r->made_workspace_root = !existed;
+  int stale = workspace_remove_stale(r->workspace_root_fd, r->workspace_root);
+  if (stale > 0)
+    log_line("stale_workspaces", "detached=%d", stale);
+  return 0;
+}
+
+/* A session's memory group goes with it, once its tmpfs is gone. */
+static void free_session_group(void *engine, uint64_t group) {
+  sandbox_group_free(engine, group);
+}
+
+static int open_sessions(struct runner *r, struct sbx_error *err) {
+  const struct server_settings *s = r->settings;
+  if (session_table_init(&r->sessions, (size_t)s->max_sessions,
+                         (uint64_t)s->session_ttl_s * 1000u) < 0)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "sessions");
+  r->sessions.on_end = free_session_group;
+  r->sessions.on_end_arg = r->engine;
+  r->sessions_ready = true;
+  return 0;
+}
+
+int runner_start(struct runner *r, const struct server_settings *s, struct sandbox_engine *engine,
+                 const struct egress_config *egress_cfg, struct sbx_error *err) {
+  r->settings = s;
+  r->engine = engine;
+  r->n_slots = (unsigned)s->workers;
+  r->workspace_root_fd = -1;
+  r->installer.store.dir_fd = -1;
+  struct sbx_error mime_err;
+  if (mime_db_load(&r->mime, s->mime_types, &mime_err) < 0)
+    log_line("warning", "mime_types=%s error=\"%s\" artifacts get application/octet-stream",
+             s->mime_types, mime_err.msg);
+  if (open_workspace_root(r, err) < 0)
+    return sbx_error_wrap(err, "workspaces");
+  if (runner_mount_slots(r, err) < 0)
+    return sbx_error_wrap(err, "workspaces");
+  if (open_sessions(r, err) < 0)
+    return -1;
+  r->installer.settings = s;
+  r->installer.engine = engine;
+  r->installer.workspace_root_fd = r->workspace_root_fd;
+  r->installer.workspace_root = r->workspace_root;
+  return installer_start(&r->installer, egress_cfg, r->n_slots, err);
+}
+
+void runner_stop(struct runner *r, bool failed) {
+  installer_stop(&r->installer);
+  if (r->sessions_ready)
+    session_table_destroy(&r->sessions, r->workspace_root_fd, r->workspace_root);
+  r->sessions_ready = false;
+  runner_unmount_slots(r);
+  if (r->workspace_root_fd >= 0)
+    close(r->workspace_root_fd);
+  r->workspace_root_fd = -1;
+  /* After a failed start, what it made, and only when empty (rmdir). */
+  if (failed && r->made_workspace_root)
+    rmdir(r->workspace_root);
+  mime_db_free(&r->mime);
+}
+
+void runner_tick(struct runner *r) {
+  session_expire(&r->sessions);
+  session_reap(&r->sessions, r->workspace_root_fd, r->workspace_root);
+}
