@@ -669,6 +669,15 @@ const char *sbxc_status_name(int status) {
   return sbx_code_name(status);
 }
 
+#define SAME_KILLED_BY(name)                                                                     \
+  _Static_assert((int)SBXC_KILLED_BY_##name == (int)SANDBOX__V1__KILLED_BY__KILLED_BY_##name,       \
+                 "client and wire agree on killed_by " #name)
+SAME_KILLED_BY(NONE);
+SAME_KILLED_BY(TIMEOUT);
+SAME_KILLED_BY(MEMORY);
+SAME_KILLED_BY(OUTPUT_LIMIT);
+SAME_KILLED_BY(SIGNAL);
+
 const char *sbxc_killed_by_name(int killed_by) {
-  return sbx_killed_by_name(killed_by);
+  return killed_by_name(killed_by);
 }

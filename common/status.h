@@ -2,6 +2,7 @@
 #ifndef SBX_STATUS_H
 #define SBX_STATUS_H
 
+#include "killed_by.h"
 #include "sandbox.pb-c.h"
 
 typedef Sandbox__V1__Code sbx_code;
@@ -16,12 +17,11 @@ typedef Sandbox__V1__Code sbx_code;
 #define SBX_INTERNAL SANDBOX__V1__CODE__INTERNAL
 #define SBX_UNAVAILABLE SANDBOX__V1__CODE__UNAVAILABLE
 
+_Static_assert(SANDBOX__V1__KILLED_BY__KILLED_BY_SIGNAL + 1 == KILLED_BY_N,
+               "killed_by.c names every sandbox.v1.KilledBy value");
+
 /* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN(<n>)" style names are not
  * produced: unknown values map to "UNKNOWN". */
 const char *sbx_code_name(int code);
-
-/* Killed-by as the CLI and logs spell it: "none", "timeout", "memory",
- * "output_limit", "signal"; "unknown" otherwise. */
-const char *sbx_killed_by_name(int killed_by);
 
 #endif

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "egress_head.h"
 #include "log.h"
 #include "netaddr.h"
@@ -135,20 +136,13 @@ struct tunnel {
   struct egress *eg;
   unsigned slot, generation;
   int client, far; /* far: the origin, or the upstream proxy */
-  struct timespec start;
+  uint64_t start_ms; /* monotonic */
   const char *method;
   char target[EGRESS_HOST_MAX + 16];
   int status;        /* what the client was answered: 200 (relayed), or a refusal */
   char why[400];     /* the refusal's reason, or how the relay ended */
   uint64_t up, down; /* bytes relayed client -> far, far -> client */
 };
-
-static uint64_t ms_since(const struct timespec *t0) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (uint64_t)(now.tv_sec - t0->tv_sec) * 1000u +
-         (uint64_t)((now.tv_nsec - t0->tv_nsec) / 1000000);
-}
 
 /* Waits for events on fd or stop. 1 ready, 0 timeout, -1 stopping/error. */
 static int wait_fd(const struct tunnel *t, int fd, short events, uint64_t timeout_ms) {
@@ -507,7 +501,7 @@ static void tunnel_log(const struct tunnel *t) {
            "duration_ms=%llu %s=\"%s\"",
            t->slot, t->method, t->target[0] != '\0' ? t->target : "-", t->status,
            (unsigned long long)t->up, (unsigned long long)t->down,
-           (unsigned long long)ms_since(&t->start), t->status == 200 ? "end" : "reason", why);
+           (unsigned long long)(sbx_monotonic_ms() - t->start_ms), t->status == 200 ? "end" : "reason", why);
 }
 
 /* Counts a connection that relayed nothing against the build that made it
@@ -555,7 +549,7 @@ static void refuse_now(struct egress *eg, unsigned slot, int fd, int status, con
   pthread_mutex_lock(&eg->mu);
   t.generation = eg->slots[slot].generation;
   pthread_mutex_unlock(&eg->mu);
-  clock_gettime(CLOCK_MONOTONIC, &t.start);
+  t.start_ms = sbx_monotonic_ms();
   snprintf(t.why, sizeof t.why, "%s", why);
   char out[1024];
   size_t n = egress_refusal(status, why, out, sizeof out);
@@ -571,7 +565,7 @@ static int spawn_tunnel(struct egress *eg, unsigned slot, int fd) {
   if (t == NULL)
     return -1;
   *t = (struct tunnel){.eg = eg, .slot = slot, .client = fd, .far = -1, .method = "-"};
-  clock_gettime(CLOCK_MONOTONIC, &t->start);
+  t->start_ms = sbx_monotonic_ms();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "safefs.h"
 #include "sandbox/sandbox.h"
@@ -26,12 +27,6 @@
 #define COPY_MAX_ENTRIES (1u << 20) /* per directory */
 #define META_MAX (256u << 10)
 #define BLOCK 4096u
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static bool is_key(const char *name) {
   size_t n = 0;
@@ -266,7 +261,7 @@ enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
   while (e->state == ENVSTORE_BUILDING)
     pthread_cond_wait(&s->changed, &s->mu);
   if (e->state == ENVSTORE_READY) {
-    e->last_used = now_ms();
+    e->last_used = sbx_now_unix_ms();
     pthread_mutex_unlock(&s->mu);
     touch(s, key);
     *env = e;
@@ -474,7 +469,7 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
   s->n_building--;
   env->state = ENVSTORE_READY;
   env->bytes = cs.bytes;
-  env->last_used = now_ms();
+  env->last_used = sbx_now_unix_ms();
   s->total_bytes += cs.bytes;
   s->n_ready++;
   pthread_cond_broadcast(&s->changed);
@@ -486,7 +481,7 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
 void envstore_release(struct envstore *s, struct envstore_env *env) {
   pthread_mutex_lock(&s->mu);
   env->refs--;
-  env->last_used = now_ms();
+  env->last_used = sbx_now_unix_ms();
   bool over = s->total_bytes > s->cap_bytes;
   pthread_mutex_unlock(&s->mu);
   if (over)

@@ -9,6 +9,15 @@
 #include "run_internal.h"
 #include "text.h"
 
+#define SAME_KILLED_BY(name)                                                                     \
+  _Static_assert((int)SANDBOX_KILLED_BY_##name == (int)SANDBOX__V1__KILLED_BY__KILLED_BY_##name,    \
+                 "engine and wire agree on killed_by " #name)
+SAME_KILLED_BY(NONE);
+SAME_KILLED_BY(TIMEOUT);
+SAME_KILLED_BY(MEMORY);
+SAME_KILLED_BY(OUTPUT_LIMIT);
+SAME_KILLED_BY(SIGNAL);
+
 static void artifact_feedback(const struct server_settings *s, const struct artifact_caps *caps,
                               const struct artifact_set *set, struct feedback *fb) {
   char a[32], b[32];
@@ -136,7 +145,7 @@ void run_build_response(struct runner *r, const struct run_call *call, int ws_fd
   resp->stderr = (ProtobufCBinaryData){res->stderr_len, res->stderr_data};
   resp->stdout_truncated = res->stdout_truncated;
   resp->stderr_truncated = res->stderr_truncated;
-  resp->killed_by = (Sandbox__V1__KilledBy)res->killed_by; /* the same values: status.h */
+  resp->killed_by = (Sandbox__V1__KilledBy)res->killed_by; /* the same values: asserted above */
   resp->exit_code = res->exit_code;
   resp->signal = res->signal;
   resp->wall_time_ms = res->wall_time_us / 1000;

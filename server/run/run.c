@@ -10,6 +10,7 @@
 #include <uuid/uuid.h>
 
 #include "clock.h"
+#include "killed_by.h"
 #include "dedent.h"
 #include "log.h"
 #include "run_internal.h"
@@ -152,7 +153,7 @@ static void log_success(const struct run_call *call, unsigned slot, const struct
            "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
            "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
            sc->run_id, slot, call->req->session_id[0] != '\0' ? call->req->session_id : "-",
-           sandbox_killed_by_name(res->killed_by), res->exit_code, res->signal,
+           killed_by_name(res->killed_by), res->exit_code, res->signal,
            (unsigned long long)(res->wall_time_us / 1000),
            (unsigned long long)(res->cpu_time_us / 1000),
            (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len,

@@ -115,22 +115,6 @@ static int make_init_memfd(struct sandbox_error *err) {
  * copy of the template (child.c), rather than copying the host's here. */
 static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 
-const char *sandbox_killed_by_name(enum sandbox_killed_by k) {
-  switch (k) {
-  case SANDBOX_KILLED_BY_NONE:
-    return "none";
-  case SANDBOX_KILLED_BY_TIMEOUT:
-    return "timeout";
-  case SANDBOX_KILLED_BY_MEMORY:
-    return "memory";
-  case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
-    return "output_limit";
-  case SANDBOX_KILLED_BY_SIGNAL:
-    return "signal";
-  }
-  return "unknown";
-}
-
 const char *sandbox_backend_name(enum sandbox_backend b) {
   switch (b) {
   case SANDBOX_BACKEND_AUTO:

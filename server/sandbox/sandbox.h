@@ -173,7 +173,6 @@ int sandbox_remove_tree(int parent_fd, const char *name);
 /* Fills zero fields with the engine defaults. */
 void sandbox_limits_fill_defaults(struct sandbox_limits *limits);
 
-const char *sandbox_killed_by_name(enum sandbox_killed_by killed_by); /* "none", "timeout", ... */
 const char *sandbox_backend_name(enum sandbox_backend backend);
 
 #endif

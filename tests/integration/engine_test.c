@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "sandbox.h"
+#include "killed_by.h"
 
 #define PY "/usr/bin/python3"
 #define SLOTS 2
@@ -172,7 +173,7 @@ static void run_in_slot(unsigned slot, const char *const *argv, const struct san
     fprintf(stderr, "sandbox_run: %s\n", out->err.msg);
   else
     fprintf(stderr, "# [%s] killed_by=%s exit=%d signal=%d wall=%.1fms cpu=%.1fms peak=%.1fMiB\n",
-            sandbox_backend_name(out->r.backend), sandbox_killed_by_name(out->r.killed_by),
+            sandbox_backend_name(out->r.backend), killed_by_name(out->r.killed_by),
             out->r.exit_code, out->r.signal, out->r.wall_time_us / 1000.0,
             out->r.cpu_time_us / 1000.0, out->r.peak_memory_bytes / 1048576.0);
   assert_int_equal(sandbox_remove_tree(state_fd, strrchr(path, '/') + 1), 0);

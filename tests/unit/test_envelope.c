@@ -58,7 +58,7 @@ static void reply_carries_status_and_message(void **state) {
   nng_msg_free(msg);
   assert_string_equal(sbx_code_name(SBX_RESOURCE_EXHAUSTED), "RESOURCE_EXHAUSTED");
   assert_string_equal(sbx_code_name(SBX_INVALID_ARGUMENT), "INVALID_ARGUMENT");
-  assert_string_equal(sbx_killed_by_name(3), "output_limit");
+  assert_string_equal(killed_by_name(3), "output_limit");
 }
 
 static void bounded_allocator_refuses_past_budget(void **state) {

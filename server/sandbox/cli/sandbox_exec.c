@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "killed_by.h"
 #include "sandbox.h"
 #include "text.h"
 
@@ -238,7 +239,7 @@ static void print_json(const struct sandbox_result *r, const struct sandbox_repo
   json_t *o = json_pack(
       "{s:s, s:i, s:i, s:o, s:b, s:o, s:b, s:I, s:I, s:f, s:f, s:I, s:s, s:b, s:b, s:b,"
       " s:{s:I, s:I, s:I, s:I, s:I}}",
-      "killed_by", sandbox_killed_by_name(r->killed_by), "exit_code", r->exit_code, "signal",
+      "killed_by", killed_by_name(r->killed_by), "exit_code", r->exit_code, "signal",
       r->signal, "stdout", text_json(r->stdout_data, r->stdout_len), "stdout_truncated",
       r->stdout_truncated, "stderr", text_json(r->stderr_data, r->stderr_len),
       "stderr_truncated", r->stderr_truncated, "stdout_bytes", (json_int_t)r->stdout_len,
@@ -263,7 +264,7 @@ static void print_human(const struct sandbox_result *r) {
   fprintf(stderr,
           "--- sandbox: killed_by=%s exit_code=%d signal=%d wall=%.1fms cpu=%.1fms "
           "peak=%.1fMiB backend=%s%s%s%s\n",
-          sandbox_killed_by_name(r->killed_by), r->exit_code, r->signal,
+          killed_by_name(r->killed_by), r->exit_code, r->signal,
           (double)r->wall_time_us / 1000.0, (double)r->cpu_time_us / 1000.0,
           (double)r->peak_memory_bytes / 1048576.0, sandbox_backend_name(r->backend),
           r->memory_per_process ? " (memory limited per process)" : "",
