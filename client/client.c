@@ -299,6 +299,68 @@ static Sandbox__V1__ReplyEnvelope *unpack_reply(const uint8_t *buf, size_t len) 
   return sandbox__v1__reply_envelope__unpack(NULL, len, buf);
 }
 
+/* A request too big for the server (its --max-message-bytes, from GetInfo)
+ * or for this client's own cap is refused before it is sent: 0, or -1 with
+ * *code INVALID_ARGUMENT. */
+static int check_request_size(sbxc_client *c, const char *method, size_t len, int *code,
+                              char *err, size_t errlen) {
+  size_t server_cap = SIZE_MAX;
+  if (len > SBXC_SMALLEST_SERVER_CAP && strcmp(method, SBX_METHOD_GET_INFO) != 0)
+    server_cap = server_max_bytes(c);
+  *code = SBXC_INVALID_ARGUMENT;
+  if (len > server_cap)
+    return fail(err, errlen,
+                "the request is %zu bytes, more than the %zu the server accepts (its "
+                "--max-message-bytes, from GetInfo); nothing was sent",
+                len, server_cap);
+  if (len > c->max_request_bytes)
+    return fail(err, errlen,
+                "the request is %zu bytes, more than this client's cap of %zu (sandbox-run "
+                "--max-request-bytes; the server's default --max-message-bytes); nothing was "
+                "sent",
+                len, c->max_request_bytes);
+  *code = SBXC_OK;
+  return 0;
+}
+
+/* Sends msg on ctx and waits for the reply. The reply envelope, or NULL
+ * with *code: UNAVAILABLE when the request did not leave (nothing ran);
+ * once it left it may have run, so a broken connection is UNKNOWN and a
+ * missing reply DEADLINE_EXCEEDED (UNAVAILABLE would invite a retry that
+ * runs it twice). */
+static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *msg,
+                                            nng_duration timeout_ms, int *code, char *err,
+                                            size_t errlen) {
+  nng_aio_set_timeout(aio, timeout_ms);
+  nng_aio_set_msg(aio, msg);
+  nng_ctx_send(ctx, aio);
+  nng_aio_wait(aio);
+  int rv = nng_aio_result(aio);
+  if (rv != 0) {
+    nng_msg_free(msg);
+    *code = SBXC_UNAVAILABLE;
+    fail(err, errlen, "sending the request: %s", nng_strerror(rv));
+    return NULL;
+  }
+  nng_aio_set_timeout(aio, timeout_ms);
+  nng_ctx_recv(ctx, aio);
+  nng_aio_wait(aio);
+  if ((rv = nng_aio_result(aio)) != 0) {
+    *code = rv == NNG_ETIMEDOUT ? SBXC_DEADLINE_EXCEEDED : SBXC_UNKNOWN;
+    fail(err, errlen, "no reply%s: %s; the code may or may not have run",
+         rv == NNG_ETIMEDOUT ? " in time" : "", nng_strerror(rv));
+    return NULL;
+  }
+  msg = nng_aio_get_msg(aio);
+  Sandbox__V1__ReplyEnvelope *reply = unpack_reply(nng_msg_body(msg), nng_msg_len(msg));
+  nng_msg_free(msg);
+  if (reply == NULL) {
+    *code = SBXC_INTERNAL;
+    fail(err, errlen, "the reply is not a valid sandbox.v1.ReplyEnvelope");
+  }
+  return reply;
+}
+
 static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
                                              const ProtobufCMessage *payload,
                                              uint64_t deadline_unix_ms, nng_duration timeout_ms,
@@ -322,60 +384,11 @@ static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
       (rv = sbx_request_msg_new(method, request_id, deadline_unix_ms, payload, &msg)) != 0) {
     *code = SBXC_INTERNAL;
     fail(err, errlen, "building the request: %s", nng_strerror(rv));
-    goto out;
-  }
-  size_t server_cap = SIZE_MAX;
-  if (nng_msg_len(msg) > SBXC_SMALLEST_SERVER_CAP && strcmp(method, SBX_METHOD_GET_INFO) != 0)
-    server_cap = server_max_bytes(c);
-  if (nng_msg_len(msg) > server_cap) {
-    *code = SBXC_INVALID_ARGUMENT;
-    fail(err, errlen,
-         "the request is %zu bytes, more than the %zu the server accepts (its "
-         "--max-message-bytes, from GetInfo); nothing was sent",
-         nng_msg_len(msg), server_cap);
+  } else if (check_request_size(c, method, nng_msg_len(msg), code, err, errlen) < 0) {
     nng_msg_free(msg);
-    goto out;
+  } else {
+    reply = exchange(ctx, aio, msg, timeout_ms, code, err, errlen);
   }
-  if (nng_msg_len(msg) > c->max_request_bytes) {
-    *code = SBXC_INVALID_ARGUMENT;
-    fail(err, errlen,
-         "the request is %zu bytes, more than this client's cap of %zu (sandbox-run "
-         "--max-request-bytes; the server's default --max-message-bytes); nothing was sent",
-         nng_msg_len(msg), c->max_request_bytes);
-    nng_msg_free(msg);
-    goto out;
-  }
-  nng_aio_set_timeout(aio, timeout_ms);
-  nng_aio_set_msg(aio, msg);
-  nng_ctx_send(ctx, aio);
-  nng_aio_wait(aio);
-  if ((rv = nng_aio_result(aio)) != 0) {
-    nng_msg_free(msg);
-    /* The request did not leave: nothing ran. */
-    *code = SBXC_UNAVAILABLE;
-    fail(err, errlen, "sending the request: %s", nng_strerror(rv));
-    goto out;
-  }
-  nng_aio_set_timeout(aio, timeout_ms);
-  nng_ctx_recv(ctx, aio);
-  nng_aio_wait(aio);
-  if ((rv = nng_aio_result(aio)) != 0) {
-    /* The request left: it may have run. UNAVAILABLE would say it did not
-     * (and invite a retry that runs it twice), so a broken connection is
-     * UNKNOWN and a missing reply DEADLINE_EXCEEDED. */
-    *code = rv == NNG_ETIMEDOUT ? SBXC_DEADLINE_EXCEEDED : SBXC_UNKNOWN;
-    fail(err, errlen, "no reply%s: %s; the code may or may not have run",
-         rv == NNG_ETIMEDOUT ? " in time" : "", nng_strerror(rv));
-    goto out;
-  }
-  msg = nng_aio_get_msg(aio);
-  reply = unpack_reply(nng_msg_body(msg), nng_msg_len(msg));
-  nng_msg_free(msg);
-  if (reply == NULL) {
-    *code = SBXC_INTERNAL;
-    fail(err, errlen, "the reply is not a valid sandbox.v1.ReplyEnvelope");
-  }
-out:
   nng_aio_free(aio);
   nng_ctx_close(ctx);
   return reply;

@@ -131,7 +131,27 @@ static void print_summary_json(const struct bench *b, long concurrency, double e
   free(text);
 }
 
-int main(int argc, char **argv) {
+struct options {
+  const char *url;
+  long concurrency, requests, timeout_ms;
+  double duration;
+  bool json;
+};
+
+/* A whole number for flag, or -1 with a message (nothing partial: "2x"). */
+static int parse_long(const char *flag, const char *text, long *out) {
+  char *end;
+  errno = 0;
+  *out = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') {
+    fprintf(stderr, "sandbox-bench: --%s: \"%s\" is not a whole number\n", flag, text);
+    return -1;
+  }
+  return 0;
+}
+
+/* 0 to go on, else the exit code: 0 after --help, 2 for bad arguments. */
+static int parse_options(int argc, char **argv, struct options *o) {
   static const struct option opts[] = {
       {"endpoint", required_argument, NULL, 'e'},
       {"concurrency", required_argument, NULL, 'c'},
@@ -142,104 +162,143 @@ int main(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  const char *url = getenv("SANDBOX_URL");
-  if (url == NULL || url[0] == '\0')
-    url = "tcp://127.0.0.1:7878";
-  long concurrency = 1, requests = -1, timeout_ms = 0;
-  double duration = 0;
-  bool json = false;
-  int c;
+  const char *env = getenv("SANDBOX_URL");
+  *o = (struct options){.url = env != NULL && env[0] != '\0' ? env : "tcp://127.0.0.1:7878",
+                        .concurrency = 1,
+                        .requests = -1};
+  int c, bad = 0;
   while ((c = getopt_long(argc, argv, "e:c:n:d:t:jh", opts, NULL)) != -1) {
+    char *end;
     switch (c) {
     case 'e':
-      url = optarg;
+      o->url = optarg;
       break;
     case 'c':
-      concurrency = strtol(optarg, NULL, 10);
+      bad |= parse_long("concurrency", optarg, &o->concurrency);
       break;
     case 'n':
-      requests = strtol(optarg, NULL, 10);
+      bad |= parse_long("requests", optarg, &o->requests);
       break;
     case 'd':
-      duration = strtod(optarg, NULL);
+      o->duration = strtod(optarg, &end);
+      if (end == optarg || *end != '\0')
+        bad = -1, fprintf(stderr, "sandbox-bench: --duration: \"%s\" is not a number\n", optarg);
       break;
     case 't':
-      timeout_ms = strtol(optarg, NULL, 10);
+      bad |= parse_long("timeout-ms", optarg, &o->timeout_ms);
       break;
     case 'j':
-      json = true;
+      o->json = true;
       break;
     case 'h':
       printf("usage: sandbox-bench [-e URL] [--concurrency N] [--requests N | --duration S]\n"
              "                     [--timeout-ms N] [--json] SCRIPT...\n");
-      return 0;
+      return -1;
     default:
       return 2;
     }
   }
-  if (optind >= argc || concurrency < 1 || concurrency > 4096 ||
-      (requests < 0 && duration <= 0) || (requests >= 0 && duration > 0)) {
+  if (bad != 0)
+    return 2;
+  if (optind >= argc || o->concurrency < 1 || o->concurrency > 4096 || o->timeout_ms < 0 ||
+      (o->requests < 0 && o->duration <= 0) || (o->requests >= 0 && o->duration > 0)) {
     fprintf(stderr, "sandbox-bench: need SCRIPT..., --concurrency 1..4096 and one of "
                     "--requests N or --duration S (see --help)\n");
     return 2;
   }
-  static struct bench b;
-  b.total = requests;
-  b.duration_s = duration;
-  pthread_mutex_init(&b.lock, NULL);
-  b.n_requests_kinds = (size_t)(argc - optind);
-  b.requests = calloc(b.n_requests_kinds, sizeof(*b.requests));
-  if (b.requests == NULL)
-    return 1;
-  for (int i = optind; i < argc; i++) {
-    if (load_script(argv[i], &b.requests[i - optind]) < 0) {
-      fprintf(stderr, "sandbox-bench: %s: %s\n", argv[i], strerror(errno));
-      return 2;
+  return 0;
+}
+
+/* One request per script, each with the timeout. */
+static int load_requests(struct bench *b, char **paths, size_t n, long timeout_ms) {
+  b->n_requests_kinds = n;
+  b->requests = calloc(n, sizeof(*b->requests));
+  if (b->requests == NULL)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    if (load_script(paths[i], &b->requests[i]) < 0) {
+      fprintf(stderr, "sandbox-bench: %s: %s\n", paths[i], strerror(errno));
+      return -1;
     }
     struct sbxc_limits limits = {.timeout_ms = timeout_ms};
-    sbxc_request_set_limits(b.requests[i - optind], &limits);
+    sbxc_request_set_limits(b->requests[i], &limits);
   }
+  return 0;
+}
+
+/* Runs the threads to the end; the elapsed seconds. */
+static double run_threads(struct bench *b, long concurrency) {
+  pthread_t *threads = calloc((size_t)concurrency, sizeof(pthread_t));
+  if (threads == NULL)
+    return 0;
+  b->start = now_s();
+  long started = 0;
+  while (started < concurrency && pthread_create(&threads[started], NULL, bench_thread, b) == 0)
+    started++;
+  if (started < concurrency)
+    fprintf(stderr, "sandbox-bench: only %ld of %ld threads started\n", started, concurrency);
+  for (long i = 0; i < started; i++)
+    pthread_join(threads[i], NULL);
+  free(threads);
+  return now_s() - b->start;
+}
+
+static void print_summary_text(const struct bench *b, long concurrency, double elapsed,
+                               double rps, const double pct[4]) {
+  printf("requests: %zu  concurrency: %ld  elapsed: %.2f s  throughput: %.2f req/s\n", b->n_lat,
+         concurrency, elapsed, rps);
+  printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", pct[0], pct[1], pct[2], pct[3]);
+  printf("status:");
+  for (int s = 0; s < MAX_STATUS; s++)
+    if (b->by_status[s] > 0)
+      printf(" %s=%ld", sbxc_status_name(s), b->by_status[s]);
+  printf("\nkilled_by:");
+  for (int k = 0; k < MAX_KILLED; k++)
+    if (b->by_killed[k] > 0)
+      printf(" %s=%ld", sbxc_killed_by_name(k), b->by_killed[k]);
+  printf("\n");
+}
+
+static void free_bench(struct bench *b) {
+  sbxc_client_close(b->client);
+  for (size_t i = 0; b->requests != NULL && i < b->n_requests_kinds; i++)
+    sbxc_request_free(b->requests[i]);
+  free(b->requests);
+  free(b->latencies_ms);
+}
+
+int main(int argc, char **argv) {
+  struct options o;
+  int rv = parse_options(argc, argv, &o);
+  if (rv != 0)
+    return rv < 0 ? 0 : rv;
+  static struct bench b;
+  b.total = o.requests;
+  b.duration_s = o.duration;
+  pthread_mutex_init(&b.lock, NULL);
   char err[512];
-  if (sbxc_client_open(&b.client, url, err, sizeof(err)) < 0) {
+  if (load_requests(&b, argv + optind, (size_t)(argc - optind), o.timeout_ms) < 0) {
+    free_bench(&b);
+    return 2;
+  }
+  if (sbxc_client_open(&b.client, o.url, err, sizeof(err)) < 0) {
     fprintf(stderr, "sandbox-bench: %s\n", err);
+    free_bench(&b);
     return 1;
   }
   sbxc_client_set_retries(b.client, 0);
-
-  pthread_t *threads = calloc((size_t)concurrency, sizeof(pthread_t));
-  b.start = now_s();
-  for (long i = 0; i < concurrency; i++)
-    pthread_create(&threads[i], NULL, bench_thread, &b);
-  for (long i = 0; i < concurrency; i++)
-    pthread_join(threads[i], NULL);
-  double elapsed = now_s() - b.start;
-
+  double elapsed = run_threads(&b, o.concurrency);
   qsort(b.latencies_ms, b.n_lat, sizeof(double), cmp_double);
-  double p50 = percentile(b.latencies_ms, b.n_lat, 50), p90 = percentile(b.latencies_ms, b.n_lat, 90),
-         p99 = percentile(b.latencies_ms, b.n_lat, 99),
-         max = b.n_lat ? b.latencies_ms[b.n_lat - 1] : 0;
+  const double pct[4] = {percentile(b.latencies_ms, b.n_lat, 50),
+                         percentile(b.latencies_ms, b.n_lat, 90),
+                         percentile(b.latencies_ms, b.n_lat, 99),
+                         b.n_lat ? b.latencies_ms[b.n_lat - 1] : 0};
   double rps = elapsed > 0 ? (double)b.n_lat / elapsed : 0;
-  if (json) {
-    print_summary_json(&b, concurrency, elapsed, rps, (const double[4]){p50, p90, p99, max});
-  } else {
-    printf("requests: %zu  concurrency: %ld  elapsed: %.2f s  throughput: %.2f req/s\n", b.n_lat,
-           concurrency, elapsed, rps);
-    printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", p50, p90, p99, max);
-    printf("status:");
-    for (int s = 0; s < MAX_STATUS; s++)
-      if (b.by_status[s] > 0)
-        printf(" %s=%ld", sbxc_status_name(s), b.by_status[s]);
-    printf("\nkilled_by:");
-    for (int k = 0; k < MAX_KILLED; k++)
-      if (b.by_killed[k] > 0)
-        printf(" %s=%ld", sbxc_killed_by_name(k), b.by_killed[k]);
-    printf("\n");
-  }
-  sbxc_client_close(b.client);
-  for (size_t i = 0; i < b.n_requests_kinds; i++)
-    sbxc_request_free(b.requests[i]);
-  free(b.requests);
-  free(threads);
-  free(b.latencies_ms);
-  return b.by_status[SBXC_OK] == (long)b.n_lat ? 0 : 1;
+  if (o.json)
+    print_summary_json(&b, o.concurrency, elapsed, rps, pct);
+  else
+    print_summary_text(&b, o.concurrency, elapsed, rps, pct);
+  int ok = b.by_status[SBXC_OK] == (long)b.n_lat;
+  free_bench(&b);
+  return ok ? 0 : 1;
 }

@@ -138,6 +138,55 @@ static int64_t read_meta(int dir_fd, const char *key, struct stat *meta_st) {
   return bytes;
 }
 
+/* One entry of the store's directory at start: a complete environment is
+ * loaded (recency from meta's mtime); what a crash left (tmp-, trash-,
+ * incomplete keys) is removed and counted in *removed. -1 only for ENOMEM. */
+static int load_entry(struct envstore *s, const char *name, size_t *removed) {
+  if (strncmp(name, "tmp-", 4) == 0 || strncmp(name, "trash-", 6) == 0) {
+    remove_tree_logged(s, name); /* a crashed build or an unfinished eviction */
+    (*removed)++;
+    return 0;
+  }
+  if (!is_key(name)) {
+    log_line("env_store_unknown_entry", "dir=%s name=\"%.80s\" left alone", s->dir, name);
+    return 0;
+  }
+  struct stat meta_st;
+  int64_t bytes = read_meta(s->dir_fd, name, &meta_st);
+  if (bytes < 0) {
+    remove_tree_logged(s, name);
+    (*removed)++;
+    return 0;
+  }
+  struct envstore_env *e = calloc(1, sizeof(*e));
+  if (e == NULL)
+    return -1;
+  snprintf(e->key, sizeof(e->key), "%s", name);
+  e->state = ENVSTORE_READY;
+  e->bytes = (uint64_t)bytes;
+  e->last_used = (uint64_t)meta_st.st_mtim.tv_sec * 1000u +
+                 (uint64_t)meta_st.st_mtim.tv_nsec / 1000000u;
+  e->next = s->envs;
+  s->envs = e;
+  s->total_bytes += e->bytes;
+  s->n_ready++;
+  return 0;
+}
+
+static int load_entries(struct envstore *s, size_t *removed, struct sbx_error *err) {
+  char **names;
+  size_t n;
+  bool truncated;
+  if (safefs_read_names(s->dir_fd, COPY_MAX_ENTRIES, &names, &n, &truncated, err) < 0)
+    return sbx_error_wrap(err, "%s", s->dir);
+  int rv = 0;
+  for (size_t i = 0; i < n && rv == 0; i++)
+    if (load_entry(s, names[i], removed) < 0)
+      rv = sbx_error_set(err, SBX_INTERNAL, ENOMEM, "requirements store");
+  safefs_free_names(names, n);
+  return rv;
+}
+
 int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes,
                   struct sbx_error *err) {
   memset(s, 0, sizeof(*s));
@@ -153,48 +202,9 @@ int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes,
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->changed, NULL);
 
-  char **names;
-  size_t n;
-  bool truncated;
-  if (safefs_read_names(s->dir_fd, COPY_MAX_ENTRIES, &names, &n, &truncated, err) < 0)
-    return sbx_error_wrap(err, "%s", dir);
   size_t removed = 0;
-  for (size_t i = 0; i < n; i++) {
-    const char *name = names[i];
-    if (strncmp(name, "tmp-", 4) == 0 || strncmp(name, "trash-", 6) == 0) {
-      remove_tree_logged(s,
-                         name); /* a crashed build or an unfinished eviction */
-      removed++;
-      continue;
-    }
-    if (!is_key(name)) {
-      log_line("env_store_unknown_entry", "dir=%s name=\"%.80s\" left alone",
-               dir, name);
-      continue;
-    }
-    struct stat meta_st;
-    int64_t bytes = read_meta(s->dir_fd, name, &meta_st);
-    if (bytes < 0) {
-      remove_tree_logged(s, name);
-      removed++;
-      continue;
-    }
-    struct envstore_env *e = calloc(1, sizeof(*e));
-    if (e == NULL) {
-      safefs_free_names(names, n);
-      return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "requirements store");
-    }
-    snprintf(e->key, sizeof(e->key), "%s", name);
-    e->state = ENVSTORE_READY;
-    e->bytes = (uint64_t)bytes;
-    e->last_used = (uint64_t)meta_st.st_mtim.tv_sec * 1000u +
-                   (uint64_t)meta_st.st_mtim.tv_nsec / 1000000u;
-    e->next = s->envs;
-    s->envs = e;
-    s->total_bytes += e->bytes;
-    s->n_ready++;
-  }
-  safefs_free_names(names, n);
+  if (load_entries(s, &removed, err) < 0)
+    return -1;
   log_line("env_store",
            "dir=%s environments=%zu bytes=%" PRIu64 " cap=%" PRIu64
            " leftovers_removed=%zu",

@@ -359,43 +359,46 @@ static bool looks_like_archive(const char *s, size_t n) {
 
 #define URL_MAX 900
 
-/* "name[extras] @ URL" with allow_urls: the URL must be http or https, with
- * a host, printable ASCII without quotes, spaces, backslashes, a query or a
- * fragment, and end in a wheel's file name. */
-static int parse_url_requirement(struct parser *ps, struct out *o) {
+/* After '@': the URL up to the end of the input; anything after it but
+ * blanks is refused. *full gets its length. */
+static int url_extent(struct parser *ps, const char **url, size_t *full) {
   skip_ws(ps);
   if (*ps->p != '@')
     return fail_at(ps, "'@' and a URL");
   ps->p++;
   skip_ws(ps);
-  const char *url = ps->p;
-  size_t full = strcspn(url, " \t");
-  const char *rest = url + full;
+  *url = ps->p;
+  *full = strcspn(*url, " \t");
+  const char *rest = *url + *full;
   while (*rest == ' ' || *rest == '\t')
     rest++;
   if (*rest != '\0')
     return fail(ps, "nothing may follow the URL (markers are not accepted with a URL)");
-  /* An optional "#sha256=<64 hex>" pins the wheel's content. */
-  size_t len = strcspn(url, "#");
-  if (len > full)
-    len = full;
-  char sha[65] = "";
-  if (len < full) {
-    const char *frag = url + len + 1;
-    size_t flen = full - len - 1;
-    if (flen != 7 + 64 || strncmp(frag, "sha256=", 7) != 0)
+  return 0;
+}
+
+/* An optional "#sha256=<64 hex>" that pins the wheel's content: frag is
+ * what follows '#' (flen bytes); sha gets the digest in lower case. */
+static int url_pin(struct parser *ps, const char *frag, size_t flen, char sha[65]) {
+  if (flen != 7 + 64 || strncmp(frag, "sha256=", 7) != 0)
+    return fail(ps, "the only fragment accepted is #sha256= and 64 hex digits");
+  for (size_t i = 0; i < 64; i++) {
+    if (!isxdigit((unsigned char)frag[7 + i]))
       return fail(ps, "the only fragment accepted is #sha256= and 64 hex digits");
-    for (size_t i = 0; i < 64; i++) {
-      if (!isxdigit((unsigned char)frag[7 + i]))
-        return fail(ps, "the only fragment accepted is #sha256= and 64 hex digits");
-      sha[i] = (char)tolower((unsigned char)frag[7 + i]);
-    }
-    sha[64] = '\0';
+    sha[i] = (char)tolower((unsigned char)frag[7 + i]);
   }
-  size_t scheme = strncasecmp(url, "https://", 8) == 0 ? 8
-                  : strncasecmp(url, "http://", 7) == 0 ? 7
-                                                         : 0;
-  if (scheme == 0)
+  sha[64] = '\0';
+  return 0;
+}
+
+/* The URL without its fragment (len bytes): http(s), a host, printable
+ * ASCII without quotes, spaces, backslashes or a query, and a path ending
+ * in a wheel's file name. *scheme gets the scheme's length. */
+static int url_check(struct parser *ps, const char *url, size_t len, size_t *scheme) {
+  *scheme = strncasecmp(url, "https://", 8) == 0  ? 8
+            : strncasecmp(url, "http://", 7) == 0 ? 7
+                                                  : 0;
+  if (*scheme == 0)
     return fail(ps, "the URL must be http:// or https://");
   if (len > URL_MAX)
     return fail(ps, "the URL is longer than %d bytes", URL_MAX);
@@ -405,8 +408,8 @@ static int parse_url_requirement(struct parser *ps, struct out *o) {
       return fail(ps, "the URL has a character that is not accepted at byte %zu "
                       "(no spaces, quotes, '@' or query)", i);
   }
-  const char *path = memchr(url + scheme, '/', len - scheme);
-  if (path == NULL || path == url + scheme)
+  const char *path = memchr(url + *scheme, '/', len - *scheme);
+  if (path == NULL || path == url + *scheme)
     return fail(ps, "the URL needs a host and a path to a .whl file");
   const char *file = url + len;
   while (file > path + 1 && file[-1] != '/')
@@ -417,8 +420,25 @@ static int parse_url_requirement(struct parser *ps, struct out *o) {
   for (size_t i = 0; i < flen; i++)
     if (!alnum(file[i]) && strchr("._+-", file[i]) == NULL)
       return fail(ps, "the wheel's file name may hold only letters, digits and . _ + -");
+  return 0;
+}
+
+/* "name[extras] @ URL" with allow_urls: written as " @ " and the URL with
+ * its scheme in lower case, the rest as it is, and the pin if any. */
+static int parse_url_requirement(struct parser *ps, struct out *o) {
+  const char *url = NULL;
+  size_t full = 0, scheme = 0;
+  if (url_extent(ps, &url, &full) < 0)
+    return -1;
+  size_t len = strcspn(url, "#");
+  if (len > full)
+    len = full;
+  char sha[65] = "";
+  if (len < full && url_pin(ps, url + len + 1, full - len - 1, sha) < 0)
+    return -1;
+  if (url_check(ps, url, len, &scheme) < 0)
+    return -1;
   puts_(o, " @ ");
-  /* The scheme in lower case, the rest as it is. */
   puts_(o, scheme == 8 ? "https://" : "http://");
   char rest_buf[URL_MAX + 1];
   snprintf(rest_buf, sizeof(rest_buf), "%.*s", (int)(len - scheme), url + scheme);
@@ -451,30 +471,67 @@ int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *f
   return 0;
 }
 
+/* Clear answers for what is refused on purpose, before the grammar's. */
+static int refuse_on_purpose(struct parser *ps, const char *in, bool url_form, bool allow_urls) {
+  if (*ps->p == '-')
+    return fail(ps, "must not start with '-': pip options are not accepted, "
+                    "only specifiers "
+                    "such as \"name[extra]>=1.0; python_version >= '3.8'\"");
+  if (url_form && !allow_urls)
+    return fail(ps, "URLs and \"name @ url\" requirements are not accepted, "
+                    "only specifiers (unless the server allows them: "
+                    "--requirements-allow-urls)");
+  if (!url_form && (*ps->p == '.' || *ps->p == '/' || *ps->p == '~' ||
+                    strchr(in, '/') != NULL || strchr(in, '\\') != NULL))
+    return fail(ps, "local paths are not accepted, only specifiers");
+  return 0;
+}
+
+/* After the name and extras of a specifier: versions, with or without
+ * parentheses, then an optional "; marker". */
+static int parse_specifier_rest(struct parser *ps, struct out *o, const char *in) {
+  skip_ws(ps);
+  if (*ps->p == '(') {
+    ps->p++;
+    skip_ws(ps);
+    if (parse_versions(ps, o) < 0)
+      return -1;
+    if (*ps->p != ')')
+      return fail_at(ps, "')'");
+    ps->p++;
+  } else if (match_op(ps->p) != NULL) {
+    if (parse_versions(ps, o) < 0)
+      return -1;
+  }
+  size_t raw_len = strcspn(in, ";");
+  while (raw_len > 0 && (in[raw_len - 1] == ' ' || in[raw_len - 1] == '\t'))
+    raw_len--;
+  if (looks_like_archive(o->buf, o->len) || looks_like_archive(in, raw_len))
+    return fail(ps, "looks like an archive file name; only specifiers are accepted");
+  skip_ws(ps);
+  if (*ps->p == ';') {
+    ps->p++;
+    puts_(o, "; ");
+    if (parse_marker_or(ps, o, 0) < 0)
+      return -1;
+    skip_ws(ps);
+  }
+  if (*ps->p != '\0')
+    return fail_at(ps, "the end of the requirement (or '[', a version operator, ';')");
+  return 0;
+}
+
 int requirement_normalize(const char *in, bool allow_urls, char *out, size_t outlen,
                           struct sbx_error *err) {
   struct parser ps = {.start = in, .p = in, .err = err};
-  struct out o = {.buf = out,
-                  .cap = outlen < REQUIREMENT_MAX + 1 ? outlen
-                                                      : REQUIREMENT_MAX + 1};
+  struct out o = {.buf = out, .cap = outlen < REQUIREMENT_MAX + 1 ? outlen : REQUIREMENT_MAX + 1};
   if (o.cap == 0)
     return fail(&ps, "no room");
   out[0] = '\0';
   skip_ws(&ps);
-  /* Clear answers for what is refused on purpose, before the grammar's. */
-  if (*ps.p == '-')
-    return fail(&ps, "must not start with '-': pip options are not accepted, "
-                     "only specifiers "
-                     "such as \"name[extra]>=1.0; python_version >= '3.8'\"");
   bool url_form = strstr(in, "://") != NULL || strchr(in, '@') != NULL;
-  if (url_form && !allow_urls)
-    return fail(&ps, "URLs and \"name @ url\" requirements are not accepted, "
-                     "only specifiers (unless the server allows them: "
-                     "--requirements-allow-urls)");
-  if (!url_form && (*ps.p == '.' || *ps.p == '/' || *ps.p == '~' || strchr(in, '/') != NULL ||
-                    strchr(in, '\\') != NULL))
-    return fail(&ps, "local paths are not accepted, only specifiers");
-
+  if (refuse_on_purpose(&ps, in, url_form, allow_urls) < 0)
+    return -1;
   char name[PART_MAX];
   if (parse_name(&ps, name, sizeof(name), "a project name") < 0)
     return -1;
@@ -482,45 +539,11 @@ int requirement_normalize(const char *in, bool allow_urls, char *out, size_t out
   skip_ws(&ps);
   if (*ps.p == '[' && parse_extras(&ps, &o) < 0)
     return -1;
-  if (url_form) { /* "name[extras] @ URL": nothing else may follow */
-    if (parse_url_requirement(&ps, &o) < 0)
-      return -1;
-    goto done;
-  }
-  skip_ws(&ps);
-  if (*ps.p == '(') {
-    ps.p++;
-    skip_ws(&ps);
-    if (parse_versions(&ps, &o) < 0)
-      return -1;
-    if (*ps.p != ')')
-      return fail_at(&ps, "')'");
-    ps.p++;
-  } else if (match_op(ps.p) != NULL) {
-    if (parse_versions(&ps, &o) < 0)
-      return -1;
-  }
-  size_t raw_len = strcspn(in, ";");
-  while (raw_len > 0 && (in[raw_len - 1] == ' ' || in[raw_len - 1] == '\t'))
-    raw_len--;
-  if (looks_like_archive(o.buf, o.len) || looks_like_archive(in, raw_len))
-    return fail(
-        &ps, "looks like an archive file name; only specifiers are accepted");
-  skip_ws(&ps);
-  if (*ps.p == ';') {
-    ps.p++;
-    puts_(&o, "; ");
-    if (parse_marker_or(&ps, &o, 0) < 0)
-      return -1;
-    skip_ws(&ps);
-  }
-  if (*ps.p != '\0')
-    return fail_at(
-        &ps, "the end of the requirement (or '[', a version operator, ';')");
-done:
+  /* "name[extras] @ URL": nothing else may follow. */
+  if ((url_form ? parse_url_requirement(&ps, &o) : parse_specifier_rest(&ps, &o, in)) < 0)
+    return -1;
   if (o.overflow)
-    return fail(&ps, "longer than %d characters once normalized",
-                REQUIREMENT_MAX);
+    return fail(&ps, "longer than %d characters once normalized", REQUIREMENT_MAX);
   return 0;
 }
 
