@@ -120,7 +120,7 @@ static const struct setting_def setting_defs[] = {
     {"wheelhouse", SETTING_STRING, STR(wheelhouse), 0, 0,
      .def_text = "none", .help = "directory of wheels (and sdists) pip may install requirements from, besides the index (--find-links; with offline = 1 the only source)"},
     {"index-url", SETTING_STRING, STR(index_url), 0, 0,
-     .def_str = SETTINGS_DEFAULT_INDEX_URL, .help = "package index (PEP 503) for requirements; pip reaches it only through the server's egress proxy, under the download-hosts and public-address policy (default )"},
+     .def_str = SETTINGS_DEFAULT_INDEX_URL, .help = "package index (PEP 503) for requirements; pip reaches it only through the server's egress proxy, under the download-hosts and public-address policy"},
     {"offline", SETTING_INT, OFF(offline), 0, 0, 1,
      .def = 0, .help = "1: no package index: pip installs from the wheelhouse (and URL requirements) only, with no network at all"},
     {"pip-proxy", SETTING_STRING, STR(pip_proxy), 0, 0,

@@ -310,38 +310,33 @@ static int parse_marker_expr(struct parser *ps, struct out *o, int depth) {
   return parse_marker_value(ps, o);
 }
 
-static int parse_marker_and(struct parser *ps, struct out *o, int depth) {
-  if (parse_marker_expr(ps, o, depth) < 0)
+/* operand (kw operand)*, written with single spaces: "a and b". */
+static int parse_marker_chain(struct parser *ps, struct out *o, int depth, const char *kw,
+                              int (*operand)(struct parser *, struct out *, int)) {
+  if (operand(ps, o, depth) < 0)
     return -1;
   for (;;) {
     const char *save = ps->p;
     skip_ws(ps);
-    if (!keyword_at(ps->p, "and")) {
+    if (!keyword_at(ps->p, kw)) {
       ps->p = save;
       return 0;
     }
-    ps->p += 3;
-    puts_(o, " and ");
-    if (parse_marker_expr(ps, o, depth) < 0)
+    ps->p += strlen(kw);
+    puts_(o, " ");
+    puts_(o, kw);
+    puts_(o, " ");
+    if (operand(ps, o, depth) < 0)
       return -1;
   }
 }
 
+static int parse_marker_and(struct parser *ps, struct out *o, int depth) {
+  return parse_marker_chain(ps, o, depth, "and", parse_marker_expr);
+}
+
 static int parse_marker_or(struct parser *ps, struct out *o, int depth) {
-  if (parse_marker_and(ps, o, depth) < 0)
-    return -1;
-  for (;;) {
-    const char *save = ps->p;
-    skip_ws(ps);
-    if (!keyword_at(ps->p, "or")) {
-      ps->p = save;
-      return 0;
-    }
-    ps->p += 2;
-    puts_(o, " or ");
-    if (parse_marker_and(ps, o, depth) < 0)
-      return -1;
-  }
+  return parse_marker_chain(ps, o, depth, "or", parse_marker_and);
 }
 
 /* pip treats a requirement that ends like an archive as a file to install. */

@@ -1,20 +1,15 @@
-/* sandbox_error.c: formatting of sandbox_error values. */
+/* sandbox_error.c: formatting of sandbox_error values (common/errmsg.c). */
 #include "sandbox_error.h"
 
-#include <stdio.h>
-#include <string.h>
+#include "errmsg.h"
 
 int sandbox_error_set(struct sandbox_error *err, int errnum, const char *fmt, ...) {
   if (err == NULL)
     return -1;
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+  errmsg_vset(err->msg, sizeof err->msg, errnum, fmt, ap);
   va_end(ap);
-  if (n < 0)
-    n = 0;
-  if (errnum != 0 && (size_t)n < sizeof err->msg)
-    snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", strerror(errnum));
   err->errnum = errnum;
   return -1;
 }
@@ -22,13 +17,9 @@ int sandbox_error_set(struct sandbox_error *err, int errnum, const char *fmt, ..
 int sandbox_error_wrap(struct sandbox_error *err, const char *fmt, ...) {
   if (err == NULL)
     return -1;
-  char prefix[256];
-  char old[sizeof err->msg];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  errmsg_vwrap(err->msg, sizeof err->msg, fmt, ap);
   va_end(ap);
-  memcpy(old, err->msg, sizeof old);
-  snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
   return -1;
 }

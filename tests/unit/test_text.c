@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+
+#include "errmsg.h"
 #include "text.h"
 
 static void utf8(void **state) {
@@ -43,8 +46,45 @@ static void printable(void **state) {
   assert_string_equal(out, "stop");
 }
 
+static void set(char *msg, size_t len, int errnum, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  errmsg_vset(msg, len, errnum, fmt, ap);
+  va_end(ap);
+}
+
+static void wrap(char *msg, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  errmsg_vwrap(msg, len, fmt, ap);
+  va_end(ap);
+}
+
+/* Error text: the cause's strerror after what failed, context in front,
+ * cut at the buffer's end and always terminated. */
+static void error_text(void **state) {
+  char msg[64];
+  set(msg, sizeof msg, ENOENT, "open %s", "/x");
+  assert_string_equal(msg, "open /x: No such file or directory");
+  set(msg, sizeof msg, 0, "refused");
+  assert_string_equal(msg, "refused");
+  wrap(msg, sizeof msg, "session %d", 3);
+  assert_string_equal(msg, "session 3: refused");
+  memset(msg, 'a', sizeof msg - 1);
+  msg[sizeof msg - 1] = '\0';
+  wrap(msg, sizeof msg, "ctx");
+  assert_int_equal(strlen(msg), sizeof msg - 1);
+  assert_memory_equal(msg, "ctx: aaa", 8);
+  char small[8];
+  set(small, sizeof small, ENOENT, "a long message");
+  assert_int_equal(strlen(small), sizeof small - 1);
+  wrap(small, sizeof small, "a prefix longer than the buffer");
+  assert_int_equal(strlen(small), sizeof small - 1); /* kept as it was */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(utf8), cmocka_unit_test(repair),
-                                     cmocka_unit_test(printable)};
+                                     cmocka_unit_test(printable),
+                                     cmocka_unit_test(error_text)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
