@@ -84,8 +84,9 @@ static double bare_run(const char *script) {
 
 static double ns_only(void) {
   double t0 = now_ms();
-  pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                                            CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
+  pid_t pid = (pid_t)syscall(SYS_clone,
+                             CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                                 CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
                              NULL, NULL, NULL, NULL);
   if (pid == 0)
     _exit(0);

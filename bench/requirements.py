@@ -25,7 +25,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration", "service"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 from wheelhouse import make_module_wheel  # noqa: E402
 
 

@@ -16,17 +16,15 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN_DIR = os.path.join(HERE, "..", "build", "bin")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
+from harness import (SP_HEADER_REQ, SandboxdProcess, free_port,  # noqa: E402,F401
+                     recv_exact, sp_connect)
 
 
 def percentile(values, p):
@@ -39,7 +37,7 @@ def percentile(values, p):
 
 # ---- the server ----
 
-class Sandboxd:
+class Sandboxd(SandboxdProcess):
     """One sandboxd started from bin_dir, on a free loopback port, with its
     state dir in tmp (made here unless given) and uids uid_base..+workers-1.
     The caller must stop() or kill() it, in a finally."""
@@ -63,49 +61,20 @@ class Sandboxd:
                 "--uid-base", str(self.uid_base), *self.extra]
 
     def start(self, ready_timeout):
-        log = open(self.log_path, "ab")
-        self.log_offset = log.tell()  # a restart appends; ready is looked for after this
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + ready_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sandboxd exited {self.proc.returncode}: "
-                                   f"{self.log_text()[-2000:]}")
-            if "event=ready" in self.log_text(self.log_offset):
-                self.pid = self.proc.pid
-                self.workers = int(self.log_text(self.log_offset).split(
-                    "event=ready", 1)[1].split("workers=", 1)[1].split()[0])
-                return
-            time.sleep(0.05)
-        self.proc.kill()
-        self.proc.wait()
-        raise RuntimeError("sandboxd not ready in time: " + self.log_text()[-2000:])
+        self.spawn(self.command(), ready_timeout=ready_timeout)
+        self.pid = self.proc.pid
+        self.workers = int(self.log_text(self.log_offset).split(
+            "event=ready", 1)[1].split("workers=", 1)[1].split()[0])
 
     def restart(self, ready_timeout=30):
         """Starts a new sandboxd with the same flags, port and state dir."""
         self.start(ready_timeout)
 
-    def log_text(self, offset=0):
-        with open(self.log_path, "rb") as f:
-            f.seek(offset)
-            return f.read().decode(errors="replace")
-
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout=90):
-        """SIGTERM and wait; returns the exit status (None if it had to be killed)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+        return super().stop(timeout)
 
     def dispose(self, keep=False):
         """Stops the server, detaches what it left mounted, removes the temp
@@ -335,7 +304,6 @@ def files_under(path):
 
 # ---- nng SP over TCP, by hand (for frames the real client never sends) ----
 
-SP_HEADER_REQ = b"\x00SP\x00\x00\x30\x00\x00"  # REQ (0x30), reserved 0
 
 
 def pb_varint(n):
@@ -400,28 +368,6 @@ def _read_varint(b, i):
         if not b[i - 1] & 0x80:
             return n, i
         shift += 7
-
-
-def recv_exact(sock, n, timeout):
-    sock.settimeout(timeout)
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        buf += chunk
-    return buf
-
-
-def sp_connect(port, timeout=5):
-    """A TCP connection that has done the SP handshake as a REQ peer."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    s.sendall(SP_HEADER_REQ)
-    hdr = recv_exact(s, 8, timeout)
-    if hdr[:4] != b"\x00SP\x00" or hdr[4:6] != b"\x00\x31":
-        s.close()
-        raise ConnectionError(f"unexpected SP header {hdr!r}")
-    return s
 
 
 def sp_read_reply(sock, timeout):

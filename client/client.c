@@ -46,7 +46,7 @@ struct sbxc_request {
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                           ...) {
+                                                      ...) {
   if (err != NULL && errlen > 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -302,8 +302,8 @@ static Sandbox__V1__ReplyEnvelope *unpack_reply(const uint8_t *buf, size_t len) 
 /* A request too big for the server (its --max-message-bytes, from GetInfo)
  * or for this client's own cap is refused before it is sent: 0, or -1 with
  * *code INVALID_ARGUMENT. */
-static int check_request_size(sbxc_client *c, const char *method, size_t len, int *code,
-                              char *err, size_t errlen) {
+static int check_request_size(sbxc_client *c, const char *method, size_t len, int *code, char *err,
+                              size_t errlen) {
   size_t server_cap = SIZE_MAX;
   if (len > SBXC_SMALLEST_SERVER_CAP && strcmp(method, SBX_METHOD_GET_INFO) != 0)
     server_cap = server_max_bytes(c);
@@ -444,8 +444,8 @@ static int result_from_reply(struct result_storage *st, struct sbxc_result *out)
     out->message = st->reply->message;
     return -1;
   }
-  st->resp = sandbox__v1__run_code_response__unpack(NULL, st->reply->payload.len,
-                                                    st->reply->payload.data);
+  st->resp =
+      sandbox__v1__run_code_response__unpack(NULL, st->reply->payload.len, st->reply->payload.data);
   if (st->resp == NULL) {
     out->status = SBXC_INTERNAL;
     snprintf(st->message, sizeof(st->message), "the reply is not a valid RunCodeResponse");
@@ -477,10 +477,11 @@ static int result_from_reply(struct result_storage *st, struct sbxc_result *out)
       return -1;
     }
     for (size_t i = 0; i < r->n_artifacts; i++)
-      st->artifacts[i] = (struct sbxc_artifact){
-          r->artifacts[i]->name, r->artifacts[i]->relative_path, r->artifacts[i]->size,
-          r->artifacts[i]->mime, r->artifacts[i]->content.data, r->artifacts[i]->content.len,
-          r->artifacts[i]->content_omitted};
+      st->artifacts[i] =
+          (struct sbxc_artifact){r->artifacts[i]->name,           r->artifacts[i]->relative_path,
+                                 r->artifacts[i]->size,           r->artifacts[i]->mime,
+                                 r->artifacts[i]->content.data,   r->artifacts[i]->content.len,
+                                 r->artifacts[i]->content_omitted};
     out->artifacts = st->artifacts;
     out->n_artifacts = r->n_artifacts;
   }
@@ -504,11 +505,11 @@ int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *o
   struct result_storage *st = result_init(out);
   if (st == NULL)
     return -1;
-  uint64_t run_timeout = req->limits.timeout_ms > 0 ? (uint64_t)req->limits.timeout_ms
-                                                    : SBXC_UNKNOWN_TIMEOUT_MS;
+  uint64_t run_timeout =
+      req->limits.timeout_ms > 0 ? (uint64_t)req->limits.timeout_ms : SBXC_UNKNOWN_TIMEOUT_MS;
   int code = SBXC_INTERNAL;
-  st->reply = call_with_retries(c, SBX_METHOD_RUN_CODE, &req->msg.base, run_timeout,
-                                &out->attempts, &code, st->message, sizeof(st->message));
+  st->reply = call_with_retries(c, SBX_METHOD_RUN_CODE, &req->msg.base, run_timeout, &out->attempts,
+                                &code, st->message, sizeof(st->message));
   if (st->reply == NULL) {
     out->status = code;
     return -1;
@@ -546,8 +547,8 @@ void sbxc_result_free(struct sbxc_result *result) {
  * decoded payload of an OK reply. */
 static ProtobufCMessage *simple_call_status(sbxc_client *c, const char *method,
                                             const ProtobufCMessage *payload,
-                                            const ProtobufCMessageDescriptor *out_desc,
-                                            int *status, char *err, size_t errlen) {
+                                            const ProtobufCMessageDescriptor *out_desc, int *status,
+                                            char *err, size_t errlen) {
   unsigned attempts;
   int code = SBXC_INTERNAL;
   if (status != NULL)
@@ -615,9 +616,9 @@ int sbxc_list_files_json(sbxc_client *c, const char *session_id, const char *pat
   Sandbox__V1__ListFilesRequest req = SANDBOX__V1__LIST_FILES_REQUEST__INIT;
   req.session_id = (char *)session_id;
   req.path = (char *)path;
-  ProtobufCMessage *r = simple_call_status(c, SBX_METHOD_LIST_FILES, &req.base,
-                                           &sandbox__v1__list_files_response__descriptor, status,
-                                           err, errlen);
+  ProtobufCMessage *r =
+      simple_call_status(c, SBX_METHOD_LIST_FILES, &req.base,
+                         &sandbox__v1__list_files_response__descriptor, status, err, errlen);
   if (r == NULL)
     return -1;
   *json = sbxc_json_dump(sbxc_json_message(r));
@@ -636,8 +637,8 @@ int sbxc_read_file(sbxc_client *c, const char *session_id, const char *path, uin
   req.offset = offset;
   req.length = length;
   Sandbox__V1__ReadFileResponse *r = (Sandbox__V1__ReadFileResponse *)simple_call_status(
-      c, SBX_METHOD_READ_FILE, &req.base, &sandbox__v1__read_file_response__descriptor, status,
-      err, errlen);
+      c, SBX_METHOD_READ_FILE, &req.base, &sandbox__v1__read_file_response__descriptor, status, err,
+      errlen);
   if (r == NULL)
     return -1;
   *data = malloc(r->content.len > 0 ? r->content.len : 1);
@@ -682,8 +683,8 @@ const char *sbxc_status_name(int status) {
   return sbx_code_name(status);
 }
 
-#define SAME_KILLED_BY(name)                                                                     \
-  _Static_assert((int)SBXC_KILLED_BY_##name == (int)SANDBOX__V1__KILLED_BY__KILLED_BY_##name,       \
+#define SAME_KILLED_BY(name)                                                                       \
+  _Static_assert((int)SBXC_KILLED_BY_##name == (int)SANDBOX__V1__KILLED_BY__KILLED_BY_##name,      \
                  "client and wire agree on killed_by " #name)
 SAME_KILLED_BY(NONE);
 SAME_KILLED_BY(TIMEOUT);

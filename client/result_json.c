@@ -9,11 +9,11 @@ static json_t *artifacts_json(const struct sbxc_result *r) {
   json_t *a = json_array();
   for (size_t i = 0; a != NULL && i < r->n_artifacts; i++) {
     const struct sbxc_artifact *x = &r->artifacts[i];
-    json_t *o = json_pack("{s:o, s:o, s:I, s:o, s:b, s:I}", "name", sbxc_json_cstring(x->name),
-                          "relative_path", sbxc_json_cstring(x->relative_path), "size",
-                          (json_int_t)x->size, "mime", sbxc_json_cstring(x->mime),
-                          "content_omitted", x->content_omitted, "content_bytes",
-                          (json_int_t)x->content_len);
+    json_t *o =
+        json_pack("{s:o, s:o, s:I, s:o, s:b, s:I}", "name", sbxc_json_cstring(x->name),
+                  "relative_path", sbxc_json_cstring(x->relative_path), "size", (json_int_t)x->size,
+                  "mime", sbxc_json_cstring(x->mime), "content_omitted", x->content_omitted,
+                  "content_bytes", (json_int_t)x->content_len);
     if (json_array_append_new(a, o) < 0) {
       json_decref(a);
       return NULL;
@@ -44,6 +44,6 @@ char *sbxc_result_json(const struct sbxc_result *r) {
       "exit_code", r->exit_code, "signal", r->signal, "wall_time_ms", (json_int_t)r->wall_time_ms,
       "cpu_time_ms", (json_int_t)r->cpu_time_ms, "peak_memory_bytes",
       (json_int_t)r->peak_memory_bytes, "artifacts", artifacts_json(r), "session_id",
-      sbxc_json_cstring(ok ? r->session_id : ""), "session_created", r->session_created,
-      "feedback", feedback_json(r)));
+      sbxc_json_cstring(ok ? r->session_id : ""), "session_created", r->session_created, "feedback",
+      feedback_json(r)));
 }

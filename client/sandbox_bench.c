@@ -24,9 +24,9 @@ struct bench {
   sbxc_client *client;
   sbxc_request **requests;
   size_t n_requests_kinds;
-  long total;          /* --requests; -1 with a duration */
-  double duration_s;   /* --duration; 0 with a count */
-  atomic_long next;    /* requests handed out */
+  long total;        /* --requests; -1 with a duration */
+  double duration_s; /* --duration; 0 with a count */
+  atomic_long next;  /* requests handed out */
   double start;
   pthread_mutex_t lock;
   double *latencies_ms;
@@ -121,11 +121,11 @@ static void print_summary_json(const struct bench *b, long concurrency, double e
   for (int k = 0; k < MAX_KILLED; k++)
     if (b->by_killed[k] > 0)
       json_object_set_new(killed, sbxc_killed_by_name(k), json_integer(b->by_killed[k]));
-  char *text = sbxc_json_dump(json_pack(
-      "{s:I, s:I, s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:o, s:o}", "requests", (json_int_t)b->n_lat,
-      "concurrency", (json_int_t)concurrency, "elapsed_s", elapsed, "throughput_rps", rps,
-      "latency_ms", "p50", pct[0], "p90", pct[1], "p99", pct[2], "max", pct[3], "status", status,
-      "killed_by", killed));
+  char *text = sbxc_json_dump(
+      json_pack("{s:I, s:I, s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:o, s:o}", "requests",
+                (json_int_t)b->n_lat, "concurrency", (json_int_t)concurrency, "elapsed_s", elapsed,
+                "throughput_rps", rps, "latency_ms", "p50", pct[0], "p90", pct[1], "p99", pct[2],
+                "max", pct[3], "status", status, "killed_by", killed));
   if (text != NULL)
     puts(text);
   free(text);
@@ -243,8 +243,8 @@ static double run_threads(struct bench *b, long concurrency) {
   return now_s() - b->start;
 }
 
-static void print_summary_text(const struct bench *b, long concurrency, double elapsed,
-                               double rps, const double pct[4]) {
+static void print_summary_text(const struct bench *b, long concurrency, double elapsed, double rps,
+                               const double pct[4]) {
   printf("requests: %zu  concurrency: %ld  elapsed: %.2f s  throughput: %.2f req/s\n", b->n_lat,
          concurrency, elapsed, rps);
   printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", pct[0], pct[1], pct[2], pct[3]);
@@ -289,10 +289,9 @@ int main(int argc, char **argv) {
   sbxc_client_set_retries(b.client, 0);
   double elapsed = run_threads(&b, o.concurrency);
   qsort(b.latencies_ms, b.n_lat, sizeof(double), cmp_double);
-  const double pct[4] = {percentile(b.latencies_ms, b.n_lat, 50),
-                         percentile(b.latencies_ms, b.n_lat, 90),
-                         percentile(b.latencies_ms, b.n_lat, 99),
-                         b.n_lat ? b.latencies_ms[b.n_lat - 1] : 0};
+  const double pct[4] = {
+      percentile(b.latencies_ms, b.n_lat, 50), percentile(b.latencies_ms, b.n_lat, 90),
+      percentile(b.latencies_ms, b.n_lat, 99), b.n_lat ? b.latencies_ms[b.n_lat - 1] : 0};
   double rps = elapsed > 0 ? (double)b.n_lat / elapsed : 0;
   if (o.json)
     print_summary_json(&b, o.concurrency, elapsed, rps, pct);

@@ -141,13 +141,13 @@ int sbxc_close_session(sbxc_client *client, const char *session_id, int *status,
                        size_t errlen);
 /* ListFiles as a malloc'd JSON object {"entries":[{name, relative_path,
  * type, size}], "truncated": bool}. */
-int sbxc_list_files_json(sbxc_client *client, const char *session_id, const char *path,
-                         char **json, int *status, char *err, size_t errlen);
+int sbxc_list_files_json(sbxc_client *client, const char *session_id, const char *path, char **json,
+                         int *status, char *err, size_t errlen);
 /* ReadFile: *data (malloc'd) holds up to length bytes at offset; *size is
  * the file's size, *eof whether data reaches its end. */
-int sbxc_read_file(sbxc_client *client, const char *session_id, const char *path,
-                   uint64_t offset, uint64_t length, uint8_t **data, size_t *len, uint64_t *size,
-                   bool *eof, int *status, char *err, size_t errlen);
+int sbxc_read_file(sbxc_client *client, const char *session_id, const char *path, uint64_t offset,
+                   uint64_t length, uint8_t **data, size_t *len, uint64_t *size, bool *eof,
+                   int *status, char *err, size_t errlen);
 
 /* "OK", "RESOURCE_EXHAUSTED", ...; "none", "timeout", ... */
 const char *sbxc_status_name(int status);

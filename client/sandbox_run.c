@@ -201,8 +201,10 @@ static void save_artifacts(const char *dir, const struct sbxc_result *r) {
   for (size_t i = 0; i < r->n_artifacts; i++) {
     const struct sbxc_artifact *a = &r->artifacts[i];
     if (a->content_omitted)
-      fprintf(stderr, "sandbox-run: artifact %s (%llu bytes): content left out by the server, "
-                      "not saved\n", a->relative_path, (unsigned long long)a->size);
+      fprintf(stderr,
+              "sandbox-run: artifact %s (%llu bytes): content left out by the server, "
+              "not saved\n",
+              a->relative_path, (unsigned long long)a->size);
     else if (save_artifact(dir_fd, a) < 0)
       fprintf(stderr, "sandbox-run: artifact %s: not saved: %s\n", a->relative_path,
               strerror(errno));
@@ -246,10 +248,33 @@ struct cli {
 };
 
 enum {
-  OPT_TIMEOUT = 256, OPT_CPU, OPT_MEMORY, OPT_OUTPUT, OPT_PROCS, OPT_SESSION, OPT_RUN_ID,
-  OPT_FILE, OPT_REQ, OPT_STDIN, OPT_ARG, OPT_ENV, OPT_ARTIFACTS, OPT_JSON, OPT_HEALTH,
-  OPT_INFO, OPT_RETRIES, OPT_MAX_REQUEST, OPT_HELP, OPT_DISK, OPT_OPEN_FILES, OPT_FILE_URL,
-  OPT_CLOSE, OPT_LIST, OPT_READ, OPT_OFFSET, OPT_LENGTH,
+  OPT_TIMEOUT = 256,
+  OPT_CPU,
+  OPT_MEMORY,
+  OPT_OUTPUT,
+  OPT_PROCS,
+  OPT_SESSION,
+  OPT_RUN_ID,
+  OPT_FILE,
+  OPT_REQ,
+  OPT_STDIN,
+  OPT_ARG,
+  OPT_ENV,
+  OPT_ARTIFACTS,
+  OPT_JSON,
+  OPT_HEALTH,
+  OPT_INFO,
+  OPT_RETRIES,
+  OPT_MAX_REQUEST,
+  OPT_HELP,
+  OPT_DISK,
+  OPT_OPEN_FILES,
+  OPT_FILE_URL,
+  OPT_CLOSE,
+  OPT_LIST,
+  OPT_READ,
+  OPT_OFFSET,
+  OPT_LENGTH,
 };
 
 static const struct option cli_options[] = {
@@ -396,11 +421,11 @@ static int take_mode(struct cli *c, int opt, char *v) {
     c->read_path = v;
     return 0;
   case OPT_OFFSET:
-    return parse_i64(v, "--offset", &c->offset) < 0 ? -1 : bounded(c->offset, 0, INT64_MAX,
-                                                                   "--offset");
+    return parse_i64(v, "--offset", &c->offset) < 0 ? -1
+                                                    : bounded(c->offset, 0, INT64_MAX, "--offset");
   case OPT_LENGTH:
-    return parse_i64(v, "--length", &c->length) < 0 ? -1 : bounded(c->length, 0, INT64_MAX,
-                                                                   "--length");
+    return parse_i64(v, "--length", &c->length) < 0 ? -1
+                                                    : bounded(c->length, 0, INT64_MAX, "--length");
   }
   return -1;
 }
@@ -436,8 +461,8 @@ static int parse_args(int argc, char **argv, struct cli *c) {
 
 static int session_call_failed(const struct cli *c, int code, const char *err) {
   if (c->json)
-    print_json(json_pack("{s:s, s:o}", "status", sbxc_status_name(code), "error",
-                         sbxc_json_cstring(err)));
+    print_json(
+        json_pack("{s:s, s:o}", "status", sbxc_status_name(code), "error", sbxc_json_cstring(err)));
   else
     fprintf(stderr, "sandbox-run: %s\n", err);
   return EXIT_CALL_FAILED;
@@ -566,8 +591,7 @@ static int run_script(sbxc_client *client, const struct cli *c) {
 }
 
 int main(int argc, char **argv) {
-  struct cli c = {.url = getenv("SANDBOX_URL"), .retries = 3,
-                  .max_request_bytes = 8LL << 20};
+  struct cli c = {.url = getenv("SANDBOX_URL"), .retries = 3, .max_request_bytes = 8LL << 20};
   if (c.url == NULL || c.url[0] == '\0')
     c.url = "tcp://127.0.0.1:7878";
   c.req = sbxc_request_new();

@@ -47,9 +47,8 @@ static int pack_to_msg(const ProtobufCMessage *envelope, nng_msg **out) {
   return 0;
 }
 
-int sbx_request_msg_new(const char *full_method, const char *request_id,
-                        uint64_t deadline_unix_ms, const ProtobufCMessage *payload,
-                        nng_msg **out) {
+int sbx_request_msg_new(const char *full_method, const char *request_id, uint64_t deadline_unix_ms,
+                        const ProtobufCMessage *payload, nng_msg **out) {
   Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;
   env.method = (char *)full_method;
   env.request_id = (char *)(request_id != NULL ? request_id : "");

@@ -30,11 +30,9 @@ int sbx_method_index(const char *full_name);
 
 /* Packs payload (NULL = empty) into a new nng message holding an envelope.
  * Returns 0 or an nng error number. */
-int sbx_request_msg_new(const char *full_method, const char *request_id,
-                        uint64_t deadline_unix_ms, const ProtobufCMessage *payload,
-                        nng_msg **out);
+int sbx_request_msg_new(const char *full_method, const char *request_id, uint64_t deadline_unix_ms,
+                        const ProtobufCMessage *payload, nng_msg **out);
 int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_id,
                       const ProtobufCMessage *payload, nng_msg **out);
-
 
 #endif

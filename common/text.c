@@ -73,15 +73,13 @@ char *text_utf8_repair(const uint8_t *data, size_t len, size_t *out_len) {
   return out;
 }
 
-void text_printable(const char *in, size_t in_len, char *out, size_t out_len,
-                    bool keep_newlines) {
+void text_printable(const char *in, size_t in_len, char *out, size_t out_len, bool keep_newlines) {
   if (out_len == 0)
     return;
   size_t o = 0;
   for (size_t i = 0; i < in_len && in[i] != '\0' && o + 1 < out_len; i++) {
     unsigned char c = (unsigned char)in[i];
-    bool ok = (c >= 0x20 && c < 0x7f && c != '"') ||
-              (keep_newlines && (c == '\n' || c == '\t'));
+    bool ok = (c >= 0x20 && c < 0x7f && c != '"') || (keep_newlines && (c == '\n' || c == '\t'));
     out[o++] = ok ? (char)c : '?';
   }
   out[o] = '\0';

@@ -23,8 +23,7 @@ char *text_utf8_repair(const uint8_t *data, size_t len, size_t *out_len);
 /* Copies in (NUL-terminated) to out as printable ASCII for a message or a
  * log line: bytes outside 0x20..0x7e, and '"', become '?'; with
  * keep_newlines, '\n' and '\t' stay. Always NUL-terminates out. */
-void text_printable(const char *in, size_t in_len, char *out, size_t out_len,
-                    bool keep_newlines);
+void text_printable(const char *in, size_t in_len, char *out, size_t out_len, bool keep_newlines);
 
 /* "64 KiB", "128 MiB", "1.5 GiB", "100 bytes": sizes in messages. */
 void text_format_bytes(uint64_t bytes, char *buf, size_t len);

@@ -25,8 +25,7 @@ int sbx_error_set(struct sbx_error *e, sbx_code code, int errnum, const char *fm
     __attribute__((format(printf, 4, 5)));
 
 /* Prefixes e->msg with context: "<context>: <old message>". Returns -1. */
-int sbx_error_wrap(struct sbx_error *e, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int sbx_error_wrap(struct sbx_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* From an engine error: "<context>: <engine message>", its errnum. */
 int sbx_error_from_engine(struct sbx_error *e, sbx_code code, const struct sandbox_error *se,

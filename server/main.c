@@ -74,7 +74,8 @@ static int start_engine(struct server *srv, struct started *st, struct sbx_error
   };
   struct sandbox_error engine_err = {0};
   if (sandbox_engine_new(&config, &srv->engine, &engine_err) < 0)
-    return sbx_error_from_engine(err, SBX_INTERNAL, &engine_err, "cannot isolate, refusing to start");
+    return sbx_error_from_engine(err, SBX_INTERNAL, &engine_err,
+                                 "cannot isolate, refusing to start");
   st->engine = true;
   srv->n_workers = (unsigned)s->workers;
   return 0;
@@ -104,9 +105,8 @@ static void log_ready(const struct server *srv) {
            rep->namespaces != NULL ? rep->namespaces : "?", rep->cpu_share ? "true" : "false",
            (unsigned)rep->uid_base, s->state_dir);
   if (!rep->cpu_share)
-    log_line("warning",
-             "msg=\"no cpu controller: runs share CPU per process, so a run with many "
-             "processes can slow the runs beside it\"");
+    log_line("warning", "msg=\"no cpu controller: runs share CPU per process, so a run with many "
+                        "processes can slow the runs beside it\"");
 }
 
 /* The main thread waits for SIGTERM/SIGINT and, every tick, ends idle

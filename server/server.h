@@ -28,7 +28,7 @@
 struct server {
   struct server_settings settings;
   struct sandbox_engine *engine;
-  struct runner runner; /* what the runs share: workspaces, sessions, installer */
+  struct runner runner;                 /* what the runs share: workspaces, sessions, installer */
   Sandbox__V1__Sandbox_Service service; /* the handlers (handlers.c) */
   nng_socket sock;
   struct conns conns;

@@ -35,36 +35,36 @@ struct setting_def {
 #define STR(field) OFF(field), sizeof(((struct server_settings *)0)->field)
 
 static const struct setting_def setting_defs[] = {
-    {"listen", SETTING_LISTEN, 0, 0, 0, 0,
-     .def_str = "tcp://127.0.0.1:7878", .help = "nng URL to listen on (tcp:// or ipc://); repeatable"},
-    {"workers", SETTING_INT, OFF(workers), 0, 1, 1024,
-     .def_text = "number of CPUs", .help = "worker slots"},
-    {"queue", SETTING_INT, OFF(queue), 0, 0, 65536,
-     .def = 64, .help = "calls that may wait for a worker; past it RESOURCE_EXHAUSTED"},
-    {"contexts", SETTING_INT, OFF(contexts), 0, 0, 65536,
-     .def_text = "workers + queue + 16", .help = "nng contexts receiving at once"},
-    {"state-dir", SETTING_STRING, STR(state_dir), 0, 0,
-     .def_str = "/var/lib/sandboxd", .help = "state directory"},
-    {"backend", SETTING_STRING, STR(backend), 0, 0,
-     .def_str = "auto", .help = "resource backend: auto, v2, v1, rlimit"},
-    {"cgroup-parent", SETTING_STRING, STR(cgroup_parent), 0, 0,
-     .def_text = "the engine's choice", .help = "cgroup to create slot cgroups under"},
-    {"uid-base", SETTING_INT, OFF(uid_base), 0, 1000, 4000000000LL,
-     .def = 60000, .help = "slot i runs as uid and gid uid-base + i"},
-    {"max-message-bytes", SETTING_INT, OFF(max_message_bytes), 0, 4096, 1LL << 30,
-     .def = 8LL << 20, .help = "largest request accepted, NNG_OPT_RECVMAXSZ"},
-    {"max-connections", SETTING_INT, OFF(max_connections), 0, 1, 65536,
-     .def = 1024, .help = "client connections per listener; past it a new connection is closed at once and logged"},
-    {"idle-timeout-ms", SETTING_INT, OFF(idle_timeout_ms), 0, 100, 86400000,
-     .def = 300000, .help = "a connection with no call in progress that sent nothing (or only part of a message) for this long is closed"},
-    {"max-files", SETTING_INT, OFF(max_files), 0, 0, 4096,
-     .def = 64, .help = "files per request"},
-    {"max-args", SETTING_INT, OFF(max_args), 0, 0, 4096,
-     .def = 256, .help = "args per request"},
-    {"max-env", SETTING_INT, OFF(max_env), 0, 0, 4096,
-     .def = 128, .help = "env entries per request"},
-    {"max-code-bytes", SETTING_INT, OFF(max_code_bytes), 0, 1, 1LL << 30,
-     .def = 1LL << 20, .help = "size of code"},
+    {"listen", SETTING_LISTEN, 0, 0, 0, 0, .def_str = "tcp://127.0.0.1:7878",
+     .help = "nng URL to listen on (tcp:// or ipc://); repeatable"},
+    {"workers", SETTING_INT, OFF(workers), 0, 1, 1024, .def_text = "number of CPUs",
+     .help = "worker slots"},
+    {"queue", SETTING_INT, OFF(queue), 0, 0, 65536, .def = 64,
+     .help = "calls that may wait for a worker; past it RESOURCE_EXHAUSTED"},
+    {"contexts", SETTING_INT, OFF(contexts), 0, 0, 65536, .def_text = "workers + queue + 16",
+     .help = "nng contexts receiving at once"},
+    {"state-dir", SETTING_STRING, STR(state_dir), 0, 0, .def_str = "/var/lib/sandboxd",
+     .help = "state directory"},
+    {"backend", SETTING_STRING, STR(backend), 0, 0, .def_str = "auto",
+     .help = "resource backend: auto, v2, v1, rlimit"},
+    {"cgroup-parent", SETTING_STRING, STR(cgroup_parent), 0, 0, .def_text = "the engine's choice",
+     .help = "cgroup to create slot cgroups under"},
+    {"uid-base", SETTING_INT, OFF(uid_base), 0, 1000, 4000000000LL, .def = 60000,
+     .help = "slot i runs as uid and gid uid-base + i"},
+    {"max-message-bytes", SETTING_INT, OFF(max_message_bytes), 0, 4096, 1LL << 30, .def = 8LL << 20,
+     .help = "largest request accepted, NNG_OPT_RECVMAXSZ"},
+    {"max-connections", SETTING_INT, OFF(max_connections), 0, 1, 65536, .def = 1024,
+     .help =
+         "client connections per listener; past it a new connection is closed at once and logged"},
+    {"idle-timeout-ms", SETTING_INT, OFF(idle_timeout_ms), 0, 100, 86400000, .def = 300000,
+     .help = "a connection with no call in progress that sent nothing (or only part of a message) "
+             "for this long is closed"},
+    {"max-files", SETTING_INT, OFF(max_files), 0, 0, 4096, .def = 64, .help = "files per request"},
+    {"max-args", SETTING_INT, OFF(max_args), 0, 0, 4096, .def = 256, .help = "args per request"},
+    {"max-env", SETTING_INT, OFF(max_env), 0, 0, 4096, .def = 128,
+     .help = "env entries per request"},
+    {"max-code-bytes", SETTING_INT, OFF(max_code_bytes), 0, 1, 1LL << 30, .def = 1LL << 20,
+     .help = "size of code"},
     {"default-timeout-ms", SETTING_INT, OFF(default_limits.v[LIMIT_TIMEOUT_MS]), 0, 1, 86400000,
      .def = 5000, .help = "wall-clock limit when the request has none"},
     {"max-timeout-ms", SETTING_INT, OFF(max_limits.v[LIMIT_TIMEOUT_MS]), 0, 1, 86400000,
@@ -73,12 +73,12 @@ static const struct setting_def setting_defs[] = {
      .def = 5000, .help = "CPU-time limit when the request has none"},
     {"max-cpu-time-ms", SETTING_INT, OFF(max_limits.v[LIMIT_CPU_TIME_MS]), 0, 1, 86400000,
      .def = 60000, .help = "largest cpu_time_ms"},
-    {"default-memory-bytes", SETTING_INT, OFF(default_limits.v[LIMIT_MEMORY_BYTES]), 0, 1LL << 20, 1LL << 40,
-     .def = 128LL << 20, .help = "memory limit when the request has none"},
-    {"max-memory-bytes", SETTING_INT, OFF(max_limits.v[LIMIT_MEMORY_BYTES]), 0, 1LL << 20, 1LL << 40,
-     .def = 1LL << 30, .help = "largest memory_bytes"},
-    {"default-output-bytes", SETTING_INT, OFF(default_limits.v[LIMIT_OUTPUT_BYTES]), 0, 1, 1LL << 30,
-     .def = 64LL << 10, .help = "stdout and stderr cap each, when the request has none"},
+    {"default-memory-bytes", SETTING_INT, OFF(default_limits.v[LIMIT_MEMORY_BYTES]), 0, 1LL << 20,
+     1LL << 40, .def = 128LL << 20, .help = "memory limit when the request has none"},
+    {"max-memory-bytes", SETTING_INT, OFF(max_limits.v[LIMIT_MEMORY_BYTES]), 0, 1LL << 20,
+     1LL << 40, .def = 1LL << 30, .help = "largest memory_bytes"},
+    {"default-output-bytes", SETTING_INT, OFF(default_limits.v[LIMIT_OUTPUT_BYTES]), 0, 1,
+     1LL << 30, .def = 64LL << 10, .help = "stdout and stderr cap each, when the request has none"},
     {"max-output-bytes", SETTING_INT, OFF(max_limits.v[LIMIT_OUTPUT_BYTES]), 0, 1, 1LL << 30,
      .def = 4LL << 20, .help = "largest output_bytes"},
     {"default-max-processes", SETTING_INT, OFF(default_limits.v[LIMIT_MAX_PROCESSES]), 0, 1, 65536,
@@ -86,65 +86,78 @@ static const struct setting_def setting_defs[] = {
     {"max-max-processes", SETTING_INT, OFF(max_limits.v[LIMIT_MAX_PROCESSES]), 0, 1, 65536,
      .def = 256, .help = "largest max_processes"},
     {"default-disk-bytes", SETTING_INT, OFF(default_limits.v[LIMIT_DISK_BYTES]), 0, 4096, 1LL << 40,
-     .def = 64LL << 20, .help = "workspace quota, /tmp and /dev/shm size when the request has none"},
+     .def = 64LL << 20,
+     .help = "workspace quota, /tmp and /dev/shm size when the request has none"},
     {"max-disk-bytes", SETTING_INT, OFF(max_limits.v[LIMIT_DISK_BYTES]), 0, 4096, 1LL << 40,
      .def = 1LL << 30, .help = "largest disk_bytes"},
     {"default-open-files", SETTING_INT, OFF(default_limits.v[LIMIT_OPEN_FILES]), 0, 16, 1 << 20,
      .def = 1024, .help = "open files per process when the request has none"},
     {"max-open-files", SETTING_INT, OFF(max_limits.v[LIMIT_OPEN_FILES]), 0, 16, 1 << 20,
      .def = 65536, .help = "largest open_files"},
-    {"workspace-inodes", SETTING_INT, OFF(workspace_inodes), 0, 64, 1LL << 22,
-     .def = 32768, .help = "files and directories a workspace may hold"},
-    {"max-sessions", SETTING_INT, OFF(max_sessions), 0, 0, 65536,
-     .def = 64, .help = "sessions kept; past it the least recently used idle one ends"},
-    {"session-ttl-s", SETTING_INT, OFF(session_ttl_s), 0, 1, 86400 * 30,
-     .def = 1800, .help = "a session unused this long ends"},
-    {"max-file-bytes", SETTING_INT, OFF(max_file_bytes), 0, 1, 1LL << 40,
-     .def = 64LL << 20, .help = "size of each input file, inline or downloaded"},
-    {"download-timeout-ms", SETTING_INT, OFF(download_timeout_ms), 0, 1, 3600000,
-     .def = 10000, .help = "time for each download, redirects included"},
+    {"workspace-inodes", SETTING_INT, OFF(workspace_inodes), 0, 64, 1LL << 22, .def = 32768,
+     .help = "files and directories a workspace may hold"},
+    {"max-sessions", SETTING_INT, OFF(max_sessions), 0, 0, 65536, .def = 64,
+     .help = "sessions kept; past it the least recently used idle one ends"},
+    {"session-ttl-s", SETTING_INT, OFF(session_ttl_s), 0, 1, 86400 * 30, .def = 1800,
+     .help = "a session unused this long ends"},
+    {"max-file-bytes", SETTING_INT, OFF(max_file_bytes), 0, 1, 1LL << 40, .def = 64LL << 20,
+     .help = "size of each input file, inline or downloaded"},
+    {"download-timeout-ms", SETTING_INT, OFF(download_timeout_ms), 0, 1, 3600000, .def = 10000,
+     .help = "time for each download, redirects included"},
     {"download-hosts", SETTING_STRING, STR(download_hosts), 0, 0,
-     .def_text = "any host with a public address", .help = "comma-separated hosts files may be downloaded from, wherever they resolve"},
-    {"download-allow-private", SETTING_INT, OFF(download_allow_private), 0, 0, 1,
-     .def = 0, .help = "1: downloads may also reach loopback, private and link-local addresses"},
-    {"artifact-bytes", SETTING_INT, OFF(artifact_bytes), 0, 0, 1LL << 30,
-     .def = 1LL << 20, .help = "artifact content sent inline per file, and ReadFile's largest read"},
+     .def_text = "any host with a public address",
+     .help = "comma-separated hosts files may be downloaded from, wherever they resolve"},
+    {"download-allow-private", SETTING_INT, OFF(download_allow_private), 0, 0, 1, .def = 0,
+     .help = "1: downloads may also reach loopback, private and link-local addresses"},
+    {"artifact-bytes", SETTING_INT, OFF(artifact_bytes), 0, 0, 1LL << 30, .def = 1LL << 20,
+     .help = "artifact content sent inline per file, and ReadFile's largest read"},
     {"artifacts-total-bytes", SETTING_INT, OFF(artifacts_total_bytes), 0, 0, 1LL << 30,
      .def = 8LL << 20, .help = "artifact content sent inline per response"},
-    {"max-artifacts", SETTING_INT, OFF(max_artifacts), 0, 0, 1 << 20,
-     .def = 16384, .help = "artifacts per response and entries per ListFiles"},
-    {"artifact-depth", SETTING_INT, OFF(artifact_depth), 0, 1, 256,
-     .def = 32, .help = "directory levels below output/ searched for artifacts"},
-    {"mime-types", SETTING_STRING, STR(mime_types), 0, 0,
-     .def_str = "/etc/mime.types", .help = "mime.types database for artifact types"},
-    {"wheelhouse", SETTING_STRING, STR(wheelhouse), 0, 0,
-     .def_text = "none", .help = "directory of wheels (and sdists) pip may install requirements from, besides the index (--find-links; with offline = 1 the only source)"},
-    {"index-url", SETTING_STRING, STR(index_url), 0, 0,
-     .def_str = SETTINGS_DEFAULT_INDEX_URL, .help = "package index (PEP 503) for requirements; pip reaches it only through the server's egress proxy, under the download-hosts and public-address policy"},
-    {"offline", SETTING_INT, OFF(offline), 0, 0, 1,
-     .def = 0, .help = "1: no package index: pip installs from the wheelhouse (and URL requirements) only, with no network at all"},
-    {"pip-proxy", SETTING_STRING, STR(pip_proxy), 0, 0,
-     .def_text = "none", .help = "http://host:port of an upstream proxy the egress proxy hands pip's checked requests to, instead of connecting itself"},
-    {"pip-tunnels", SETTING_INT, OFF(pip_tunnels), 0, 1, 256,
-     .def = 8, .help = "connections one build may hold open through the egress proxy at once; past it 503"},
-    {"pip-idle-timeout-ms", SETTING_INT, OFF(pip_idle_timeout_ms), 0, 100, 3600000,
-     .def = 30000, .help = "a connection through the egress proxy with no byte either way for this long is closed"},
-    {"requirements-allow-urls", SETTING_INT, OFF(requirements_allow_urls), 0, 0, 1,
-     .def = 0, .help = "1: also accept \"name @ https://.../name-1.0-py3-none-any.whl\"; the server downloads the wheel (download-hosts, download-allow-private apply) and pip installs it offline"},
+    {"max-artifacts", SETTING_INT, OFF(max_artifacts), 0, 0, 1 << 20, .def = 16384,
+     .help = "artifacts per response and entries per ListFiles"},
+    {"artifact-depth", SETTING_INT, OFF(artifact_depth), 0, 1, 256, .def = 32,
+     .help = "directory levels below output/ searched for artifacts"},
+    {"mime-types", SETTING_STRING, STR(mime_types), 0, 0, .def_str = "/etc/mime.types",
+     .help = "mime.types database for artifact types"},
+    {"wheelhouse", SETTING_STRING, STR(wheelhouse), 0, 0, .def_text = "none",
+     .help = "directory of wheels (and sdists) pip may install requirements from, besides the "
+             "index (--find-links; with offline = 1 the only source)"},
+    {"index-url", SETTING_STRING, STR(index_url), 0, 0, .def_str = SETTINGS_DEFAULT_INDEX_URL,
+     .help = "package index (PEP 503) for requirements; pip reaches it only through the server's "
+             "egress proxy, under the download-hosts and public-address policy"},
+    {"offline", SETTING_INT, OFF(offline), 0, 0, 1, .def = 0,
+     .help = "1: no package index: pip installs from the wheelhouse (and URL requirements) only, "
+             "with no network at all"},
+    {"pip-proxy", SETTING_STRING, STR(pip_proxy), 0, 0, .def_text = "none",
+     .help = "http://host:port of an upstream proxy the egress proxy hands pip's checked requests "
+             "to, instead of connecting itself"},
+    {"pip-tunnels", SETTING_INT, OFF(pip_tunnels), 0, 1, 256, .def = 8,
+     .help = "connections one build may hold open through the egress proxy at once; past it 503"},
+    {"pip-idle-timeout-ms", SETTING_INT, OFF(pip_idle_timeout_ms), 0, 100, 3600000, .def = 30000,
+     .help =
+         "a connection through the egress proxy with no byte either way for this long is closed"},
+    {"requirements-allow-urls", SETTING_INT, OFF(requirements_allow_urls), 0, 0, 1, .def = 0,
+     .help =
+         "1: also accept \"name @ https://.../name-1.0-py3-none-any.whl\"; the server downloads "
+         "the wheel (download-hosts, download-allow-private apply) and pip installs it offline"},
     {"max-concurrent-builds", SETTING_INT, OFF(max_concurrent_builds), 0, 0, 1024,
-     .def_text = "half the workers, at least 1", .help = "new requirement sets built at once; past it a request for another new set is refused with RESOURCE_EXHAUSTED, so builds cannot hold every worker"},
+     .def_text = "half the workers, at least 1",
+     .help = "new requirement sets built at once; past it a request for another new set is refused "
+             "with RESOURCE_EXHAUSTED, so builds cannot hold every worker"},
     {"requirements-store-bytes", SETTING_INT, OFF(requirements_store_bytes), 0, 1 << 20, 1LL << 50,
-     .def = 4LL << 30, .help = "disk the requirements store may use; least recently used idle environments are evicted past it"},
-    {"max-requirements", SETTING_INT, OFF(max_requirements), 0, 0, 1024,
-     .def = 32, .help = "requirements per request"},
-    {"max-requirement-bytes", SETTING_INT, OFF(max_requirement_bytes), 0, 1, 1024,
-     .def = 200, .help = "length of each requirement"},
-    {"pip-timeout-ms", SETTING_INT, OFF(pip_timeout_ms), 0, 1000, 86400000,
-     .def = 300000, .help = "time one environment's pip install may take"},
+     .def = 4LL << 30,
+     .help = "disk the requirements store may use; least recently used idle environments are "
+             "evicted past it"},
+    {"max-requirements", SETTING_INT, OFF(max_requirements), 0, 0, 1024, .def = 32,
+     .help = "requirements per request"},
+    {"max-requirement-bytes", SETTING_INT, OFF(max_requirement_bytes), 0, 1, 1024, .def = 200,
+     .help = "length of each requirement"},
+    {"pip-timeout-ms", SETTING_INT, OFF(pip_timeout_ms), 0, 1000, 86400000, .def = 300000,
+     .help = "time one environment's pip install may take"},
     {"pip-memory-bytes", SETTING_INT, OFF(pip_memory_bytes), 0, 64LL << 20, 1LL << 40,
      .def = 1LL << 30, .help = "memory of pip's processes; the build's disk comes on top"},
-    {"pip-disk-bytes", SETTING_INT, OFF(pip_disk_bytes), 0, 1 << 20, 1LL << 40,
-     .def = 1LL << 30, .help = "the build directory's size (a tmpfs) and the largest file"},
+    {"pip-disk-bytes", SETTING_INT, OFF(pip_disk_bytes), 0, 1 << 20, 1LL << 40, .def = 1LL << 30,
+     .help = "the build directory's size (a tmpfs) and the largest file"},
 };
 #define N_SETTINGS (sizeof(setting_defs) / sizeof(setting_defs[0]))
 
@@ -203,16 +216,20 @@ static int apply(struct server_settings *s, const struct setting_def *d, const c
       *listen_replaced = true;
     }
     if (s->n_listen >= SETTINGS_MAX_LISTEN)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: listen: at most %d URLs", where, SETTINGS_MAX_LISTEN);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: listen: at most %d URLs", where,
+                           SETTINGS_MAX_LISTEN);
     if (strncmp(value, "tcp://", 6) != 0 && strncmp(value, "ipc://", 6) != 0)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: listen: \"%s\" is not a tcp:// or ipc:// URL", where, value);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "%s: listen: \"%s\" is not a tcp:// or ipc:// URL", where, value);
     if (strlen(value) >= SETTINGS_URL_MAX)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: listen: URL longer than %d bytes", where, SETTINGS_URL_MAX - 1);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: listen: URL longer than %d bytes",
+                           where, SETTINGS_URL_MAX - 1);
     snprintf(s->listen[s->n_listen++], SETTINGS_URL_MAX, "%s", value);
     return 0;
   case SETTING_STRING: {
     if (strlen(value) >= d->size)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: %s: value longer than %zu bytes", where, d->name, d->size - 1);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: %s: value longer than %zu bytes",
+                           where, d->name, d->size - 1);
     memcpy((char *)s + d->offset, value, strlen(value) + 1);
     return 0;
   }
@@ -221,13 +238,15 @@ static int apply(struct server_settings *s, const struct setting_def *d, const c
     errno = 0;
     long long v = strtoll(value, &end, 10);
     if (errno != 0 || end == value || *end != '\0' || v < d->min || v > d->max)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: %s: \"%s\" is not an integer between %" PRId64 " and %" PRId64,
-                  where, d->name, value, d->min, d->max);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "%s: %s: \"%s\" is not an integer between %" PRId64 " and %" PRId64,
+                           where, d->name, value, d->min, d->max);
     *(int64_t *)((char *)s + d->offset) = v;
     return 0;
   }
   }
-  return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: %s: unknown setting type", where, d->name);
+  return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: %s: unknown setting type", where,
+                       d->name);
 }
 
 static char *trim(char *p) {
@@ -316,38 +335,51 @@ int settings_check(const struct server_settings *s, struct sbx_error *err) {
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "listen: at least one URL is needed");
   if (strcmp(s->backend, "auto") != 0 && strcmp(s->backend, "v2") != 0 &&
       strcmp(s->backend, "v1") != 0 && strcmp(s->backend, "rlimit") != 0)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "backend: \"%s\" is not one of auto, v2, v1, rlimit", s->backend);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "backend: \"%s\" is not one of auto, v2, v1, rlimit", s->backend);
   if (s->state_dir[0] != '/')
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "state-dir: \"%s\" is not an absolute path", s->state_dir);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "state-dir: \"%s\" is not an absolute path",
+                         s->state_dir);
   /* A reply carries both streams; it must fit in what a client accepts. */
   if (s->max_limits.v[LIMIT_OUTPUT_BYTES] > (1LL << 30) / 2)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "max-output-bytes: at most 512 MiB");
   /* Both streams and the artifacts must fit in what a client accepts. */
-  if (2 * s->max_limits.v[LIMIT_OUTPUT_BYTES] + s->artifacts_total_bytes > (1LL << 30) - (1LL << 20))
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "artifacts-total-bytes: with two streams of max-output-bytes, "
-                             "a reply would exceed 1 GiB");
+  if (2 * s->max_limits.v[LIMIT_OUTPUT_BYTES] + s->artifacts_total_bytes >
+      (1LL << 30) - (1LL << 20))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "artifacts-total-bytes: with two streams of max-output-bytes, "
+                         "a reply would exceed 1 GiB");
   if (s->wheelhouse[0] != '\0' && s->wheelhouse[0] != '/')
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "wheelhouse: \"%s\" is not an absolute path", s->wheelhouse);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "wheelhouse: \"%s\" is not an absolute path",
+                         s->wheelhouse);
   if (s->offline == 0 && s->index_url[0] == '\0')
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "index-url: empty; set offline = 1 to install without an index");
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "index-url: empty; set offline = 1 to install without an index");
   if (s->index_url[0] != '\0' && strncmp(s->index_url, "http://", 7) != 0 &&
       strncmp(s->index_url, "https://", 8) != 0)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "index-url: \"%s\" is not an http:// or https:// URL", s->index_url);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "index-url: \"%s\" is not an http:// or https:// URL", s->index_url);
   for (const char *c = s->index_url; *c != '\0'; c++)
     if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "index-url: spaces and control characters are not allowed");
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "index-url: spaces and control characters are not allowed");
   if (s->pip_proxy[0] != '\0' && s->offline != 0)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "pip-proxy: set, but offline = 1 gives pip no network to use it");
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "pip-proxy: set, but offline = 1 gives pip no network to use it");
   if (s->pip_proxy[0] != '\0' &&
       (strncmp(s->pip_proxy, "http://", 7) != 0 || strchr(s->pip_proxy, '@') != NULL))
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "pip-proxy: \"%s\" is not http://host:port (no credentials)",
-                s->pip_proxy);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "pip-proxy: \"%s\" is not http://host:port (no credentials)",
+                         s->pip_proxy);
   for (const char *c = s->pip_proxy; *c != '\0'; c++)
     if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "pip-proxy: spaces and control characters are not allowed");
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "pip-proxy: spaces and control characters are not allowed");
   if (s->artifact_bytes > s->artifacts_total_bytes)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "artifact-bytes (%" PRId64 ") is above artifacts-total-bytes (%" PRId64 ")",
-                s->artifact_bytes, s->artifacts_total_bytes);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "artifact-bytes (%" PRId64 ") is above artifacts-total-bytes (%" PRId64
+                         ")",
+                         s->artifact_bytes, s->artifacts_total_bytes);
   return 0;
 }
 
@@ -436,10 +468,13 @@ int settings_load(struct server_settings *s, int argc, char **argv, struct sbx_e
       continue;
     }
     if (c == ':' || (c == '?' && optopt != 0))
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "option needs a value or is unknown (see --help)");
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "unknown option %s (see --help)", argv[optind - 1]);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "option needs a value or is unknown (see --help)");
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "unknown option %s (see --help)",
+                         argv[optind - 1]);
   }
   if (optind < argc)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "unexpected argument \"%s\" (see --help)", argv[optind]);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "unexpected argument \"%s\" (see --help)",
+                         argv[optind]);
   return settings_check(s, err);
 }

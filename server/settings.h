@@ -53,11 +53,11 @@ void limits_to_proto(const struct settings_limits *in, Sandbox__V1__Limits *out)
 struct server_settings {
   char listen[SETTINGS_MAX_LISTEN][SETTINGS_URL_MAX];
   unsigned n_listen;
-  int64_t workers;   /* worker slots, each owning one engine slot */
-  int64_t queue;     /* calls waiting for a worker; past it RESOURCE_EXHAUSTED */
-  int64_t contexts;  /* nng contexts receiving; 0 = workers + queue + 16 */
+  int64_t workers;  /* worker slots, each owning one engine slot */
+  int64_t queue;    /* calls waiting for a worker; past it RESOURCE_EXHAUSTED */
+  int64_t contexts; /* nng contexts receiving; 0 = workers + queue + 16 */
   char state_dir[PATH_MAX];
-  char backend[16];  /* auto, v2, v1, rlimit */
+  char backend[16]; /* auto, v2, v1, rlimit */
   char cgroup_parent[PATH_MAX];
   int64_t uid_base;
   int64_t max_message_bytes; /* NNG_OPT_RECVMAXSZ on each listener */
@@ -70,20 +70,20 @@ struct server_settings {
   struct settings_limits default_limits;
   struct settings_limits max_limits;
   /* Workspaces, sessions, input files, artifacts (docs/WORKSPACES.md). */
-  int64_t workspace_inodes;      /* nr_inodes of each workspace tmpfs */
-  int64_t max_sessions;          /* past it the least recently used idle one ends */
-  int64_t session_ttl_s;         /* idle time after which a session ends */
-  int64_t max_file_bytes;        /* each input file, inline or downloaded */
-  int64_t download_timeout_ms;   /* each download, redirects included */
-  char download_hosts[1024];     /* comma-separated allowlist; "" = any host */
-  int64_t download_allow_private; /* 1: also loopback, private, link-local addresses */
+  int64_t workspace_inodes;        /* nr_inodes of each workspace tmpfs */
+  int64_t max_sessions;            /* past it the least recently used idle one ends */
+  int64_t session_ttl_s;           /* idle time after which a session ends */
+  int64_t max_file_bytes;          /* each input file, inline or downloaded */
+  int64_t download_timeout_ms;     /* each download, redirects included */
+  char download_hosts[1024];       /* comma-separated allowlist; "" = any host */
+  int64_t download_allow_private;  /* 1: also loopback, private, link-local addresses */
   int64_t requirements_allow_urls; /* 1: "name @ https://.../x.whl", fetched by the server */
   int64_t max_concurrent_builds;   /* new environments built at once; 0: half the workers */
-  int64_t artifact_bytes;        /* content inline per artifact; ReadFile's largest read */
-  int64_t artifacts_total_bytes; /* content inline per response */
-  int64_t max_artifacts;         /* artifacts per response, entries per ListFiles */
-  int64_t artifact_depth;        /* directory levels below output/ */
-  char mime_types[PATH_MAX];     /* the mime.types database */
+  int64_t artifact_bytes;          /* content inline per artifact; ReadFile's largest read */
+  int64_t artifacts_total_bytes;   /* content inline per response */
+  int64_t max_artifacts;           /* artifacts per response, entries per ListFiles */
+  int64_t artifact_depth;          /* directory levels below output/ */
+  char mime_types[PATH_MAX];       /* the mime.types database */
   /* Requirements (docs/REQUIREMENTS.md). */
   char wheelhouse[PATH_MAX];        /* wheels pip installs from (--find-links); "" = none */
   char index_url[SETTINGS_URL_MAX]; /* package index, through the egress proxy */
@@ -92,11 +92,11 @@ struct server_settings {
   int64_t pip_tunnels;              /* connections one build may hold through the proxy */
   int64_t pip_idle_timeout_ms;      /* a proxied connection idle this long is closed */
   int64_t requirements_store_bytes; /* the store's cap; LRU eviction past it */
-  int64_t max_requirements;       /* requirements per request */
-  int64_t max_requirement_bytes;  /* length of each */
-  int64_t pip_timeout_ms;         /* one environment's build */
-  int64_t pip_memory_bytes;       /* pip's processes (the build tmpfs comes on top) */
-  int64_t pip_disk_bytes;         /* the build tmpfs, and the largest file */
+  int64_t max_requirements;         /* requirements per request */
+  int64_t max_requirement_bytes;    /* length of each */
+  int64_t pip_timeout_ms;           /* one environment's build */
+  int64_t pip_memory_bytes;         /* pip's processes (the build tmpfs comes on top) */
+  int64_t pip_disk_bytes;           /* the build tmpfs, and the largest file */
 };
 
 /* The package index in force: index_url, or "" when offline. */

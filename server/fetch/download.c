@@ -107,7 +107,7 @@ static int check_target(const struct download_policy *policy, const char *url,
 /* The address guard: curl asks us for each socket it connects with. */
 struct guard {
   const struct download_policy *policy;
-  char refused[256];  /* "address 10.0.0.1 is private (10.0.0.0/8)" */
+  char refused[256]; /* "address 10.0.0.1 is private (10.0.0.0/8)" */
 };
 
 static curl_socket_t guard_open(void *arg, curlsocktype purpose, struct curl_sockaddr *addr) {

@@ -57,10 +57,10 @@ int download_global_init(void);
 int download_url_syntax_ok(const char *url);
 
 /* Fetches url. Returns 0 with a malloc'd body, or -1 with err,
- * FAILED_PRECONDITION saying why ("HTTP status 404", "larger than 1 MiB", "timed out after 2 s", "host
- * example.com is not in download-hosts", "address 127.0.0.1 is loopback
- * (127.0.0.0/8) ...", ...). Proxies from the environment are not used: the
- * address check must see the real destination. */
+ * FAILED_PRECONDITION saying why ("HTTP status 404", "larger than 1 MiB", "timed out after 2 s",
+ * "host example.com is not in download-hosts", "address 127.0.0.1 is loopback (127.0.0.0/8) ...",
+ * ...). Proxies from the environment are not used: the address check must see the real destination.
+ */
 int download_fetch(const struct download_policy *policy, const char *url, uint8_t **body,
                    size_t *len, struct sbx_error *err);
 

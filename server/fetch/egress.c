@@ -97,7 +97,9 @@ static int index_port(const char *url, uint16_t *port, struct sbx_error *err) {
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "index-url: \"%s\" is not a URL", url);
   int rv = url_host_port(&p, host, sizeof host, port);
   url_parts_free(&p);
-  return rv == 0 ? 0 : sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "index-url: no host or port in \"%s\"", url);
+  return rv == 0 ? 0
+                 : sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                                 "index-url: no host or port in \"%s\"", url);
 }
 
 /* --pip-proxy: http://host:port and nothing more (no credentials: the proxy
@@ -113,12 +115,14 @@ static int upstream(const char *url, struct egress_config *cfg, struct sbx_error
                                    : -1;
   url_parts_free(&p);
   return rv == 0 ? 0
-                 : sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "pip-proxy: \"%s\" is not http://host:port (a port, and no "
-                               "credentials, path or query)",
-                               url);
+                 : sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                                 "pip-proxy: \"%s\" is not http://host:port (a port, and no "
+                                 "credentials, path or query)",
+                                 url);
 }
 
-int egress_config_from(const struct server_settings *s, struct egress_config *cfg, struct sbx_error *err) {
+int egress_config_from(const struct server_settings *s, struct egress_config *cfg,
+                       struct sbx_error *err) {
   memset(cfg, 0, sizeof *cfg);
   cfg->policy = download_policy_from(s, (uint64_t)s->pip_disk_bytes);
   cfg->tunnels_per_build = (unsigned)s->pip_tunnels;
@@ -135,7 +139,7 @@ int egress_config_from(const struct server_settings *s, struct egress_config *cf
 struct tunnel {
   struct egress *eg;
   unsigned slot, generation;
-  int client, far; /* far: the origin, or the upstream proxy */
+  int client, far;   /* far: the origin, or the upstream proxy */
   uint64_t start_ms; /* monotonic */
   const char *method;
   char target[EGRESS_HOST_MAX + 16];
@@ -501,7 +505,8 @@ static void tunnel_log(const struct tunnel *t) {
            "duration_ms=%llu %s=\"%s\"",
            t->slot, t->method, t->target[0] != '\0' ? t->target : "-", t->status,
            (unsigned long long)t->up, (unsigned long long)t->down,
-           (unsigned long long)(sbx_monotonic_ms() - t->start_ms), t->status == 200 ? "end" : "reason", why);
+           (unsigned long long)(sbx_monotonic_ms() - t->start_ms),
+           t->status == 200 ? "end" : "reason", why);
 }
 
 /* Counts a connection that relayed nothing against the build that made it
@@ -630,7 +635,8 @@ static void *acceptor_main(void *arg) {
 
 /* ---- start and stop ---- */
 
-int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned slots, struct sbx_error *err) {
+int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned slots,
+                 struct sbx_error *err) {
   memset(eg, 0, sizeof *eg);
   eg->cfg = *cfg;
   eg->stop_fd = -1;

@@ -70,11 +70,13 @@ struct egress {
 /* The configuration the settings give when an index is in force: checks
  * --pip-proxy (http://host:port, no credentials) and the index URL. -1 with
  * err for a setting the proxy cannot honour. */
-int egress_config_from(const struct server_settings *s, struct egress_config *cfg, struct sbx_error *err);
+int egress_config_from(const struct server_settings *s, struct egress_config *cfg,
+                       struct sbx_error *err);
 
 /* Makes one installer namespace and listener per slot, then starts the
  * thread that accepts on them. 0, or -1 with err (nothing left running). */
-int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned slots, struct sbx_error *err);
+int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned slots,
+                 struct sbx_error *err);
 
 /* The namespace pip of slot runs in; -1 when the proxy is not running. */
 int egress_netns_fd(const struct egress *eg, unsigned slot);

@@ -119,8 +119,7 @@ void netaddr_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t 
   buf[0] = '\0';
   if (sa != NULL && sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in))
     inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)size);
-  else if (sa != NULL && sa->sa_family == AF_INET6 &&
-           len >= (socklen_t)sizeof(struct sockaddr_in6))
+  else if (sa != NULL && sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6))
     inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)size);
   else
     snprintf(buf, size, "(family %d)", sa != NULL ? sa->sa_family : -1);

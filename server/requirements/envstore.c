@@ -31,8 +31,7 @@
 static bool is_key(const char *name) {
   size_t n = 0;
   for (; name[n] != '\0'; n++)
-    if (!((name[n] >= '0' && name[n] <= '9') ||
-          (name[n] >= 'a' && name[n] <= 'f')))
+    if (!((name[n] >= '0' && name[n] <= '9') || (name[n] >= 'a' && name[n] <= 'f')))
       return false;
   return n == REQUIREMENT_KEY_HEX;
 }
@@ -59,8 +58,7 @@ static void free_env(struct envstore_env *env) {
 
 static void remove_tree_logged(struct envstore *s, const char *name) {
   if (sandbox_remove_tree(s->dir_fd, name) < 0 && errno != ENOENT)
-    log_line("env_remove_failed", "dir=%s/%s error=\"%s\"", s->dir, name,
-             strerror(errno));
+    log_line("env_remove_failed", "dir=%s/%s error=\"%s\"", s->dir, name, strerror(errno));
 }
 
 /* Takes idle environments out of the store, least recently used first,
@@ -78,19 +76,16 @@ static void evict(struct envstore *s) {
           lru = e;
       if (lru == NULL)
         break; /* everything left is in use: over the cap until released */
-      snprintf(trash[n], sizeof(trash[n]), "trash-%s-%" PRIu64, lru->key,
-               ++s->seq);
+      snprintf(trash[n], sizeof(trash[n]), "trash-%s-%" PRIu64, lru->key, ++s->seq);
       if (renameat(s->dir_fd, lru->key, s->dir_fd, trash[n]) < 0) {
-        log_line("env_evict_rename_failed", "key=%s error=\"%s\"", lru->key,
-                 strerror(errno));
+        log_line("env_evict_rename_failed", "key=%s error=\"%s\"", lru->key, strerror(errno));
         snprintf(trash[n], sizeof(trash[n]), "%s", lru->key);
       }
       n++;
       s->total_bytes -= lru->bytes;
       s->n_ready--;
       atomic_fetch_add(&s->evictions_total, 1);
-      log_line("env_evict",
-               "key=%s bytes=%" PRIu64 " store_bytes=%" PRIu64 " cap=%" PRIu64,
+      log_line("env_evict", "key=%s bytes=%" PRIu64 " store_bytes=%" PRIu64 " cap=%" PRIu64,
                lru->key, lru->bytes, s->total_bytes, s->cap_bytes);
       unlink_env(s, lru);
       free_env(lru);
@@ -112,9 +107,8 @@ static int64_t read_meta(int dir_fd, const char *key, struct stat *meta_st) {
   if (fd < 0)
     return -1;
   char buf[512];
-  ssize_t n = fstat(fd, meta_st) == 0 && S_ISREG(meta_st->st_mode)
-                  ? read(fd, buf, sizeof(buf) - 1)
-                  : -1;
+  ssize_t n =
+      fstat(fd, meta_st) == 0 && S_ISREG(meta_st->st_mode) ? read(fd, buf, sizeof(buf) - 1) : -1;
   close(fd);
   if (n <= 0)
     return -1;
@@ -132,8 +126,7 @@ static int64_t read_meta(int dir_fd, const char *key, struct stat *meta_st) {
     return -1;
   snprintf(path, sizeof(path), "%s/" ENVSTORE_SITE, key);
   struct stat st;
-  if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-      !S_ISDIR(st.st_mode))
+  if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
     return -1;
   return bytes;
 }
@@ -164,8 +157,8 @@ static int load_entry(struct envstore *s, const char *name, size_t *removed) {
   snprintf(e->key, sizeof(e->key), "%s", name);
   e->state = ENVSTORE_READY;
   e->bytes = (uint64_t)bytes;
-  e->last_used = (uint64_t)meta_st.st_mtim.tv_sec * 1000u +
-                 (uint64_t)meta_st.st_mtim.tv_nsec / 1000000u;
+  e->last_used =
+      (uint64_t)meta_st.st_mtim.tv_sec * 1000u + (uint64_t)meta_st.st_mtim.tv_nsec / 1000000u;
   e->next = s->envs;
   s->envs = e;
   s->total_bytes += e->bytes;
@@ -187,8 +180,7 @@ static int load_entries(struct envstore *s, size_t *removed, struct sbx_error *e
   return rv;
 }
 
-int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes,
-                  struct sbx_error *err) {
+int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes, struct sbx_error *err) {
   memset(s, 0, sizeof(*s));
   s->dir_fd = -1;
   if (snprintf(s->dir, sizeof(s->dir), "%s", dir) >= (int)sizeof(s->dir))
@@ -206,9 +198,8 @@ int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes,
   if (load_entries(s, &removed, err) < 0)
     return -1;
   log_line("env_store",
-           "dir=%s environments=%zu bytes=%" PRIu64 " cap=%" PRIu64
-           " leftovers_removed=%zu",
-           dir, s->n_ready, s->total_bytes, s->cap_bytes, removed);
+           "dir=%s environments=%zu bytes=%" PRIu64 " cap=%" PRIu64 " leftovers_removed=%zu", dir,
+           s->n_ready, s->total_bytes, s->cap_bytes, removed);
   evict(s);
   return 0;
 }
@@ -235,8 +226,7 @@ static void touch(struct envstore *s, const char *key) {
 }
 
 enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
-                                       struct envstore_env **env,
-                                       struct sbx_error *err) {
+                                       struct envstore_env **env, struct sbx_error *err) {
   pthread_mutex_lock(&s->mu);
   struct envstore_env *e = find(s, key);
   if (e == NULL && s->max_building > 0 && s->n_building >= s->max_building) {
@@ -314,21 +304,19 @@ static uint64_t blocks(uint64_t size) {
   return (size + BLOCK - 1) / BLOCK * BLOCK + (size == 0 ? BLOCK : 0);
 }
 
-static int copy_file(int src_dir, int dst_dir, const char *name,
-                     const struct stat *st, struct copy_state *cs, struct sbx_error *err) {
-  int in = openat(src_dir, name,
-                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+static int copy_file(int src_dir, int dst_dir, const char *name, const struct stat *st,
+                     struct copy_state *cs, struct sbx_error *err) {
+  int in = openat(src_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (in < 0)
     return sbx_error_set(err, SBX_INTERNAL, errno, "open %s", name);
   struct stat fst;
-  if (fstat(in, &fst) < 0 || !S_ISREG(fst.st_mode) ||
-      fst.st_ino != st->st_ino || fst.st_dev != st->st_dev) {
+  if (fstat(in, &fst) < 0 || !S_ISREG(fst.st_mode) || fst.st_ino != st->st_ino ||
+      fst.st_dev != st->st_dev) {
     close(in);
     return sbx_error_set(err, SBX_INTERNAL, 0, "%s changed while being copied", name);
   }
   mode_t mode = (fst.st_mode & 0111) != 0 ? 0755 : 0644;
-  int out = openat(dst_dir, name,
-                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  int out = openat(dst_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (out < 0) {
     int e = errno;
     close(in);
@@ -358,18 +346,17 @@ static int copy_file(int src_dir, int dst_dir, const char *name,
   return rv;
 }
 
-static int copy_tree(int src_dir, int dst_dir, unsigned depth,
-                     struct copy_state *cs, struct sbx_error *err) {
+static int copy_tree(int src_dir, int dst_dir, unsigned depth, struct copy_state *cs,
+                     struct sbx_error *err) {
   if (depth > COPY_MAX_DEPTH)
     return sbx_error_set(err, SBX_INTERNAL, 0, "directories nested deeper than %d levels",
-                   COPY_MAX_DEPTH);
+                         COPY_MAX_DEPTH);
   char **names;
   size_t n;
   bool truncated;
   if (safefs_read_names(src_dir, COPY_MAX_ENTRIES, &names, &n, &truncated, err) < 0)
     return -1;
-  int rv =
-      truncated ? sbx_error_set(err, SBX_INTERNAL, 0, "a directory with too many entries") : 0;
+  int rv = truncated ? sbx_error_set(err, SBX_INTERNAL, 0, "a directory with too many entries") : 0;
   for (size_t i = 0; i < n && rv == 0; i++) {
     struct stat st;
     if (fstatat(src_dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -400,19 +387,18 @@ static int copy_tree(int src_dir, int dst_dir, unsigned depth,
     }
     if (rv == 0 && cs->bytes > cs->limit)
       rv = sbx_error_set(err, SBX_INTERNAL, 0,
-                   "the environment is larger than the store's cap of %" PRIu64
-                   " bytes (--requirements-store-bytes)",
-                   cs->limit);
+                         "the environment is larger than the store's cap of %" PRIu64
+                         " bytes (--requirements-store-bytes)",
+                         cs->limit);
   }
   safefs_free_names(names, n);
   return rv;
 }
 
-static int write_meta(int dir_fd, const struct envstore_env *env,
-                      const struct copy_state *cs, const char *material,
-                      struct sbx_error *err) {
-  int fd = openat(dir_fd, ENVSTORE_META,
-                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+static int write_meta(int dir_fd, const struct envstore_env *env, const struct copy_state *cs,
+                      const char *material, struct sbx_error *err) {
+  int fd =
+      openat(dir_fd, ENVSTORE_META, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     return sbx_error_set(err, SBX_INTERNAL, errno, "create meta");
   FILE *f = fdopen(fd, "w");
@@ -420,17 +406,15 @@ static int write_meta(int dir_fd, const struct envstore_env *env,
     close(fd);
     return sbx_error_set(err, SBX_INTERNAL, errno, "meta");
   }
-  fprintf(f,
-          "key=%s\nbytes=%" PRIu64 "\nfiles=%zu\nskipped=%zu\ncreated=%lld\n%s",
-          env->key, cs->bytes, cs->files, cs->skipped, (long long)time(NULL),
-          material);
+  fprintf(f, "key=%s\nbytes=%" PRIu64 "\nfiles=%zu\nskipped=%zu\ncreated=%lld\n%s", env->key,
+          cs->bytes, cs->files, cs->skipped, (long long)time(NULL), material);
   if (fclose(f) != 0)
     return sbx_error_set(err, SBX_INTERNAL, errno, "write meta");
   return 0;
 }
 
-int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
-                    const char *material, struct sbx_error *err) {
+int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd, const char *material,
+                    struct sbx_error *err) {
   char tmp[REQUIREMENT_KEY_HEX + 48];
   pthread_mutex_lock(&s->mu);
   snprintf(tmp, sizeof(tmp), "tmp-%s-%" PRIu64, env->key, ++s->seq);
@@ -441,13 +425,11 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
   if (mkdirat(s->dir_fd, tmp, 0755) < 0)
     rv = sbx_error_set(err, SBX_INTERNAL, errno, "mkdir %s/%s", s->dir, tmp);
   if (rv == 0 &&
-      (tmp_fd = openat(s->dir_fd, tmp,
-                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+      (tmp_fd = openat(s->dir_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
     rv = sbx_error_set(err, SBX_INTERNAL, errno, "open %s/%s", s->dir, tmp);
-  if (rv == 0 &&
-      (mkdirat(tmp_fd, ENVSTORE_SITE, 0755) < 0 ||
-       (site_fd = openat(tmp_fd, ENVSTORE_SITE,
-                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0))
+  if (rv == 0 && (mkdirat(tmp_fd, ENVSTORE_SITE, 0755) < 0 ||
+                  (site_fd = openat(tmp_fd, ENVSTORE_SITE,
+                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0))
     rv = sbx_error_set(err, SBX_INTERNAL, errno, "mkdir site");
   if (rv == 0)
     rv = copy_tree(src_fd, site_fd, 0, &cs, err);
@@ -456,8 +438,7 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
   /* Everything on disk before the name says "complete". */
   if (rv == 0 && syncfs(tmp_fd) < 0)
     rv = sbx_error_set(err, SBX_INTERNAL, errno, "syncfs");
-  if (rv == 0 &&
-      renameat2(s->dir_fd, tmp, s->dir_fd, env->key, RENAME_NOREPLACE) < 0)
+  if (rv == 0 && renameat2(s->dir_fd, tmp, s->dir_fd, env->key, RENAME_NOREPLACE) < 0)
     rv = sbx_error_set(err, SBX_INTERNAL, errno, "rename %s to %s", tmp, env->key);
   if (rv == 0)
     (void)fsync(s->dir_fd);
@@ -471,8 +452,7 @@ int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
     return -1;
   }
   if (cs.skipped > 0)
-    log_line("env_skipped_entries",
-             "key=%s skipped=%zu (symlinks or special files)", env->key,
+    log_line("env_skipped_entries", "key=%s skipped=%zu (symlinks or special files)", env->key,
              cs.skipped);
 
   pthread_mutex_lock(&s->mu);
@@ -498,8 +478,8 @@ void envstore_release(struct envstore *s, struct envstore_env *env) {
     evict(s);
 }
 
-void envstore_site_path(const struct envstore *s,
-                        const struct envstore_env *env, char *buf, size_t len) {
+void envstore_site_path(const struct envstore *s, const struct envstore_env *env, char *buf,
+                        size_t len) {
   snprintf(buf, len, "%s/%s/" ENVSTORE_SITE, s->dir, env->key);
 }
 

@@ -45,10 +45,9 @@ enum envstore_state { ENVSTORE_BUILDING, ENVSTORE_READY, ENVSTORE_FAILED };
 struct envstore_env {
   char key[REQUIREMENT_KEY_HEX + 1];
   enum envstore_state state;
-  unsigned refs; /* runs holding it, plus the builder and the waiters while
-                    building */
-  uint64_t
-      bytes; /* READY: disk use (4 KiB per file and directory, rounded up) */
+  unsigned refs;      /* runs holding it, plus the builder and the waiters while
+                         building */
+  uint64_t bytes;     /* READY: disk use (4 KiB per file and directory, rounded up) */
   uint64_t last_used; /* ms since the epoch: persisted as meta's mtime */
   sbx_code failure_code;
   char *failure; /* FAILED: the message every waiter gets */
@@ -75,8 +74,7 @@ struct envstore {
 /* Opens (creating, mode 0711) dir, removes tmp-/trash- leftovers and
  * incomplete entries, loads every complete environment (recency from meta's
  * mtime) and evicts down to cap_bytes. Returns 0 or -1 with err. */
-int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes,
-                  struct sbx_error *err);
+int envstore_open(struct envstore *s, const char *dir, uint64_t cap_bytes, struct sbx_error *err);
 void envstore_close(struct envstore *s);
 
 enum envstore_outcome {
@@ -90,15 +88,14 @@ enum envstore_outcome {
  * yet is this caller's to build, unless max_building builds are running:
  * then ENVSTORE_ERROR with RESOURCE_EXHAUSTED. */
 enum envstore_outcome envstore_acquire(struct envstore *s, const char *key,
-                                       struct envstore_env **env,
-                                       struct sbx_error *err);
+                                       struct envstore_env **env, struct sbx_error *err);
 
 /* Copies the tree open as src_fd (not consumed) into the store as env's
  * environment with meta holding material, makes it READY (still held by the
  * caller), wakes the waiters and evicts past the cap. On failure the env is
  * failed for the waiters too and err says why; the caller holds nothing. */
-int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd,
-                    const char *material, struct sbx_error *err);
+int envstore_commit(struct envstore *s, struct envstore_env *env, int src_fd, const char *material,
+                    struct sbx_error *err);
 
 /* The build failed: every waiter gets why (its code and message). The
  * caller holds nothing afterwards. */
@@ -108,8 +105,8 @@ void envstore_fail(struct envstore *s, struct envstore_env *env, const struct sb
 void envstore_release(struct envstore *s, struct envstore_env *env);
 
 /* <dir>/<key>/site, the host path to mount. */
-void envstore_site_path(const struct envstore *s,
-                        const struct envstore_env *env, char *buf, size_t len);
+void envstore_site_path(const struct envstore *s, const struct envstore_env *env, char *buf,
+                        size_t len);
 
 void envstore_counts(struct envstore *s, size_t *ready, uint64_t *bytes);
 

@@ -51,8 +51,8 @@ static void tail_text(const uint8_t *data, size_t len, char *out, size_t outlen)
     out[--n] = '\0';
 }
 
-void install_failure_hint(const char *output, const struct server_settings *s,
-                          char *hint, size_t len) {
+void install_failure_hint(const char *output, const struct server_settings *s, char *hint,
+                          size_t len) {
   static const char *const patterns[] = {
       "No matching distribution found for ",
       "Could not find a version that satisfies the requirement "};
@@ -71,22 +71,18 @@ void install_failure_hint(const char *output, const struct server_settings *s,
     at += strlen(patterns[p]);
     char name[101];
     size_t n = 0;
-    while (n < sizeof(name) - 1 && at[n] != '\0' && at[n] != ' ' &&
-           at[n] != '\n')
+    while (n < sizeof(name) - 1 && at[n] != '\0' && at[n] != ' ' && at[n] != '\n')
       name[n] = at[n], n++;
     name[n] = '\0';
-    snprintf(
-        hint, len,
-        "could not install '%s': no matching distribution in the configured "
-        "index (%s)",
-        name, where);
+    snprintf(hint, len,
+             "could not install '%s': no matching distribution in the configured "
+             "index (%s)",
+             name, where);
     return;
   }
   if (strstr(output, "ResolutionImpossible") != NULL ||
       strstr(output, "conflicting dependencies") != NULL) {
-    snprintf(
-        hint, len,
-        "could not install the requirements: they conflict with each other");
+    snprintf(hint, len, "could not install the requirements: they conflict with each other");
     return;
   }
   snprintf(hint, len, "could not install the requirements: pip failed (its output follows)");
@@ -138,8 +134,8 @@ static int fetch_url_wheel(const struct server_settings *s, int ws_fd, uid_t uid
 /* What pip is given for each requirement: its canonical string, or for a
  * URL requirement the wheel fetched into the build workspace. */
 static int pip_requirements(const struct server_settings *s, int ws_fd, uid_t uid,
-                            const struct requirement_set *set,
-                            char (*local)[REQUIREMENT_MAX + 96], struct sbx_error *err) {
+                            const struct requirement_set *set, char (*local)[REQUIREMENT_MAX + 96],
+                            struct sbx_error *err) {
   for (size_t i = 0; i < set->n; i++) {
     const char *url = requirement_url(set->items[i]);
     if (url == NULL)
@@ -204,8 +200,9 @@ static void pip_hint(const struct server_settings *s, const struct sandbox_resul
              s->pip_timeout_ms);
     return;
   case SANDBOX_KILLED_BY_MEMORY:
-    snprintf(hint, len, "could not install the requirements: pip ran out of memory "
-                        "(--pip-memory-bytes, --pip-disk-bytes)");
+    snprintf(hint, len,
+             "could not install the requirements: pip ran out of memory "
+             "(--pip-memory-bytes, --pip-disk-bytes)");
     return;
   case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
     snprintf(hint, len, "could not install the requirements: pip wrote more than %u KiB of output",
@@ -255,10 +252,21 @@ static int pip_failure(struct installer *in, unsigned slot, const struct sandbox
  * argument per requirement. NULL-terminated, malloc'd. */
 static const char **pip_argv(const struct server_settings *s, const struct requirement_set *set,
                              char (*reqs)[REQUIREMENT_MAX + 96], char *trusted, size_t len) {
-  static const char *const fixed[] = {INSTALL_PYTHON, "-I", "-m", "pip", "install", "--isolated",
-                                      "--no-cache-dir", "--disable-pip-version-check",
-                                      "--no-input", "--no-color", "--progress-bar", "off",
-                                      "--quiet", "--no-warn-script-location", "--target",
+  static const char *const fixed[] = {INSTALL_PYTHON,
+                                      "-I",
+                                      "-m",
+                                      "pip",
+                                      "install",
+                                      "--isolated",
+                                      "--no-cache-dir",
+                                      "--disable-pip-version-check",
+                                      "--no-input",
+                                      "--no-color",
+                                      "--progress-bar",
+                                      "off",
+                                      "--quiet",
+                                      "--no-warn-script-location",
+                                      "--target",
                                       BUILD_TARGET};
   const size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
   const char **argv = calloc(n_fixed + 10 + set->n + 1, sizeof(*argv));
@@ -335,11 +343,10 @@ static int prepare_build_dir(int ws_fd, uid_t uid, struct sbx_error *err) {
 /* Fetches, installs and commits, on the build tmpfs open as ws_fd. On
  * failure *committed says whether the store already failed env. */
 static int build_in(struct installer *in, unsigned slot, const struct requirement_set *set,
-                    struct envstore_env *env, const char *material, int ws_fd,
-                    const char *ws_name, uint64_t *pip_ms, struct sbx_error *err) {
+                    struct envstore_env *env, const char *material, int ws_fd, const char *ws_name,
+                    uint64_t *pip_ms, struct sbx_error *err) {
   uid_t uid = (uid_t)(in->settings->uid_base + slot);
-  cleanup_free char(*reqs)[REQUIREMENT_MAX + 96] = calloc(set->n > 0 ? set->n : 1,
-                                                          sizeof(*reqs));
+  cleanup_free char(*reqs)[REQUIREMENT_MAX + 96] = calloc(set->n > 0 ? set->n : 1, sizeof(*reqs));
   if (reqs == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "requirements");
   if (prepare_build_dir(ws_fd, uid, err) < 0 ||
@@ -349,8 +356,8 @@ static int build_in(struct installer *in, unsigned slot, const struct requiremen
   /* Every process of pip's run is dead: the tree is final, and hostile. */
   cleanup_close int site_fd = safefs_open_dir(ws_fd, ENVSTORE_SITE, err);
   if (site_fd < 0)
-    return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
-                         "requirements: pip left no %s directory", ENVSTORE_SITE);
+    return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0, "requirements: pip left no %s directory",
+                         ENVSTORE_SITE);
   if (envstore_commit(&in->store, env, site_fd, material, err) < 0) {
     sbx_error_wrap(err, "requirements: the environment could not be stored");
     err->code = SBX_FAILED_PRECONDITION;

@@ -34,11 +34,11 @@ struct install_info {
 struct installer {
   const struct server_settings *settings;
   struct sandbox_engine *engine;
-  int workspace_root_fd;    /* builds mount their tmpfs there: build-<slot> */
+  int workspace_root_fd; /* builds mount their tmpfs there: build-<slot> */
   const char *workspace_root;
   struct install_info info;
-  struct envstore store;    /* open when info.available */
-  struct egress egress;     /* running when an index is in force */
+  struct envstore store; /* open when info.available */
+  struct egress egress;  /* running when an index is in force */
 };
 
 /* At start, before any thread: asks /usr/bin/python3 (unsandboxed: the host's
@@ -70,7 +70,7 @@ int install_build(struct installer *in, unsigned slot, const struct requirement_
 void install_describe_index(const struct server_settings *s, char *out, size_t len);
 
 /* The one-line hint for a failed install, from pip's output. */
-void install_failure_hint(const char *output, const struct server_settings *s,
-                          char *hint, size_t len);
+void install_failure_hint(const char *output, const struct server_settings *s, char *hint,
+                          size_t len);
 
 #endif

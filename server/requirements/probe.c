@@ -81,16 +81,14 @@ static int wheelhouse_fingerprint(const char *dir, char *hex, size_t len) {
     return -1;
   }
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  int rv =
-      ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -1;
+  int rv = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -1;
   for (size_t i = 0; i < n && rv == 0; i++) {
     struct stat st;
     char line[600];
     if (fstatat(fd, names[i], &st, 0) < 0)
       continue;
     int k = snprintf(line, sizeof(line), "%.500s %lld %lld.%09ld\n", names[i],
-                     (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-                     st.st_mtim.tv_nsec);
+                     (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
     if (EVP_DigestUpdate(ctx, line, (size_t)k) != 1)
       rv = -1;
   }
@@ -144,21 +142,17 @@ void install_probe(const struct server_settings *s, struct install_info *info) {
   *line3++ = '\0';
   line3[strcspn(line3, "\n")] = '\0';
   if (line2[0] == '\0') {
-    unavailable(
-        info,
-        "pip is not installed for /usr/bin/python3 (Debian: python3-pip)");
+    unavailable(info, "pip is not installed for /usr/bin/python3 (Debian: python3-pip)");
     return;
   }
   struct stat st;
   if (line3[0] == '\0' || stat(line3, &st) < 0 || !S_ISDIR(st.st_mode)) {
-    unavailable(info,
-                "the interpreter has no /usr/local site directory on its path");
+    unavailable(info, "the interpreter has no /usr/local site directory on its path");
     return;
   }
   snprintf(info->site_dir, sizeof(info->site_dir), "%s", line3);
   char fp[65] = "none";
-  if (s->wheelhouse[0] != '\0' &&
-      wheelhouse_fingerprint(s->wheelhouse, fp, sizeof(fp)) < 0) {
+  if (s->wheelhouse[0] != '\0' && wheelhouse_fingerprint(s->wheelhouse, fp, sizeof(fp)) < 0) {
     unavailable(info, "the wheelhouse cannot be read");
     return;
   }
@@ -172,7 +166,6 @@ void install_probe(const struct server_settings *s, struct install_info *info) {
            out, line2, index[0] != '\0' ? "network" : "offline", s->wheelhouse, fp, index);
   info->available = true;
 }
-
 
 /* With an index in force, pip's only way out: the egress proxy, serving
  * one installer namespace per worker slot. Logs what requirements use. */
@@ -189,8 +182,8 @@ static int start_egress(struct installer *in, const struct egress_config *cfg, u
   }
   log_line("requirements",
            "available=true site_dir=%s offline=%s index_url=%s wheelhouse=%s urls=%s egress=%s%s",
-           in->info.site_dir, index[0] != '\0' ? "false" : "true",
-           index[0] != '\0' ? index : "-", s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
+           in->info.site_dir, index[0] != '\0' ? "false" : "true", index[0] != '\0' ? index : "-",
+           s->wheelhouse[0] != '\0' ? s->wheelhouse : "-",
            s->requirements_allow_urls != 0 ? "true" : "false",
            index[0] != '\0' ? EGRESS_PROXY_URL : "-", upstream);
   return 0;

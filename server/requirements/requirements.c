@@ -35,7 +35,9 @@ static void put(struct out *o, const char *s, size_t n) {
   o->buf[o->len] = '\0';
 }
 
-static void puts_(struct out *o, const char *s) { put(o, s, strlen(s)); }
+static void puts_(struct out *o, const char *s) {
+  put(o, s, strlen(s));
+}
 
 struct parser {
   const char *start, *p;
@@ -43,8 +45,7 @@ struct parser {
   bool failed;
 };
 
-static int fail(struct parser *ps, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static int fail(struct parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct parser *ps, const char *fmt, ...) {
   if (ps->failed)
     return -1;
@@ -73,14 +74,12 @@ static void skip_ws(struct parser *ps) {
 }
 
 static bool alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9');
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
 /* PEP 508 identifier, written PEP 503-normalized: lower case, every run of
  * '-', '_', '.' one '-'. */
-static int parse_name(struct parser *ps, char *out, size_t outlen,
-                      const char *what) {
+static int parse_name(struct parser *ps, char *out, size_t outlen, const char *what) {
   const char *s = ps->p;
   if (!alnum(*s))
     return fail_at(ps, what);
@@ -157,8 +156,7 @@ static int parse_extras(struct parser *ps, struct out *o) {
   return 0;
 }
 
-static const char *const version_ops[] = {
-    "===", "==", "!=", "<=", ">=", "~=", "<", ">"};
+static const char *const version_ops[] = {"===", "==", "!=", "<=", ">=", "~=", "<", ">"};
 
 static const char *match_op(const char *p) {
   for (size_t i = 0; i < sizeof(version_ops) / sizeof(version_ops[0]); i++)
@@ -168,8 +166,7 @@ static const char *match_op(const char *p) {
 }
 
 static bool version_char(char c) {
-  return alnum(c) || c == '.' || c == '*' || c == '+' || c == '!' || c == '_' ||
-         c == '-';
+  return alnum(c) || c == '.' || c == '*' || c == '+' || c == '!' || c == '_' || c == '-';
 }
 
 /* One or more "op version" clauses separated by commas, written sorted and
@@ -214,18 +211,10 @@ static int parse_versions(struct parser *ps, struct out *o) {
 /* ---- markers ---- */
 
 static const char *const marker_vars[] = {
-    "python_version",
-    "python_full_version",
-    "os_name",
-    "sys_platform",
-    "platform_release",
-    "platform_system",
-    "platform_version",
-    "platform_machine",
-    "platform_python_implementation",
-    "implementation_name",
-    "implementation_version",
-    "extra",
+    "python_version",      "python_full_version",    "os_name",
+    "sys_platform",        "platform_release",       "platform_system",
+    "platform_version",    "platform_machine",       "platform_python_implementation",
+    "implementation_name", "implementation_version", "extra",
 };
 
 static bool keyword_at(const char *p, const char *kw) {
@@ -247,8 +236,7 @@ static int parse_marker_value(struct parser *ps, struct out *o) {
       ps->p++;
     }
     if ((size_t)(ps->p - s) >= PART_MAX)
-      return fail(ps, "a marker string longer than %d characters",
-                  PART_MAX - 1);
+      return fail(ps, "a marker string longer than %d characters", PART_MAX - 1);
     puts_(o, "\"");
     put(o, s, (size_t)(ps->p - s));
     puts_(o, "\"");
@@ -271,8 +259,7 @@ static int parse_marker_expr(struct parser *ps, struct out *o, int depth) {
   skip_ws(ps);
   if (*ps->p == '(') {
     if (depth >= MARKER_DEPTH)
-      return fail(ps, "markers nested deeper than %d parentheses",
-                  MARKER_DEPTH);
+      return fail(ps, "markers nested deeper than %d parentheses", MARKER_DEPTH);
     ps->p++;
     puts_(o, "(");
     if (parse_marker_or(ps, o, depth + 1) < 0)
@@ -341,9 +328,8 @@ static int parse_marker_or(struct parser *ps, struct out *o, int depth) {
 
 /* pip treats a requirement that ends like an archive as a file to install. */
 static bool looks_like_archive(const char *s, size_t n) {
-  static const char *const ends[] = {".whl", ".zip",  ".tar", ".tgz", ".tbz",
-                                     ".txz", ".tlz",  ".gz",  ".bz2", ".xz",
-                                     ".lz",  ".lzma", ".egg"};
+  static const char *const ends[] = {".whl", ".zip", ".tar", ".tgz", ".tbz",  ".txz", ".tlz",
+                                     ".gz",  ".bz2", ".xz",  ".lz",  ".lzma", ".egg"};
   for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
     size_t k = strlen(ends[i]);
     if (n >= k && strncasecmp(s + n - k, ends[i], k) == 0)
@@ -354,22 +340,26 @@ static bool looks_like_archive(const char *s, size_t n) {
 
 #define URL_MAX 900
 
-/* After '@': the URL up to the end of the input; anything after it but
- * blanks is refused. *full gets its length. */
-static int url_extent(struct parser *ps, const char **url, size_t *full) {
+/* After '@': the URL up to the end of the input, or NULL (refused):
+ * anything after it but blanks is refused. *full gets its length. */
+static const char *url_extent(struct parser *ps, size_t *full) {
   skip_ws(ps);
-  if (*ps->p != '@')
-    return fail_at(ps, "'@' and a URL");
+  if (*ps->p != '@') {
+    fail_at(ps, "'@' and a URL");
+    return NULL;
+  }
   ps->p++;
   skip_ws(ps);
-  *url = ps->p;
-  *full = strcspn(*url, " \t");
-  const char *rest = *url + *full;
+  const char *url = ps->p;
+  *full = strcspn(url, " \t");
+  const char *rest = url + *full;
   while (*rest == ' ' || *rest == '\t')
     rest++;
-  if (*rest != '\0')
-    return fail(ps, "nothing may follow the URL (markers are not accepted with a URL)");
-  return 0;
+  if (*rest != '\0') {
+    fail(ps, "nothing may follow the URL (markers are not accepted with a URL)");
+    return NULL;
+  }
+  return url;
 }
 
 /* An optional "#sha256=<64 hex>" that pins the wheel's content: frag is
@@ -390,9 +380,7 @@ static int url_pin(struct parser *ps, const char *frag, size_t flen, char sha[65
  * ASCII without quotes, spaces, backslashes or a query, and a path ending
  * in a wheel's file name. *scheme gets the scheme's length. */
 static int url_check(struct parser *ps, const char *url, size_t len, size_t *scheme) {
-  *scheme = strncasecmp(url, "https://", 8) == 0  ? 8
-            : strncasecmp(url, "http://", 7) == 0 ? 7
-                                                  : 0;
+  *scheme = strncasecmp(url, "https://", 8) == 0 ? 8 : strncasecmp(url, "http://", 7) == 0 ? 7 : 0;
   if (*scheme == 0)
     return fail(ps, "the URL must be http:// or https://");
   if (len > URL_MAX)
@@ -400,8 +388,10 @@ static int url_check(struct parser *ps, const char *url, size_t len, size_t *sch
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)url[i];
     if (c <= 0x20 || c >= 0x7f || strchr("\"'\\<>`{}|^?#;@", c) != NULL)
-      return fail(ps, "the URL has a character that is not accepted at byte %zu "
-                      "(no spaces, quotes, '@' or query)", i);
+      return fail(ps,
+                  "the URL has a character that is not accepted at byte %zu "
+                  "(no spaces, quotes, '@' or query)",
+                  i);
   }
   const char *path = memchr(url + *scheme, '/', len - *scheme);
   if (path == NULL || path == url + *scheme)
@@ -421,9 +411,9 @@ static int url_check(struct parser *ps, const char *url, size_t len, size_t *sch
 /* "name[extras] @ URL" with allow_urls: written as " @ " and the URL with
  * its scheme in lower case, the rest as it is, and the pin if any. */
 static int parse_url_requirement(struct parser *ps, struct out *o) {
-  const char *url = NULL;
   size_t full = 0, scheme = 0;
-  if (url_extent(ps, &url, &full) < 0)
+  const char *url = url_extent(ps, &full);
+  if (url == NULL)
     return -1;
   size_t len = strcspn(url, "#");
   if (len > full)
@@ -451,12 +441,11 @@ const char *requirement_url(const char *canonical) {
   return at != NULL ? at + 3 : NULL;
 }
 
-int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *file,
-                          size_t filelen, char sha256[65]) {
+int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *file, size_t filelen,
+                          char sha256[65]) {
   size_t len = strcspn(url, "#");
   sha256[0] = '\0';
-  if (url[len] == '#' && strncmp(url + len + 1, "sha256=", 7) == 0 &&
-      strlen(url + len + 8) == 64)
+  if (url[len] == '#' && strncmp(url + len + 1, "sha256=", 7) == 0 && strlen(url + len + 8) == 64)
     memcpy(sha256, url + len + 8, 65);
   const char *slash = memrchr(url, '/', len);
   const char *name = slash != NULL ? slash + 1 : url;
@@ -476,8 +465,8 @@ static int refuse_on_purpose(struct parser *ps, const char *in, bool url_form, b
     return fail(ps, "URLs and \"name @ url\" requirements are not accepted, "
                     "only specifiers (unless the server allows them: "
                     "--requirements-allow-urls)");
-  if (!url_form && (*ps->p == '.' || *ps->p == '/' || *ps->p == '~' ||
-                    strchr(in, '/') != NULL || strchr(in, '\\') != NULL))
+  if (!url_form && (*ps->p == '.' || *ps->p == '/' || *ps->p == '~' || strchr(in, '/') != NULL ||
+                    strchr(in, '\\') != NULL))
     return fail(ps, "local paths are not accepted, only specifiers");
   return 0;
 }
@@ -577,12 +566,10 @@ int requirement_key(const struct requirement_set *set, const char *context,
     return -1;
   size_t k = (size_t)snprintf(m, len + 1, "sandboxd-env 1\n%s\n", context);
   for (size_t i = 0; i < set->n; i++)
-    k +=
-        (size_t)snprintf(m + k, len + 1 - k, "requirement=%s\n", set->items[i]);
+    k += (size_t)snprintf(m + k, len + 1 - k, "requirement=%s\n", set->items[i]);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int dlen = 0;
-  if (EVP_Digest(m, k, digest, &dlen, EVP_sha256(), NULL) != 1 ||
-      dlen * 2 != REQUIREMENT_KEY_HEX) {
+  if (EVP_Digest(m, k, digest, &dlen, EVP_sha256(), NULL) != 1 || dlen * 2 != REQUIREMENT_KEY_HEX) {
     free(m);
     errno = EIO;
     return -1;

@@ -34,8 +34,8 @@ const char *requirement_url(const char *canonical);
  * requirement_normalize: [A-Za-z0-9._+-], ending in .whl, at most 200 bytes) and the pinned
  * SHA-256 in lower-case hex ("" when none). Returns 0, or -1 when a buffer
  * is too small. */
-int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *file,
-                          size_t filelen, char sha256[65]);
+int requirement_url_parts(const char *url, char *fetch, size_t fetchlen, char *file, size_t filelen,
+                          char sha256[65]);
 
 /* The canonical set: normalized, sorted, duplicates removed. Returns the
  * number of distinct entries written to set (an array of n strings of

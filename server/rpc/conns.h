@@ -23,8 +23,8 @@
 struct conn {
   uint32_t pipe_id;
   uint32_t listener_id;
-  unsigned calls;        /* calls received on it and not yet answered */
-  uint64_t last_ms;      /* last connect, request or reply (monotonic) */
+  unsigned calls;   /* calls received on it and not yet answered */
+  uint64_t last_ms; /* last connect, request or reply (monotonic) */
 };
 
 struct conns {
@@ -33,7 +33,7 @@ struct conns {
   size_t n, cap;
   unsigned max_per_listener;
   uint64_t idle_timeout_ms;
-  uint64_t refused_total;   /* connections closed at the cap */
+  uint64_t refused_total; /* connections closed at the cap */
   uint64_t idle_closed_total;
   uint64_t last_refusal_log_ms;
 };

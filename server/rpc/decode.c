@@ -40,8 +40,8 @@ int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *al
     char name[128];
     text_printable(env->method, strlen(env->method), name, sizeof(name), false);
     rc = sbx_error_set(err, SBX_UNIMPLEMENTED, 0, "unknown method \"%s\"", name);
-  } else if (wire_find_nul_string(desc->methods[index].input, env->payload.data,
-                                  env->payload.len, &nul_field) == 1) {
+  } else if (wire_find_nul_string(desc->methods[index].input, env->payload.data, env->payload.len,
+                                  &nul_field) == 1) {
     rc = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: must not contain NUL bytes", nul_field);
   } else {
     const ProtobufCMethodDescriptor *method = &desc->methods[index];

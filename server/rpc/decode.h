@@ -15,7 +15,7 @@
 #include "error.h"
 
 struct decoded_request {
-  char request_id[128];     /* from the envelope, "" when it did not decode */
+  char request_id[128];      /* from the envelope, "" when it did not decode */
   uint64_t deadline_unix_ms; /* from the envelope, 0 = none */
   unsigned method_index;     /* checked against the descriptor's method count */
   const ProtobufCMethodDescriptor *method;

@@ -60,8 +60,7 @@ static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
   const struct install_info *info = &srv->runner.installer.info;
   if (input->n_requirements > 0 && !info->available) {
     sbx_error_set(&d->err, SBX_FAILED_PRECONDITION, 0,
-                  "requirements: this server cannot install packages: %s",
-                  info->why_unavailable);
+                  "requirements: this server cannot install packages: %s", info->why_unavailable);
     closure(NULL, closure_data);
     return;
   }
@@ -107,8 +106,8 @@ static void isolation_report(const struct sandbox_report *rep, Sandbox__V1__Isol
 }
 
 /* What requirements can do here, into resp; index holds the index URL. */
-static void requirements_info(struct installer *in, Sandbox__V1__GetInfoResponse *resp,
-                              char *index, size_t index_len) {
+static void requirements_info(struct installer *in, Sandbox__V1__GetInfoResponse *resp, char *index,
+                              size_t index_len) {
   index[0] = '\0';
   resp->requirements_available = in->info.available;
   if (!in->info.available)

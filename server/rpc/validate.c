@@ -55,8 +55,7 @@ static int check_code_and_ids(const Sandbox__V1__RunCodeRequest *req,
   if (code_len == 0)
     return REFUSE("code: must not be empty");
   if ((int64_t)code_len > s->max_code_bytes)
-    return REFUSE("code: %zu bytes; allowed: 1 to %" PRId64 " bytes", code_len,
-                  s->max_code_bytes);
+    return REFUSE("code: %zu bytes; allowed: 1 to %" PRId64 " bytes", code_len, s->max_code_bytes);
   if (req->run_id[0] != '\0' && !id_valid(req->run_id))
     return REFUSE("run_id: " ID_RULE);
   if (req->session_id[0] != '\0')
@@ -180,7 +179,7 @@ static int effective_limits(const Sandbox__V1__Limits *in, const struct server_s
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
                          struct sandbox_limits *limits, struct sbx_error *err) {
   uint64_t inline_total = 0;
-  int64_t eff[LIMITS_N];
+  int64_t eff[LIMITS_N] = {0};
   if (check_code_and_ids(req, s, err) < 0 || check_requirements(req, s, err) < 0 ||
       check_files(req, s, &inline_total, err) < 0 || check_args_and_env(req, s, err) < 0 ||
       effective_limits(req->limits, s, eff, err) < 0)
@@ -192,9 +191,9 @@ int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct se
   memset(limits, 0, sizeof(*limits));
   limits->timeout_ms = (uint64_t)eff[LIMIT_TIMEOUT_MS];
   /* A CPU limit above the wall-clock limit can never be reached. */
-  limits->cpu_time_ms = (uint64_t)(eff[LIMIT_CPU_TIME_MS] < eff[LIMIT_TIMEOUT_MS]
-                                       ? eff[LIMIT_CPU_TIME_MS]
-                                       : eff[LIMIT_TIMEOUT_MS]);
+  limits->cpu_time_ms =
+      (uint64_t)(eff[LIMIT_CPU_TIME_MS] < eff[LIMIT_TIMEOUT_MS] ? eff[LIMIT_CPU_TIME_MS]
+                                                                : eff[LIMIT_TIMEOUT_MS]);
   limits->memory_bytes = (uint64_t)eff[LIMIT_MEMORY_BYTES];
   limits->output_bytes = (uint64_t)eff[LIMIT_OUTPUT_BYTES];
   limits->max_processes = (uint64_t)eff[LIMIT_MAX_PROCESSES];

@@ -35,19 +35,21 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
     format_ms(limits->timeout_ms, a, sizeof(a));
     if (r->cpu_time_exceeded) {
       format_ms(limits->cpu_time_ms, b, sizeof(b));
-      feedback_add(fb, "CPU time limit of %s reached; the program was killed (limits.cpu_time_ms)", b);
+      feedback_add(fb, "CPU time limit of %s reached; the program was killed (limits.cpu_time_ms)",
+                   b);
     } else {
       feedback_add(fb, "timed out after %s; the program was killed (limits.timeout_ms)", a);
     }
     break;
   case SANDBOX_KILLED_BY_MEMORY:
     text_format_bytes(limits->memory_bytes, a, sizeof(a));
-    feedback_add(fb, "memory limit of %s%s reached; the program was killed (limits.memory_bytes)", a,
-        r->memory_per_process ? " per process" : "");
+    feedback_add(fb, "memory limit of %s%s reached; the program was killed (limits.memory_bytes)",
+                 a, r->memory_per_process ? " per process" : "");
     break;
   case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
     text_format_bytes(limits->output_bytes, a, sizeof(a));
-    feedback_add(fb, "output limit of %s per stream reached; the program was killed (limits.output_bytes)",
+    feedback_add(
+        fb, "output limit of %s per stream reached; the program was killed (limits.output_bytes)",
         a);
     break;
   case SANDBOX_KILLED_BY_SIGNAL: {
@@ -77,12 +79,12 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
 static const struct {
   const char *module, *distribution;
 } known_distributions[] = {
-    {"yaml", "pyyaml"},       {"cv2", "opencv-python"}, {"sklearn", "scikit-learn"},
-    {"PIL", "pillow"},        {"bs4", "beautifulsoup4"}, {"dateutil", "python-dateutil"},
+    {"yaml", "pyyaml"},          {"cv2", "opencv-python"},   {"sklearn", "scikit-learn"},
+    {"PIL", "pillow"},           {"bs4", "beautifulsoup4"},  {"dateutil", "python-dateutil"},
     {"skimage", "scikit-image"}, {"Crypto", "pycryptodome"}, {"attr", "attrs"},
-    {"dotenv", "python-dotenv"}, {"jwt", "pyjwt"},       {"magic", "python-magic"},
-    {"serial", "pyserial"},   {"usb", "pyusb"},          {"docx", "python-docx"},
-    {"pptx", "python-pptx"},  {"git", "gitpython"},      {"Levenshtein", "levenshtein"},
+    {"dotenv", "python-dotenv"}, {"jwt", "pyjwt"},           {"magic", "python-magic"},
+    {"serial", "pyserial"},      {"usb", "pyusb"},           {"docx", "python-docx"},
+    {"pptx", "python-pptx"},     {"git", "gitpython"},       {"Levenshtein", "levenshtein"},
 };
 
 void feedback_missing_module(const uint8_t *data, size_t len, struct feedback *fb) {

@@ -9,8 +9,8 @@
 #include "run_internal.h"
 #include "text.h"
 
-#define SAME_KILLED_BY(name)                                                                     \
-  _Static_assert((int)SANDBOX_KILLED_BY_##name == (int)SANDBOX__V1__KILLED_BY__KILLED_BY_##name,    \
+#define SAME_KILLED_BY(name)                                                                       \
+  _Static_assert((int)SANDBOX_KILLED_BY_##name == (int)SANDBOX__V1__KILLED_BY__KILLED_BY_##name,   \
                  "engine and wire agree on killed_by " #name)
 SAME_KILLED_BY(NONE);
 SAME_KILLED_BY(TIMEOUT);
@@ -41,8 +41,9 @@ static void artifact_feedback(const struct server_settings *s, const struct arti
                  set->omitted_total, a);
   }
   if (set->skipped_special > 0)
-    feedback_add(fb, "%zu entries in output/ skipped: symlinks, FIFOs, sockets and devices are "
-                     "not artifacts",
+    feedback_add(fb,
+                 "%zu entries in output/ skipped: symlinks, FIFOs, sockets and devices are "
+                 "not artifacts",
                  set->skipped_special);
   if (set->skipped_names > 0)
     feedback_add(fb, "%zu files in output/ skipped: name not valid UTF-8 or path over %d bytes",
@@ -122,12 +123,14 @@ static void run_feedback(const struct run_call *call, struct run_scratch *sc) {
       (res->killed_by == SANDBOX_KILLED_BY_NONE && res->exit_code != 0))
     feedback_network_refused(res->stderr_data, res->stderr_len, fb);
   if (sc->env_built)
-    feedback_add(fb, "requirements: installed into a new environment in %.1f s; runs with the "
-                     "same requirements reuse it",
+    feedback_add(fb,
+                 "requirements: installed into a new environment in %.1f s; runs with the "
+                 "same requirements reuse it",
                  (double)sc->env_ms / 1000.0);
   else if (sc->pkg_env != NULL && sc->env_ms >= 100)
-    feedback_add(fb, "requirements: waited %.1f s for another run's install of the same "
-                     "requirements",
+    feedback_add(fb,
+                 "requirements: waited %.1f s for another run's install of the same "
+                 "requirements",
                  (double)sc->env_ms / 1000.0);
 }
 

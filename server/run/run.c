@@ -100,8 +100,7 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
   snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", r->workspace_root, dir_name);
   /* Read-only over the interpreter's /usr/local site directory, before
    * Debian's own packages on sys.path. */
-  struct sandbox_mount env_mount = {.source = sc->env_site,
-                                    .target = r->installer.info.site_dir};
+  struct sandbox_mount env_mount = {.source = sc->env_site, .target = r->installer.info.site_dir};
   struct sandbox_spec spec = {
       .argv = sc->argv,
       .env = (const char *const *)sc->env,
@@ -148,18 +147,17 @@ static int run_steps(struct runner *r, unsigned slot, const struct run_call *cal
 static void log_success(const struct run_call *call, unsigned slot, const struct run_scratch *sc,
                         uint64_t queue_ms) {
   const struct sandbox_result *res = &sc->result;
-  log_line("run",
-           "run_id=%s slot=%u session=%s status=OK killed_by=%s exit_code=%d signal=%d "
-           "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
-           "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-           sc->run_id, slot, call->req->session_id[0] != '\0' ? call->req->session_id : "-",
-           killed_by_name(res->killed_by), res->exit_code, res->signal,
-           (unsigned long long)(res->wall_time_us / 1000),
-           (unsigned long long)(res->cpu_time_us / 1000),
-           (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len,
-           sc->artifacts.n, sc->pkg_env != NULL ? sc->pkg_env->key : "-",
-           (unsigned long long)sc->env_ms, (unsigned long long)queue_ms,
-           (unsigned long long)(sbx_monotonic_ms() - call->received_ms));
+  log_line(
+      "run",
+      "run_id=%s slot=%u session=%s status=OK killed_by=%s exit_code=%d signal=%d "
+      "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
+      "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
+      sc->run_id, slot, call->req->session_id[0] != '\0' ? call->req->session_id : "-",
+      killed_by_name(res->killed_by), res->exit_code, res->signal,
+      (unsigned long long)(res->wall_time_us / 1000), (unsigned long long)(res->cpu_time_us / 1000),
+      (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len, sc->artifacts.n,
+      sc->pkg_env != NULL ? sc->pkg_env->key : "-", (unsigned long long)sc->env_ms,
+      (unsigned long long)queue_ms, (unsigned long long)(sbx_monotonic_ms() - call->received_ms));
 }
 
 /* The log gets the message's first line, printable, so it stays one logfmt
@@ -169,8 +167,8 @@ static void log_failure(const struct run_call *call, unsigned slot, const char *
   char first[300];
   text_printable(err->msg, strcspn(err->msg, "\n"), first, sizeof(first), false);
   log_line("run", "run_id=%s slot=%u status=%s duration_ms=%llu error=\"%s\"", run_id, slot,
-           sbx_code_name(err->code),
-           (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
+           sbx_code_name(err->code), (unsigned long long)(sbx_monotonic_ms() - call->received_ms),
+           first);
 }
 
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,

@@ -52,8 +52,7 @@ int run_acquire_workspace(struct runner *r, unsigned slot, const struct run_call
 /* Empties the slot's workspace (remounting it when that fails). */
 void run_release_slot_workspace(struct runner *r, unsigned slot);
 /* A session run that could not start beside the session's files. */
-int run_check_session_memory(struct runner *r, const struct run_call *call,
-                             struct sbx_error *err);
+int run_check_session_memory(struct runner *r, const struct run_call *call, struct sbx_error *err);
 
 /* response.c: the engine's result as the RunCodeResponse and its feedback,
  * with the artifacts of output/ (ws_fd's). */

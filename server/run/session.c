@@ -39,8 +39,8 @@ static void doom(struct session_table *t, size_t i, const char *why) {
   log_line("session_end", "session_id=%s reason=%s", s->id, why);
 }
 
-int session_reserve(struct session_table *t, const char *id, struct session **out,
-                    bool *created, struct sbx_error *err) {
+int session_reserve(struct session_table *t, const char *id, struct session **out, bool *created,
+                    struct sbx_error *err) {
   *out = NULL;
   *created = false;
   pthread_mutex_lock(&t->lock);
@@ -73,8 +73,8 @@ int session_reserve(struct session_table *t, const char *id, struct session **ou
         lru = (ssize_t)j;
     if (lru < 0) {
       pthread_mutex_unlock(&t->lock);
-      return sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0, "all %zu sessions are running; retry later",
-                           t->max);
+      return sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
+                           "all %zu sessions are running; retry later", t->max);
     }
     doom(t, (size_t)lru, "evicted");
   }

@@ -24,7 +24,6 @@
 #include "ids.h"
 #include "status.h"
 
-
 struct session {
   char id[ID_MAX + 1];
   char dir[32];   /* mount point name under the workspaces root: "s-<seq>" */
@@ -36,7 +35,7 @@ struct session {
    * other's; 0 until the first run mounts the workspace. Freed by reap,
    * after the tmpfs, through the table's on_end. */
   uint64_t group;
-  bool busy;      /* a RunCode is queued or running */
+  bool busy; /* a RunCode is queued or running */
   uint64_t last_used_ms;
   struct session *next_doomed;
 };
@@ -47,7 +46,7 @@ struct session_table {
   size_t n, max;
   uint64_t ttl_ms;
   uint64_t seq;
-  struct session *doomed; /* ended, waiting for session_reap */
+  struct session *doomed;                    /* ended, waiting for session_reap */
   void (*on_end)(void *arg, uint64_t group); /* after the tmpfs is gone */
   void *on_end_arg;
 };
@@ -55,7 +54,6 @@ struct session_table {
 int session_table_init(struct session_table *t, size_t max, uint64_t ttl_ms);
 /* Ends every session (detaching their tmpfs) and frees the table. */
 void session_table_destroy(struct session_table *t, int root_fd, const char *root_path);
-
 
 /* Marks session id busy for a RunCode, creating it when unknown (*created).
  * SBX_FAILED_PRECONDITION when it already has a run; SBX_RESOURCE_EXHAUSTED

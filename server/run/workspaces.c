@@ -16,8 +16,7 @@
 /* The interpreter needs this much beside a session's files to start. */
 #define SESSION_MEMORY_HEADROOM (16ull << 20)
 
-int run_check_session_memory(struct runner *r, const struct run_call *call,
-                             struct sbx_error *err) {
+int run_check_session_memory(struct runner *r, const struct run_call *call, struct sbx_error *err) {
   if (call->session == NULL || call->session->group == 0)
     return 0;
   uint64_t used = 0, limit = call->limits.memory_bytes;
@@ -38,8 +37,7 @@ int run_check_session_memory(struct runner *r, const struct run_call *call,
                        u, h, l);
 }
 
-static int slot_workspace(struct runner *r, unsigned slot, uint64_t quota,
-                          struct sbx_error *err) {
+static int slot_workspace(struct runner *r, unsigned slot, uint64_t quota, struct sbx_error *err) {
   struct slot_workspace *w = &r->slot_ws[slot];
   uid_t uid = (uid_t)(r->settings->uid_base + slot);
   uint64_t inodes = (uint64_t)r->settings->workspace_inodes;
@@ -99,8 +97,8 @@ static int resize_session(struct runner *r, const struct run_call *call, uint64_
                          "%s this run asks for; ask for more, or remove files first",
                          have, want);
   }
-  if (workspace_resize(r->workspace_root, s->dir, quota,
-                       (uint64_t)r->settings->workspace_inodes, err) < 0)
+  if (workspace_resize(r->workspace_root, s->dir, quota, (uint64_t)r->settings->workspace_inodes,
+                       err) < 0)
     return -1;
   session_set_workspace(&r->sessions, s, s->fd, s->uid, quota);
   return 0;
@@ -145,8 +143,7 @@ void run_release_slot_workspace(struct runner *r, unsigned slot) {
   w->fd = -1;
   if (workspace_unmount(r->workspace_root_fd, r->workspace_root, w->name, &err) < 0 ||
       (w->fd = workspace_mount(r->workspace_root_fd, r->workspace_root, w->name, w->size,
-                               (uint64_t)r->settings->workspace_inodes, uid, (gid_t)uid, &err)) <
-          0)
+                               (uint64_t)r->settings->workspace_inodes, uid, (gid_t)uid, &err)) < 0)
     log_line("workspace_remount_failed", "slot=%u error=\"%s\"", slot, err.msg);
 }
 

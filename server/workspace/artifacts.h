@@ -26,22 +26,22 @@ struct artifact {
 };
 
 struct artifact_caps {
-  size_t max_count;    /* files reported; more are counted as skipped */
-  size_t max_depth;    /* directory levels below output/ */
-  uint64_t per_file;   /* content inline up to this size */
-  uint64_t total;      /* all contents together */
+  size_t max_count;  /* files reported; more are counted as skipped */
+  size_t max_depth;  /* directory levels below output/ */
+  uint64_t per_file; /* content inline up to this size */
+  uint64_t total;    /* all contents together */
 };
 
 struct artifact_set {
   struct artifact *items;
   size_t n, cap;
   uint64_t content_bytes;
-  size_t omitted_per_file;  /* over caps->per_file */
-  size_t omitted_total;     /* would have passed caps->total */
-  size_t skipped_special;   /* symlinks, FIFOs, sockets, devices */
-  size_t skipped_names;     /* not UTF-8 or path too long */
-  size_t skipped_depth;     /* directories deeper than max_depth */
-  size_t skipped_count;     /* files past max_count */
+  size_t omitted_per_file; /* over caps->per_file */
+  size_t omitted_total;    /* would have passed caps->total */
+  size_t skipped_special;  /* symlinks, FIFOs, sockets, devices */
+  size_t skipped_names;    /* not UTF-8 or path too long */
+  size_t skipped_depth;    /* directories deeper than max_depth */
+  size_t skipped_count;    /* files past max_count */
 };
 
 /* Collects from the directory open as output_fd (not consumed). Returns 0,

@@ -103,7 +103,6 @@ const char *mime_db_lookup(const struct mime_db *db, const char *name) {
   if (db->n == 0 || dot == NULL || dot == name || dot[1] == '\0' || strlen(dot + 1) > 64)
     return MIME_DEFAULT;
   struct mime_entry key = {(char *)(dot + 1), NULL, 0};
-  const struct mime_entry *e =
-      bsearch(&key, db->entries, db->n, sizeof(*db->entries), entry_cmp);
+  const struct mime_entry *e = bsearch(&key, db->entries, db->n, sizeof(*db->entries), entry_cmp);
   return e != NULL ? e->type : MIME_DEFAULT;
 }

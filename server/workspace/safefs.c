@@ -237,8 +237,8 @@ int safefs_list(int dir_fd, size_t max, struct safefs_listing *out, struct sbx_e
                          : S_ISDIR(st.st_mode) ? SAFEFS_DIR
                          : S_ISLNK(st.st_mode) ? SAFEFS_SYMLINK
                                                : SAFEFS_OTHER;
-    out->entries[out->n++] = (struct safefs_entry){
-        names[i], t, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0};
+    out->entries[out->n++] =
+        (struct safefs_entry){names[i], t, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0};
   }
   free(names);
   return 0;

@@ -129,7 +129,7 @@ static int ensure_dir(int dir_fd, const char *name, uid_t uid, gid_t gid) {
 }
 
 int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size_t len, uid_t uid,
-                      gid_t gid, struct sbx_error *err) {
+                         gid_t gid, struct sbx_error *err) {
   char buf[256];
   if (strlen(path) >= sizeof(buf))
     return sbx_error_set(err, SBX_INTERNAL, ENAMETOOLONG, "file %s", path);
@@ -169,10 +169,12 @@ int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t 
     if (mounts_fd < 0)
       return sbx_error_set(err, SBX_INTERNAL, errno, "directory %s", WORKSPACE_MOUNTS);
     for (size_t i = 0; i < n_files; i++)
-      if (workspace_write_file(mounts_fd, files[i].path, files[i].data, files[i].len, uid, gid, err) < 0)
+      if (workspace_write_file(mounts_fd, files[i].path, files[i].data, files[i].len, uid, gid,
+                               err) < 0)
         return -1;
   }
-  return workspace_write_file(ws_fd, WORKSPACE_SCRIPT, (const uint8_t *)code, code_len, uid, gid, err);
+  return workspace_write_file(ws_fd, WORKSPACE_SCRIPT, (const uint8_t *)code, code_len, uid, gid,
+                              err);
 }
 
 int workspace_empty(int ws_fd, struct sbx_error *err) {
@@ -246,9 +248,9 @@ static int chown_children(int fd, uid_t uid, gid_t gid, int depth) {
 int workspace_chown_tree(int ws_fd, uid_t uid, gid_t gid, struct sbx_error *err) {
   if (fchown(ws_fd, uid, gid) < 0 || chown_children(ws_fd, uid, gid, 0) < 0)
     return sbx_error_set(err, SBX_INTERNAL, errno,
-                   errno == ELOOP ? "workspace nested deeper than %d directories"
-                                  : "chown workspace (depth limit %d)",
-                   WORKSPACE_MAX_DEPTH);
+                         errno == ELOOP ? "workspace nested deeper than %d directories"
+                                        : "chown workspace (depth limit %d)",
+                         WORKSPACE_MAX_DEPTH);
   return 0;
 }
 

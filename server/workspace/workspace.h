@@ -61,8 +61,8 @@ int workspace_unmount(int root_fd, const char *root_path, const char *name, stru
 /* Creates dir_fd/path (parents made as needed, never through a symlink)
  * with data, owned by uid:gid, replacing what was there. Returns 0, or -1
  * with err (errnum: the errno). */
-int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size_t len,
-                         uid_t uid, gid_t gid, struct sbx_error *err);
+int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size_t len, uid_t uid,
+                         gid_t gid, struct sbx_error *err);
 
 int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t code_len,
                       const struct workspace_file *files, size_t n_files, struct sbx_error *err);

@@ -29,9 +29,8 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
-                                "service"))
-from test_service import Server as ServiceServer, check, run_groups  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness import Server as ServiceServer, check, run_groups  # noqa: E402
 
 TOKEN = f"sbxbreak{os.getpid()}x{time.monotonic_ns() % 100000}"
 HELLO = 'print("hello")\n'
@@ -65,7 +64,7 @@ def done():
 
 
 class Server(ServiceServer):
-    """test_service's server, with a config file holding a secret the
+    """The harness's server, with a config file holding a secret the
     sandbox must not read, the attack prelude, and the cgroup directories
     the host-unchanged check looks at."""
     tmp_prefix = "sbx-breakout-"

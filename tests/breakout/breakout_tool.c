@@ -222,9 +222,15 @@ static int cmd_fake_server(const char *url) {
       continue;
     }
     static const char *const paths[] = {
-        "../escape-dotdot.txt", "/tmp/escape-absolute.txt", "sub/../../escape-sub.txt",
-        "a//b.txt",             "./dot.txt",                "",
-        "..",                   "sub/..",                   "good.txt",
+        "../escape-dotdot.txt",
+        "/tmp/escape-absolute.txt",
+        "sub/../../escape-sub.txt",
+        "a//b.txt",
+        "./dot.txt",
+        "",
+        "..",
+        "sub/..",
+        "good.txt",
     };
     enum { N = sizeof paths / sizeof paths[0] };
     Sandbox__V1__Artifact arts[N], *ptrs[N];

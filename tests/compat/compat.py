@@ -30,8 +30,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration", "service"))
-from test_service import Server as ServiceServer, check, run_groups  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from harness import Server as ServiceServer, check, run_groups  # noqa: E402
 
 RUNNER = os.path.join(HERE, "run_cases.py")
 EXPECTED = os.path.join(HERE, "expected_losses.txt")

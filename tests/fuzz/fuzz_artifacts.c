@@ -90,8 +90,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 /* A name from the input: mostly from a small alphabet (so that ops meet
  * each other's entries), sometimes odd bytes (non-UTF-8, newline, dots). */
 static size_t take_name(const uint8_t *d, size_t n, size_t *i, char *out, size_t cap) {
-  static const char *const common[] = {"a", "b", "c.png", "d.txt", "e", "..", ".", "f g",
-                                       "h\nx", "\xff\xfe", "dir", "loop"};
+  static const char *const common[] = {"a", "b",   "c.png", "d.txt",    "e",   "..",
+                                       ".", "f g", "h\nx",  "\xff\xfe", "dir", "loop"};
   if (*i >= n)
     return 0;
   uint8_t sel = d[(*i)++];
@@ -111,7 +111,11 @@ static size_t take_name(const uint8_t *d, size_t n, size_t *i, char *out, size_t
 /* Strict UTF-8: what the collector promises for every reported path. */
 static bool utf8(const unsigned char *s) {
   while (*s != '\0') {
-    int n = *s < 0x80 ? 0 : (*s & 0xe0) == 0xc0 ? 1 : (*s & 0xf0) == 0xe0 ? 2 : (*s & 0xf8) == 0xf0 ? 3 : -1;
+    int n = *s < 0x80             ? 0
+            : (*s & 0xe0) == 0xc0 ? 1
+            : (*s & 0xf0) == 0xe0 ? 2
+            : (*s & 0xf8) == 0xf0 ? 3
+                                  : -1;
     if (n < 0 || (n == 1 && *s < 0xc2))
       return false;
     for (int k = 1; k <= n; k++)
@@ -219,8 +223,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             "no '..' component");
     require(utf8((const unsigned char *)p), "a UTF-8 path");
     require(a->content_len <= caps.per_file, "content within the per-file cap");
-    require(a->content == NULL || memmem(a->content, a->content_len, SECRET, strlen(SECRET)) ==
-                                      NULL,
+    require(a->content == NULL ||
+                memmem(a->content, a->content_len, SECRET, strlen(SECRET)) == NULL,
             "nothing of the secret outside output/");
     require(a->mime != NULL, "a MIME type");
   }

@@ -77,8 +77,8 @@ static int group_setup(void **state) {
   if (mkdtemp(state_dir) == NULL)
     return -1;
   state_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  struct sandbox_engine_config cfg = {.state_dir = state_dir, .backend = backend_wanted,
-                                      .slots = SLOTS, .uid_base = uid_base};
+  struct sandbox_engine_config cfg = {
+      .state_dir = state_dir, .backend = backend_wanted, .slots = SLOTS, .uid_base = uid_base};
   struct sandbox_error err = {0};
   if (sandbox_engine_new(&cfg, &engine, &err) < 0) {
     fprintf(stderr, "engine: %s\n", err.msg);
@@ -162,9 +162,13 @@ static void run_in_slot(unsigned slot, const char *const *argv, const struct san
   assert_non_null(mkdtemp(path));
   assert_int_equal(chown(path, uid_base + slot, uid_base + slot), 0);
   static const char *const env[] = {"USER_VAR=visible", NULL};
-  struct sandbox_spec spec = {.argv = argv, .env = env, .workspace_dir = path,
-                              .stdin_data = in, .stdin_len = in_len,
-                              .mounts = mounts, .n_mounts = n_mounts};
+  struct sandbox_spec spec = {.argv = argv,
+                              .env = env,
+                              .workspace_dir = path,
+                              .stdin_data = in,
+                              .stdin_len = in_len,
+                              .mounts = mounts,
+                              .n_mounts = n_mounts};
   if (limits != NULL)
     spec.limits = *limits;
   memset(out, 0, sizeof *out);
@@ -268,7 +272,8 @@ static void test_timeout_spinning_thread(void **state) {
   expect_timeout("import threading\n"
                  "def spin():\n    while True: pass\n"
                  "threading.Thread(target=spin).start()\n"
-                 "threading.Thread(target=spin).start()\n", 1000, NULL, 0);
+                 "threading.Thread(target=spin).start()\n",
+                 1000, NULL, 0);
 }
 
 static void test_raising_own_cpu_rlimit_gains_nothing(void **state) {
@@ -314,7 +319,8 @@ static void test_timeout_reading_stdin_forever(void **state) {
   /* A pipe that a child keeps open: the read never ends. */
   expect_timeout("import os, sys, time\n"
                  "r, w = os.pipe()\n"
-                 "os.read(r, 1)\n", 1000, NULL, 0);
+                 "os.read(r, 1)\n",
+                 1000, NULL, 0);
 }
 
 static void test_cpu_limit_counts_the_whole_tree(void **state) {
@@ -495,8 +501,10 @@ static void test_non_utf8_output_preserved(void **state) {
 static void test_network_connect_is_permission_error(void **state) {
   struct run run;
   run_py("import socket\n"
-         "for fam, typ in [(socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),\n"
-         "                 (socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_NETLINK, socket.SOCK_RAW)]:\n"
+         "for fam, typ in [(socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, "
+         "socket.SOCK_DGRAM),\n"
+         "                 (socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_NETLINK, "
+         "socket.SOCK_RAW)]:\n"
          "    try:\n"
          "        socket.socket(fam, typ).connect(('127.0.0.1', 7878))\n"
          "        print('connected')\n"
@@ -566,15 +574,16 @@ static void test_root_is_read_only(void **state) {
 static void test_unprivileged_uid_and_empty_caps(void **state) {
   struct run run;
   char code[1024];
-  snprintf(code, sizeof code,
-           "import os\n"
-           "print(os.getresuid() == (%u,)*3, os.getuid() != 0)\n"
-           "print(os.getgroups())\n"
-           "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
-           "print(set(caps))\n"
-           "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])\n"
-           "try:\n    os.setuid(0)\nexcept PermissionError:\n    print('setuid refused')\n",
-           (unsigned)uid_base);
+  snprintf(
+      code, sizeof code,
+      "import os\n"
+      "print(os.getresuid() == (%u,)*3, os.getuid() != 0)\n"
+      "print(os.getgroups())\n"
+      "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+      "print(set(caps))\n"
+      "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])\n"
+      "try:\n    os.setuid(0)\nexcept PermissionError:\n    print('setuid refused')\n",
+      (unsigned)uid_base);
   run_py(code, &run);
   assert_stdout(&run, "True True\n[]\n{'0000000000000000'}\n['1']\nsetuid refused\n");
   sandbox_result_free(&run.r);
@@ -592,10 +601,11 @@ static void test_proc_shows_only_the_sandbox(void **state) {
 
 static void test_no_host_secrets_in_etc(void **state) {
   struct run run;
-  run_py("import os\n"
-         "print(os.path.exists('/etc/shadow'), os.path.exists('/root'), os.path.exists('/etc/ssh'))\n"
-         "print(sorted(os.listdir('/etc')))\n",
-         &run);
+  run_py(
+      "import os\n"
+      "print(os.path.exists('/etc/shadow'), os.path.exists('/root'), os.path.exists('/etc/ssh'))\n"
+      "print(sorted(os.listdir('/etc')))\n",
+      &run);
   assert_int_equal(run.rc, 0);
   assert_non_null(memmem(run.r.stdout_data, run.r.stdout_len, "False False False\n", 18));
   assert_null(memmem(run.r.stdout_data, run.r.stdout_len, "shadow", 6));
@@ -847,20 +857,21 @@ static void test_network_profile_runs_in_the_given_namespace(void **state) {
   pthread_t th;
   pthread_create(&th, NULL, accept_one_within, &inner);
   char code[768];
-  snprintf(code, sizeof code,
-           "import socket\n"
-           "s = socket.create_connection(('127.0.0.1', %d), timeout=3)\n"
-           "print(s.recv(4).decode())\n"
-           "try:\n"
-           "    socket.create_connection(('127.0.0.1', %d), timeout=3); print('host reached')\n"
-           "except ConnectionRefusedError:\n"
-           "    print('refused')\n"
-           "for fam, typ in [(socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_INET, socket.SOCK_RAW)]:\n"
-           "    try:\n"
-           "        socket.socket(fam, typ); print('opened')\n"
-           "    except PermissionError:\n"
-           "        print('blocked')\n",
-           ntohs(sa.sin_port), host_port);
+  snprintf(
+      code, sizeof code,
+      "import socket\n"
+      "s = socket.create_connection(('127.0.0.1', %d), timeout=3)\n"
+      "print(s.recv(4).decode())\n"
+      "try:\n"
+      "    socket.create_connection(('127.0.0.1', %d), timeout=3); print('host reached')\n"
+      "except ConnectionRefusedError:\n"
+      "    print('refused')\n"
+      "for fam, typ in [(socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_INET, socket.SOCK_RAW)]:\n"
+      "    try:\n"
+      "        socket.socket(fam, typ); print('opened')\n"
+      "    except PermissionError:\n"
+      "        print('blocked')\n",
+      ntohs(sa.sin_port), host_port);
   const char *argv[] = {PY, "-I", "-c", code, NULL};
   char ws[4200];
   snprintf(ws, sizeof ws, "%s/netws", state_dir);
@@ -888,8 +899,9 @@ static void test_network_profile_runs_in_the_given_namespace(void **state) {
 }
 
 static void test_bad_mount_target_refused(void **state) {
-  static const char *const bad[] = {"/usr/lib/x", "/usr/local", "/usr/local/../lib", "relative", "/opt/../etc", "/", "/proc",
-                                    "/opt//x", "/workspace/x"};
+  static const char *const bad[] = {"/usr/lib/x", "/usr/local",  "/usr/local/../lib",
+                                    "relative",   "/opt/../etc", "/",
+                                    "/proc",      "/opt//x",     "/workspace/x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     struct sandbox_mount m = {.source = "/usr/share", .target = bad[i]};
     const char *argv[] = {PY, "-c", "print(1)", NULL};
@@ -947,8 +959,8 @@ static void test_slots_run_concurrently(void **state) {
   /* Two half-second sleeps side by side, not one after the other: the pair
    * took clearly less than the two runs' own wall times added up (one after
    * the other it would be at least the sum, however loaded the machine). */
-  fprintf(stderr, "# two 0.5 s runs in two slots took %.0f ms in all, %.0f ms added up\n",
-          total_ms, sum_ms);
+  fprintf(stderr, "# two 0.5 s runs in two slots took %.0f ms in all, %.0f ms added up\n", total_ms,
+          sum_ms);
   assert_true(total_ms < sum_ms - 300);
 }
 
@@ -996,8 +1008,9 @@ static void test_cpu_shared_fairly_between_slots(void **state) {
   assert_int_equal(probe.run.rc, 0);
   assert_int_equal(probe.run.r.killed_by, SANDBOX_KILLED_BY_NONE);
   double bomb_ms = bomb.run.r.cpu_time_us / 1e3, probe_ms = probe.run.r.cpu_time_us / 1e3;
-  fprintf(stderr, "# side by side for 1.5 s: 16 spinning processes in one slot got %.0f ms "
-                  "of CPU, one in another slot %.0f ms (ratio %.2f; per process it would be 16)\n",
+  fprintf(stderr,
+          "# side by side for 1.5 s: 16 spinning processes in one slot got %.0f ms "
+          "of CPU, one in another slot %.0f ms (ratio %.2f; per process it would be 16)\n",
           bomb_ms, probe_ms, probe_ms > 0 ? bomb_ms / probe_ms : 0.0);
   assert_true(probe_ms * 3 >= bomb_ms);
   sandbox_result_free(&bomb.run.r);

@@ -93,8 +93,8 @@ static void hostile_tree_yields_only_regular_files(void **state) {
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", base);
   assert_int_equal(bind(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
 
-  struct artifact_caps caps = {.max_count = 100, .max_depth = 8, .per_file = 1 << 20,
-                               .total = 8 << 20};
+  struct artifact_caps caps = {
+      .max_count = 100, .max_depth = 8, .per_file = 1 << 20, .total = 8 << 20};
   struct artifact_set set;
   assert_int_equal(artifacts_collect(out_fd, &caps, &mime, &set, &err), 0);
   close(sock);
@@ -126,9 +126,9 @@ static void hostile_tree_yields_only_regular_files(void **state) {
 static void caps_keep_metadata_and_drop_content(void **state) {
   static char big[3000];
   memset(big, 'b', sizeof(big));
-  put("a-big.bin", big, sizeof(big));  /* over per_file */
+  put("a-big.bin", big, sizeof(big)); /* over per_file */
   put("b-1.txt", big, 600);
-  put("c-2.txt", big, 600);            /* would pass total */
+  put("c-2.txt", big, 600); /* would pass total */
   put("d-3.txt", big, 100);
   struct artifact_caps caps = {.max_count = 3, .max_depth = 8, .per_file = 1000, .total = 800};
   struct artifact_set set;

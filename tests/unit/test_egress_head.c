@@ -206,8 +206,7 @@ static void test_download_policy(void **state) {
   struct download_policy open = {.allowed_hosts = ""};
   set_addr(&ss, "127.0.0.1", &len);
   assert_int_equal(download_policy_host(&open, "localhost", &err), 0);
-  assert_int_equal(download_policy_address(&open, (struct sockaddr *)&ss, len, &err),
-                   -1);
+  assert_int_equal(download_policy_address(&open, (struct sockaddr *)&ss, len, &err), -1);
   assert_string_equal(err.msg, "address 127.0.0.1 is loopback (127.0.0.0/8)");
   set_addr(&ss, "93.184.216.34", &len);
   assert_int_equal(download_policy_address(&open, (struct sockaddr *)&ss, len, &err), 0);
@@ -218,8 +217,7 @@ static void test_download_policy(void **state) {
   assert_int_equal(download_policy_host(&named, "127.1", &err), -1);
   assert_string_equal(err.msg, "host 127.1 is not in download-hosts");
   set_addr(&ss, "10.0.0.1", &len);
-  assert_int_equal(download_policy_address(&named, (struct sockaddr *)&ss, len, &err),
-                   0);
+  assert_int_equal(download_policy_address(&named, (struct sockaddr *)&ss, len, &err), 0);
   struct download_policy priv = {.allowed_hosts = "", .allow_private = true};
   assert_int_equal(download_policy_address(&priv, (struct sockaddr *)&ss, len, &err), 0);
 }

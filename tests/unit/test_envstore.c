@@ -61,7 +61,8 @@ static int make_site(const char *name, size_t file_bytes) {
 }
 
 /* Fails a build the way the installer does. */
-static void fail_build(struct envstore *s, struct envstore_env *env, sbx_code code, const char *why) {
+static void fail_build(struct envstore *s, struct envstore_env *env, sbx_code code,
+                       const char *why) {
   struct sbx_error err;
   sbx_error_set(&err, code, 0, "%s", why);
   envstore_fail(s, env, &err);
@@ -158,12 +159,10 @@ static void builds_at_once_are_capped(void **state) {
   struct envstore_env *first, *second;
   struct sbx_error err;
   assert_int_equal(envstore_acquire(&s, key('a'), &first, &err), ENVSTORE_BUILD);
-  assert_int_equal(envstore_acquire(&s, key('b'), &second, &err),
-                   ENVSTORE_ERROR);
+  assert_int_equal(envstore_acquire(&s, key('b'), &second, &err), ENVSTORE_ERROR);
   assert_int_equal(err.code, SBX_RESOURCE_EXHAUSTED);
   fail_build(&s, first, SBX_INTERNAL, "done");
-  assert_int_equal(envstore_acquire(&s, key('b'), &second, &err),
-                   ENVSTORE_BUILD);
+  assert_int_equal(envstore_acquire(&s, key('b'), &second, &err), ENVSTORE_BUILD);
   fail_build(&s, second, SBX_INTERNAL, "done");
   envstore_close(&s);
 }

@@ -9,8 +9,8 @@
 #include "feedback.h"
 #include "text.h"
 
-static struct sandbox_limits limits = {.timeout_ms = 5000, .cpu_time_ms = 5000,
-                                       .memory_bytes = 128 << 20, .output_bytes = 64 << 10};
+static struct sandbox_limits limits = {
+    .timeout_ms = 5000, .cpu_time_ms = 5000, .memory_bytes = 128 << 20, .output_bytes = 64 << 10};
 
 static void bytes(void **state) {
   char b[32];
@@ -91,8 +91,7 @@ static void missing_module_hint(void **state) {
   static const char *const cases[][2] = {
       {"Traceback...\nModuleNotFoundError: No module named 'sbx_x'\n",
        "add 'sbx_x' to requirements"},
-      {"ModuleNotFoundError: No module named 'pkg.sub'",
-       "add 'pkg' to requirements"},
+      {"ModuleNotFoundError: No module named 'pkg.sub'", "add 'pkg' to requirements"},
       {"ModuleNotFoundError: No module named 'yaml'",
        "add 'pyyaml' to requirements (it provides the module yaml)"},
       {"ModuleNotFoundError: No module named 'a'\nModuleNotFoundError: No "
@@ -105,8 +104,7 @@ static void missing_module_hint(void **state) {
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct feedback fb = {.n = 0};
-    feedback_missing_module((const uint8_t *)cases[i][0], strlen(cases[i][0]),
-                            &fb);
+    feedback_missing_module((const uint8_t *)cases[i][0], strlen(cases[i][0]), &fb);
     if (cases[i][1] == NULL) {
       assert_int_equal(fb.n, 0);
     } else {

@@ -21,12 +21,12 @@ static void strings(void **state) {
   check_text("hello", 5, "\"hello\"");
   check_text("a\"b\\c\n\t", 7, "\"a\\\"b\\\\c\\n\\t\"");
   check_text("\x01", 1, "\"\\u0001\"");
-  check_text("caf\xc3\xa9", 5, "\"caf\xc3\xa9\"");                    /* valid UTF-8 kept */
-  check_text("\xff ok", 4, "\"\xef\xbf\xbd ok\"");                     /* invalid byte */
-  check_text("\xc3", 1, "\"\xef\xbf\xbd\"");                           /* truncated */
+  check_text("caf\xc3\xa9", 5, "\"caf\xc3\xa9\"");                           /* valid UTF-8 kept */
+  check_text("\xff ok", 4, "\"\xef\xbf\xbd ok\"");                           /* invalid byte */
+  check_text("\xc3", 1, "\"\xef\xbf\xbd\"");                                 /* truncated */
   check_text("\xed\xa0\x80", 3, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); /* surrogate */
-  check_text("\xc0\xaf", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"");           /* overlong */
-  check_text("\xf0\x9f\x98\x80", 4, "\"\xf0\x9f\x98\x80\"");           /* emoji */
+  check_text("\xc0\xaf", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"");                 /* overlong */
+  check_text("\xf0\x9f\x98\x80", 4, "\"\xf0\x9f\x98\x80\"");                 /* emoji */
   check_text("a\0b", 3, "\"a\\u0000b\"");
   check_text(NULL, 0, "\"\"");
 }
@@ -53,9 +53,9 @@ static void messages(void **state) {
   json_t *i = json_object_get(o, "isolation");
   assert_string_equal(json_string_value(json_object_get(i, "backend")), "cgroup v1");
   assert_true(json_is_true(json_object_get(i, "seccomp")));
-  assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "default_limits"),
-                                                      "memory_bytes")),
-                   1 << 20);
+  assert_int_equal(
+      json_integer_value(json_object_get(json_object_get(o, "default_limits"), "memory_bytes")),
+      1 << 20);
   assert_true(json_is_null(json_object_get(o, "max_limits")));
   assert_int_equal(json_integer_value(json_object_get(o, "max_message_bytes")), INT64_MAX);
   json_decref(o);

@@ -30,23 +30,35 @@ static void test_not_public(void **state) {
   static const struct {
     const char *addr, *kind;
   } cases[] = {
-      {"127.0.0.1", "loopback"},          {"127.255.255.254", "loopback"},
-      {"10.0.0.1", "private"},            {"172.16.0.1", "private"},
-      {"172.31.255.255", "private"},      {"192.168.1.1", "private"},
-      {"169.254.169.254", "link-local"},  {"100.64.0.1", "shared"},
-      {"0.0.0.0", "this network"},        {"0.1.2.3", "this network"},
-      {"224.0.0.1", "multicast"},         {"255.255.255.255", "reserved"},
-      {"198.18.0.1", "benchmarking"},     {"192.0.2.1", "documentation"},
-      {"::1", "loopback"},                {"::", "unspecified"},
-      {"fe80::1", "link-local"},          {"fc00::1", "unique local"},
-      {"fd12:3456::1", "unique local"},   {"ff02::1", "multicast"},
-      {"::ffff:127.0.0.1", "loopback"},   {"::ffff:10.0.0.1", "private"},
+      {"127.0.0.1", "loopback"},
+      {"127.255.255.254", "loopback"},
+      {"10.0.0.1", "private"},
+      {"172.16.0.1", "private"},
+      {"172.31.255.255", "private"},
+      {"192.168.1.1", "private"},
+      {"169.254.169.254", "link-local"},
+      {"100.64.0.1", "shared"},
+      {"0.0.0.0", "this network"},
+      {"0.1.2.3", "this network"},
+      {"224.0.0.1", "multicast"},
+      {"255.255.255.255", "reserved"},
+      {"198.18.0.1", "benchmarking"},
+      {"192.0.2.1", "documentation"},
+      {"::1", "loopback"},
+      {"::", "unspecified"},
+      {"fe80::1", "link-local"},
+      {"fc00::1", "unique local"},
+      {"fd12:3456::1", "unique local"},
+      {"ff02::1", "multicast"},
+      {"::ffff:127.0.0.1", "loopback"},
+      {"::ffff:10.0.0.1", "private"},
       {"::ffff:169.254.169.254", "link-local"},
       {"64:ff9b::a9fe:a9fe", "link-local"}, /* NAT64 of 169.254.169.254 */
-      {"2002:7f00:1::", "loopback"},      /* 6to4 of 127.0.0.1 */
-      {"2002:c0a8:101::1", "private"},    /* 6to4 of 192.168.1.1 */
-      {"::127.0.0.1", "loopback"},        /* IPv4-compatible */
-      {"2001:db8::1", "documentation"},   {"fec0::1", "site-local"},
+      {"2002:7f00:1::", "loopback"},        /* 6to4 of 127.0.0.1 */
+      {"2002:c0a8:101::1", "private"},      /* 6to4 of 192.168.1.1 */
+      {"::127.0.0.1", "loopback"},          /* IPv4-compatible */
+      {"2001:db8::1", "documentation"},
+      {"fec0::1", "site-local"},
       {"4000::1", "not global unicast"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -59,10 +71,10 @@ static void test_not_public(void **state) {
 }
 
 static void test_public(void **state) {
-  static const char *const cases[] = {"1.1.1.1",       "8.8.8.8",          "93.184.216.34",
-                                      "172.15.255.255", "172.32.0.1",       "100.63.255.255",
-                                      "100.128.0.1",    "169.253.0.1",      "11.0.0.1",
-                                      "2606:4700::1111", "2a00:1450:4001::1", "::ffff:8.8.8.8",
+  static const char *const cases[] = {"1.1.1.1",          "8.8.8.8",           "93.184.216.34",
+                                      "172.15.255.255",   "172.32.0.1",        "100.63.255.255",
+                                      "100.128.0.1",      "169.253.0.1",       "11.0.0.1",
+                                      "2606:4700::1111",  "2a00:1450:4001::1", "::ffff:8.8.8.8",
                                       "64:ff9b::808:808", "2002:808:808::1"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *why = NULL;

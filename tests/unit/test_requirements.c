@@ -40,8 +40,7 @@ static void accepted_in_canonical_form(void **state) {
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char out[REQUIREMENT_MAX + 1];
-    int rv =
-        requirement_normalize(cases[i][0], false, out, sizeof(out), &err);
+    int rv = requirement_normalize(cases[i][0], false, out, sizeof(out), &err);
     if (rv != 0)
       fail_msg("%s refused: %s", cases[i][0], err.msg);
     assert_string_equal(out, cases[i][1]);
@@ -89,8 +88,7 @@ static void refused(void **state) {
     if (requirement_normalize(cases[i][0], false, out, sizeof(out), &err) == 0)
       fail_msg("\"%s\" accepted as \"%s\"", cases[i][0], out);
     if (strstr(err.msg, cases[i][1]) == NULL)
-      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", cases[i][0], err.msg,
-               cases[i][1]);
+      fail_msg("\"%s\": reason \"%s\" does not say \"%s\"", cases[i][0], err.msg, cases[i][1]);
   }
 }
 
@@ -100,11 +98,9 @@ static void too_long_once_normalized(void **state) {
    */
   size_t n = (size_t)snprintf(in, sizeof(in), "pkg[");
   for (int i = 0; i < 16; i++)
-    n += (size_t)snprintf(in + n, sizeof(in) - n, "%s%c%063d", i ? "," : "",
-                          'a' + i, 0);
+    n += (size_t)snprintf(in + n, sizeof(in) - n, "%s%c%063d", i ? "," : "", 'a' + i, 0);
   snprintf(in + n, sizeof(in) - n, "]");
-  assert_int_equal(
-      requirement_normalize(in, false, out, sizeof(out), &err), -1);
+  assert_int_equal(requirement_normalize(in, false, out, sizeof(out), &err), -1);
   assert_non_null(strstr(err.msg, "longer than"));
 }
 
@@ -118,8 +114,8 @@ static void set_and_key(void **state) {
   assert_int_equal(requirement_set_build(c, 2, false, &sc, &err), 2);
   assert_string_equal(sa.items[0], "numpy");
   assert_string_equal(sa.items[1], "requests>=2");
-  char ka[REQUIREMENT_KEY_HEX + 1], kb[REQUIREMENT_KEY_HEX + 1],
-      kc[REQUIREMENT_KEY_HEX + 1], kd[REQUIREMENT_KEY_HEX + 1];
+  char ka[REQUIREMENT_KEY_HEX + 1], kb[REQUIREMENT_KEY_HEX + 1], kc[REQUIREMENT_KEY_HEX + 1],
+      kd[REQUIREMENT_KEY_HEX + 1];
   char *ma, *mb, *mc, *md;
   assert_int_equal(requirement_key(&sa, "python=3.11", ka, &ma), 0);
   assert_int_equal(requirement_key(&sb, "python=3.11", kb, &mb), 0);
@@ -135,8 +131,7 @@ static void set_and_key(void **state) {
   assert_int_equal(requirement_set_build(bad, 2, false, &sbad, &err), -1);
   assert_non_null(strstr(err.msg, "requirements[1]"));
   free(ma), free(mb), free(mc), free(md);
-  requirement_set_free(&sa), requirement_set_free(&sb),
-      requirement_set_free(&sc);
+  requirement_set_free(&sa), requirement_set_free(&sb), requirement_set_free(&sc);
 }
 
 static void urls_when_allowed(void **state) {
@@ -158,16 +153,15 @@ static void urls_when_allowed(void **state) {
   }
   assert_null(requirement_url("numpy>=1"));
   char fetch[256], file[256], sha[65];
-  assert_int_equal(requirement_url_parts("http://h/a/b/p-1-py3-none-any.whl", fetch,
-                                         sizeof(fetch), file, sizeof(file), sha),
+  assert_int_equal(requirement_url_parts("http://h/a/b/p-1-py3-none-any.whl", fetch, sizeof(fetch),
+                                         file, sizeof(file), sha),
                    0);
   assert_string_equal(fetch, "http://h/a/b/p-1-py3-none-any.whl");
   assert_string_equal(file, "p-1-py3-none-any.whl");
   assert_string_equal(sha, "");
   static const char pinned[] = "https://h/p-1-py3-none-any.whl#sha256="
                                "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-  assert_int_equal(requirement_url_parts(pinned, fetch, sizeof(fetch), file, sizeof(file), sha),
-                   0);
+  assert_int_equal(requirement_url_parts(pinned, fetch, sizeof(fetch), file, sizeof(file), sha), 0);
   assert_string_equal(fetch, "https://h/p-1-py3-none-any.whl");
   assert_string_equal(file, "p-1-py3-none-any.whl");
   assert_string_equal(sha, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
@@ -189,7 +183,8 @@ static void urls_when_allowed(void **state) {
       {"pkg @ https://h", "host and a path"},
       {"pkg @ https://h/p-1-py3-none-any.whl?x=1", "query"},
       {"pkg @ https://h/p-1-py3-none-any.whl#sha256=00", "only fragment"},
-      {"pkg @ https://h/p-1-py3-none-any.whl#md5=00112233445566778899aabbccddeeff", "only fragment"},
+      {"pkg @ https://h/p-1-py3-none-any.whl#md5=00112233445566778899aabbccddeeff",
+       "only fragment"},
       {"pkg @ https://h/p-1-py3-none-any.whl#sha256=zz112233445566778899aabbccddeeff00112233445566"
        "778899aabbccddeeff",
        "only fragment"},
@@ -211,9 +206,9 @@ static void urls_when_allowed(void **state) {
   }
   /* Not allowed: the reason names the setting. */
   char out[REQUIREMENT_MAX + 1];
-  assert_int_equal(requirement_normalize("pkg @ https://h/p-1-py3-none-any.whl", false, out,
-                                         sizeof(out), &err),
-                   -1);
+  assert_int_equal(
+      requirement_normalize("pkg @ https://h/p-1-py3-none-any.whl", false, out, sizeof(out), &err),
+      -1);
   assert_non_null(strstr(err.msg, "--requirements-allow-urls"));
 }
 
@@ -250,12 +245,9 @@ static void install_hints(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(accepted_in_canonical_form),
-      cmocka_unit_test(refused),
-      cmocka_unit_test(too_long_once_normalized),
-      cmocka_unit_test(set_and_key),
-      cmocka_unit_test(urls_when_allowed),
-      cmocka_unit_test(install_hints),
+      cmocka_unit_test(accepted_in_canonical_form), cmocka_unit_test(refused),
+      cmocka_unit_test(too_long_once_normalized),   cmocka_unit_test(set_and_key),
+      cmocka_unit_test(urls_when_allowed),          cmocka_unit_test(install_hints),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

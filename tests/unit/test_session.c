@@ -33,8 +33,7 @@ static void create_reserve_release(void **state) {
   assert_int_equal(status(session_reserve(&t, "a", &s, &created, &err)), SBX_OK);
   assert_true(created);
   /* A second run while the first is queued or running: refused. */
-  assert_int_equal(status(session_reserve(&t, "a", &s2, &created, &err)),
-                   SBX_FAILED_PRECONDITION);
+  assert_int_equal(status(session_reserve(&t, "a", &s2, &created, &err)), SBX_FAILED_PRECONDITION);
   assert_non_null(strstr(err.msg, "already has a run"));
   assert_int_equal(status(session_close(&t, "a", &err)), SBX_FAILED_PRECONDITION);
   /* Released before its workspace was mounted (nothing ran): forgotten. */
@@ -145,10 +144,8 @@ static void ids_validated(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(create_reserve_release),
-      cmocka_unit_test(persists_closes_and_is_new_again),
-      cmocka_unit_test(lru_eviction_at_the_cap),
-      cmocka_unit_test(idle_sessions_expire),
+      cmocka_unit_test(create_reserve_release),  cmocka_unit_test(persists_closes_and_is_new_again),
+      cmocka_unit_test(lru_eviction_at_the_cap), cmocka_unit_test(idle_sessions_expire),
       cmocka_unit_test(ids_validated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

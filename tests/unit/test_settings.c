@@ -58,10 +58,10 @@ static void layers_in_order(void **state) {
   setenv("SANDBOXD_WORKERS", "5", 1);
   setenv("SANDBOXD_QUEUE", "9", 1);
   assert_int_equal(load(&s, 5, argv), 0);
-  assert_int_equal(s.workers, 5);  /* env beats file */
-  assert_int_equal(s.queue, 7);    /* flag beats env */
+  assert_int_equal(s.workers, 5);                            /* env beats file */
+  assert_int_equal(s.queue, 7);                              /* flag beats env */
   assert_int_equal(s.max_limits.v[LIMIT_TIMEOUT_MS], 20000); /* file beats default */
-  assert_int_equal(s.n_listen, 1); /* file replaced the default listen */
+  assert_int_equal(s.n_listen, 1);                           /* file replaced the default listen */
   assert_string_equal(s.listen[0], "ipc:///tmp/x.sock");
 }
 
@@ -110,7 +110,7 @@ static void package_sources(void **state) {
   char *a3[] = {"sandboxd", "--pip-proxy", "http://proxy.internal:3128", NULL};
   assert_int_equal(load(&s, 3, a3), 0);
   char *bad[][4] = {
-      {"sandboxd", "--index-url", "", NULL},                    /* off is --offline 1 */
+      {"sandboxd", "--index-url", "", NULL}, /* off is --offline 1 */
       {"sandboxd", "--index-url", "file:///srv/simple", NULL},
       {"sandboxd", "--offline", "2", NULL},
       {"sandboxd", "--pip-proxy", "https://proxy:3128", NULL},

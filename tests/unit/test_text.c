@@ -24,9 +24,15 @@ static void utf8(void **state) {
 
 static void repair(void **state) {
   size_t n;
-  char *s = text_utf8_repair((const uint8_t *)"\xff" "a\xe2\x82", 4, &n);
+  char *s = text_utf8_repair((const uint8_t *)"\xff"
+                                              "a\xe2\x82",
+                             4, &n);
   assert_int_equal(n, 3 + 1 + 3 + 3);
-  assert_memory_equal(s, "\xef\xbf\xbd" "a" "\xef\xbf\xbd\xef\xbf\xbd", n);
+  assert_memory_equal(s,
+                      "\xef\xbf\xbd"
+                      "a"
+                      "\xef\xbf\xbd\xef\xbf\xbd",
+                      n);
   assert_true(text_utf8_valid(s, n));
   free(s);
   s = text_utf8_repair(NULL, 0, &n);
@@ -84,7 +90,6 @@ static void error_text(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(utf8), cmocka_unit_test(repair),
-                                     cmocka_unit_test(printable),
-                                     cmocka_unit_test(error_text)};
+                                     cmocka_unit_test(printable), cmocka_unit_test(error_text)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,8 +92,9 @@ static void bad_fields_refused(void **state) {
   setup(NULL);
   req.session_id = "s-1.ok_X";
   assert_int_equal(check(), SBX_OK);
-  const char *bad_sessions[] = {"..", ".", "a/b", "a b", "x\n",
-                                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+  const char *bad_sessions[] = {
+      "..",  ".",   "a/b",
+      "a b", "x\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
   for (size_t i = 0; i < sizeof(bad_sessions) / sizeof(bad_sessions[0]); i++) {
     setup(NULL);
     req.session_id = (char *)bad_sessions[i];
@@ -169,8 +170,8 @@ static void file_sources_and_sizes_checked(void **state) {
   assert_non_null(strstr(msg, "duplicate"));
   b.path = "b.bin";
   /* URLs: http and https only, no spaces or control characters. */
-  const char *bad_urls[] = {"file:///etc/passwd", "ftp://h/x", "gopher://h/", "http://a b/",
-                            "javascript:alert(1)", "", "http://x/\x01"};
+  const char *bad_urls[] = {"file:///etc/passwd",  "ftp://h/x", "gopher://h/",  "http://a b/",
+                            "javascript:alert(1)", "",          "http://x/\x01"};
   b.source_case = SANDBOX__V1__FILE__SOURCE_URL;
   for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
     b.url = (char *)bad_urls[i];
@@ -194,29 +195,25 @@ static void nul_bytes_in_strings_found_on_the_wire(void **state) {
   size_t len = sandbox__v1__run_code_request__pack(&req, buf);
   const char *field = NULL;
   /* Bytes fields may hold NUL. */
-  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len,
-                                        &field),
-                   0);
+  assert_int_equal(
+      wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len, &field), 0);
   /* Patch the path's 'c' (of "placeholder") into a NUL on the wire. */
   uint8_t *p = memmem(buf, len, "placeholder", 11);
   assert_non_null(p);
   p[5] = 0;
-  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len,
-                                        &field),
-                   1);
+  assert_int_equal(
+      wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len, &field), 1);
   assert_string_equal(field, "path");
   p[5] = 'h';
   p = memmem(buf, len, "print(1)", 8);
   p[5] = 0;
-  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len,
-                                        &field),
-                   1);
+  assert_int_equal(
+      wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len, &field), 1);
   assert_string_equal(field, "code");
   p[5] = '1';
   /* Truncated input is not well-formed. */
-  assert_int_equal(wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len - 3,
-                                        &field),
-                   -1);
+  assert_int_equal(
+      wire_find_nul_string(&sandbox__v1__run_code_request__descriptor, buf, len - 3, &field), -1);
 }
 
 static void file_paths_checked(void **state) {

@@ -285,19 +285,20 @@ static int make_workspace(const struct exec_args *a, uid_t uid, char *path, size
 }
 
 /* Runs the command and prints the result; returns the exit status. */
-static int run(struct exec_args *a, struct sandbox_engine *engine) {
+static int run(const struct exec_args *a, struct sandbox_engine *engine) {
   const struct sandbox_report *rep = sandbox_engine_report(engine);
   char made[4200] = "";
   cleanup_close int state_fd = -1;
+  struct sandbox_spec spec = a->spec;
+  spec.workspace_dir = a->workspace;
   if (a->workspace == NULL) {
     if ((state_fd = make_workspace(a, rep->uid_base, made, sizeof made)) < 0)
       return 1;
-    a->workspace = made;
+    spec.workspace_dir = made;
   }
-  a->spec.workspace_dir = a->workspace;
   struct sandbox_result result;
   struct sandbox_error err = {0};
-  int rc = sandbox_run(engine, 0, &a->spec, &result, &err);
+  int rc = sandbox_run(engine, 0, &spec, &result, &err);
   if (made[0] != '\0' && sandbox_remove_tree(state_fd, strrchr(made, '/') + 1) < 0)
     fprintf(stderr, "sandbox-exec: could not remove %s: %s\n", made, strerror(errno));
   if (rc < 0) {

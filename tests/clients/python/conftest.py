@@ -1,6 +1,6 @@
 """Shared fixtures of the Python client tests: real sandboxd servers.
 
-Servers come from tests/integration/service/test_service.py's Server (its
+Servers come from tests/lib/harness.py's Server (its
 own port, ipc socket, state dir and uid range). This suite's uid bases are
 53000-53999, so it can run beside other engineers' servers; each test file
 owns a block of them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
@@ -14,9 +14,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration", "service"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 
-from test_service import Server  # noqa: E402
+from harness import Server  # noqa: E402
 
 BIN_DIR = os.environ.get("SANDBOXD_BIN_DIR", os.path.join(REPO, "build", "bin"))
 UID_MIN, UID_MAX = 53000, 53999

@@ -2,10 +2,9 @@
 """End-to-end tests of per-run requirements (docs/REQUIREMENTS.md): the real
 sandboxd and sandbox-run, offline, with wheels this test writes itself into a
 temporary wheelhouse (and, for the network mode, a PEP 503 index served from
-127.0.0.1). Uses test_service.py's Server and check. uid bases 52000-64900.
+127.0.0.1). Uses tests/lib/harness.py's Server and check. uid bases 52000-64900.
 """
 import concurrent.futures
-import functools
 import hashlib
 import http.server
 import json
@@ -21,9 +20,8 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_service  # noqa: E402
-from test_service import Server, check  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from harness import Server, check, run_groups  # noqa: E402
 from wheelhouse import make_module_wheel  # noqa: E402
 
 IMPORT = "import {mod}\nprint({mod}.VALUE)\n"
@@ -161,7 +159,7 @@ def group_requirements_basic(b):
     shutil.rmtree(wh, ignore_errors=True)
 
 
-HELLO = test_service.HELLO
+HELLO = 'print("hello")\n'
 
 
 def group_requirements_concurrency(b):
@@ -916,7 +914,7 @@ GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.sta
 
 
 def main():
-    return test_service.run_groups(GROUPS, "")
+    return run_groups(GROUPS, "")
 
 
 if __name__ == "__main__":

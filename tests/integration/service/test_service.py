@@ -6,13 +6,11 @@ range, so groups may run in parallel) and drives it with sandbox-run,
 sandbox-bench and svc-probe. Needs root; without it the group skips loudly
 (exit 77), or fails when CI=true.
 """
-import argparse
 import concurrent.futures
 import http.server
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -20,96 +18,9 @@ import tempfile
 import threading
 import time
 
-FAILURES = []
-
-
-def check(cond, what, detail=""):
-    if cond:
-        print(f"ok   {what}")
-    else:
-        print(f"FAIL {what} {repr(detail)[:2000] if not isinstance(detail, str) else detail[:2000]}")
-        FAILURES.append(what)
-    return cond
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One sandboxd of a test group: its own port, ipc socket, state dir and
-    uid range. Subclasses add flags with extra_args() and wrap the code with
-    script_text()."""
-    tmp_prefix = "sbx-svc-"
-
-    def __init__(self, bin_dir, uid_base, *extra, env=None, wrap=()):
-        self.bin_dir = bin_dir
-        self.uid_base = uid_base
-        self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
-        os.chmod(self.tmp, 0o755)
-        self.port = free_port()
-        self.tcp = f"tcp://127.0.0.1:{self.port}"
-        self.ipc_path = os.path.join(self.tmp, "sock")
-        self.ipc = f"ipc://{self.ipc_path}"
-        self.state = os.path.join(self.tmp, "state")
-        self.log_path = os.path.join(self.tmp, "sandboxd.log")
-        self.log = open(self.log_path, "wb")
-        # wrap: a command to start sandboxd under (e.g. in a network
-        # namespace of its own); it ends by exec'ing its arguments.
-        cmd = [*wrap, f"{bin_dir}/sandboxd", *self.extra_args(), "--listen", self.tcp,
-               "--listen", self.ipc, "--state-dir", self.state, "--uid-base", str(uid_base),
-               *extra]
-        penv = dict(os.environ)
-        penv.update(env or {})
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=penv)
-        deadline = time.time() + 15
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sandboxd exited {self.proc.returncode}: {self.log_text()}")
-            if "event=ready" in self.log_text():
-                return
-            time.sleep(0.05)
-        raise RuntimeError("sandboxd not ready: " + self.log_text())
-
-    def extra_args(self):
-        return []
-
-    def script_text(self, code, **kw):
-        return code
-
-    def log_text(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def stop(self, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
-
-    def run(self, script, *flags, url=None, stdin=None, timeout=60, **kw):
-        """sandbox-run --json; returns (exit status, parsed json, or the raw
-        output's tail when it is not JSON)."""
-        path = os.path.join(self.tmp, f"script-{time.monotonic_ns()}.py")
-        with open(path, "w") as f:
-            f.write(self.script_text(script, **kw))
-        cmd = [f"{self.bin_dir}/sandbox-run", "-e", url or self.tcp, "--json", *flags, path]
-        p = subprocess.run(cmd, capture_output=True, timeout=timeout, input=stdin)
-        try:
-            return p.returncode, json.loads(p.stdout)
-        except ValueError:
-            return p.returncode, {"raw": p.stdout[-2000:], "stderr": p.stderr[-2000:]}
-
-    def probe(self, *args):
-        p = subprocess.run([f"{self.bin_dir}/svc-probe", self.tcp, *args],
-                           capture_output=True, timeout=30, text=True)
-        return p.stdout.strip()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from harness import (Server, check, closed_by_peer, free_port, run_groups,  # noqa: E402
+                     sp_connect, wait_log)
 
 
 HELLO = 'print("hello")\n'
@@ -575,27 +486,6 @@ def group_session_expiry_and_crash(b):
         s.stop()
 
 
-def sp_connect(port, handshake=True):
-    """A raw TCP connection to an nng REP listener, as a REQ peer would open
-    it (nng's SP header: \\0SP\\0, protocol 0x30 = REQ, two zero bytes)."""
-    c = socket.create_connection(("127.0.0.1", port), timeout=5)
-    if handshake:
-        c.sendall(b"\x00SP\x00\x00\x30\x00\x00")
-        head = c.recv(8)
-        if len(head) != 8:
-            raise RuntimeError(f"no SP header from the server: {head!r}")
-    return c
-
-
-def closed_by_peer(c, within):
-    """True when the server closes c within `within` seconds."""
-    c.settimeout(within)
-    try:
-        return c.recv(1) == b""
-    except (socket.timeout, TimeoutError):
-        return False
-    except ConnectionResetError:
-        return True
 
 
 def start_run(s, script_text, *flags):
@@ -605,14 +495,6 @@ def start_run(s, script_text, *flags):
     return subprocess.Popen([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--json", *flags, path],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-
-def wait_log(s, needle, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if needle in s.log_text():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def group_connection_faults(b):
@@ -640,7 +522,7 @@ def group_connection_faults(b):
         quiet = sp_connect(s.port)
         check(closed_by_peer(half, 10), "a connection that sent half a message is closed when idle")
         check(closed_by_peer(quiet, 10), "a connection that sent nothing is closed when idle")
-        check("event=idle_connections_closed" in s.log_text(), "and the server logs it")
+        check(wait_log(s, "event=idle_connections_closed", 5), "and the server logs it")
         # A call that runs longer than the idle timeout keeps its connection.
         rc, out = s.run("import time\ntime.sleep(1.5)\nprint('done')\n")
         check(out.get("stdout") == "done\n", "a call longer than the idle timeout is answered",
@@ -1168,33 +1050,6 @@ def group_quota_and_leftovers(b):
 
 GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
 
-
-def run_groups(groups, prefix, failures=None):
-    """The entry point every end-to-end test file shares: `--bin-dir DIR GROUP`.
-    Exit 0 when the group passed, 1 on a failure, 77 (ctest's skip) when not
-    root, and 1 instead of a skip when CI=true."""
-    failures = FAILURES if failures is None else failures
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("group", choices=sorted(groups))
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        msg = f"SKIP {prefix}{a.group}: needs root (the sandbox engine does)"
-        if os.environ.get("CI") == "true":
-            print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
-            return 1
-        print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
-        return 77
-    t0 = time.monotonic()
-    try:
-        groups[a.group](a.bin_dir)
-    except Exception as e:  # a crash is a failure, with its reason
-        import traceback
-        traceback.print_exc()
-        failures.append(f"exception: {e}")
-    print(f"{len(failures)} failure(s)" if failures else "all passed",
-          f"({time.monotonic() - t0:.1f} s)")
-    return 1 if failures else 0
 
 
 def main():

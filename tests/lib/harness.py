@@ -1,0 +1,204 @@
+"""What every end-to-end test and benchmark of sandboxd shares: a real
+sandboxd started the way users start it (own loopback port, state dir and
+uid range, waited for until it logs event=ready), the check/report style,
+the ctest entry point (`SCRIPT --bin-dir DIR GROUP`) and raw SP
+connections for fault tests.
+
+Imported by tests/integration/service, tests/breakout, tests/compat,
+tests/clients and bench/ with sys.path pointing here; nothing in it mocks
+the server.
+"""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+FAILURES = []
+SP_HEADER_REQ = b"\x00SP\x00\x00\x30\x00\x00"  # nng's SP header: protocol 0x30 = REQ
+
+
+def check(cond, what, detail=""):
+    """Prints ok/FAIL for one expectation and remembers the failures."""
+    if cond:
+        print(f"ok   {what}")
+    else:
+        print(f"FAIL {what} {repr(detail)[:2000] if not isinstance(detail, str) else detail[:2000]}")
+        FAILURES.append(what)
+    return cond
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SandboxdProcess:
+    """A sandboxd process writing its log to log_path. spawn() starts it and
+    waits for event=ready (written after the last start, for restarts);
+    stop() sends SIGTERM and waits, killing it when it does not stop."""
+
+    log_path = None
+    proc = None
+    log_offset = 0
+
+    def spawn(self, cmd, env=None, ready_timeout=15):
+        with open(self.log_path, "ab") as log:
+            self.log_offset = log.tell()
+            penv = dict(os.environ)
+            penv.update(env or {})
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=penv)
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sandboxd exited {self.proc.returncode}: "
+                                   f"{self.log_text()[-4000:]}")
+            if "event=ready" in self.log_text(self.log_offset):
+                return
+            time.sleep(0.05)
+        self.proc.kill()
+        self.proc.wait()
+        raise RuntimeError("sandboxd not ready in time: " + self.log_text()[-4000:])
+
+    def log_text(self, offset=0):
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
+    def stop(self, timeout=30):
+        """SIGTERM and wait; the exit status, or None when it had to be killed."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+
+class Server(SandboxdProcess):
+    """One sandboxd of a test group: its own port, ipc socket, state dir and
+    uid range, so groups may run in parallel. Subclasses add flags with
+    extra_args() and wrap the code with script_text()."""
+    tmp_prefix = "sbx-svc-"
+
+    def __init__(self, bin_dir, uid_base, *extra, env=None, wrap=()):
+        self.bin_dir = bin_dir
+        self.uid_base = uid_base
+        self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
+        os.chmod(self.tmp, 0o755)
+        self.port = free_port()
+        self.tcp = f"tcp://127.0.0.1:{self.port}"
+        self.ipc_path = os.path.join(self.tmp, "sock")
+        self.ipc = f"ipc://{self.ipc_path}"
+        self.state = os.path.join(self.tmp, "state")
+        self.log_path = os.path.join(self.tmp, "sandboxd.log")
+        # wrap: a command to start sandboxd under (e.g. in a network
+        # namespace of its own); it ends by exec'ing its arguments.
+        self.spawn([*wrap, f"{bin_dir}/sandboxd", *self.extra_args(), "--listen", self.tcp,
+                    "--listen", self.ipc, "--state-dir", self.state, "--uid-base", str(uid_base),
+                    *extra], env=env)
+
+    def extra_args(self):
+        return []
+
+    def script_text(self, code, **kw):
+        return code
+
+    def run(self, script, *flags, url=None, stdin=None, timeout=60, **kw):
+        """sandbox-run --json; returns (exit status, parsed json, or the raw
+        output's tail when it is not JSON)."""
+        import json
+        path = os.path.join(self.tmp, f"script-{time.monotonic_ns()}.py")
+        with open(path, "w") as f:
+            f.write(self.script_text(script, **kw))
+        cmd = [f"{self.bin_dir}/sandbox-run", "-e", url or self.tcp, "--json", *flags, path]
+        p = subprocess.run(cmd, capture_output=True, timeout=timeout, input=stdin)
+        try:
+            return p.returncode, json.loads(p.stdout)
+        except ValueError:
+            return p.returncode, {"raw": p.stdout[-2000:], "stderr": p.stderr[-2000:]}
+
+    def probe(self, *args):
+        p = subprocess.run([f"{self.bin_dir}/svc-probe", self.tcp, *args],
+                           capture_output=True, timeout=30, text=True)
+        return p.stdout.strip()
+
+
+def wait_log(s, needle, timeout=10):
+    """True once needle is in the server's log, within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if needle in s.log_text():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def recv_exact(sock, n, timeout):
+    sock.settimeout(timeout)
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        buf += chunk
+    return buf
+
+
+def sp_connect(port, handshake=True, timeout=5):
+    """A raw TCP connection to an nng REP listener, as a REQ peer opens it:
+    with handshake, the SP header sent and the server's (REP, 0x31) checked."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if handshake:
+        c.sendall(SP_HEADER_REQ)
+        head = recv_exact(c, 8, timeout)
+        if head[:4] != b"\x00SP\x00" or head[4:6] != b"\x00\x31":
+            c.close()
+            raise ConnectionError(f"unexpected SP header from the server: {head!r}")
+    return c
+
+
+def closed_by_peer(c, within):
+    """True when the server closes c within `within` seconds."""
+    c.settimeout(within)
+    try:
+        return c.recv(1) == b""
+    except (socket.timeout, TimeoutError):
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def run_groups(groups, prefix, failures=None):
+    """The entry point every end-to-end test file shares: `--bin-dir DIR GROUP`.
+    Exit 0 when the group passed, 1 on a failure, 77 (ctest's skip) when not
+    root, and 1 instead of a skip when CI=true."""
+    failures = FAILURES if failures is None else failures
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("group", choices=sorted(groups))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        msg = f"SKIP {prefix}{a.group}: needs root (the sandbox engine does)"
+        if os.environ.get("CI") == "true":
+            print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
+            return 1
+        print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
+        return 77
+    t0 = time.monotonic()
+    try:
+        groups[a.group](a.bin_dir)
+    except Exception as e:  # a crash is a failure, with its reason
+        import traceback
+        traceback.print_exc()
+        failures.append(f"exception: {e}")
+    print(f"{len(failures)} failure(s)" if failures else "all passed",
+          f"({time.monotonic() - t0:.1f} s)")
+    return 1 if failures else 0
