@@ -53,6 +53,8 @@ export class Endpoint {
    * Infinity when it could not be learnt (the request then decides). */
   serverMaxBytes: number | undefined;
   removed = false;
+  /** Why the last connect failed, for the caller's error message. */
+  lastError = "";
   private conn: SpConnection | null = null;
   private connecting: Promise<SpConnection> | null = null;
   private failures = 0;
@@ -115,6 +117,7 @@ export class Endpoint {
       this.fleet.notify();
       return conn;
     } catch (err) {
+      this.lastError = (err as Error).message;
       if (!this.removed) {
         this.markDead();
       }
@@ -323,6 +326,7 @@ export class Fleet {
 
   private unreachableMessage(candidates: Endpoint[], sessionId: string | undefined): string {
     const errors = this.groups.map((g) => g.lastError).filter((m) => m !== "");
+    errors.push(...candidates.map((e) => e.lastError).filter((m) => m !== ""));
     const where =
       candidates.length > 0 ? candidates.map((e) => e.address.key).join(", ") : this.groups.map((g) => g.url.url).join(", ");
     const session = sessionId !== undefined && sessionId !== "" ? ` for session ${sessionId}` : "";
