@@ -35,6 +35,8 @@ export interface EndpointStatus {
   url: string;
   state: EndpointState;
   inFlight: number;
+  /** Connections opened so far (1 + reconnects). */
+  connections: number;
 }
 
 const MAX_SESSION_PINS = 10000;
@@ -55,6 +57,7 @@ export class Endpoint {
   removed = false;
   /** Why the last connect failed, for the caller's error message. */
   lastError = "";
+  connections = 0;
   private conn: SpConnection | null = null;
   private connecting: Promise<SpConnection> | null = null;
   private failures = 0;
@@ -79,7 +82,7 @@ export class Endpoint {
   }
 
   status(): EndpointStatus {
-    return { key: this.address.key, url: this.url, state: this.state, inFlight: this.assigned };
+    return { key: this.address.key, url: this.url, state: this.state, inFlight: this.assigned, connections: this.connections };
   }
 
   /** Called when the endpoint is left out of the address set or the client
@@ -111,6 +114,7 @@ export class Endpoint {
       }
       conn.onClose = (reason, hadPending) => this.onConnectionClosed(conn, reason, hadPending);
       this.conn = conn;
+      this.connections++;
       this.state = "live";
       this.failures = 0;
       this.clearRetry();
