@@ -127,13 +127,15 @@ export class SpConnection {
     return this.pending.size;
   }
 
+  /** Closed, or the peer has ended it (its FIN arrived, e.g. the server's
+   * idle timeout): no request may be sent on it any more. */
   get closed(): boolean {
-    return this.isClosed;
+    return this.isClosed || this.sock.readableEnded || !this.sock.writable;
   }
 
   /** Sends one request and waits for its reply's payload. */
   request(payload: Uint8Array, timeoutMs: number, signal?: AbortSignal): Promise<Buffer> {
-    if (this.isClosed) {
+    if (this.closed) {
       return Promise.reject(new TransportError("connect", false, `${this.address.key}: connection closed`));
     }
     if (signal?.aborted) {
