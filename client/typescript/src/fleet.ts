@@ -37,6 +37,8 @@ export interface EndpointStatus {
   inFlight: number;
   /** Connections opened so far (1 + reconnects). */
   connections: number;
+  /** Connects tried so far, failed ones included. */
+  connectAttempts: number;
 }
 
 const MAX_SESSION_PINS = 10000;
@@ -58,6 +60,7 @@ export class Endpoint {
   /** Why the last connect failed, for the caller's error message. */
   lastError = "";
   connections = 0;
+  connectAttempts = 0;
   private conn: SpConnection | null = null;
   private connecting: Promise<SpConnection> | null = null;
   private failures = 0;
@@ -82,7 +85,7 @@ export class Endpoint {
   }
 
   status(): EndpointStatus {
-    return { key: this.address.key, url: this.url, state: this.state, inFlight: this.assigned, connections: this.connections };
+    return { key: this.address.key, url: this.url, state: this.state, inFlight: this.assigned, connections: this.connections, connectAttempts: this.connectAttempts };
   }
 
   /** Called when the endpoint is left out of the address set or the client
@@ -106,6 +109,7 @@ export class Endpoint {
   }
 
   private async open(): Promise<SpConnection> {
+    this.connectAttempts++;
     try {
       const conn = await SpConnection.connect(this.address, this.fleet.options);
       if (this.removed) {

@@ -32,7 +32,7 @@ async function running(url: string, n = 1): Promise<void> {
 // with its worker idle (server/queue.c: work_queue_push needs len < capacity,
 // and a call reaches a worker only through the queue). Reported; so one
 // call runs, one waits in the queue, and the third is refused.
-test("RESOURCE_EXHAUSTED (--workers 1 --queue 1, full): refused at once, retried with backoff only when allowed", async () => {
+test("RESOURCE_EXHAUSTED (--workers 1 --queue 1, full): refused at once, retried with backoff only when allowed", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54100, args: ["--workers", "1", "--queue", "1"] });
   const c = new Client(s.tcp);
   const side = new Client(s.tcp);
@@ -66,7 +66,7 @@ test("RESOURCE_EXHAUSTED (--workers 1 --queue 1, full): refused at once, retried
   }
 });
 
-test("DEADLINE_EXCEEDED from the server: a call still queued at its deadline never runs", async () => {
+test("DEADLINE_EXCEEDED from the server: a call still queued at its deadline never runs", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54110, args: ["--workers", "1", "--queue", "4"] });
   const c = new Client(s.tcp);
   try {
@@ -87,7 +87,7 @@ test("DEADLINE_EXCEEDED from the server: a call still queued at its deadline nev
   }
 });
 
-test("DEADLINE_EXCEEDED from the client: no reply in time (a stopped server); may have run, never retried", async () => {
+test("DEADLINE_EXCEEDED from the client: no reply in time (a stopped server); may have run, never retried", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54120, args: ["--workers", "1"] });
   const c = new Client(s.tcp, { queueWaitMs: 200, replyMarginMs: 300, retries: 3 });
   try {
@@ -109,7 +109,7 @@ test("DEADLINE_EXCEEDED from the client: no reply in time (a stopped server); ma
   }
 });
 
-test("UNAVAILABLE while draining: answered at once by the server, nothing ran; the running call finishes", async () => {
+test("UNAVAILABLE while draining: answered at once by the server, nothing ran; the running call finishes", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54130, args: ["--workers", "1"] });
   const c = new Client(s.tcp, { retries: 0 });
   try {
@@ -130,7 +130,7 @@ test("UNAVAILABLE while draining: answered at once by the server, nothing ran; t
   }
 });
 
-test("UNKNOWN when the server is killed mid-call (never retried); the client reconnects after a restart", async () => {
+test("UNKNOWN when the server is killed mid-call (never retried); the client reconnects after a restart", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54140, args: ["--workers", "1"] });
   const c = new Client(s.tcp, { retries: 3, reconnectBaseMs: 50, reconnectMaxMs: 200 });
   try {
@@ -168,7 +168,7 @@ test("UNKNOWN when the server is killed mid-call (never retried); the client rec
   }
 });
 
-test("a server that is down: UNAVAILABLE from the client after waitForEndpointMs, nothing sent", async () => {
+test("a server that is down: UNAVAILABLE from the client after waitForEndpointMs, nothing sent", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54150, args: ["--workers", "1"] });
   await s.cleanup();
   const c = new Client(s.tcp, { waitForEndpointMs: 500, connectTimeoutMs: 300 });
@@ -183,7 +183,7 @@ test("a server that is down: UNAVAILABLE from the client after waitForEndpointMs
   }
 });
 
-test("16 calls in flight on one connection overlap up to --workers 2 (about 16/2 run times)", async () => {
+test("16 calls in flight on one connection overlap up to --workers 2 (about 16/2 run times)", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54160, args: ["--workers", "2", "--queue", "64"] });
   const c = new Client(s.tcp);
   try {

@@ -38,7 +38,7 @@ async function rejection(p: Promise<unknown>): Promise<SandboxError> {
   return e;
 }
 
-test("health and info, over tcp and ipc", async () => {
+test("health and info, over tcp and ipc", { timeout: 90000 }, async () => {
   for (const url of [s.tcp, s.ipc]) {
     const c = new Client(url);
     try {
@@ -58,7 +58,7 @@ test("health and info, over tcp and ipc", async () => {
   }
 });
 
-test("runCode: stdin, args, files, env, run id, exit code, bytes, timings", async () => {
+test("runCode: stdin, args, files, env, run id, exit code, bytes, timings", { timeout: 90000 }, async () => {
   const r = await client.runCode({
     code: `
       import os, sys
@@ -89,7 +89,7 @@ test("runCode: stdin, args, files, env, run id, exit code, bytes, timings", asyn
   assert.ok(s.runIds().includes("ts-methods-1"));
 });
 
-test("killedBy: timeout, memory, output_limit, signal", async () => {
+test("killedBy: timeout, memory, output_limit, signal", { timeout: 90000 }, async () => {
   const cases: Array<[string, string, object]> = [
     ["timeout", "while True: pass", { timeoutMs: 1000 }],
     ["memory", "x = bytearray(512 << 20)\nprint(len(x))", { memoryBytes: 64 << 20 }],
@@ -102,7 +102,7 @@ test("killedBy: timeout, memory, output_limit, signal", async () => {
   assert.ok(results[2]!.stdoutTruncated && results[2]!.stdout.length <= 16384);
 });
 
-test("INVALID_ARGUMENT names the field, from the server; nothing runs", async () => {
+test("INVALID_ARGUMENT names the field, from the server; nothing runs", { timeout: 90000 }, async () => {
   const before = runLines();
   const cases: Array<[Parameters<Client["runCode"]>[0], string]> = [
     [{ code: "print(1)", limits: { timeoutMs: -1 } }, "limits.timeout_ms"],
@@ -126,7 +126,7 @@ test("INVALID_ARGUMENT names the field, from the server; nothing runs", async ()
   assert.equal(runLines(), before, "nothing ran");
 });
 
-test("a request over the server's --max-message-bytes is refused here, nothing sent", async () => {
+test("a request over the server's --max-message-bytes is refused here, nothing sent", { timeout: 90000 }, async () => {
   // 10 KB: over 4 KiB, so the client asks GetInfo once, and sends it.
   const ok = await client.runCode({ code: "print(len(open('mounts/f').read()))", files: [{ path: "f", content: "y".repeat(10000) }] });
   assert.equal(ok.stdoutText, "10000\n");
@@ -141,7 +141,7 @@ test("a request over the server's --max-message-bytes is refused here, nothing s
   assert.equal(await client.health(), "SERVING", "and the connection still serves");
 });
 
-test("sessions: files persist, listFiles, readFile, closeSession, NOT_FOUND", async () => {
+test("sessions: files persist, listFiles, readFile, closeSession, NOT_FOUND", { timeout: 90000 }, async () => {
   const first = await client.runCode({ sessionId: "ts-s1", code: "import os\nos.makedirs('output', exist_ok=True)\nopen('output/data.txt', 'w').write('0123456789')\nopen('keep.txt', 'w').write('kept')" });
   assert.equal(first.sessionId, "ts-s1");
   assert.equal(first.sessionCreated, true);
@@ -175,7 +175,7 @@ test("sessions: files persist, listFiles, readFile, closeSession, NOT_FOUND", as
   }
 });
 
-test("FAILED_PRECONDITION: a second run of a busy session, a symlink read; not retried", async () => {
+test("FAILED_PRECONDITION: a second run of a busy session, a symlink read; not retried", { timeout: 90000 }, async () => {
   const slow = client.runCode({ sessionId: "ts-busy", code: "import os, time\nos.symlink('/etc/passwd', 'link')\nprint('started', flush=True)\ntime.sleep(1.5)" });
   assert.ok(await waitFor(async () => (await client.info()).running >= 1), "the first run is running");
   const before = runLines();
@@ -191,7 +191,7 @@ test("FAILED_PRECONDITION: a second run of a busy session, a symlink read; not r
   await client.closeSession("ts-busy");
 });
 
-test("artifacts: contents, MIME types, saved below the directory and never outside", async () => {
+test("artifacts: contents, MIME types, saved below the directory and never outside", { timeout: 90000 }, async () => {
   const r = await client.runCode({
     code: `
       import os
@@ -227,7 +227,7 @@ test("artifacts: contents, MIME types, saved below the directory and never outsi
   assert.ok(!existsSync(path.join(outside, "b.bin")));
 });
 
-test("the example SandboxProvider runs against the server", async () => {
+test("the example SandboxProvider runs against the server", { timeout: 90000 }, async () => {
   const example = path.join(repoRoot, "client/typescript/dist/examples/sandbox_provider.js");
   const { stdout } = await promisify(execFile)(process.execPath, [example, s.tcp], { timeout: 60000 });
   const lines = stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);

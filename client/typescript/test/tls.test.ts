@@ -63,7 +63,7 @@ after(async () => {
   await s.cleanup();
 });
 
-test("tls+tcp:// by name (SNI and the certificate's DNS name), many calls in flight", async () => {
+test("tls+tcp:// by name (SNI and the certificate's DNS name), many calls in flight", { timeout: 90000 }, async () => {
   const c = new Client(`tls+tcp://sandbox.tls.test:${relayPort}`, { tls: { ca: certs.ca }, resolver: async () => ["127.0.0.1"] });
   try {
     assert.equal(await c.health(), "SERVING");
@@ -79,7 +79,7 @@ test("tls+tcp:// by name (SNI and the certificate's DNS name), many calls in fli
   }
 });
 
-test("tls+tcp:// by IP address: the certificate's IP SAN is checked", async () => {
+test("tls+tcp:// by IP address: the certificate's IP SAN is checked", { timeout: 90000 }, async () => {
   const c = new Client(`tls+tcp://127.0.0.1:${relayPort}`, { tls: { ca: certs.ca } });
   try {
     assert.equal((await c.runCode({ code: "print('ip')" })).stdoutText, "ip\n");
@@ -88,7 +88,7 @@ test("tls+tcp:// by IP address: the certificate's IP SAN is checked", async () =
   }
 });
 
-test("an untrusted certificate or a wrong name: UNAVAILABLE, nothing reaches the server", async () => {
+test("an untrusted certificate or a wrong name: UNAVAILABLE, nothing reaches the server", { timeout: 90000 }, async () => {
   const before = upstreamConnections;
   const cases: Array<[string, tls.ConnectionOptions, RegExp]> = [
     [`tls+tcp://sandbox.tls.test:${relayPort}`, {}, /self[- ]signed|unable to (get|verify)/i],
