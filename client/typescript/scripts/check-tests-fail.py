@@ -27,6 +27,7 @@ breaks = [
  ("TLS certificate not verified", "src/connection.ts", "    const sock = tls.connect({ ...opts.tls, host: address.host, port: address.port, servername });", "    const sock = tls.connect({ ...opts.tls, host: address.host, port: address.port, servername, rejectUnauthorized: false });", "tls", "untrusted"),
  ("generated code edited by hand", "src/gen/sandbox_pb.ts", "// @generated from file sandbox.proto", "// @generated from file sandbox.proto (edited)", "unit", "generated code"),
  ("killed_by of a newer server crashes", "src/result.ts", "  return KILLED_BY[value] ?? `killed_by_${value}`;", "  const n = KILLED_BY[value]; if (n === undefined) throw new Error('bad killed_by'); return n;", "unit", "killed_by"),
+ ("an abandoned call said to have not run", "src/client.ts", "        details(false, err.sent),", "        details(false, false),", "faults", "AbortSignal"),
 ]
 only = sys.argv[1:] 
 for i, (what, f, old, new, group, name) in enumerate(breaks):

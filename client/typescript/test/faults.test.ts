@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client, DeadlineExceeded, ResourceExhausted, SandboxError, Unavailable, Unknown } from "../src/index.js";
+import { Cancelled, Client, DeadlineExceeded, ResourceExhausted, SandboxError, Unavailable, Unknown } from "../src/index.js";
 import { Sandboxd, sleep, waitFor } from "./helpers/sandboxd.js";
 
 async function rejection(p: Promise<unknown>): Promise<SandboxError> {
@@ -208,6 +208,32 @@ test("16 calls in flight on one connection overlap up to --workers 2 (about 16/2
     assert.deepEqual(c.endpoints().map((e) => e.connections), [1], "all on one connection");
     assert.equal(new Set(rs.map((r) => r.runId)).size, 16);
     console.log(`# 16 calls: ${elapsed.toFixed(0)} ms; one run ${one.toFixed(0)} ms; 16/2 runs = ${(8 * one).toFixed(0)} ms`);
+  } finally {
+    c.close();
+    await s.cleanup();
+  }
+});
+
+test("AbortSignal: before sending, nothing is sent; after, the call is abandoned here and the run still runs to its end", { timeout: 90000 }, async () => {
+  const s = await Sandboxd.start({ uidBase: 54170, args: ["--workers", "1"] });
+  const c = new Client(s.tcp);
+  try {
+    const early = new AbortController();
+    early.abort();
+    const e1 = await rejection(c.runCode({ code: "print(1)", runId: "ts-abort-early" }, { signal: early.signal }));
+    assert.ok(e1 instanceof Cancelled, e1.message);
+    assert.equal(e1.mayHaveRun, false);
+
+    const late = new AbortController();
+    const call = rejection(c.runCode({ code: "import time\ntime.sleep(1)\nprint('ran anyway')", runId: "ts-abort-late" }, { signal: late.signal }));
+    await running(s.tcp);
+    late.abort();
+    const e2 = await call;
+    assert.ok(e2 instanceof Cancelled, e2.message);
+    assert.equal(e2.mayHaveRun, true);
+    assert.match(e2.message, /not cancelled on the server; the code may still run/);
+    await s.waitLog("run_id=ts-abort-late", 10000);
+    assert.deepEqual(s.runIds(), ["ts-abort-late"], "the abandoned run ran to its end; the early one never left");
   } finally {
     c.close();
     await s.cleanup();

@@ -11,7 +11,7 @@ import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 
 import { Client, FailedPrecondition, InvalidArgument, NotFound, SandboxError } from "../src/index.js";
-import { repoRoot, Sandboxd, waitFor } from "./helpers/sandboxd.js";
+import { repoRoot, Sandboxd, tempDir, waitFor } from "./helpers/sandboxd.js";
 
 let s: Sandboxd;
 let client: Client;
@@ -208,7 +208,7 @@ test("artifacts: contents, MIME types, saved below the directory and never outsi
   assert.equal(r.artifacts[0]!.mime, "text/plain");
   assert.equal(r.artifacts[0]!.text, "alpha");
 
-  const dir = mkdtempSync(path.join(tmpdir(), "sbx-ts-save-"));
+  const dir = tempDir("sbx-ts-save-");
   const report = await r.saveArtifacts(dir);
   assert.deepEqual(report.skipped, []);
   assert.equal(readFileSync(path.join(dir, "a.txt"), "utf8"), "alpha");
@@ -216,8 +216,8 @@ test("artifacts: contents, MIME types, saved below the directory and never outsi
 
   // A directory that already holds a symlink where "sub" would go: the
   // artifact below it is skipped, nothing lands in the symlink's target.
-  const hostile = mkdtempSync(path.join(tmpdir(), "sbx-ts-save-"));
-  const outside = mkdtempSync(path.join(tmpdir(), "sbx-ts-outside-"));
+  const hostile = tempDir("sbx-ts-save-");
+  const outside = tempDir("sbx-ts-outside-");
   symlinkSync(outside, path.join(hostile, "sub"));
   const r2 = await r.saveArtifacts(hostile);
   assert.deepEqual(r2.saved, [path.join(hostile, "a.txt")]);

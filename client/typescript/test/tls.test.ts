@@ -15,7 +15,7 @@ import { after, before, test } from "node:test";
 import * as tls from "node:tls";
 
 import { Client, SandboxError, Unavailable } from "../src/index.js";
-import { Sandboxd } from "./helpers/sandboxd.js";
+import { Sandboxd, tempDir } from "./helpers/sandboxd.js";
 
 let s: Sandboxd;
 let relay: tls.Server;
@@ -24,7 +24,7 @@ let upstreamConnections = 0;
 let certs: { dir: string; ca: Buffer };
 
 function makeCerts(): { dir: string; ca: Buffer } {
-  const dir = mkdtempSync(path.join(tmpdir(), "sbx-ts-tls-"));
+  const dir = tempDir("sbx-ts-tls-");
   const ossl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
   ossl("req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=sandboxd test CA");

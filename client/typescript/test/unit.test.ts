@@ -15,7 +15,7 @@ import { parseEndpointUrl } from "../src/address.js";
 import { ArtifactSchema } from "../src/gen/sandbox_pb.js";
 import { Artifact, Client, InvalidArgument, RunResult, Unavailable, Unknown } from "../src/index.js";
 import { checkPeerHeader, encodeRequest, FrameDecoder, SP_PROTOCOL_REP, SP_PROTOCOL_REQ, spHeader, splitReply, WireError } from "../src/wire.js";
-import { repoRoot } from "./helpers/sandboxd.js";
+import { repoRoot, tempDir } from "./helpers/sandboxd.js";
 
 const pkgRoot = path.join(repoRoot, "client/typescript");
 
@@ -93,8 +93,8 @@ test("killed_by: named values, and a future value passed through, not a crash", 
 });
 
 test("artifacts: saveTo refuses paths that leave the directory, and symlinks on the way", async () => {
-  const dir = mkdtempSync(path.join(tmpdir(), "sbx-ts-art-"));
-  const outside = mkdtempSync(path.join(tmpdir(), "sbx-ts-outside-"));
+  const dir = tempDir("sbx-ts-art-");
+  const outside = tempDir("sbx-ts-outside-");
   const art = (relativePath: string, content = "x") =>
     new Artifact(create(ArtifactSchema, { name: path.basename(relativePath), relativePath, content: Buffer.from(content) }));
   for (const bad of ["../evil", "a/../../evil", "/etc/evil", "a//b", "./a", "a/.", "", "a\\..\\b", "a\0b"]) {
@@ -114,7 +114,7 @@ test("artifacts: saveTo refuses paths that leave the directory, and symlinks on 
 });
 
 test("generated code: src/gen is what protoc-gen-es makes from proto/sandbox.proto now", () => {
-  const out = mkdtempSync(path.join(tmpdir(), "sbx-ts-gen-"));
+  const out = tempDir("sbx-ts-gen-");
   execFileSync(path.join(pkgRoot, "node_modules/.bin/buf"), ["generate", "-o", out], {
     cwd: pkgRoot,
     env: { ...process.env, PATH: `${path.join(pkgRoot, "node_modules/.bin")}:${process.env.PATH ?? ""}` },

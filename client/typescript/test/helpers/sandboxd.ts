@@ -26,6 +26,22 @@ export interface ServerOptions {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/* A test file that dies (an assertion outside a test, an uncaught error)
+ * must not leave servers behind: they hold uids, ports and mounts. */
+const live = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const p of live) {
+    p.kill("SIGTERM"); // it drains and unmounts on its own
+  }
+});
+
+/** A temp dir removed when the test process exits. */
+export function tempDir(prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 /** A free TCP port on every given loopback address (bind, then close). */
 export async function freePort(hosts: string[] = ["127.0.0.1"]): Promise<number> {
   for (let tries = 0; tries < 50; tries++) {
@@ -148,17 +164,25 @@ export class Sandboxd {
     }
   }
 
-  /** Stops the server and removes its temp dir when it exited cleanly. */
+  /** Stops the server and removes its temp dir. A server that was killed
+   * left its workspaces mounted: a restart on the same state dir clears
+   * them (sandboxd does at start), then it is stopped again. */
   async cleanup(): Promise<void> {
-    const code = await this.stop();
+    let code = await this.stop();
+    if (code !== 0) {
+      await this.restart();
+      code = await this.stop();
+    }
     if (code === 0) {
       rmSync(this.tmp, { recursive: true, force: true });
     }
   }
 
   private watch(proc: ChildProcess): Promise<number | null> {
+    live.add(proc);
     return new Promise((resolve) => {
       proc.once("exit", (code, sig) => {
+        live.delete(proc);
         this.exitCode = code ?? (sig !== null ? -1 : null);
         resolve(code);
       });
