@@ -1,0 +1,676 @@
+/* client.ts: the sandboxd client: envelopes, deadlines, retries, methods.
+ *
+ * The rules are the C client's (client/client.c, README "At-most-once"):
+ * - each call's envelope carries deadline_unix_ms = now + queueWaitMs; the
+ *   reply is awaited for queueWaitMs + the run's timeout (60 s when the
+ *   request leaves it to the server) + replyMarginMs;
+ * - only RESOURCE_EXHAUSTED and UNAVAILABLE answered by a server are retried
+ *   (they prove nothing ran), with backoff, preferably on another endpoint;
+ * - a connection broken after the request was sent is UNKNOWN, no reply in
+ *   time is DEADLINE_EXCEEDED: never retried, never sent anywhere else;
+ * - a request over 4 KiB is checked against the server's --max-message-bytes
+ *   (asked once per endpoint with GetInfo) and this client's own cap: nng
+ *   drops an oversized message with its connection, so it is refused here
+ *   with INVALID_ARGUMENT and nothing is sent. */
+import { create, type DescMessage, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
+import type { ConnectionOptions as TlsOptions } from "node:tls";
+
+import { TransportError } from "./connection.js";
+import {
+  Code,
+  codeName,
+  type ErrorDetails,
+  errorFor,
+  SandboxError,
+} from "./errors.js";
+import { type Endpoint, type EndpointStatus, Fleet, type Resolver } from "./fleet.js";
+import {
+  CloseSessionRequestSchema,
+  CloseSessionResponseSchema,
+  FileEntry_Type,
+  GetInfoRequestSchema,
+  GetInfoResponseSchema,
+  HealthRequestSchema,
+  HealthResponse_ServingStatus,
+  HealthResponseSchema,
+  type Limits as LimitsMessage,
+  LimitsSchema,
+  ListFilesRequestSchema,
+  ListFilesResponseSchema,
+  ReadFileRequestSchema,
+  ReadFileResponseSchema,
+  ReplyEnvelopeSchema,
+  RequestEnvelopeSchema,
+  RunCodeRequestSchema,
+  RunCodeResponseSchema,
+  Sandbox,
+} from "./gen/sandbox_pb.js";
+import { RunResult } from "./result.js";
+
+/** The smallest --max-message-bytes a server accepts: requests up to this
+ * size never need the server's own cap. */
+const SMALLEST_SERVER_CAP = 4096;
+/** When the request leaves timeout_ms to the server: assume the largest a
+ * default server allows, so a slow but legal run is not cut off. */
+const UNKNOWN_RUN_TIMEOUT_MS = 60000;
+/** The SP request id REQ puts before the envelope: counted by the server's cap. */
+const SP_REQUEST_ID_BYTES = 4;
+
+export interface ClientOptions {
+  /** Retries of RESOURCE_EXHAUSTED/UNAVAILABLE (default 3; 0 = never). */
+  retries?: number;
+  /** How long a call may wait in a server's queue (default 30000 ms). */
+  queueWaitMs?: number;
+  /** Beyond queue wait and run timeout: setup, teardown, transport (5000 ms). */
+  replyMarginMs?: number;
+  /** TCP/TLS connect plus the SP handshake (default 5000 ms). */
+  connectTimeoutMs?: number;
+  /** How long a call waits for a reachable endpoint before it fails with a
+   * client-side UNAVAILABLE, nothing sent (default 30000 ms). */
+  waitForEndpointMs?: number;
+  /** Largest request sent (default 8 MiB, sandboxd's default cap). */
+  maxRequestBytes?: number;
+  /** Largest reply accepted; a larger one closes the connection (1 GiB). */
+  maxReplyBytes?: number;
+  /** Host names are resolved again this often (default 30000 ms). */
+  resolveIntervalMs?: number;
+  /** Reconnect backoff of a dead endpoint (default 100 ms doubling to 5 s). */
+  reconnectBaseMs?: number;
+  reconnectMaxMs?: number;
+  /** Retry backoff (default 50 ms doubling to 2 s, jittered). */
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+  /** node:tls options for tls+tcp:// endpoints (ca, cert, key, ...). */
+  tls?: TlsOptions;
+  /** Name resolution (default: dns.lookup, all addresses). */
+  resolver?: Resolver;
+}
+
+export interface CallOptions {
+  /** Stops waiting. Before the request left: Cancelled, nothing sent. After:
+   * Cancelled with mayHaveRun = true. It does NOT cancel a run on the
+   * server (no such call exists yet): the code may run to its end. */
+  signal?: AbortSignal;
+}
+
+export interface LimitsInput {
+  timeoutMs?: number | bigint;
+  cpuTimeMs?: number | bigint;
+  memoryBytes?: number | bigint;
+  outputBytes?: number | bigint;
+  maxProcesses?: number | bigint;
+  diskBytes?: number | bigint;
+  openFiles?: number | bigint;
+}
+
+export type FileInput =
+  | { path: string; content: Uint8Array | string }
+  | { path: string; url: string };
+
+export interface RunCodeParams {
+  code: string;
+  requirements?: readonly string[];
+  files?: readonly FileInput[];
+  stdin?: Uint8Array | string;
+  args?: readonly string[];
+  env?: Readonly<Record<string, string>>;
+  sessionId?: string;
+  runId?: string;
+  limits?: LimitsInput;
+  runtime?: string;
+}
+
+export type HealthStatus = "SERVING" | "NOT_SERVING" | "UNKNOWN";
+
+export interface ServerLimits {
+  timeoutMs: number;
+  cpuTimeMs: number;
+  memoryBytes: number;
+  outputBytes: number;
+  maxProcesses: number;
+  diskBytes: number;
+  openFiles: number;
+}
+
+export interface ServerInfo {
+  endpoint: string;
+  version: string;
+  runtimes: string[];
+  isolation: {
+    backend: string;
+    cgroupPath: string;
+    seccomp: boolean;
+    namespaces: string;
+    uidBase: number;
+    slots: number;
+    memoryPerProcess: boolean;
+    cpuSharePerSlot: boolean;
+  };
+  defaultLimits: ServerLimits;
+  maxLimits: ServerLimits;
+  workers: number;
+  queueCapacity: number;
+  queueDepth: number;
+  running: number;
+  maxMessageBytes: number;
+  requestsTotal: number;
+  runsTotal: number;
+  rejectedTotal: number;
+  sessions: number;
+  requirementsAvailable: boolean;
+  environments: number;
+  environmentBytes: number;
+  environmentBuildsTotal: number;
+  environmentBuildFailuresTotal: number;
+}
+
+export type FileType = "file" | "directory" | "symlink" | "other";
+
+export interface FileEntry {
+  name: string;
+  relativePath: string;
+  type: FileType;
+  size: number;
+}
+
+export interface FileList {
+  entries: FileEntry[];
+  truncated: boolean;
+}
+
+export interface FileContent {
+  content: Uint8Array;
+  size: number;
+  eof: boolean;
+}
+
+const METHOD = {
+  runCode: methodName(Sandbox.method.runCode.name),
+  health: methodName(Sandbox.method.health.name),
+  getInfo: methodName(Sandbox.method.getInfo.name),
+  closeSession: methodName(Sandbox.method.closeSession.name),
+  listFiles: methodName(Sandbox.method.listFiles.name),
+  readFile: methodName(Sandbox.method.readFile.name),
+};
+
+function methodName(name: string): string {
+  return `/${Sandbox.typeName}/${name}`;
+}
+
+interface Settings {
+  retries: number;
+  queueWaitMs: number;
+  replyMarginMs: number;
+  waitForEndpointMs: number;
+  maxRequestBytes: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+}
+
+interface CallSpec<I extends DescMessage, O extends DescMessage> {
+  method: string;
+  input: I;
+  output: O;
+  request: MessageShape<I>;
+  runTimeoutMs: number;
+  sessionId?: string | undefined;
+  signal?: AbortSignal | undefined;
+  /** GetInfo for the size check: one try, on this endpoint only. */
+  endpoint?: Endpoint | undefined;
+}
+
+interface Answer<O extends DescMessage> {
+  response: MessageShape<O>;
+  endpoint: string;
+  attempts: number;
+}
+
+let requestCounter = 0;
+
+export class Client {
+  private readonly fleet: Fleet;
+  private readonly settings: Settings;
+  private readonly capQueries = new WeakMap<Endpoint, Promise<number>>();
+
+  constructor(endpoints: string | readonly string[], opts: ClientOptions = {}) {
+    const urls = typeof endpoints === "string" ? [endpoints] : [...endpoints];
+    this.settings = {
+      retries: nonNegative("retries", opts.retries ?? 3),
+      queueWaitMs: nonNegative("queueWaitMs", opts.queueWaitMs ?? 30000),
+      replyMarginMs: nonNegative("replyMarginMs", opts.replyMarginMs ?? 5000),
+      waitForEndpointMs: nonNegative("waitForEndpointMs", opts.waitForEndpointMs ?? 30000),
+      maxRequestBytes: nonNegative("maxRequestBytes", opts.maxRequestBytes ?? 8 << 20),
+      retryBaseMs: nonNegative("retryBaseMs", opts.retryBaseMs ?? 50),
+      retryMaxMs: nonNegative("retryMaxMs", opts.retryMaxMs ?? 2000),
+    };
+    this.fleet = new Fleet(urls, {
+      connectTimeoutMs: nonNegative("connectTimeoutMs", opts.connectTimeoutMs ?? 5000),
+      maxReplyBytes: nonNegative("maxReplyBytes", opts.maxReplyBytes ?? 1 << 30),
+      tls: opts.tls,
+      resolveIntervalMs: nonNegative("resolveIntervalMs", opts.resolveIntervalMs ?? 30000),
+      reconnectBaseMs: nonNegative("reconnectBaseMs", opts.reconnectBaseMs ?? 100),
+      reconnectMaxMs: nonNegative("reconnectMaxMs", opts.reconnectMaxMs ?? 5000),
+      resolver: opts.resolver,
+    });
+  }
+
+  /** Runs code. Resolves with the run's result whatever the program did
+   * (look at killedBy and exitCode); rejects with a SandboxError when the
+   * call failed. */
+  async runCode(params: RunCodeParams, opts: CallOptions = {}): Promise<RunResult> {
+    const request = create(RunCodeRequestSchema, {
+      code: params.code,
+      requirements: [...(params.requirements ?? [])],
+      files: (params.files ?? []).map(fileMessage),
+      runId: params.runId ?? "",
+      sessionId: params.sessionId ?? "",
+      stdin: bytesOf(params.stdin),
+      args: [...(params.args ?? [])],
+      env: { ...(params.env ?? {}) },
+      limits: limitsMessage(params.limits ?? {}),
+      runtime: params.runtime ?? "",
+    });
+    const timeout = Number(request.limits?.timeoutMs ?? 0n);
+    const answer = await this.call({
+      method: METHOD.runCode,
+      input: RunCodeRequestSchema,
+      output: RunCodeResponseSchema,
+      request,
+      runTimeoutMs: timeout > 0 ? timeout : UNKNOWN_RUN_TIMEOUT_MS,
+      sessionId: params.sessionId,
+      signal: opts.signal,
+    });
+    return new RunResult(answer.response, answer.endpoint, answer.attempts);
+  }
+
+  async health(opts: CallOptions = {}): Promise<HealthStatus> {
+    const a = await this.simple(METHOD.health, HealthRequestSchema, {}, HealthResponseSchema, opts);
+    const s = a.response.status;
+    return s === HealthResponse_ServingStatus.SERVING
+      ? "SERVING"
+      : s === HealthResponse_ServingStatus.NOT_SERVING
+        ? "NOT_SERVING"
+        : "UNKNOWN";
+  }
+
+  async info(opts: CallOptions = {}): Promise<ServerInfo> {
+    const a = await this.simple(METHOD.getInfo, GetInfoRequestSchema, {}, GetInfoResponseSchema, opts);
+    const r = a.response;
+    const iso = r.isolation;
+    return {
+      endpoint: a.endpoint,
+      version: r.version,
+      runtimes: [...r.runtimes],
+      isolation: {
+        backend: iso?.backend ?? "",
+        cgroupPath: iso?.cgroupPath ?? "",
+        seccomp: iso?.seccomp ?? false,
+        namespaces: iso?.namespaces ?? "",
+        uidBase: iso?.uidBase ?? 0,
+        slots: iso?.slots ?? 0,
+        memoryPerProcess: iso?.memoryPerProcess ?? false,
+        cpuSharePerSlot: iso?.cpuSharePerSlot ?? false,
+      },
+      defaultLimits: limitsOut(r.defaultLimits),
+      maxLimits: limitsOut(r.maxLimits),
+      workers: r.workers,
+      queueCapacity: r.queueCapacity,
+      queueDepth: r.queueDepth,
+      running: r.running,
+      maxMessageBytes: Number(r.maxMessageBytes),
+      requestsTotal: Number(r.requestsTotal),
+      runsTotal: Number(r.runsTotal),
+      rejectedTotal: Number(r.rejectedTotal),
+      sessions: r.sessions,
+      requirementsAvailable: r.requirementsAvailable,
+      environments: r.environments,
+      environmentBytes: Number(r.environmentBytes),
+      environmentBuildsTotal: Number(r.environmentBuildsTotal),
+      environmentBuildFailuresTotal: Number(r.environmentBuildFailuresTotal),
+    };
+  }
+
+  async closeSession(sessionId: string, opts: CallOptions = {}): Promise<void> {
+    await this.simple(METHOD.closeSession, CloseSessionRequestSchema, { sessionId }, CloseSessionResponseSchema, opts, sessionId);
+    this.fleet.forgetSession(sessionId);
+  }
+
+  async listFiles(sessionId: string, path = "", opts: CallOptions = {}): Promise<FileList> {
+    const a = await this.simple(METHOD.listFiles, ListFilesRequestSchema, { sessionId, path }, ListFilesResponseSchema, opts, sessionId);
+    return {
+      entries: a.response.entries.map((e) => ({
+        name: e.name,
+        relativePath: e.relativePath,
+        type: fileType(e.type),
+        size: Number(e.size),
+      })),
+      truncated: a.response.truncated,
+    };
+  }
+
+  /** Reads up to `length` bytes at `offset` (0: the server's cap). */
+  async readFile(
+    sessionId: string,
+    path: string,
+    range: { offset?: number; length?: number } = {},
+    opts: CallOptions = {},
+  ): Promise<FileContent> {
+    const req = {
+      sessionId,
+      path,
+      offset: toUint64("offset", range.offset ?? 0),
+      length: toUint64("length", range.length ?? 0),
+    };
+    const a = await this.simple(METHOD.readFile, ReadFileRequestSchema, req, ReadFileResponseSchema, opts, sessionId);
+    return { content: a.response.content, size: Number(a.response.size), eof: a.response.eof };
+  }
+
+  /** The endpoints as this client sees them now (addresses after DNS). */
+  endpoints(): EndpointStatus[] {
+    return this.fleet.endpoints().map((e) => e.status());
+  }
+
+  /** Closes every connection once its calls are done; no new calls. */
+  close(): void {
+    this.fleet.close();
+  }
+
+  private simple<I extends DescMessage, O extends DescMessage>(
+    method: string,
+    input: I,
+    init: MessageInitShape<I>,
+    output: O,
+    opts: CallOptions,
+    sessionId?: string,
+  ): Promise<Answer<O>> {
+    return this.call({ method, input, output, request: create(input, init), runTimeoutMs: 0, sessionId, signal: opts.signal });
+  }
+
+  /** One call with the retries that are safe (see the file comment). */
+  private async call<I extends DescMessage, O extends DescMessage>(spec: CallSpec<I, O>): Promise<Answer<O>> {
+    const payload = toBinary(spec.input, spec.request);
+    const avoid = new Set<string>();
+    const retries = spec.endpoint !== undefined ? 0 : this.settings.retries;
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.attempt(spec, payload, avoid, attempt);
+      if (!("retriable" in outcome)) {
+        return outcome;
+      }
+      if (attempt > retries) {
+        throw outcome.error;
+      }
+      avoid.add(outcome.endpoint);
+      await this.backoff(attempt - 1, spec.signal);
+    }
+  }
+
+  /** One try on one endpoint. Returns the answer, or a retriable refusal
+   * (RESOURCE_EXHAUSTED/UNAVAILABLE from a server); throws anything else. */
+  private async attempt<I extends DescMessage, O extends DescMessage>(
+    spec: CallSpec<I, O>,
+    payload: Uint8Array,
+    avoid: Set<string>,
+    attempt: number,
+  ): Promise<Answer<O> | { retriable: true; error: SandboxError; endpoint: string }> {
+    const lease = await this.lease(spec, avoid, attempt);
+    const key = lease.endpoint.address.key;
+    const details = (fromServer: boolean, mayHaveRun: boolean): ErrorDetails => ({ fromServer, mayHaveRun, endpoint: key, attempts: attempt });
+    try {
+      const requestId = `${Date.now().toString(16)}-${++requestCounter}`;
+      const envelope = toBinary(
+        RequestEnvelopeSchema,
+        create(RequestEnvelopeSchema, {
+          method: spec.method,
+          requestId,
+          deadlineUnixMs: BigInt(Date.now() + this.settings.queueWaitMs),
+          payload,
+        }),
+      );
+      await this.checkSize(envelope.length, lease.endpoint, spec, details(false, false));
+      const timeoutMs = this.settings.queueWaitMs + spec.runTimeoutMs + this.settings.replyMarginMs;
+      let replyBytes: Buffer;
+      try {
+        replyBytes = await lease.conn.request(envelope, timeoutMs, spec.signal);
+      } catch (err) {
+        throw transportError(err, details);
+      }
+      const reply = decode(ReplyEnvelopeSchema, replyBytes, "sandbox.v1.ReplyEnvelope", details(false, true));
+      if (reply.requestId !== "" && reply.requestId !== requestId) {
+        throw errorFor(Code.INTERNAL, `the reply is for request ${reply.requestId}, not ${requestId}`, details(false, true));
+      }
+      if (reply.status !== Code.OK) {
+        const error = errorFor(reply.status, reply.message, details(true, false));
+        if (reply.status === Code.RESOURCE_EXHAUSTED || reply.status === Code.UNAVAILABLE) {
+          return { retriable: true, error, endpoint: key };
+        }
+        throw error;
+      }
+      if (spec.sessionId !== undefined && spec.sessionId !== "") {
+        this.fleet.pinSession(spec.sessionId, lease.endpoint);
+      }
+      const response = decode(spec.output, reply.payload, spec.output.typeName, details(false, true));
+      return { response, endpoint: key, attempts: attempt };
+    } finally {
+      this.fleet.release(lease.endpoint);
+    }
+  }
+
+  private async lease<I extends DescMessage, O extends DescMessage>(spec: CallSpec<I, O>, avoid: Set<string>, attempt: number) {
+    if (spec.endpoint !== undefined) {
+      spec.endpoint.assigned++;
+      try {
+        return { endpoint: spec.endpoint, conn: await spec.endpoint.connection() };
+      } catch (err) {
+        this.fleet.release(spec.endpoint);
+        throw transportError(err, (f, m) => ({ fromServer: f, mayHaveRun: m, attempts: attempt }));
+      }
+    }
+    try {
+      return await this.fleet.acquire({
+        avoid,
+        sessionId: spec.sessionId,
+        deadline: performance.now() + this.settings.waitForEndpointMs,
+        signal: spec.signal,
+      });
+    } catch (err) {
+      throw transportError(err, (f, m) => ({ fromServer: f, mayHaveRun: m, attempts: attempt }));
+    }
+  }
+
+  /** Refuses a request that the server (or this client) would not take.
+   * nng would drop it together with the connection, with no answer. */
+  private async checkSize<I extends DescMessage, O extends DescMessage>(
+    envelopeBytes: number,
+    endpoint: Endpoint,
+    spec: CallSpec<I, O>,
+    details: ErrorDetails,
+  ): Promise<void> {
+    const wire = envelopeBytes + SP_REQUEST_ID_BYTES;
+    if (wire > SMALLEST_SERVER_CAP && spec.method !== METHOD.getInfo) {
+      const cap = await this.serverCap(endpoint);
+      if (wire > cap) {
+        throw errorFor(
+          Code.INVALID_ARGUMENT,
+          `the request is ${wire} bytes, more than the ${cap} the server accepts (its --max-message-bytes, from GetInfo); nothing was sent`,
+          details,
+        );
+      }
+    }
+    if (wire > this.settings.maxRequestBytes) {
+      throw errorFor(
+        Code.INVALID_ARGUMENT,
+        `the request is ${wire} bytes, more than this client's cap of ${this.settings.maxRequestBytes} (maxRequestBytes); nothing was sent`,
+        details,
+      );
+    }
+  }
+
+  /** The endpoint's --max-message-bytes, asked once with GetInfo; Infinity
+   * when the server would not say (an older or failing server). */
+  private serverCap(endpoint: Endpoint): Promise<number> {
+    if (endpoint.serverMaxBytes !== undefined) {
+      return Promise.resolve(endpoint.serverMaxBytes);
+    }
+    let q = this.capQueries.get(endpoint);
+    if (q === undefined) {
+      q = this.call({
+        method: METHOD.getInfo,
+        input: GetInfoRequestSchema,
+        output: GetInfoResponseSchema,
+        request: create(GetInfoRequestSchema, {}),
+        runTimeoutMs: 0,
+        endpoint,
+      }).then(
+        (a) => {
+          const cap = Number(a.response.maxMessageBytes);
+          return cap >= SMALLEST_SERVER_CAP ? cap : Infinity;
+        },
+        () => Infinity,
+      );
+      q.then((cap) => {
+        endpoint.serverMaxBytes = cap;
+        this.capQueries.delete(endpoint);
+      });
+      this.capQueries.set(endpoint, q);
+    }
+    return q;
+  }
+
+  /** 50 ms, 100 ms, ... up to 2 s, plus up to 50% jitter. */
+  private backoff(attempt: number, signal: AbortSignal | undefined): Promise<void> {
+    const base = Math.min(this.settings.retryMaxMs, this.settings.retryBaseMs * 2 ** Math.min(attempt, 16));
+    const ms = base + Math.random() * base * 0.5;
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(t);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
+    });
+  }
+}
+
+/** Maps a transport failure to the status the caller sees. */
+function transportError(err: unknown, details: (fromServer: boolean, mayHaveRun: boolean) => ErrorDetails): SandboxError {
+  if (err instanceof SandboxError) {
+    return err;
+  }
+  if (!(err instanceof TransportError)) {
+    return errorFor(Code.INTERNAL, String(err), details(false, true));
+  }
+  switch (err.kind) {
+    case "aborted":
+      return errorFor(
+        Code.CANCELLED,
+        err.sent
+          ? `${err.message}: the call was abandoned here, not cancelled on the server; the code may still run`
+          : `${err.message}; nothing was sent`,
+        details(false, err.sent),
+      );
+    case "timeout":
+      return errorFor(Code.DEADLINE_EXCEEDED, `${err.message}; the code may or may not have run`, details(false, true));
+    case "closed":
+      return errorFor(Code.UNKNOWN, `${err.message}; the code may or may not have run`, details(false, true));
+    case "connect":
+      return errorFor(Code.UNAVAILABLE, err.message, details(false, false));
+  }
+}
+
+function decode<O extends DescMessage>(schema: O, bytes: Uint8Array, what: string, details: ErrorDetails): MessageShape<O> {
+  try {
+    return fromBinary(schema, bytes);
+  } catch {
+    throw errorFor(Code.INTERNAL, `the reply is not a valid ${what}`, details);
+  }
+}
+
+function bytesOf(v: Uint8Array | string | undefined): Uint8Array {
+  if (v === undefined) {
+    return new Uint8Array(0);
+  }
+  return typeof v === "string" ? new TextEncoder().encode(v) : v;
+}
+
+function fileMessage(f: FileInput) {
+  if ("url" in f) {
+    return { path: f.path, source: { case: "url" as const, value: f.url } };
+  }
+  return { path: f.path, source: { case: "content" as const, value: bytesOf(f.content) } };
+}
+
+const LIMIT_FIELDS: ReadonlyArray<[keyof LimitsInput, keyof Omit<LimitsMessage, "$typeName" | "$unknown">, string]> = [
+  ["timeoutMs", "timeoutMs", "timeout_ms"],
+  ["cpuTimeMs", "cpuTimeMs", "cpu_time_ms"],
+  ["memoryBytes", "memoryBytes", "memory_bytes"],
+  ["outputBytes", "outputBytes", "output_bytes"],
+  ["maxProcesses", "maxProcesses", "max_processes"],
+  ["diskBytes", "diskBytes", "disk_bytes"],
+  ["openFiles", "openFiles", "open_files"],
+];
+
+/** Limits as int64; negative values go through (the server names them),
+ * values that are not integers are refused here: nothing is sent. */
+function limitsMessage(l: LimitsInput): LimitsMessage {
+  const m = create(LimitsSchema);
+  for (const [from, to, wire] of LIMIT_FIELDS) {
+    const v = l[from];
+    if (v === undefined) {
+      continue;
+    }
+    const big = typeof v === "bigint" ? v : Number.isSafeInteger(v) ? BigInt(v) : null;
+    if (big === null || big < -(2n ** 63n) || big >= 2n ** 63n) {
+      throw errorFor(Code.INVALID_ARGUMENT, `limits.${wire}: ${String(v)} is not a 64-bit integer; nothing was sent`, {
+        fromServer: false,
+        mayHaveRun: false,
+      });
+    }
+    m[to] = big;
+  }
+  return m;
+}
+
+function limitsOut(l: LimitsMessage | undefined): ServerLimits {
+  return {
+    timeoutMs: Number(l?.timeoutMs ?? 0n),
+    cpuTimeMs: Number(l?.cpuTimeMs ?? 0n),
+    memoryBytes: Number(l?.memoryBytes ?? 0n),
+    outputBytes: Number(l?.outputBytes ?? 0n),
+    maxProcesses: Number(l?.maxProcesses ?? 0n),
+    diskBytes: Number(l?.diskBytes ?? 0n),
+    openFiles: Number(l?.openFiles ?? 0n),
+  };
+}
+
+function fileType(t: FileEntry_Type): FileType {
+  switch (t) {
+    case FileEntry_Type.FILE:
+      return "file";
+    case FileEntry_Type.DIRECTORY:
+      return "directory";
+    case FileEntry_Type.SYMLINK:
+      return "symlink";
+    default:
+      return "other";
+  }
+}
+
+function toUint64(field: string, v: number): bigint {
+  if (!Number.isSafeInteger(v) || v < 0) {
+    throw errorFor(Code.INVALID_ARGUMENT, `${field}: ${v} is not a non-negative integer; nothing was sent`, {
+      fromServer: false,
+      mayHaveRun: false,
+    });
+  }
+  return BigInt(v);
+}
+
+function nonNegative(name: string, v: number): number {
+  if (!Number.isFinite(v) || v < 0) {
+    throw new TypeError(`ClientOptions.${name}: ${v} is not a non-negative number`);
+  }
+  return v;
+}
+
+export { codeName };

@@ -1,0 +1,38 @@
+/* index.ts: the public surface of @sandboxd/client. */
+export {
+  Client,
+  type CallOptions,
+  type ClientOptions,
+  type FileContent,
+  type FileEntry,
+  type FileInput,
+  type FileList,
+  type FileType,
+  type HealthStatus,
+  type LimitsInput,
+  type RunCodeParams,
+  type ServerInfo,
+  type ServerLimits,
+} from "./client.js";
+export {
+  Aborted,
+  AlreadyExists,
+  Cancelled,
+  Code,
+  codeName,
+  DeadlineExceeded,
+  type ErrorDetails,
+  FailedPrecondition,
+  Internal,
+  InvalidArgument,
+  NotFound,
+  OutOfRange,
+  PermissionDenied,
+  ResourceExhausted,
+  SandboxError,
+  Unavailable,
+  Unimplemented,
+  Unknown,
+} from "./errors.js";
+export { type EndpointState, type EndpointStatus, type Resolver } from "./fleet.js";
+export { Artifact, type KilledBy, type KilledByName, RunResult, type SaveReport } from "./result.js";
