@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import ipaddress
 import socket
 import threading
@@ -244,6 +243,21 @@ def addresses_from(target: Target, infos: Iterable) -> List[str]:
         if url not in out:
             out.append(url)
     return out
+
+
+def fnv1a32(data: bytes) -> int:
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def session_score(session_id: str, key: str) -> int:
+    """The rendezvous score of an endpoint for a session, the same in every
+    client (C, Python, TypeScript; docs/CLIENTS.md): FNV-1a 32 over
+    session_id, a NUL byte and the endpoint's key. The highest score holds
+    the session; ties go to the smallest key."""
+    return fnv1a32(f"{session_id}\0{key}".encode())
 
 
 class TLSConfig:
@@ -481,9 +495,8 @@ class Fleet:
                 return self._active[address]
             if not self._active:
                 return None
-            return max(self._active.values(),
-                       key=lambda e: hashlib.blake2b(f"{session_id}\0{e.address}".encode(),
-                                                     digest_size=8).digest())
+            return min(self._active.values(),
+                       key=lambda e: (-session_score(session_id, e.address), e.address))
 
     def remember_session(self, session_id: str, ep: Endpoint) -> None:
         with self._cond:

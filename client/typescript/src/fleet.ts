@@ -305,7 +305,7 @@ export class Fleet {
     let best: Endpoint | undefined;
     let bestScore = -1;
     for (const e of all) {
-      const score = fnv1a(`${sessionId}\0${e.address.key}`);
+      const score = sessionScore(sessionId, e.address.key);
       if (score > bestScore || (score === bestScore && best !== undefined && e.address.key < best.address.key)) {
         best = e;
         bestScore = score;
@@ -417,11 +417,19 @@ export class Fleet {
 }
 
 /** 32-bit FNV-1a of a string's UTF-16 code units: stable across processes. */
-function fnv1a(s: string): number {
+/** FNV-1a 32 over the UTF-8 bytes of s. */
+export function fnv1a(s: string): number {
   let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
+  for (const b of Buffer.from(s, "utf8")) {
+    h ^= b;
     h = Math.imul(h, 0x01000193) >>> 0;
   }
   return h;
+}
+
+/** The rendezvous score of an endpoint for a session, the same in every
+ * client (C, Python, TypeScript; docs/CLIENTS.md): the highest score holds
+ * the session, ties go to the smallest key. */
+export function sessionScore(sessionId: string, key: string): number {
+  return fnv1a(`${sessionId}\0${key}`);
 }

@@ -12,6 +12,7 @@ import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { parseEndpointUrl } from "../src/address.js";
+import { fnv1a, sessionScore } from "../src/fleet.js";
 import { ArtifactSchema } from "../src/gen/sandbox_pb.js";
 import { Artifact, Client, InvalidArgument, RunResult, Unavailable, Unknown } from "../src/index.js";
 import { checkPeerHeader, encodeRequest, FrameDecoder, SP_PROTOCOL_REP, SP_PROTOCOL_REQ, spHeader, splitReply, WireError } from "../src/wire.js";
@@ -278,3 +279,16 @@ function frame(framing: "tcp" | "ipc", body: string): Buffer {
   h.writeBigUInt64BE(BigInt(b.length));
   return Buffer.concat(framing === "ipc" ? [Buffer.from([1]), h, b] : [h, b]);
 }
+
+test("sessions: the cross-client rendezvous rule (FNV-1a 32), with the vectors the C and Python tests hold", () => {
+  assert.deepEqual([fnv1a(""), fnv1a("a"), fnv1a("foobar")], [0x811c9dc5, 0xe40c292c, 0xbf9cf968]);
+  const keys = ["tcp://127.0.0.2:7878", "tcp://127.0.0.3:7878", "tcp://127.0.0.4:7878", "tcp://[::1]:7878", "ipc:///run/sandboxd.sock"];
+  assert.equal(sessionScore("s1", keys[0]!), 0x305f6990);
+  assert.equal(sessionScore("fleet-s", keys[3]!), 0x4fc52943);
+  const home = (sid: string, ks: string[]): string =>
+    [...ks].sort((a, b) => sessionScore(sid, b) - sessionScore(sid, a) || (a < b ? -1 : 1))[0]!;
+  assert.equal(home("s1", keys.slice(0, 3)), "tcp://127.0.0.4:7878");
+  assert.equal(home("s1", keys), "ipc:///run/sandboxd.sock");
+  assert.equal(home("fleet-s", keys), "tcp://127.0.0.2:7878");
+  assert.equal(home("notebook-42", keys), "tcp://127.0.0.3:7878");
+});

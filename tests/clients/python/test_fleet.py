@@ -106,6 +106,15 @@ def test_a_session_stays_on_its_server(servers):
     with sandboxd.Client([s.tcp for s in fleet]) as c:
         assert c.wait_connected(2)
         first = c.run_code("open('n', 'w').write('1')\n", session_id="fleet-s")
+        # The home is the cross-client rule's (docs/CLIENTS.md), computed here
+        # on its own: FNV-1a 32 of "fleet-s\0<key>", highest wins.
+        def fnv(data):
+            h = 0x811C9DC5
+            for b in data:
+                h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+            return h
+        rule = min((s.tcp for s in fleet), key=lambda k: (-fnv(f"fleet-s\0{k}".encode()), k))
+        assert first.endpoint == rule
         homes = {c.run_code("print(open('n').read())", session_id="fleet-s").endpoint
                  for _ in range(4)}
         assert homes == {first.endpoint}

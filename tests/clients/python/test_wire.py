@@ -225,3 +225,23 @@ def test_tls_settings():
     with sandboxd.Client("tls+tcp://127.0.0.1:9", tls=sandboxd.TLS(verify=False),
                          connect_timeout_s=0.1) as c:
         assert c.endpoints() == {"tls+tcp://127.0.0.1:9": False}
+
+
+# The cross-client session rule (docs/CLIENTS.md): the C and TypeScript
+# clients' unit tests hold the same vectors.
+SESSION_KEYS = ["tcp://127.0.0.2:7878", "tcp://127.0.0.3:7878", "tcp://127.0.0.4:7878",
+                "tcp://[::1]:7878", "ipc:///run/sandboxd.sock"]
+
+
+def test_session_home_rule_vectors():
+    from sandboxd._transport import fnv1a32, session_score
+    assert (fnv1a32(b""), fnv1a32(b"a"), fnv1a32(b"foobar")) == (0x811C9DC5, 0xE40C292C, 0xBF9CF968)
+    assert session_score("s1", SESSION_KEYS[0]) == 0x305F6990
+    assert session_score("fleet-s", SESSION_KEYS[3]) == 0x4FC52943
+
+    def home(sid, keys):
+        return min(keys, key=lambda k: (-session_score(sid, k), k))
+    assert home("s1", SESSION_KEYS[:3]) == "tcp://127.0.0.4:7878"
+    assert home("s1", SESSION_KEYS) == "ipc:///run/sandboxd.sock"
+    assert home("fleet-s", SESSION_KEYS) == "tcp://127.0.0.2:7878"
+    assert home("notebook-42", SESSION_KEYS) == "tcp://127.0.0.3:7878"
