@@ -88,16 +88,17 @@ static int check_target(const struct download_policy *policy, const char *url,
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "download");
   char *scheme = NULL, *host = NULL;
   int rv = 0;
+  /* The scheme first: file:///x has no host, but is refused for its scheme. */
   if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK)
     rv = sbx_error_set(err, SBX_FAILED_PRECONDITION, 0, "not a valid URL");
-  } else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+  else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0)
     rv = sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
                        "scheme %s is not allowed (http and https only)", scheme);
-  } else {
+  else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
+    rv = sbx_error_set(err, SBX_FAILED_PRECONDITION, 0, "not a valid URL (no host)");
+  else
     rv = download_policy_host(policy, host, err);
-  }
   curl_free(scheme);
   curl_free(host);
   curl_url_cleanup(u);
