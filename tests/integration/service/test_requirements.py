@@ -127,8 +127,9 @@ def group_requirements_basic(b):
               and "could not install 'sbx-missing-dep': no matching distribution in the "
                   "configured index" in err
               and "No matching distribution found for sbx-missing-dep" in err
-              and "nothing ran" in err, "a failed install is FAILED_PRECONDITION with pip's "
-              "output tail", out)
+              and err.splitlines()[0].endswith("; nothing ran") and err.count("nothing ran") == 1,
+              "a failed install is FAILED_PRECONDITION with pip's output tail; \"nothing ran\" "
+              "ends its first line, once", out)
         rc, out = s.run(HELLO, *req_flags("sbx-not-in-wheelhouse"))
         check("could not install 'sbx-not-in-wheelhouse'" in out.get("error", ""),
               "an unknown package names itself", out)

@@ -407,9 +407,13 @@ def group_sessions(b):
         check(out.get("stdout") == "8\n", "a run without disk_bytes keeps the session's quota", out)
         before = runs_total(s)
         rc, out = s.run(size, "--session", "gamma", "--disk-mb", "2")
-        check(out.get("status") == "FAILED_PRECONDITION" and "already use" in out.get("error", "")
-              and runs_total(s) == before,
-              "shrinking below what the session's files use: FAILED_PRECONDITION, nothing ran", out)
+        check(out.get("status") == "FAILED_PRECONDITION" and runs_total(s) == before
+              and out.get("error", "").startswith("workspace: limits.disk_bytes: the session's "
+                                                  "files already use ")
+              and out.get("error", "").endswith("this run asks for; ask for more, or remove "
+                                                "files first; nothing ran"),
+              "shrinking below what the session's files use: FAILED_PRECONDITION, nothing ran "
+              "(said once)", out)
         rc, out = s.run("import os\nos.remove('more.bin')\nos.remove('big.bin')\n", "--session",
                         "gamma")
         rc, out = s.run(size, "--session", "gamma", "--disk-mb", "2")
@@ -860,6 +864,10 @@ def group_files(b):
             check(out.get("status") == "FAILED_PRECONDITION" and url in err and reason in err,
                   f"download {what}: FAILED_PRECONDITION naming URL and reason", out)
         check(runs_total(s) == before, "nothing ran after a failed download")
+        # The whole message: what failed, why, and "; nothing ran" once.
+        rc, out = s.run(HELLO, "--file-url", f"x={web}/missing")
+        check(out.get("error") == f"files[0].url {web}/missing: download failed: HTTP status 404"
+              "; nothing ran", "a failed download's whole message", out)
         rc, out = s.run(HELLO)
         check(out.get("stdout") == "hello\n", "server still serves", out)
     finally:
