@@ -100,3 +100,10 @@ void text_format_bytes(uint64_t bytes, char *buf, size_t len) {
   else
     snprintf(buf, len, "%.1f %s", v, units[u]);
 }
+
+bool text_graphic_ascii(const char *s) {
+  for (; *s != '\0'; s++)
+    if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+      return false;
+  return true;
+}

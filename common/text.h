@@ -28,4 +28,9 @@ void text_printable(const char *in, size_t in_len, char *out, size_t out_len, bo
 /* "64 KiB", "128 MiB", "1.5 GiB", "100 bytes": sizes in messages. */
 void text_format_bytes(uint64_t bytes, char *buf, size_t len);
 
+/* True when every byte of s is graphic ASCII (0x21 to 0x7e): no spaces,
+ * no control characters, nothing beyond ASCII. For URLs from settings and
+ * requests. */
+bool text_graphic_ascii(const char *s);
+
 #endif

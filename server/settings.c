@@ -359,10 +359,9 @@ int settings_check(const struct server_settings *s, struct sbx_error *err) {
       strncmp(s->index_url, "https://", 8) != 0)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "index-url: \"%s\" is not an http:// or https:// URL", s->index_url);
-  for (const char *c = s->index_url; *c != '\0'; c++)
-    if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "index-url: spaces and control characters are not allowed");
+  if (!text_graphic_ascii(s->index_url))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "index-url: spaces and control characters are not allowed");
   if (s->pip_proxy[0] != '\0' && s->offline != 0)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "pip-proxy: set, but offline = 1 gives pip no network to use it");
@@ -371,10 +370,9 @@ int settings_check(const struct server_settings *s, struct sbx_error *err) {
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "pip-proxy: \"%s\" is not http://host:port (no credentials)",
                          s->pip_proxy);
-  for (const char *c = s->pip_proxy; *c != '\0'; c++)
-    if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "pip-proxy: spaces and control characters are not allowed");
+  if (!text_graphic_ascii(s->pip_proxy))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "pip-proxy: spaces and control characters are not allowed");
   if (s->artifact_bytes > s->artifacts_total_bytes)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "artifact-bytes (%" PRId64 ") is above artifacts-total-bytes (%" PRId64

@@ -36,10 +36,7 @@ int download_url_syntax_ok(const char *url) {
     return 0;
   if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
     return 0;
-  for (const char *c = url; *c != '\0'; c++)
-    if ((unsigned char)*c <= 0x20 || *c == 0x7f)
-      return 0;
-  return 1;
+  return text_graphic_ascii(url);
 }
 
 static bool host_allowed(const char *allowed, const char *host) {

@@ -96,7 +96,8 @@ static int check_file(const Sandbox__V1__RunCodeRequest *req, size_t i,
     return download_url_syntax_ok(f->url)
                ? 0
                : REFUSE("files[%zu].url: must be an http:// or https:// URL of at most %d bytes "
-                        "without spaces or control characters",
+                        "of printable ASCII (no spaces or control characters; percent-encode the "
+                        "rest)",
                         i, DOWNLOAD_URL_MAX);
   if (f->source_case != SANDBOX__V1__FILE__SOURCE_CONTENT)
     return REFUSE("files[%zu]: needs content or url", i);

@@ -172,6 +172,7 @@ static void url_syntax(void **state) {
   assert_false(download_url_syntax_ok("http://example.com/a b"));
   assert_false(download_url_syntax_ok("http://example.com/\x7f"));
   assert_false(download_url_syntax_ok(""));
+  assert_false(download_url_syntax_ok("http://example.com/caf\xc3\xa9")); /* percent-encode it */
 }
 
 int main(void) {
