@@ -101,7 +101,9 @@ static void v2_destroy(struct cgroup_manager *m) {
     cgroup_remove_tree(m->engine_dir[0], true);
 }
 
-static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_error *err) {
+/* The directory of P (parent, or our own cgroup when parent is "") under
+ * the cgroup2 mount. */
+static int v2_base_path(const char *parent, char *base, size_t size, struct sandbox_error *err) {
   char mnt[4096], root[4096], self[4096];
   if (cgroup_find_mount(NULL, mnt, sizeof mnt, root, sizeof root) < 0)
     return sandbox_error_set(err, 0, "no cgroup2 mount");
@@ -126,30 +128,28 @@ static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_
     if (rel[0] == '\0')
       rel = "/";
   }
-  char base[4096];
-  if ((size_t)snprintf(base, sizeof base, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel) >=
-      sizeof base)
+  if ((size_t)snprintf(base, size, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel) >= size)
     return sandbox_error_set(err, ENAMETOOLONG, "cgroup path");
-  cleanup_close int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (bfd < 0)
-    return sandbox_error_set(err, errno, "open %s", base);
-  char avail[512];
-  if (cgroup_read_at(bfd, "cgroup.controllers", avail, sizeof avail) < 0)
+  return 0;
+}
+
+/* Reads the controllers P offers into avail; P must offer memory and pids
+ * and let us enable them for its children. */
+static int v2_check_delegated(int bfd, const char *base, char *avail, size_t size,
+                              struct sandbox_error *err) {
+  if (cgroup_read_at(bfd, "cgroup.controllers", avail, size) < 0)
     return sandbox_error_set(err, errno, "read %s/cgroup.controllers", base);
   if (!has_word(avail, "memory") || !has_word(avail, "pids"))
     return sandbox_error_set(err, 0, "%s has no memory and pids controllers (not delegated)",
                              base);
   if (faccessat(bfd, "cgroup.subtree_control", W_OK, 0) < 0)
     return sandbox_error_set(err, errno, "%s is not writable", base);
-  /* Only the kernel's root cgroup may have members and enable controllers
-   * for its children; it is the one without cgroup.type. "/" of a cgroup
-   * namespace (a container's view) is not it. */
-  bool kernel_root = faccessat(bfd, "cgroup.type", F_OK, 0) < 0 && errno == ENOENT;
-  if (!kernel_root && v2_move_members_to_leaf(base, err) < 0)
-    return -1;
-  if (v2_enable(base, avail, err) < 0)
-    return -1;
-  cgroup_remove_stale(base, true);
+  return 0;
+}
+
+/* P/sandboxd.<pid>, with the controllers enabled for the slots. */
+static int v2_make_engine_dir(struct cgroup_manager *m, const char *base, const char *avail,
+                              struct sandbox_error *err) {
   snprintf(m->engine_dir[0], sizeof m->engine_dir[0], "%s/sandboxd.%d", base, (int)getpid());
   if (mkdir(m->engine_dir[0], 0700) < 0 && errno != EEXIST) {
     sandbox_error_set(err, errno, "mkdir %s", m->engine_dir[0]);
@@ -160,12 +160,41 @@ static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_
     v2_destroy(m);
     return -1;
   }
+  return 0;
+}
+
+/* clone3(CLONE_INTO_CGROUP) came with Linux 5.7. */
+static bool v2_kernel_has_clone_into_cgroup(void) {
   struct utsname u;
   int major = 0, minor = 0;
   if (uname(&u) == 0)
     sscanf(u.release, "%d.%d", &major, &minor);
+  return major > 5 || (major == 5 && minor >= 7);
+}
+
+static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_error *err) {
+  char base[4096];
+  if (v2_base_path(parent, base, sizeof base, err) < 0)
+    return -1;
+  cleanup_close int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (bfd < 0)
+    return sandbox_error_set(err, errno, "open %s", base);
+  char avail[512];
+  if (v2_check_delegated(bfd, base, avail, sizeof avail, err) < 0)
+    return -1;
+  /* Only the kernel's root cgroup may have members and enable controllers
+   * for its children; it is the one without cgroup.type. "/" of a cgroup
+   * namespace (a container's view) is not it. */
+  bool kernel_root = faccessat(bfd, "cgroup.type", F_OK, 0) < 0 && errno == ENOENT;
+  if (!kernel_root && v2_move_members_to_leaf(base, err) < 0)
+    return -1;
+  if (v2_enable(base, avail, err) < 0)
+    return -1;
+  cgroup_remove_stale(base, true);
+  if (v2_make_engine_dir(m, base, avail, err) < 0)
+    return -1;
   m->cpu_share = has_word(avail, "cpu");
-  m->clone_into_cgroup = major > 5 || (major == 5 && minor >= 7);
+  m->clone_into_cgroup = v2_kernel_has_clone_into_cgroup();
   return 0;
 }
 

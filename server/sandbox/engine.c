@@ -204,14 +204,9 @@ static int make_slots(struct sandbox_engine *e, struct sandbox_error *err) {
   return make_slot_netns(e, err);
 }
 
-int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbox_engine **out,
-                       struct sandbox_error *err) {
-  if (geteuid() != 0)
-    return sandbox_error_set(err, EPERM,
-                             "the sandbox engine needs root (namespaces, mounts, uid switch)");
-  cleanup_free struct sandbox_engine *e = calloc(1, sizeof *e);
-  if (e == NULL)
-    return sandbox_error_set(err, ENOMEM, "engine");
+/* Fills in the defaults and checks the uid/gid range; reads cap_last_cap. */
+static int engine_configure(struct sandbox_engine *e, const struct sandbox_engine_config *config,
+                            struct sandbox_error *err) {
   e->config = *config;
   if (e->config.slots == 0)
     e->config.slots = 1;
@@ -227,52 +222,73 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
   e->config.state_dir = e->state_dir;
   e->config.cgroup_parent = NULL; /* not kept: only used below */
   e->cap_last_cap = read_cap_last_cap();
+  return 0;
+}
 
-  /* A write to a program that closed its stdin must fail with EPIPE, not
-   * kill the server: the engine ignores SIGPIPE for the process. */
-  signal(SIGPIPE, SIG_IGN);
+/* What engine_acquire has acquired so far, in its order. */
+enum engine_stage {
+  ENGINE_HAS_SLOTS,   /* the slots (possibly partly made) */
+  ENGINE_HAS_INIT_FD, /* + the sandbox-init memfd */
+  ENGINE_HAS_ROOTFS,  /* + the synthesized /etc and user databases */
+  ENGINE_HAS_MNTNS,   /* + the template mount namespace */
+  ENGINE_HAS_SECCOMP, /* + the seccomp programs (possibly partly compiled) */
+};
 
+/* Releases everything up to stage, in one order for every failure and for
+ * sandbox_engine_free. The cgroups are not in it: they come last and are
+ * released by cgroup_manager_destroy. */
+static void engine_release(struct sandbox_engine *e, enum engine_stage stage) {
+  if (stage >= ENGINE_HAS_SECCOMP) {
+    seccomp_policy_free(&e->seccomp);
+    seccomp_policy_free(&e->seccomp_network);
+  }
+  if (stage >= ENGINE_HAS_MNTNS)
+    close(e->mntns_fd);
+  if (stage >= ENGINE_HAS_ROOTFS)
+    rootfs_destroy(&e->rootfs);
+  free_slots(e);
+  if (stage >= ENGINE_HAS_INIT_FD)
+    close(e->init_fd);
+}
+
+/* Makes the slots, sandbox-init's memfd, the sandbox's filesystem, the
+ * template namespace, the seccomp programs and the cgroups, in that order.
+ * On failure, releases what it made. */
+static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_config *config,
+                          struct sandbox_error *err) {
   if (make_slots(e, err) < 0) {
-    free_slots(e);
+    engine_release(e, ENGINE_HAS_SLOTS);
     return -1;
   }
   e->init_fd = make_init_memfd(err);
   if (e->init_fd < 0) {
-    free_slots(e);
+    engine_release(e, ENGINE_HAS_SLOTS);
     return -1;
   }
   if (rootfs_init(&e->rootfs, e->state_dir, e->config.uid_base, e->config.gid_base,
                   e->config.slots, err) < 0) {
-    free_slots(e);
-    close(e->init_fd);
+    engine_release(e, ENGINE_HAS_INIT_FD);
     return sandbox_error_wrap(err, "prepare sandbox filesystem");
   }
   e->mntns_fd = mnt_template_create(&e->rootfs, err);
   if (e->mntns_fd < 0) {
-    rootfs_destroy(&e->rootfs);
-    free_slots(e);
-    close(e->init_fd);
+    engine_release(e, ENGINE_HAS_ROOTFS);
     return sandbox_error_wrap(err, "prepare the template mount namespace");
   }
   if (seccomp_policy_compile(&e->seccomp, false, err) < 0 ||
       seccomp_policy_compile(&e->seccomp_network, true, err) < 0) {
-    seccomp_policy_free(&e->seccomp);
-    close(e->mntns_fd);
-    free_slots(e);
-    close(e->init_fd);
-    rootfs_destroy(&e->rootfs);
+    engine_release(e, ENGINE_HAS_SECCOMP);
     return sandbox_error_wrap(err, "compile seccomp policy");
   }
   if (cgroup_manager_init(&e->cgroups, config->backend, config->cgroup_parent, e->config.slots,
                           err) < 0) {
-    seccomp_policy_free(&e->seccomp);
-    seccomp_policy_free(&e->seccomp_network);
-    close(e->mntns_fd);
-    rootfs_destroy(&e->rootfs);
-    free_slots(e);
-    close(e->init_fd);
+    engine_release(e, ENGINE_HAS_SECCOMP);
     return -1;
   }
+  return 0;
+}
+
+static void engine_fill_report(struct sandbox_engine *e) {
   struct sandbox_report *r = &e->report;
   r->backend = e->cgroups.backend->kind;
   r->backend_name = e->cgroups.backend->name;
@@ -283,6 +299,26 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
   r->slots = e->config.slots;
   r->clone_into_cgroup = e->cgroups.clone_into_cgroup;
   r->cpu_share = e->cgroups.cpu_share;
+}
+
+int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbox_engine **out,
+                       struct sandbox_error *err) {
+  if (geteuid() != 0)
+    return sandbox_error_set(err, EPERM,
+                             "the sandbox engine needs root (namespaces, mounts, uid switch)");
+  cleanup_free struct sandbox_engine *e = calloc(1, sizeof *e);
+  if (e == NULL)
+    return sandbox_error_set(err, ENOMEM, "engine");
+  if (engine_configure(e, config, err) < 0)
+    return -1;
+
+  /* A write to a program that closed its stdin must fail with EPIPE, not
+   * kill the server: the engine ignores SIGPIPE for the process. */
+  signal(SIGPIPE, SIG_IGN);
+
+  if (engine_acquire(e, config, err) < 0)
+    return -1;
+  engine_fill_report(e);
   *out = steal_pointer(&e);
   return 0;
 }
@@ -291,12 +327,7 @@ void sandbox_engine_free(struct sandbox_engine *e) {
   if (e == NULL)
     return;
   cgroup_manager_destroy(&e->cgroups);
-  seccomp_policy_free(&e->seccomp);
-  seccomp_policy_free(&e->seccomp_network);
-  close(e->mntns_fd);
-  rootfs_destroy(&e->rootfs);
-  free_slots(e);
-  close(e->init_fd);
+  engine_release(e, ENGINE_HAS_SECCOMP);
   free(e);
 }
 
@@ -526,6 +557,220 @@ static int describe_setup_error(const struct supervise *s, const struct rootfs_p
   return sandbox_error_set(err, s->setup_error.errnum, "sandbox setup failed at %s", what);
 }
 
+/* One run's state, from the plan to the reaped init: what the steps below
+ * hand to each other and what run_release gives back. */
+struct engine_run {
+  struct sandbox_engine *e;
+  unsigned slot;
+  const struct sandbox_spec *spec;
+  struct sandbox_limits limits; /* the spec's, defaults filled in */
+  bool template;
+  struct rootfs_plan plan;
+  const char **env;
+  bool need_sync;
+  struct run_pipes p;
+  int pidfd;
+  pid_t pid;
+  struct supervise sv;
+  struct cgroup_run_stats stats;
+  struct rusage ru;
+};
+
+/* Nothing acquired yet: every fd -1, so run_release can run at any point. */
+static void run_state_init(struct engine_run *r) {
+  r->pidfd = -1;
+  r->pid = -1;
+  memset(&r->sv, 0, sizeof r->sv);
+  r->sv.stdin_fd = r->sv.stdout_fd = r->sv.stderr_fd = r->sv.report_fd = -1;
+  memset(&r->stats, 0, sizeof r->stats);
+  for (int i = 0; i < 5; i++)
+    r->p.fds[i][0] = r->p.fds[i][1] = -1;
+}
+
+/* The run's cgroup (in its group, if any) and its pipes. */
+static int run_prepare(struct engine_run *r, struct sandbox_error *err) {
+  struct sandbox_engine *e = r->e;
+  const struct cgroup_backend *cg = e->cgroups.backend;
+  struct cgroup_group *group = NULL;
+  if (r->spec->group != 0 && (group = cgroup_group_find(&e->cgroups, r->spec->group)) == NULL)
+    return sandbox_error_set(err, ENOENT, "no group %llu", (unsigned long long)r->spec->group);
+  if (cg->prepare(&e->cgroups, r->slot, &r->limits, group, err) < 0)
+    return sandbox_error_wrap(err, "%s slot %u", cg->name, r->slot);
+  /* Prepare may have created the per-run cgroup: the clone fd is known now,
+   * and with it whether the child must wait to be attached (a sync pipe). */
+  r->need_sync = cg->clone_fd(&e->cgroups, r->slot) == CGROUP_ATTACH_AFTER_CLONE;
+  return pipes_open(&r->p, r->need_sync, err);
+}
+
+/* Everything the child needs, as plain data (child.h). */
+static void run_child_args(const struct engine_run *r, struct child_args *args) {
+  const struct sandbox_engine *e = r->e;
+  const struct sandbox_spec *spec = r->spec;
+  *args = (struct child_args){
+      .ops = r->plan.ops,
+      .n_ops = r->plan.n_ops,
+      .root = e->rootfs.root,
+      .mntns_fd = r->template ? e->mntns_fd : -1,
+      .cwd = spec->cwd ? spec->cwd : "/workspace",
+      .hostname = "sandbox",
+      .argv = spec->argv,
+      .envp = r->env,
+      .uid = e->config.uid_base + r->slot,
+      .gid = e->config.gid_base + r->slot,
+      .cap_last_cap = e->cap_last_cap,
+      .stdin_fd = r->p.fds[0][0],
+      .stdout_fd = r->p.fds[1][1],
+      .stderr_fd = r->p.fds[2][1],
+      .report_fd = r->p.fds[3][1],
+      .sync_fd = r->need_sync ? r->p.fds[4][0] : -1,
+      .netns_fd = spec->network ? spec->netns_fd : e->slots[r->slot].netns_fd,
+      .init_fd = e->init_fd,
+      .seccomp = spec->network ? &e->seccomp_network : &e->seccomp,
+  };
+  fill_rlimits(e, &r->limits, args);
+}
+
+/* The child's ends belong to it once it is cloned. */
+static void pipes_close_child_ends(struct run_pipes *p) {
+  int child_ends[5][2] = {{0, 0}, {1, 1}, {2, 1}, {3, 1}, {4, 0}};
+  for (int i = 0; i < 5; i++) {
+    int *fd = &p->fds[child_ends[i][0]][child_ends[i][1]];
+    if (*fd >= 0) {
+      close(*fd);
+      *fd = -1;
+    }
+  }
+}
+
+/* Without CLONE_INTO_CGROUP the child waits on the sync pipe: it is placed
+ * in its cgroup, then let go. On failure it is killed (the caller still
+ * reaps it). */
+static int run_attach_child(struct engine_run *r, struct sandbox_error *err) {
+  if (!r->need_sync)
+    return 0;
+  if (r->e->cgroups.backend->attach(&r->e->cgroups, r->slot, r->pid, err) < 0) {
+    syscall(SYS_pidfd_send_signal, r->pidfd, SIGKILL, NULL, 0);
+    return sandbox_error_wrap(err, "place the run in its cgroup");
+  }
+  /* EPIPE here means the child already failed its setup: supervision
+   * below collects its report. */
+  ssize_t w = write(r->p.fds[4][1], "g", 1);
+  (void)w;
+  close(r->p.fds[4][1]);
+  r->p.fds[4][1] = -1;
+  return 0;
+}
+
+/* Hands the parent's pipe ends to the supervisor and runs it. */
+static int run_supervise(struct engine_run *r, struct sandbox_error *err) {
+  struct supervise *sv = &r->sv;
+  struct run_pipes *p = &r->p;
+  sv->stdin_fd = p->fds[0][1];
+  sv->stdout_fd = p->fds[1][0];
+  sv->stderr_fd = p->fds[2][0];
+  sv->report_fd = p->fds[3][0];
+  p->fds[0][1] = p->fds[1][0] = p->fds[2][0] = p->fds[3][0] = -1; /* owned by sv now */
+  sv->pidfd = r->pidfd;
+  sv->stdin_data = r->spec->stdin_data;
+  sv->stdin_len = r->spec->stdin_len;
+  sv->output_limit = r->limits.output_bytes;
+  sv->timeout_ms = r->limits.timeout_ms;
+  sv->cpu_limit_ms = r->limits.cpu_time_ms;
+  sv->cgroups = &r->e->cgroups;
+  sv->slot = r->slot;
+  return supervise_run(sv, err);
+}
+
+static void run_reap(struct engine_run *r, struct sandbox_result *result) {
+  siginfo_t info;
+  memset(&r->ru, 0, sizeof r->ru);
+  while (syscall(SYS_waitid, P_PIDFD, r->pidfd, &info, WEXITED | __WALL, &r->ru) < 0 &&
+         errno == EINTR)
+    ;
+  result->wall_time_us = supervise_elapsed_us(&r->sv.start);
+}
+
+/* From the cgroup to the reaped init. Returns 0 when the run was supervised
+ * to its end; -1 with err otherwise (the init, if it was cloned, is reaped). */
+static int run_execute(struct engine_run *r, struct sandbox_result *result,
+                       struct sandbox_error *err) {
+  if (run_prepare(r, err) < 0)
+    return -1;
+  struct child_args args;
+  run_child_args(r, &args);
+
+  clock_gettime(CLOCK_MONOTONIC, &r->sv.start);
+  r->pid = spawn(r->e, r->slot, &args, &r->pidfd, err);
+  if (r->pid < 0)
+    return -1;
+  pipes_close_child_ends(&r->p);
+  int ret = -1;
+  if (run_attach_child(r, err) == 0 && run_supervise(r, err) == 0)
+    ret = 0;
+  run_reap(r, result);
+  return ret;
+}
+
+/* The figures of a run that happened: times, memory, how it ended, output. */
+static void run_fill_result(struct engine_run *r, struct sandbox_result *result) {
+  const struct cgroup_backend *cg = r->e->cgroups.backend;
+  const struct cgroup_run_stats *stats = &r->stats;
+  const struct rusage *ru = &r->ru;
+  result->backend = cg->kind;
+  result->memory_per_process = cg->kind == SANDBOX_BACKEND_RLIMIT;
+  result->limits = r->limits;
+  if (stats->have_cpu)
+    result->cpu_time_us = stats->cpu_ns / 1000;
+  else
+    result->cpu_time_us = (uint64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000u +
+                          (uint64_t)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec);
+  result->peak_memory_bytes = stats->have_peak ? stats->peak_bytes : (uint64_t)ru->ru_maxrss * 1024;
+  classify(&r->sv, stats, &r->limits, result);
+  result->stdout_data = steal_pointer(&r->sv.out.data);
+  result->stdout_len = r->sv.out.len;
+  result->stdout_truncated = r->sv.out.truncated;
+  result->stderr_data = steal_pointer(&r->sv.err.data);
+  result->stderr_len = r->sv.err.len;
+  result->stderr_truncated = r->sv.err.truncated;
+}
+
+/* Empties the slot's cgroup whatever happened before, then decides whether
+ * the run counts (ret 0) and fills result if so. */
+static int run_finish(struct engine_run *r, int ret, struct sandbox_result *result,
+                      struct sandbox_error *err) {
+  const struct cgroup_backend *cg = r->e->cgroups.backend;
+  struct sandbox_error finish_err = {0};
+  if (cg->finish(&r->e->cgroups, r->slot, &r->stats, &finish_err) < 0 && ret == 0) {
+    /* Figures are still valid; the leftover was killed. Report it loudly. */
+    fprintf(stderr, "sandbox: slot %u: %s\n", r->slot, finish_err.msg);
+  }
+  if (ret == 0 && r->sv.have_setup_error) {
+    describe_setup_error(&r->sv, &r->plan, err);
+    ret = -1;
+  } else if (ret == 0 && !r->sv.have_exit && r->sv.cause == SUPERVISE_CAUSE_NONE &&
+             !r->stats.oom_killed) {
+    /* init died without a word and nobody killed it. */
+    sandbox_error_set(err, 0, "the sandbox's init ended without reporting the program's status");
+    ret = -1;
+  }
+  if (ret == 0)
+    run_fill_result(r, result);
+  return ret;
+}
+
+static void run_release(struct engine_run *r) {
+  free(r->sv.out.data);
+  free(r->sv.err.data);
+  int sv_fds[4] = {r->sv.stdin_fd, r->sv.stdout_fd, r->sv.stderr_fd, r->sv.report_fd};
+  for (int i = 0; i < 4; i++)
+    if (sv_fds[i] >= 0)
+      close(sv_fds[i]);
+  if (r->pidfd >= 0)
+    close(r->pidfd);
+  pipes_close(&r->p);
+  rootfs_plan_free(&r->plan);
+}
+
 int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
                 struct sandbox_result *result, struct sandbox_error *err) {
   memset(result, 0, sizeof *result);
@@ -534,163 +779,22 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
                              e->config.slots);
   if (validate_spec(spec, err) < 0)
     return -1;
-  struct sandbox_limits limits = spec->limits;
-  sandbox_limits_fill_defaults(&limits);
+  struct engine_run r = {.e = e, .slot = slot, .spec = spec, .limits = spec->limits};
+  sandbox_limits_fill_defaults(&r.limits);
 
-  bool template = rootfs_template_fits(spec);
-  struct rootfs_plan plan;
-  if (rootfs_plan_build(&e->rootfs, slot, spec, &limits, template, &plan, err) < 0)
+  r.template = rootfs_template_fits(spec);
+  if (rootfs_plan_build(&e->rootfs, slot, spec, &r.limits, r.template, &r.plan, err) < 0)
     return -1;
   cleanup_free const char **env = build_env(spec->env, err);
   if (env == NULL) {
-    rootfs_plan_free(&plan);
+    rootfs_plan_free(&r.plan);
     return -1;
   }
-  const struct cgroup_backend *cg = e->cgroups.backend;
-  bool need_sync;
-  struct run_pipes p;
-  int ret = -1;
-  int pidfd = -1;
-  pid_t pid = -1;
-  struct supervise sv;
-  memset(&sv, 0, sizeof sv);
-  sv.stdin_fd = sv.stdout_fd = sv.stderr_fd = sv.report_fd = -1;
-  struct cgroup_run_stats stats;
-  memset(&stats, 0, sizeof stats);
+  r.env = env;
+  run_state_init(&r);
 
-  for (int i = 0; i < 5; i++)
-    p.fds[i][0] = p.fds[i][1] = -1;
-  struct cgroup_group *group = NULL;
-  if (spec->group != 0 && (group = cgroup_group_find(&e->cgroups, spec->group)) == NULL) {
-    sandbox_error_set(err, ENOENT, "no group %llu", (unsigned long long)spec->group);
-    goto finish;
-  }
-  if (cg->prepare(&e->cgroups, slot, &limits, group, err) < 0) {
-    sandbox_error_wrap(err, "%s slot %u", cg->name, slot);
-    goto finish;
-  }
-  /* Prepare may have created the per-run cgroup: the clone fd is known now,
-   * and with it whether the child must wait to be attached (a sync pipe). */
-  need_sync = cg->clone_fd(&e->cgroups, slot) == CGROUP_ATTACH_AFTER_CLONE;
-  if (pipes_open(&p, need_sync, err) < 0)
-    goto finish;
-  struct child_args args = {
-      .ops = plan.ops,
-      .n_ops = plan.n_ops,
-      .root = e->rootfs.root,
-      .mntns_fd = template ? e->mntns_fd : -1,
-      .cwd = spec->cwd ? spec->cwd : "/workspace",
-      .hostname = "sandbox",
-      .argv = spec->argv,
-      .envp = env,
-      .uid = e->config.uid_base + slot,
-      .gid = e->config.gid_base + slot,
-      .cap_last_cap = e->cap_last_cap,
-      .stdin_fd = p.fds[0][0],
-      .stdout_fd = p.fds[1][1],
-      .stderr_fd = p.fds[2][1],
-      .report_fd = p.fds[3][1],
-      .sync_fd = need_sync ? p.fds[4][0] : -1,
-      .netns_fd = spec->network ? spec->netns_fd : e->slots[slot].netns_fd,
-      .init_fd = e->init_fd,
-      .seccomp = spec->network ? &e->seccomp_network : &e->seccomp,
-  };
-  fill_rlimits(e, &limits, &args);
-
-  clock_gettime(CLOCK_MONOTONIC, &sv.start);
-  pid = spawn(e, slot, &args, &pidfd, err);
-  if (pid < 0)
-    goto finish;
-  /* The child's ends belong to it now. */
-  int child_ends[5][2] = {{0, 0}, {1, 1}, {2, 1}, {3, 1}, {4, 0}};
-  for (int i = 0; i < 5; i++) {
-    int *fd = &p.fds[child_ends[i][0]][child_ends[i][1]];
-    if (*fd >= 0) {
-      close(*fd);
-      *fd = -1;
-    }
-  }
-  if (need_sync) {
-    if (cg->attach(&e->cgroups, slot, pid, err) < 0) {
-      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-      sandbox_error_wrap(err, "place the run in its cgroup");
-      goto reap;
-    }
-    /* EPIPE here means the child already failed its setup: supervision
-     * below collects its report. */
-    ssize_t w = write(p.fds[4][1], "g", 1);
-    (void)w;
-    close(p.fds[4][1]);
-    p.fds[4][1] = -1;
-  }
-
-  sv.stdin_fd = p.fds[0][1];
-  sv.stdout_fd = p.fds[1][0];
-  sv.stderr_fd = p.fds[2][0];
-  sv.report_fd = p.fds[3][0];
-  p.fds[0][1] = p.fds[1][0] = p.fds[2][0] = p.fds[3][0] = -1; /* owned by sv now */
-  sv.pidfd = pidfd;
-  sv.stdin_data = spec->stdin_data;
-  sv.stdin_len = spec->stdin_len;
-  sv.output_limit = limits.output_bytes;
-  sv.timeout_ms = limits.timeout_ms;
-  sv.cpu_limit_ms = limits.cpu_time_ms;
-  sv.cgroups = &e->cgroups;
-  sv.slot = slot;
-  if (supervise_run(&sv, err) == 0)
-    ret = 0;
-
-reap:;
-  siginfo_t info;
-  struct rusage ru;
-  memset(&ru, 0, sizeof ru);
-  while (syscall(SYS_waitid, P_PIDFD, pidfd, &info, WEXITED | __WALL, &ru) < 0 &&
-         errno == EINTR)
-    ;
-  result->wall_time_us = supervise_elapsed_us(&sv.start);
-
-finish:;
-  struct sandbox_error finish_err = {0};
-  if (cg->finish(&e->cgroups, slot, &stats, &finish_err) < 0 && ret == 0) {
-    /* Figures are still valid; the leftover was killed. Report it loudly. */
-    fprintf(stderr, "sandbox: slot %u: %s\n", slot, finish_err.msg);
-  }
-  if (ret == 0 && sv.have_setup_error) {
-    describe_setup_error(&sv, &plan, err);
-    ret = -1;
-  } else if (ret == 0 && !sv.have_exit && sv.cause == SUPERVISE_CAUSE_NONE && !stats.oom_killed) {
-    /* init died without a word and nobody killed it. */
-    sandbox_error_set(err, 0, "the sandbox's init ended without reporting the program's status");
-    ret = -1;
-  }
-  if (ret == 0) {
-    result->backend = cg->kind;
-    result->memory_per_process = cg->kind == SANDBOX_BACKEND_RLIMIT;
-    result->limits = limits;
-    if (stats.have_cpu)
-      result->cpu_time_us = stats.cpu_ns / 1000;
-    else
-      result->cpu_time_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
-                            (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    result->peak_memory_bytes = stats.have_peak ? stats.peak_bytes : (uint64_t)ru.ru_maxrss * 1024;
-    classify(&sv, &stats, &limits, result);
-    result->stdout_data = steal_pointer(&sv.out.data);
-    result->stdout_len = sv.out.len;
-    result->stdout_truncated = sv.out.truncated;
-    result->stderr_data = steal_pointer(&sv.err.data);
-    result->stderr_len = sv.err.len;
-    result->stderr_truncated = sv.err.truncated;
-  }
-
-  free(sv.out.data);
-  free(sv.err.data);
-  int sv_fds[4] = {sv.stdin_fd, sv.stdout_fd, sv.stderr_fd, sv.report_fd};
-  for (int i = 0; i < 4; i++)
-    if (sv_fds[i] >= 0)
-      close(sv_fds[i]);
-  if (pidfd >= 0)
-    close(pidfd);
-  pipes_close(&p);
-  rootfs_plan_free(&plan);
+  int ret = run_execute(&r, result, err);
+  ret = run_finish(&r, ret, result, err);
+  run_release(&r);
   return ret;
 }

@@ -184,11 +184,9 @@ int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
  * operations of a template run, which happen inside the new root. */
 #define AT(rel) plan_str(plan, "%s%s", pre, rel)
 
-/* What every run shares: a tiny read-only tmpfs root with read-only binds of
- * the host's interpreter directories, the synthesized /etc, mount points,
- * and a read-only /dev with five harmless character devices and the stdio
- * links. Built per run without a template, once into the template with. */
-static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool network) {
+/* The root's tmpfs and the host's top level: binds of the interpreter
+ * directories, merged-/usr links recreated as links. */
+static int plan_root_and_host_dirs(const struct rootfs *fs, struct rootfs_plan *plan) {
   const char *pre = fs->root;
   int rc = 0;
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
@@ -209,7 +207,13 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
                                              .path = AT(rel), .flags = RO_FLAGS});
     }
   }
-  /* /etc: the synthesized one. */
+  return rc;
+}
+
+/* /etc: the synthesized one. */
+static int plan_etc(const struct rootfs *fs, struct rootfs_plan *plan, bool network) {
+  const char *pre = fs->root;
+  int rc = 0;
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/etc"), .mode = 0755});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = fs->etc,
                                          .path = AT("/etc"), .flags = RO_FLAGS});
@@ -220,13 +224,13 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
       rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/ssl",
                                              .path = AT("/etc/ssl"), .flags = RO_FLAGS});
   }
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/proc"),
-                                         .mode = 0555});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev"), .mode = 0755});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = AT("/dev"), .fstype = "tmpfs",
-                                         .flags = MS_NOSUID | MS_NOEXEC,
-                                         .data = "size=64k,nr_inodes=64,mode=0755"});
+  return rc;
+}
+
+/* /dev's five harmless character devices and the stdio links. */
+static int plan_dev_nodes(const struct rootfs *fs, struct rootfs_plan *plan) {
+  const char *pre = fs->root;
+  int rc = 0;
   static const struct {
     const char *name;
     unsigned minor;
@@ -245,6 +249,20 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
     rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = links[i].target,
                                            .path = AT(links[i].name)});
+  return rc;
+}
+
+/* A read-only /dev: a small tmpfs with the nodes, the links and the mount
+ * points for /dev/shm and /dev/pts. */
+static int plan_dev(const struct rootfs *fs, struct rootfs_plan *plan) {
+  const char *pre = fs->root;
+  int rc = 0;
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev"), .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
+                                         .path = AT("/dev"), .fstype = "tmpfs",
+                                         .flags = MS_NOSUID | MS_NOEXEC,
+                                         .data = "size=64k,nr_inodes=64,mode=0755"});
+  rc |= plan_dev_nodes(fs, plan);
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/shm"),
                                          .mode = 01777});
   /* Pseudo-terminals come from a devpts instance of the run's own (mounted
@@ -255,6 +273,22 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
                                          .path = AT("/dev/ptmx")});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_REMOUNT, .path = AT("/dev"),
                                          .flags = MS_RDONLY | MS_NOSUID | MS_NOEXEC});
+  return rc;
+}
+
+/* What every run shares: a tiny read-only tmpfs root with read-only binds of
+ * the host's interpreter directories, the synthesized /etc, mount points,
+ * and a read-only /dev with five harmless character devices and the stdio
+ * links. Built per run without a template, once into the template with.
+ * Every step is planned even after one failed; the result is nonzero then. */
+static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool network) {
+  const char *pre = fs->root;
+  int rc = 0;
+  rc |= plan_root_and_host_dirs(fs, plan);
+  rc |= plan_etc(fs, plan, network);
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/proc"),
+                                         .mode = 0555});
+  rc |= plan_dev(fs, plan);
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/tmp"), .mode = 01777});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/workspace"),
                                          .mode = 0755});

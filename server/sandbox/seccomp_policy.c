@@ -192,76 +192,70 @@ static int add_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *er
   return 0;
 }
 
+static int set_filter_attributes(scmp_filter_ctx ctx, struct sandbox_error *err) {
+  /* Only the native ABI: i386 (int 0x80) and x32 calls get ENOSYS, since a
+   * deny list written for x86_64 numbers means nothing for them. The x86_64
+   * filter built by libseccomp also refuses syscall numbers with the x32 bit. */
+  int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS));
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp bad-arch action");
+  /* NO_NEW_PRIVS is set by the child itself, before the filter is loaded. */
+  rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp nnp attribute");
+  /* A binary tree over the syscall numbers instead of a linear chain: the
+   * kernel runs the filter once per syscall number when it is loaded (to
+   * cache the always-allowed ones), so the chain cost about 0.2 ms a run. */
+  rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp optimize attribute");
+  return 0;
+}
+
+/* Reads the exported program from fd into policy, after checking its size. */
+static int read_program(int fd, struct seccomp_policy *policy, struct sandbox_error *err) {
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return sandbox_error_set(err, errno, "fstat seccomp program");
+  if (st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) != 0 ||
+      st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS)
+    return sandbox_error_set(err, EINVAL, "seccomp program has a bad size (%lld bytes)",
+                             (long long)st.st_size);
+  policy->insns = malloc((size_t)st.st_size);
+  if (policy->insns == NULL)
+    return sandbox_error_set(err, ENOMEM, "seccomp program");
+  if (pread(fd, policy->insns, (size_t)st.st_size, 0) != st.st_size) {
+    sandbox_error_set(err, errno, "read seccomp program");
+    free(policy->insns);
+    policy->insns = NULL;
+    return -1;
+  }
+  policy->prog.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+  policy->prog.filter = policy->insns;
+  return 0;
+}
+
+/* libseccomp exports to a file descriptor only: through a memfd. */
+static int export_program(scmp_filter_ctx ctx, struct seccomp_policy *policy,
+                          struct sandbox_error *err) {
+  cleanup_close int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "memfd_create");
+  int rc = seccomp_export_bpf(ctx, fd);
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp_export_bpf");
+  return read_program(fd, policy, err);
+}
+
 int seccomp_policy_compile(struct seccomp_policy *policy, bool network, struct sandbox_error *err) {
   memset(policy, 0, sizeof *policy);
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == NULL)
     return sandbox_error_set(err, ENOMEM, "seccomp_init");
   int ret = -1;
-  int rc;
-  cleanup_close int fd = -1;
-
-  /* Only the native ABI: i386 (int 0x80) and x32 calls get ENOSYS, since a
-   * deny list written for x86_64 numbers means nothing for them. The x86_64
-   * filter built by libseccomp also refuses syscall numbers with the x32 bit. */
-  rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS));
-  if (rc < 0) {
-    sandbox_error_set(err, -rc, "seccomp bad-arch action");
-    goto out;
-  }
-  /* NO_NEW_PRIVS is set by the child itself, before the filter is loaded. */
-  rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
-  if (rc < 0) {
-    sandbox_error_set(err, -rc, "seccomp nnp attribute");
-    goto out;
-  }
-  /* A binary tree over the syscall numbers instead of a linear chain: the
-   * kernel runs the filter once per syscall number when it is loaded (to
-   * cache the always-allowed ones), so the chain cost about 0.2 ms a run. */
-  rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-  if (rc < 0) {
-    sandbox_error_set(err, -rc, "seccomp optimize attribute");
-    goto out;
-  }
-  if (add_rules(ctx, network, err) < 0)
-    goto out;
-
-  fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
-  if (fd < 0) {
-    sandbox_error_set(err, errno, "memfd_create");
-    goto out;
-  }
-  rc = seccomp_export_bpf(ctx, fd);
-  if (rc < 0) {
-    sandbox_error_set(err, -rc, "seccomp_export_bpf");
-    goto out;
-  }
-  struct stat st;
-  if (fstat(fd, &st) < 0) {
-    sandbox_error_set(err, errno, "fstat seccomp program");
-    goto out;
-  }
-  if (st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) != 0 ||
-      st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
-    sandbox_error_set(err, EINVAL, "seccomp program has a bad size (%lld bytes)",
-                      (long long)st.st_size);
-    goto out;
-  }
-  policy->insns = malloc((size_t)st.st_size);
-  if (policy->insns == NULL) {
-    sandbox_error_set(err, ENOMEM, "seccomp program");
-    goto out;
-  }
-  if (pread(fd, policy->insns, (size_t)st.st_size, 0) != st.st_size) {
-    sandbox_error_set(err, errno, "read seccomp program");
-    free(policy->insns);
-    policy->insns = NULL;
-    goto out;
-  }
-  policy->prog.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
-  policy->prog.filter = policy->insns;
-  ret = 0;
-out:
+  if (set_filter_attributes(ctx, err) == 0 && add_rules(ctx, network, err) == 0 &&
+      export_program(ctx, policy, err) == 0)
+    ret = 0;
   seccomp_release(ctx);
   return ret;
 }

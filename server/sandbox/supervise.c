@@ -170,61 +170,73 @@ static int next_timeout_ms(struct supervise *s, struct cpu_watch *cpu) {
   return wait > 60000 ? 60000 : (int)wait + 1;
 }
 
-int supervise_run(struct supervise *s, struct sandbox_error *err) {
-  struct cpu_watch cpu = {.known = true, .next_check_ms = 0};
-  bool exited = false;
-  if (s->stdin_len == 0 && s->stdin_fd >= 0) {
-    close(s->stdin_fd);
-    s->stdin_fd = -1;
+static void close_fd(int *fd) {
+  if (*fd >= 0) {
+    close(*fd);
+    *fd = -1;
   }
-  while (!exited) {
-    int timeout = next_timeout_ms(s, &cpu);
-    struct pollfd pfd[5];
-    int n = 0, i_out = -1, i_err = -1, i_in = -1, i_rep = -1;
-    pfd[n] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
-    int i_pid = n++;
-    if (s->stdout_fd >= 0) {
-      pfd[n] = (struct pollfd){.fd = s->stdout_fd, .events = POLLIN};
-      i_out = n++;
-    }
-    if (s->stderr_fd >= 0) {
-      pfd[n] = (struct pollfd){.fd = s->stderr_fd, .events = POLLIN};
-      i_err = n++;
-    }
-    if (s->stdin_fd >= 0) {
-      pfd[n] = (struct pollfd){.fd = s->stdin_fd, .events = POLLOUT};
-      i_in = n++;
-    }
-    if (s->report_fd >= 0) {
-      pfd[n] = (struct pollfd){.fd = s->report_fd, .events = POLLIN};
-      i_rep = n++;
-    }
-    int rc = poll(pfd, (nfds_t)n, timeout);
-    if (rc < 0) {
-      if (errno == EINTR)
-        continue;
-      int e = errno;
-      kill_run(s, SUPERVISE_CAUSE_WALL_TIMEOUT);
-      return sandbox_error_set(err, e, "poll");
-    }
-    if (i_out >= 0 && pfd[i_out].revents)
-      read_stream(s, &s->stdout_fd, &s->out);
-    if (i_err >= 0 && pfd[i_err].revents)
-      read_stream(s, &s->stderr_fd, &s->err);
-    if (i_in >= 0 && pfd[i_in].revents)
-      write_stdin(s);
-    if (i_rep >= 0 && pfd[i_rep].revents)
-      read_reports(s);
-    if (pfd[i_pid].revents)
-      exited = true;
+}
+
+/* This round's poll set: the pidfd always, the pipes still open, and where
+ * each sits in pfd (-1: not polled). */
+struct poll_set {
+  struct pollfd pfd[5];
+  int n, i_pid, i_out, i_err, i_in, i_rep;
+};
+
+static void poll_set_build(const struct supervise *s, struct poll_set *ps) {
+  ps->n = 0;
+  ps->i_out = ps->i_err = ps->i_in = ps->i_rep = -1;
+  ps->pfd[ps->n] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
+  ps->i_pid = ps->n++;
+  if (s->stdout_fd >= 0) {
+    ps->pfd[ps->n] = (struct pollfd){.fd = s->stdout_fd, .events = POLLIN};
+    ps->i_out = ps->n++;
+  }
+  if (s->stderr_fd >= 0) {
+    ps->pfd[ps->n] = (struct pollfd){.fd = s->stderr_fd, .events = POLLIN};
+    ps->i_err = ps->n++;
   }
   if (s->stdin_fd >= 0) {
-    close(s->stdin_fd);
-    s->stdin_fd = -1;
+    ps->pfd[ps->n] = (struct pollfd){.fd = s->stdin_fd, .events = POLLOUT};
+    ps->i_in = ps->n++;
   }
-  /* Every process of the namespace is gone once its init is: the pipes hold
-   * what is left, then EOF. The bound only guards against a writer outside
-   * the namespace, such as another run's child in the instant after clone. */
+  if (s->report_fd >= 0) {
+    ps->pfd[ps->n] = (struct pollfd){.fd = s->report_fd, .events = POLLIN};
+    ps->i_rep = ps->n++;
+  }
+}
+
+/* One wake-up: waits for the pipes, the pidfd or the next deadline, and
+ * serves what is ready. Returns 1 once init has exited, 0 to go on, -1 when
+ * poll itself failed (the run is killed). */
+static int supervise_step(struct supervise *s, struct cpu_watch *cpu, struct sandbox_error *err) {
+  int timeout = next_timeout_ms(s, cpu);
+  struct poll_set ps;
+  poll_set_build(s, &ps);
+  int rc = poll(ps.pfd, (nfds_t)ps.n, timeout);
+  if (rc < 0) {
+    if (errno == EINTR)
+      return 0;
+    int e = errno;
+    kill_run(s, SUPERVISE_CAUSE_WALL_TIMEOUT);
+    return sandbox_error_set(err, e, "poll");
+  }
+  if (ps.i_out >= 0 && ps.pfd[ps.i_out].revents)
+    read_stream(s, &s->stdout_fd, &s->out);
+  if (ps.i_err >= 0 && ps.pfd[ps.i_err].revents)
+    read_stream(s, &s->stderr_fd, &s->err);
+  if (ps.i_in >= 0 && ps.pfd[ps.i_in].revents)
+    write_stdin(s);
+  if (ps.i_rep >= 0 && ps.pfd[ps.i_rep].revents)
+    read_reports(s);
+  return ps.pfd[ps.i_pid].revents ? 1 : 0;
+}
+
+/* Every process of the namespace is gone once its init is: the pipes hold
+ * what is left, then EOF. The bound only guards against a writer outside
+ * the namespace, such as another run's child in the instant after clone. */
+static void supervise_drain(struct supervise *s) {
   struct timespec drain_start;
   clock_gettime(CLOCK_MONOTONIC, &drain_start);
   while ((s->stdout_fd >= 0 || s->stderr_fd >= 0 || s->report_fd >= 0) &&
@@ -242,5 +254,18 @@ int supervise_run(struct supervise *s, struct sandbox_error *err) {
     if (s->report_fd >= 0 && pfd[2].revents)
       read_reports(s);
   }
+}
+
+int supervise_run(struct supervise *s, struct sandbox_error *err) {
+  struct cpu_watch cpu = {.known = true, .next_check_ms = 0};
+  if (s->stdin_len == 0)
+    close_fd(&s->stdin_fd);
+  int rc;
+  while ((rc = supervise_step(s, &cpu, err)) == 0)
+    ;
+  if (rc < 0)
+    return -1;
+  close_fd(&s->stdin_fd);
+  supervise_drain(s);
   return 0;
 }
