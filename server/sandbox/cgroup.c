@@ -134,9 +134,9 @@ int cgroup_find_mount(const char *controller, char *mnt, size_t mnt_size, char *
     char fstype[64], source[256], superopts[1024];
     if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, superopts) != 3)
       continue;
-    bool match = controller == NULL ? strcmp(fstype, "cgroup2") == 0
-                                    : (strcmp(fstype, "cgroup") == 0 &&
-                                       list_has(superopts, controller));
+    bool match = controller == NULL
+                     ? strcmp(fstype, "cgroup2") == 0
+                     : (strcmp(fstype, "cgroup") == 0 && list_has(superopts, controller));
     if (!match)
       continue;
     char mroot[4096], mpoint[4096];
@@ -252,10 +252,10 @@ void cgroup_remove_stale(const char *base_dir, bool v2) {
   closedir(d);
 }
 
-int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
-                        const char *parent, unsigned n_slots, struct sandbox_error *err) {
-  static const struct cgroup_backend *const order[] = {
-      &cgroup_backend_v2, &cgroup_backend_v1, &cgroup_backend_rlimit};
+int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted, const char *parent,
+                        unsigned n_slots, struct sandbox_error *err) {
+  static const struct cgroup_backend *const order[] = {&cgroup_backend_v2, &cgroup_backend_v1,
+                                                       &cgroup_backend_rlimit};
   memset(m, 0, sizeof *m);
   pthread_mutex_init(&m->groups_lock, NULL);
   m->n_slots = n_slots;
@@ -282,8 +282,7 @@ int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
       return 0;
     m->backend = NULL;
     size_t used = strlen(reasons);
-    snprintf(reasons + used, sizeof reasons - used, "%s%s: %s", used ? "; " : "", b->name,
-             e.msg);
+    snprintf(reasons + used, sizeof reasons - used, "%s%s: %s", used ? "; " : "", b->name, e.msg);
     if (wanted != SANDBOX_BACKEND_AUTO)
       break;
   }

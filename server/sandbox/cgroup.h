@@ -36,10 +36,10 @@ struct cgroup_slot {
   uint64_t oom_kills_before;        /* v1: counter at prepare (slot reuse) */
   uint64_t memory_limit;            /* v1: last limit written, to skip rewrites */
   uint64_t pids_limit;
-  pid_t thread;                     /* v1: the thread that sits in the slot */
-  uint64_t thread_cpu_before_ns;    /* v1: its CPU time at prepare */
-  struct cgroup_group *group;       /* the run's group, NULL = none */
-  char run_path[4200];              /* v2: the run's cgroup */
+  pid_t thread;                  /* v1: the thread that sits in the slot */
+  uint64_t thread_cpu_before_ns; /* v1: its CPU time at prepare */
+  struct cgroup_group *group;    /* the run's group, NULL = none */
+  char run_path[4200];           /* v2: the run's cgroup */
 };
 
 /* clone_fd() results besides a cgroup fd. */
@@ -98,8 +98,8 @@ extern const struct cgroup_backend cgroup_backend_v1;
 extern const struct cgroup_backend cgroup_backend_rlimit;
 
 /* Picks the backend (AUTO: v2, then v1, then rlimit) and creates the slots. */
-int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted,
-                        const char *parent, unsigned n_slots, struct sandbox_error *err);
+int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted, const char *parent,
+                        unsigned n_slots, struct sandbox_error *err);
 void cgroup_manager_destroy(struct cgroup_manager *m);
 /* A new group with a fresh id, NULL with err on failure. */
 struct cgroup_group *cgroup_group_new(struct cgroup_manager *m, struct sandbox_error *err);

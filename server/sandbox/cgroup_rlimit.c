@@ -9,10 +9,10 @@ static int rlimit_init(struct cgroup_manager *m, const char *parent, struct sand
   m->cpu_share = false;
   return 0;
 }
-static void rlimit_destroy(struct cgroup_manager *m) {}
-static int rlimit_prepare(struct cgroup_manager *m, unsigned slot,
-                          const struct sandbox_limits *l, struct cgroup_group *g,
-                          struct sandbox_error *err) {
+static void rlimit_destroy(struct cgroup_manager *m) {
+}
+static int rlimit_prepare(struct cgroup_manager *m, unsigned slot, const struct sandbox_limits *l,
+                          struct cgroup_group *g, struct sandbox_error *err) {
   return 0;
 }
 static int rlimit_clone_fd(struct cgroup_manager *m, unsigned slot) {
@@ -25,7 +25,8 @@ static int rlimit_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,
 static int rlimit_cpu_usage_ns(struct cgroup_manager *m, unsigned slot, uint64_t *ns) {
   return -1; /* no live tree figure: RLIMIT_CPU per process is the backstop */
 }
-static void rlimit_kill_all(struct cgroup_manager *m, unsigned slot) {}
+static void rlimit_kill_all(struct cgroup_manager *m, unsigned slot) {
+}
 static int rlimit_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_stats *st,
                          struct sandbox_error *err) {
   return 0;
@@ -36,9 +37,9 @@ static int rlimit_group_create(struct cgroup_manager *m, struct cgroup_group *g,
                                struct sandbox_error *err) {
   return 0;
 }
-static void rlimit_group_destroy(struct cgroup_manager *m, struct cgroup_group *g) {}
-static int rlimit_group_memory(struct cgroup_manager *m, struct cgroup_group *g,
-                               uint64_t *bytes) {
+static void rlimit_group_destroy(struct cgroup_manager *m, struct cgroup_group *g) {
+}
+static int rlimit_group_memory(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *bytes) {
   *bytes = 0;
   return 0;
 }

@@ -52,8 +52,8 @@ static int v1_engine_dir(const char *controller, const char *parent, char *out, 
   size_t rlen = strlen(root);
   if (strcmp(root, "/") != 0) {
     if (strncmp(rel, root, rlen) != 0 || (rel[rlen] != '/' && rel[rlen] != '\0'))
-      return sandbox_error_set(err, 0, "%s cgroup %s is not below the mount root %s",
-                               controller, rel, root);
+      return sandbox_error_set(err, 0, "%s cgroup %s is not below the mount root %s", controller,
+                               rel, root);
     rel += rlen;
   }
   if (strstr(rel, "/..") != NULL)
@@ -162,8 +162,8 @@ static int v1_init(struct cgroup_manager *m, const char *parent, struct sandbox_
       goto fail;
     }
   }
-  m->has_memsw = faccessat(m->slots[0].dirfd[V1_MEMORY], "memory.memsw.limit_in_bytes", W_OK,
-                           0) == 0;
+  m->has_memsw =
+      faccessat(m->slots[0].dirfd[V1_MEMORY], "memory.memsw.limit_in_bytes", W_OK, 0) == 0;
   m->clone_into_cgroup = false;
   m->cpu_share = m->engine_dir[V1_CPU][0] != '\0';
   return 0;

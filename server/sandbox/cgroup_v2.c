@@ -140,8 +140,7 @@ static int v2_check_delegated(int bfd, const char *base, char *avail, size_t siz
   if (cgroup_read_at(bfd, "cgroup.controllers", avail, size) < 0)
     return sandbox_error_set(err, errno, "read %s/cgroup.controllers", base);
   if (!has_word(avail, "memory") || !has_word(avail, "pids"))
-    return sandbox_error_set(err, 0, "%s has no memory and pids controllers (not delegated)",
-                             base);
+    return sandbox_error_set(err, 0, "%s has no memory and pids controllers (not delegated)", base);
   if (faccessat(bfd, "cgroup.subtree_control", W_OK, 0) < 0)
     return sandbox_error_set(err, errno, "%s is not writable", base);
   return 0;
@@ -202,10 +201,10 @@ static int v2_init(struct cgroup_manager *m, const char *parent, struct sandbox_
  * group, whose own memory.max then also counts what earlier runs left. */
 static int v2_run_path(struct cgroup_manager *m, unsigned slot, struct cgroup_slot *s,
                        struct sandbox_error *err) {
-  int n = s->group != NULL ? snprintf(s->run_path, sizeof s->run_path,
-                                      "%s/group-%" PRIu64 "/run", m->engine_dir[0], s->group->id)
-                           : snprintf(s->run_path, sizeof s->run_path, "%s/slot-%u",
-                                      m->engine_dir[0], slot);
+  int n = s->group != NULL
+              ? snprintf(s->run_path, sizeof s->run_path, "%s/group-%" PRIu64 "/run",
+                         m->engine_dir[0], s->group->id)
+              : snprintf(s->run_path, sizeof s->run_path, "%s/slot-%u", m->engine_dir[0], slot);
   if (n < 0 || (size_t)n >= sizeof s->run_path)
     return sandbox_error_set(err, ENAMETOOLONG, "cgroup path");
   return 0;

@@ -27,8 +27,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_REPORT = 3, FD_SYNC = 4, FD_NETNS = 5,
-       FD_INIT = 6, FD_MNTNS = 7 };
+enum {
+  FD_STDIN = 0,
+  FD_STDOUT = 1,
+  FD_STDERR = 2,
+  FD_REPORT = 3,
+  FD_SYNC = 4,
+  FD_NETNS = 5,
+  FD_INIT = 6,
+  FD_MNTNS = 7
+};
 enum { N_KEPT_FDS = 8 };
 
 static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
@@ -279,8 +287,7 @@ int child_main(void *arg) {
   if (seccomp_policy_load(a->seccomp) < 0)
     fail(CHILD_STAGE_SECCOMP);
   umask(022);
-  syscall(SYS_execveat, FD_INIT, "", (char *const *)a->argv, (char *const *)a->envp,
-          AT_EMPTY_PATH);
+  syscall(SYS_execveat, FD_INIT, "", (char *const *)a->argv, (char *const *)a->envp, AT_EMPTY_PATH);
   fail(CHILD_STAGE_INIT_EXEC);
 }
 

@@ -86,13 +86,13 @@ struct child_report {
 struct child_args {
   const struct child_op *ops;
   size_t n_ops;
-  const char *root;     /* host path where the new root is built (no template) */
+  const char *root; /* host path where the new root is built (no template) */
   /* The template mount namespace (rootfs.h), or -1. With it, the child joins
    * a copy of the prepared root and ops are the per-run mounts only, with
    * paths inside the sandbox; without it, ops build the whole root at root
    * and the child pivots into it. */
   int mntns_fd;
-  const char *cwd;      /* inside the sandbox */
+  const char *cwd; /* inside the sandbox */
   const char *hostname;
   const char *const *argv;
   const char *const *envp;

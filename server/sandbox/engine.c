@@ -50,12 +50,12 @@ struct sandbox_engine {
   struct rootfs rootfs;
   struct sandbox_report report;
   int cap_last_cap;
-  int init_fd; /* sealed memfd with sandbox-init */
+  int init_fd;  /* sealed memfd with sandbox-init */
   int mntns_fd; /* the template mount namespace (mnt_template.c) */
   struct engine_slot {
     int netns_fd;      /* the slot's network namespace (only a down lo) */
     void *clone_stack; /* the vfork-style child's stack */
-  } *slots;
+  } * slots;
 };
 
 #define CLONE_STACK_SIZE (256 * 1024)
@@ -265,8 +265,8 @@ static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_
     engine_release(e, ENGINE_HAS_SLOTS);
     return -1;
   }
-  if (rootfs_init(&e->rootfs, e->state_dir, e->config.uid_base, e->config.gid_base,
-                  e->config.slots, err) < 0) {
+  if (rootfs_init(&e->rootfs, e->state_dir, e->config.uid_base, e->config.gid_base, e->config.slots,
+                  err) < 0) {
     engine_release(e, ENGINE_HAS_INIT_FD);
     return sandbox_error_wrap(err, "prepare sandbox filesystem");
   }
@@ -501,8 +501,7 @@ static void classify(const struct supervise *s, const struct cgroup_run_stats *s
   if (s->cause == SUPERVISE_CAUSE_WALL_TIMEOUT || s->cause == SUPERVISE_CAUSE_CPU_TIMEOUT) {
     r->killed_by = SANDBOX_KILLED_BY_TIMEOUT;
     r->cpu_time_exceeded = s->cause == SUPERVISE_CAUSE_CPU_TIMEOUT;
-  }
-  else if (s->cause == SUPERVISE_CAUSE_OUTPUT_LIMIT)
+  } else if (s->cause == SUPERVISE_CAUSE_OUTPUT_LIMIT)
     r->killed_by = SANDBOX_KILLED_BY_OUTPUT_LIMIT;
   else if (st->oom_killed)
     r->killed_by = SANDBOX_KILLED_BY_MEMORY;
@@ -510,8 +509,7 @@ static void classify(const struct supervise *s, const struct cgroup_run_stats *s
            (r->signal == SIGKILL && r->cpu_time_us / 1000 >= l->cpu_time_ms)) {
     r->killed_by = SANDBOX_KILLED_BY_TIMEOUT; /* RLIMIT_CPU of one process */
     r->cpu_time_exceeded = true;
-  }
-  else if (r->signal != 0)
+  } else if (r->signal != 0)
     r->killed_by = SANDBOX_KILLED_BY_SIGNAL;
   else
     r->killed_by = SANDBOX_KILLED_BY_NONE;
@@ -775,8 +773,7 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
                 struct sandbox_result *result, struct sandbox_error *err) {
   memset(result, 0, sizeof *result);
   if (slot >= e->config.slots)
-    return sandbox_error_set(err, EINVAL, "slot %u out of range (%u slots)", slot,
-                             e->config.slots);
+    return sandbox_error_set(err, EINVAL, "slot %u out of range (%u slots)", slot, e->config.slots);
   if (validate_spec(spec, err) < 0)
     return -1;
   struct engine_run r = {.e = e, .slot = slot, .spec = spec, .limits = spec->limits};

@@ -147,8 +147,8 @@ static int write_slot_users(const char *users, unsigned slot, uid_t uid, gid_t g
                    "sandbox:x:%u:%u:sandbox:/workspace:/usr/sbin/nologin\n"
                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
                    (unsigned)uid, (unsigned)gid);
-  int g = snprintf(group, sizeof group, "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n",
-                   (unsigned)gid);
+  int g =
+      snprintf(group, sizeof group, "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n", (unsigned)gid);
   snprintf(name, sizeof name, "passwd.%u", slot);
   if (write_file(users, name, passwd, (size_t)p, err) < 0)
     return -1;
@@ -202,8 +202,8 @@ static int copy_from_host(const char *etc, struct sandbox_error *err) {
   return 0;
 }
 
-int etc_write(const char *etc, const char *users, uid_t uid_base, gid_t gid_base,
-              unsigned slots, struct sandbox_error *err) {
+int etc_write(const char *etc, const char *users, uid_t uid_base, gid_t gid_base, unsigned slots,
+              struct sandbox_error *err) {
   if (mkdir(etc, 0755) < 0 && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", etc);
   if (mkdir(users, 0755) < 0 && errno != EEXIST)

@@ -33,7 +33,10 @@ enum { FD_REPORT = 3, FD_SYNC = 4 };
 /* Returns the result or -errno, as the kernel does. */
 static long sys3(long nr, long a, long b, long c) {
   long ret;
-  __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(nr), "D"(a), "S"(b), "d"(c)
+                   : "rcx", "r11", "memory");
   return ret;
 }
 
@@ -63,7 +66,9 @@ __asm__(".text\n"
         ".type init_vfork,@function\n"
         "init_vfork:\n"
         "  pop %rdx\n"
-        "  mov $" "58" ", %eax\n" /* SYS_vfork on x86_64 */
+        "  mov $"
+        "58"
+        ", %eax\n" /* SYS_vfork on x86_64 */
         "  syscall\n"
         "  jmp *%rdx\n"
         ".size init_vfork, .-init_vfork\n");

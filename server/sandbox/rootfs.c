@@ -149,15 +149,14 @@ static int plan_add(struct rootfs_plan *plan, struct child_op op) {
 #define RO_FLAGS (MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
-  static const char *const reserved[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-                                         "/libx32", "/etc", "/proc", "/dev", "/tmp",
-                                         "/workspace"};
+  static const char *const reserved[] = {"/usr",   "/bin",   "/sbin",   "/lib",
+                                         "/lib32", "/lib64", "/libx32", "/etc",
+                                         "/proc",  "/dev",   "/tmp",    "/workspace"};
   size_t len = strlen(t);
   if (t[0] != '/' || len < 2 || len > 255 || t[len - 1] == '/' || strstr(t, "//") != NULL ||
       strstr(t, "/./") != NULL || strstr(t, "/../") != NULL ||
       (len >= 2 && strcmp(t + len - 2, "/.") == 0) || (len >= 3 && strcmp(t + len - 3, "/..") == 0))
-    return sandbox_error_set(err, EINVAL, "mount target '%s' is not a normalized absolute path",
-                             t);
+    return sandbox_error_set(err, EINVAL, "mount target '%s' is not a normalized absolute path", t);
   for (const char *c = t; *c != '\0'; c++)
     if ((unsigned char)*c < 0x20 || *c == 0x7f)
       return sandbox_error_set(err, EINVAL, "mount target has a control character");
@@ -189,8 +188,10 @@ int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
 static int plan_root_and_host_dirs(const struct rootfs *fs, struct rootfs_plan *plan) {
   const char *pre = fs->root;
   int rc = 0;
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = fs->root, .fstype = "tmpfs",
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT,
+                                         .source = "tmpfs",
+                                         .path = fs->root,
+                                         .fstype = "tmpfs",
                                          .flags = MS_NOSUID | MS_NODEV,
                                          .data = "size=1m,nr_inodes=4096,mode=0755"});
   for (size_t i = 0; i < fs->n_top; i++) {
@@ -198,13 +199,15 @@ static int plan_root_and_host_dirs(const struct rootfs *fs, struct rootfs_plan *
     if (rel == NULL)
       rc = -1;
     else if (fs->top[i].is_link)
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = fs->top[i].target,
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK,
+                                             .source = fs->top[i].target,
                                              .path = AT(rel)});
     else {
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(rel),
-                                             .mode = 0755});
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = rel,
-                                             .path = AT(rel), .flags = RO_FLAGS});
+      rc |=
+          plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(rel), .mode = 0755});
+      rc |= plan_add(plan,
+                     (struct child_op){
+                         .kind = CHILD_OP_BIND, .source = rel, .path = AT(rel), .flags = RO_FLAGS});
     }
   }
   return rc;
@@ -215,14 +218,17 @@ static int plan_etc(const struct rootfs *fs, struct rootfs_plan *plan, bool netw
   const char *pre = fs->root;
   int rc = 0;
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/etc"), .mode = 0755});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = fs->etc,
-                                         .path = AT("/etc"), .flags = RO_FLAGS});
+  rc |= plan_add(
+      plan, (struct child_op){
+                .kind = CHILD_OP_BIND, .source = fs->etc, .path = AT("/etc"), .flags = RO_FLAGS});
   if (network) {
     /* CA certificates for the installer's TLS, which it speaks end to end
      * through the egress proxy. No resolv.conf: the proxy resolves names. */
     if (access("/etc/ssl", R_OK) == 0)
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = "/etc/ssl",
-                                             .path = AT("/etc/ssl"), .flags = RO_FLAGS});
+      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND,
+                                             .source = "/etc/ssl",
+                                             .path = AT("/etc/ssl"),
+                                             .flags = RO_FLAGS});
   }
   return rc;
 }
@@ -234,10 +240,14 @@ static int plan_dev_nodes(const struct rootfs *fs, struct rootfs_plan *plan) {
   static const struct {
     const char *name;
     unsigned minor;
-  } devs[] = {{"/dev/null", 3}, {"/dev/zero", 5}, {"/dev/full", 7}, {"/dev/random", 8},
+  } devs[] = {{"/dev/null", 3},
+              {"/dev/zero", 5},
+              {"/dev/full", 7},
+              {"/dev/random", 8},
               {"/dev/urandom", 9}};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
-    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKNOD, .path = AT(devs[i].name),
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKNOD,
+                                           .path = AT(devs[i].name),
                                            .mode = S_IFCHR | 0666,
                                            .dev = makedev(1, devs[i].minor)});
   static const struct {
@@ -247,7 +257,8 @@ static int plan_dev_nodes(const struct rootfs *fs, struct rootfs_plan *plan) {
                {"/dev/stdout", "/proc/self/fd/1"},
                {"/dev/stderr", "/proc/self/fd/2"}};
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
-    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = links[i].target,
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK,
+                                           .source = links[i].target,
                                            .path = AT(links[i].name)});
   return rc;
 }
@@ -258,20 +269,24 @@ static int plan_dev(const struct rootfs *fs, struct rootfs_plan *plan) {
   const char *pre = fs->root;
   int rc = 0;
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev"), .mode = 0755});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = AT("/dev"), .fstype = "tmpfs",
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT,
+                                         .source = "tmpfs",
+                                         .path = AT("/dev"),
+                                         .fstype = "tmpfs",
                                          .flags = MS_NOSUID | MS_NOEXEC,
                                          .data = "size=64k,nr_inodes=64,mode=0755"});
   rc |= plan_dev_nodes(fs, plan);
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/shm"),
-                                         .mode = 01777});
+  rc |= plan_add(plan,
+                 (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/shm"), .mode = 01777});
   /* Pseudo-terminals come from a devpts instance of the run's own (mounted
    * per run); /dev/ptmx is its multiplexer. */
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/pts"),
-                                         .mode = 0755});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_SYMLINK, .source = "pts/ptmx",
-                                         .path = AT("/dev/ptmx")});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_REMOUNT, .path = AT("/dev"),
+  rc |= plan_add(plan,
+                 (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/dev/pts"), .mode = 0755});
+  rc |= plan_add(
+      plan,
+      (struct child_op){.kind = CHILD_OP_SYMLINK, .source = "pts/ptmx", .path = AT("/dev/ptmx")});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_REMOUNT,
+                                         .path = AT("/dev"),
                                          .flags = MS_RDONLY | MS_NOSUID | MS_NOEXEC});
   return rc;
 }
@@ -286,12 +301,13 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
   int rc = 0;
   rc |= plan_root_and_host_dirs(fs, plan);
   rc |= plan_etc(fs, plan, network);
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/proc"),
-                                         .mode = 0555});
+  rc |=
+      plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/proc"), .mode = 0555});
   rc |= plan_dev(fs, plan);
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/tmp"), .mode = 01777});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/workspace"),
-                                         .mode = 0755});
+  rc |=
+      plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/tmp"), .mode = 01777});
+  rc |= plan_add(plan,
+                 (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/workspace"), .mode = 0755});
   return rc;
 }
 
@@ -303,8 +319,10 @@ static int plan_per_run(const struct rootfs *fs, const char *pre, bool template,
                         const struct sandbox_spec *spec, const struct sandbox_limits *limits,
                         struct rootfs_plan *plan) {
   int rc = 0;
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "proc",
-                                         .path = AT("/proc"), .fstype = "proc",
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT,
+                                         .source = "proc",
+                                         .path = AT("/proc"),
+                                         .fstype = "proc",
                                          .flags = MS_NOSUID | MS_NODEV | MS_NOEXEC});
   /* Writes there need root; the binds are defence in depth against a kernel
    * bug, kept to the two that change the whole host. */
@@ -313,36 +331,48 @@ static int plan_per_run(const struct rootfs *fs, const char *pre, bool template,
     if (access(proc_ro[i], F_OK) < 0)
       continue;
     const char *path = AT(proc_ro[i]);
-    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND, .source = path, .path = path,
+    rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND,
+                                           .source = path,
+                                           .path = path,
                                            .flags = RO_FLAGS | MS_NOEXEC});
   }
-  const char *tmpfs_data = plan_str(plan, "size=%" PRIu64 ",nr_inodes=65536,mode=1777",
-                                    limits->tmp_bytes);
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = AT("/dev/shm"), .fstype = "tmpfs",
-                                         .flags = MS_NOSUID | MS_NODEV, .data = tmpfs_data});
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "tmpfs",
-                                         .path = AT("/tmp"), .fstype = "tmpfs",
-                                         .flags = MS_NOSUID | MS_NODEV, .data = tmpfs_data});
+  const char *tmpfs_data =
+      plan_str(plan, "size=%" PRIu64 ",nr_inodes=65536,mode=1777", limits->tmp_bytes);
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT,
+                                         .source = "tmpfs",
+                                         .path = AT("/dev/shm"),
+                                         .fstype = "tmpfs",
+                                         .flags = MS_NOSUID | MS_NODEV,
+                                         .data = tmpfs_data});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT,
+                                         .source = "tmpfs",
+                                         .path = AT("/tmp"),
+                                         .fstype = "tmpfs",
+                                         .flags = MS_NOSUID | MS_NODEV,
+                                         .data = tmpfs_data});
   /* A devpts of the run's own: it sees no terminal of the host or of
    * another run, and holds at most ROOTFS_MAX_PTYS_STR. */
-  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT, .source = "devpts",
-                                         .path = AT("/dev/pts"), .fstype = "devpts",
-                                         .flags = MS_NOSUID | MS_NOEXEC,
-                                         .data = "newinstance,ptmxmode=0666,mode=0620,max="
-                                                 ROOTFS_MAX_PTYS_STR});
+  rc |= plan_add(plan, (struct child_op){
+                           .kind = CHILD_OP_MOUNT,
+                           .source = "devpts",
+                           .path = AT("/dev/pts"),
+                           .fstype = "devpts",
+                           .flags = MS_NOSUID | MS_NOEXEC,
+                           .data = "newinstance,ptmxmode=0666,mode=0620,max=" ROOTFS_MAX_PTYS_STR});
   enum child_op_kind bind = template ? CHILD_OP_ATTACH : CHILD_OP_BIND;
-  rc |= plan_add(plan, (struct child_op){.kind = bind, .source = spec->workspace_dir,
-                                         .path = AT("/workspace"), .flags = MS_NOSUID | MS_NODEV});
+  rc |= plan_add(plan, (struct child_op){.kind = bind,
+                                         .source = spec->workspace_dir,
+                                         .path = AT("/workspace"),
+                                         .flags = MS_NOSUID | MS_NODEV});
   /* The slot's own user databases: "sandbox" is this run's uid, whatever
    * slot it runs in (getpwnam, chown by name). */
   static const char *const dbs[] = {"passwd", "group"};
   for (size_t i = 0; i < 2; i++)
-    rc |= plan_add(plan, (struct child_op){.kind = bind,
-                                           .source = plan_str(plan, "%s/%s.%u", fs->users,
-                                                              dbs[i], slot),
-                                           .path = plan_str(plan, "%s/etc/%s", pre, dbs[i]),
-                                           .flags = RO_FLAGS});
+    rc |= plan_add(plan,
+                   (struct child_op){.kind = bind,
+                                     .source = plan_str(plan, "%s/%s.%u", fs->users, dbs[i], slot),
+                                     .path = plan_str(plan, "%s/etc/%s", pre, dbs[i]),
+                                     .flags = RO_FLAGS});
   return rc;
 }
 
@@ -356,8 +386,8 @@ static int plan_mkdir_p(const char *pre, struct rootfs_plan *plan, const char *t
                                          .mode = 0755}) < 0)
       return -1;
   }
-  return plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(target),
-                                          .mode = 0755});
+  return plan_add(plan,
+                  (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(target), .mode = 0755});
 }
 
 /* Extra read-only binds. A template run takes only targets that exist in
@@ -391,11 +421,12 @@ static int plan_mounts(const char *pre, bool template, const struct sandbox_spec
                m->target);
       if (parent[0] != '\0')
         rc |= plan_mkdir_p(pre, plan, parent);
-      rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKFILE, .path = AT(m->target),
-                                             .mode = 0644});
+      rc |= plan_add(
+          plan, (struct child_op){.kind = CHILD_OP_MKFILE, .path = AT(m->target), .mode = 0644});
     }
     rc |= plan_add(plan, (struct child_op){.kind = template ? CHILD_OP_ATTACH : CHILD_OP_BIND,
-                                           .source = m->source, .path = AT(m->target),
+                                           .source = m->source,
+                                           .path = AT(m->target),
                                            .flags = RO_FLAGS});
   }
   if (rc != 0)
@@ -425,8 +456,8 @@ int rootfs_template_plan(const struct rootfs *fs, struct rootfs_plan *plan,
 }
 
 int rootfs_plan_build(const struct rootfs *fs, unsigned slot, const struct sandbox_spec *spec,
-                      const struct sandbox_limits *limits, bool template,
-                      struct rootfs_plan *plan, struct sandbox_error *err) {
+                      const struct sandbox_limits *limits, bool template, struct rootfs_plan *plan,
+                      struct sandbox_error *err) {
   memset(plan, 0, sizeof *plan);
   const char *pre = template ? "" : fs->root;
   if ((!template && plan_shared(fs, plan, spec->network) != 0) ||
@@ -454,8 +485,8 @@ void rootfs_describe_op(const struct rootfs_plan *plan, size_t i, char *buf, siz
     snprintf(buf, size, "mount step %zu", i);
     return;
   }
-  static const char *const verbs[] = {"mkdir", "symlink", "mount", "bind mount", "mknod",
-                                      "remount", "create", "attach"};
+  static const char *const verbs[] = {"mkdir", "symlink", "mount",  "bind mount",
+                                      "mknod", "remount", "create", "attach"};
   const struct child_op *op = &plan->ops[i];
   snprintf(buf, size, "%s %s%s%s", verbs[op->kind], op->source ? op->source : "",
            op->source ? " -> " : "", op->path);

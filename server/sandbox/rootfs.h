@@ -19,8 +19,8 @@
 #define ROOTFS_MAX_PTYS_STR "64"
 
 struct rootfs {
-  char root[4096]; /* <state>/root: mount point of each run's root tmpfs */
-  char etc[4096];  /* <state>/etc.<pid>: the synthesized /etc, bound read-only */
+  char root[4096];  /* <state>/root: mount point of each run's root tmpfs */
+  char etc[4096];   /* <state>/etc.<pid>: the synthesized /etc, bound read-only */
   char users[4096]; /* <state>/users.<pid>: passwd.N and group.N per slot */
   struct {
     char name[16];
@@ -47,8 +47,8 @@ void rootfs_destroy(const struct rootfs *fs);
  * /dev/shm, the workspace, extra mounts), with paths inside the sandbox.
  * Otherwise the plan builds the whole root under fs->root. */
 int rootfs_plan_build(const struct rootfs *fs, unsigned slot, const struct sandbox_spec *spec,
-                      const struct sandbox_limits *limits, bool template,
-                      struct rootfs_plan *plan, struct sandbox_error *err);
+                      const struct sandbox_limits *limits, bool template, struct rootfs_plan *plan,
+                      struct sandbox_error *err);
 
 /* The template mount namespace: built once at engine start by a helper
  * (child_template_main), which runs this plan in a namespace of its own,

@@ -45,14 +45,14 @@ enum sandbox_backend {
 };
 
 struct sandbox_limits {
-  uint64_t timeout_ms;       /* wall clock; 0 = default */
-  uint64_t cpu_time_ms;      /* whole tree; 0 = same as timeout_ms */
-  uint64_t memory_bytes;     /* whole tree (cgroup) or per process (rlimit) */
-  uint64_t output_bytes;     /* per stream: stdout and stderr each */
-  uint64_t max_processes;    /* pids.max and RLIMIT_NPROC */
-  uint64_t file_size_bytes;  /* RLIMIT_FSIZE; SANDBOX_UNLIMITED: none */
-  uint64_t open_files;       /* RLIMIT_NOFILE */
-  uint64_t tmp_bytes;        /* size of the /tmp and /dev/shm tmpfs each */
+  uint64_t timeout_ms;      /* wall clock; 0 = default */
+  uint64_t cpu_time_ms;     /* whole tree; 0 = same as timeout_ms */
+  uint64_t memory_bytes;    /* whole tree (cgroup) or per process (rlimit) */
+  uint64_t output_bytes;    /* per stream: stdout and stderr each */
+  uint64_t max_processes;   /* pids.max and RLIMIT_NPROC */
+  uint64_t file_size_bytes; /* RLIMIT_FSIZE; SANDBOX_UNLIMITED: none */
+  uint64_t open_files;      /* RLIMIT_NOFILE */
+  uint64_t tmp_bytes;       /* size of the /tmp and /dev/shm tmpfs each */
 };
 
 struct sandbox_mount {
@@ -61,8 +61,8 @@ struct sandbox_mount {
 };
 
 struct sandbox_spec {
-  const char *const *argv; /* NULL-terminated; argv[0] is an absolute path */
-  const char *const *env;  /* NULL-terminated "K=V" added to the minimum */
+  const char *const *argv;   /* NULL-terminated; argv[0] is an absolute path */
+  const char *const *env;    /* NULL-terminated "K=V" added to the minimum */
   const char *workspace_dir; /* host directory, mounted read-write at /workspace */
   const char *cwd;           /* inside the sandbox; NULL = /workspace */
   const uint8_t *stdin_data;
@@ -88,8 +88,8 @@ struct sandbox_result {
   /* With killed_by TIMEOUT: the CPU-time limit ended the run (not the wall
    * clock), whichever was lower. */
   bool cpu_time_exceeded;
-  int exit_code;  /* valid when the program exited (signal == 0) */
-  int signal;     /* terminating signal, 0 if it exited */
+  int exit_code; /* valid when the program exited (signal == 0) */
+  int signal;    /* terminating signal, 0 if it exited */
   uint8_t *stdout_data;
   size_t stdout_len;
   bool stdout_truncated;
@@ -100,30 +100,30 @@ struct sandbox_result {
   uint64_t cpu_time_us;       /* whole process tree */
   uint64_t peak_memory_bytes; /* whole tree (cgroup) or largest process (rlimit) */
   enum sandbox_backend backend;
-  bool memory_per_process; /* rlimit backend: memory is limited per process */
+  bool memory_per_process;      /* rlimit backend: memory is limited per process */
   struct sandbox_limits limits; /* the limits in force, defaults filled in */
 };
 
 struct sandbox_engine_config {
-  const char *state_dir;      /* default /var/lib/sandboxd */
-  const char *cgroup_parent;  /* absolute cgroup path to work under; NULL = own */
+  const char *state_dir;        /* default /var/lib/sandboxd */
+  const char *cgroup_parent;    /* absolute cgroup path to work under; NULL = own */
   enum sandbox_backend backend; /* AUTO: v2, then v1, else fail; RLIMIT only by name */
-  unsigned slots;             /* number of concurrent runs; default 1 */
-  uid_t uid_base;             /* slot i runs as uid_base + i; default 60000 */
-  gid_t gid_base;             /* slot i runs as gid_base + i; default uid_base */
+  unsigned slots;               /* number of concurrent runs; default 1 */
+  uid_t uid_base;               /* slot i runs as uid_base + i; default 60000 */
+  gid_t gid_base;               /* slot i runs as gid_base + i; default uid_base */
 };
 
 /* What the engine isolates with, for GetInfo and logs. */
 struct sandbox_report {
   enum sandbox_backend backend;
-  const char *backend_name;   /* "cgroup v2", "cgroup v1", "rlimit" */
-  char cgroup_path[512];      /* where the slot cgroups live ("" for rlimit) */
+  const char *backend_name; /* "cgroup v2", "cgroup v1", "rlimit" */
+  char cgroup_path[512];    /* where the slot cgroups live ("" for rlimit) */
   bool seccomp;
-  const char *namespaces;     /* "pid,mount,net,ipc,uts,cgroup" */
+  const char *namespaces; /* "pid,mount,net,ipc,uts,cgroup" */
   uid_t uid_base;
   unsigned slots;
   bool clone_into_cgroup;
-  bool cpu_share;             /* each slot has its own CPU share (v2 cpu, v1 cpu) */
+  bool cpu_share; /* each slot has its own CPU share (v2 cpu, v1 cpu) */
 };
 
 struct sandbox_engine;
@@ -132,8 +132,8 @@ struct sandbox_engine;
  * compiles the seccomp policy, writes the sandbox's /etc under state_dir and
  * removes slot cgroups left by a crashed earlier engine. Call before starting
  * threads. */
-int sandbox_engine_new(const struct sandbox_engine_config *config,
-                       struct sandbox_engine **out, struct sandbox_error *err);
+int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbox_engine **out,
+                       struct sandbox_error *err);
 void sandbox_engine_free(struct sandbox_engine *engine);
 const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *engine);
 

@@ -9,8 +9,8 @@
 #include <stdarg.h>
 
 struct sandbox_error {
-  int errnum;     /* errno of the cause, 0 if none */
-  char msg[512];  /* context and, when errnum != 0, strerror(errnum) */
+  int errnum;    /* errno of the cause, 0 if none */
+  char msg[512]; /* context and, when errnum != 0, strerror(errnum) */
 };
 
 /* Fills err (may be NULL) and returns -1. */

@@ -92,8 +92,8 @@ static const struct {
 
 /* clone flags that create namespaces: any one of them denies the call. */
 static const unsigned long namespace_flags[] = {
-    CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
-    CLONE_NEWCGROUP,
+    CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,    CLONE_NEWUSER,
+    CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP,
 };
 
 static int add_socket_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *err) {

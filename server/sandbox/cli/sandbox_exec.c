@@ -74,8 +74,17 @@ static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out
 }
 
 /* The numeric options: where each goes, its largest value and its unit. */
-enum { OPT_JSON = 256, OPT_STDIN, OPT_ENV, OPT_MOUNT, OPT_WORKSPACE, OPT_STATE, OPT_BACKEND,
-       OPT_HELP, OPT_NUMBER };
+enum {
+  OPT_JSON = 256,
+  OPT_STDIN,
+  OPT_ENV,
+  OPT_MOUNT,
+  OPT_WORKSPACE,
+  OPT_STATE,
+  OPT_BACKEND,
+  OPT_HELP,
+  OPT_NUMBER
+};
 struct number_opt {
   const char *name;
   uint64_t max, scale;
@@ -184,8 +193,8 @@ static int parse_args(int argc, char **argv, struct exec_args *a) {
       {"help", no_argument, NULL, OPT_HELP},
   };
   for (size_t i = 0; i < N_NUMBER_OPTS; i++)
-    opts[8 + i] = (struct option){number_opts[i].name, required_argument, NULL,
-                                  OPT_NUMBER + (int)i};
+    opts[8 + i] =
+        (struct option){number_opts[i].name, required_argument, NULL, OPT_NUMBER + (int)i};
   int c;
   while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
     int rc = take_option(a, c, optarg);
@@ -239,15 +248,14 @@ static void print_json(const struct sandbox_result *r, const struct sandbox_repo
   json_t *o = json_pack(
       "{s:s, s:i, s:i, s:o, s:b, s:o, s:b, s:I, s:I, s:f, s:f, s:I, s:s, s:b, s:b, s:b,"
       " s:{s:I, s:I, s:I, s:I, s:I}}",
-      "killed_by", killed_by_name(r->killed_by), "exit_code", r->exit_code, "signal",
-      r->signal, "stdout", text_json(r->stdout_data, r->stdout_len), "stdout_truncated",
-      r->stdout_truncated, "stderr", text_json(r->stderr_data, r->stderr_len),
-      "stderr_truncated", r->stderr_truncated, "stdout_bytes", (json_int_t)r->stdout_len,
-      "stderr_bytes", (json_int_t)r->stderr_len, "wall_time_ms", (double)r->wall_time_us / 1000.0,
-      "cpu_time_ms", (double)r->cpu_time_us / 1000.0, "peak_memory_bytes",
-      (json_int_t)r->peak_memory_bytes, "backend", sandbox_backend_name(r->backend),
-      "memory_per_process", r->memory_per_process, "seccomp", rep->seccomp,
-      "cpu_time_exceeded", r->cpu_time_exceeded, "limits", "timeout_ms",
+      "killed_by", killed_by_name(r->killed_by), "exit_code", r->exit_code, "signal", r->signal,
+      "stdout", text_json(r->stdout_data, r->stdout_len), "stdout_truncated", r->stdout_truncated,
+      "stderr", text_json(r->stderr_data, r->stderr_len), "stderr_truncated", r->stderr_truncated,
+      "stdout_bytes", (json_int_t)r->stdout_len, "stderr_bytes", (json_int_t)r->stderr_len,
+      "wall_time_ms", (double)r->wall_time_us / 1000.0, "cpu_time_ms",
+      (double)r->cpu_time_us / 1000.0, "peak_memory_bytes", (json_int_t)r->peak_memory_bytes,
+      "backend", sandbox_backend_name(r->backend), "memory_per_process", r->memory_per_process,
+      "seccomp", rep->seccomp, "cpu_time_exceeded", r->cpu_time_exceeded, "limits", "timeout_ms",
       (json_int_t)l->timeout_ms, "cpu_time_ms", (json_int_t)l->cpu_time_ms, "memory_bytes",
       (json_int_t)l->memory_bytes, "output_bytes", (json_int_t)l->output_bytes, "max_processes",
       (json_int_t)l->max_processes);
@@ -264,9 +272,9 @@ static void print_human(const struct sandbox_result *r) {
   fprintf(stderr,
           "--- sandbox: killed_by=%s exit_code=%d signal=%d wall=%.1fms cpu=%.1fms "
           "peak=%.1fMiB backend=%s%s%s%s\n",
-          killed_by_name(r->killed_by), r->exit_code, r->signal,
-          (double)r->wall_time_us / 1000.0, (double)r->cpu_time_us / 1000.0,
-          (double)r->peak_memory_bytes / 1048576.0, sandbox_backend_name(r->backend),
+          killed_by_name(r->killed_by), r->exit_code, r->signal, (double)r->wall_time_us / 1000.0,
+          (double)r->cpu_time_us / 1000.0, (double)r->peak_memory_bytes / 1048576.0,
+          sandbox_backend_name(r->backend),
           r->memory_per_process ? " (memory limited per process)" : "",
           r->stdout_truncated ? " stdout-truncated" : "",
           r->stderr_truncated ? " stderr-truncated" : "");
