@@ -168,8 +168,10 @@ test("sessions: files persist, listFiles, readFile, closeSession, NOT_FOUND", { 
   const missing = await rejection(client.readFile("ts-s1", "nope.txt"));
   assert.ok(missing instanceof NotFound, missing.message);
   await client.closeSession("ts-s1");
-  for (const call of [client.closeSession("ts-s1"), client.listFiles("ts-s1"), client.readFile("ts-s1", "keep.txt")]) {
-    const e = await rejection(call);
+  // One call at a time: a promise made before its turn could reject with
+  // nobody awaiting it yet (an unhandled rejection fails the test).
+  for (const call of [() => client.closeSession("ts-s1"), () => client.listFiles("ts-s1"), () => client.readFile("ts-s1", "keep.txt")]) {
+    const e = await rejection(call());
     assert.ok(e instanceof NotFound, e.message);
     assert.equal(e.fromServer, true);
   }
