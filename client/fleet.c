@@ -154,6 +154,10 @@ int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_
     snprintf(out->fixed_key, sizeof(out->fixed_key), "%s", url);
     return 0;
   }
+  if (strncmp(url, "tls+tcp://", 10) == 0)
+    return fail(err, errlen,
+                "endpoint %s: the C client has no TLS settings; tcp://HOST:PORT or ipc://PATH only",
+                url);
   if (strncmp(url, "tcp://", 6) != 0)
     return fail(err, errlen, "endpoint %s: tcp://HOST:PORT or ipc://PATH only", url);
   return url[6] == '[' ? parse_bracketed(url + 6, out, err, errlen)
