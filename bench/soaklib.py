@@ -139,11 +139,13 @@ def run_call(bin_dir, url, script, flags=(), stdin=None, timeout=180):
 
 def is_transport_error(out):
     """The client library reports a missing reply as DEADLINE_EXCEEDED or
-    UNAVAILABLE with these words (client/client.c, call_once); the server's
-    own UNAVAILABLE says 'shutting down'."""
+    UNAVAILABLE with these words (client/client.c, exchange), and no
+    connection to send on as UNAVAILABLE 'no endpoint connected'
+    (client/fleet.c); the server's own UNAVAILABLE says 'shutting down'."""
     err = out.get("error", "")
     return out.get("status") != "OK" and ("no reply" in err or "sending the request" in err
-                                          or "not a valid" in err)
+                                          or "not a valid" in err
+                                          or "no endpoint connected" in err)
 
 
 def spawn_call(bin_dir, url, script, flags=(), stdin_path=None):

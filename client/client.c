@@ -1,9 +1,11 @@
-/* client.c: the sandboxd client library. See sandbox_client.h for the
- * at-most-once rules this file implements. Thread-safe: the socket is shared,
- * every call has its own nng context and aio. */
+/* client.c: the sandboxd client library: requests, calls and the
+ * at-most-once rules of sandbox_client.h. Where each call goes is fleet.c's
+ * business; this file sends it. Thread-safe: every call has its own nng
+ * context and aio on the socket of the endpoint the fleet gave it. */
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "envelope.h"
 #include "clock.h"
 #include "client_internal.h"
+#include "fleet.h"
 #include "json.h"
 #include "sandbox_client.h"
 #include "status.h"
@@ -21,23 +24,24 @@
 /* When the request leaves timeout_ms to the server: assume the largest a
  * default server allows, so a slow but legal run is not cut off. */
 #define SBXC_UNKNOWN_TIMEOUT_MS 60000
-#define SBXC_MAX_REPLY_BYTES (1u << 30)
 #define SBXC_DEFAULT_MAX_REQUEST_BYTES ((size_t)8 << 20)
 
 /* The smallest --max-message-bytes a server accepts: requests up to this
  * size never need the server's own cap. */
 #define SBXC_SMALLEST_SERVER_CAP 4096
 
+/* How long a send may wait for the connection of the endpoint it was given
+ * (which may have gone since) before the call asks the fleet again. A send
+ * that did not complete never left: asking again is safe. */
+#define SBXC_SEND_SLICE_MS 500
+
 struct sbxc_client {
-  nng_socket sock;
+  struct sbxc_fleet *fleet;
   unsigned retries;
   uint64_t queue_wait_ms;
+  uint64_t connect_timeout_ms; /* SBXC_CONNECT_TIMEOUT_CALL: the call's own timeout */
   size_t max_request_bytes;
-  /* The server's --max-message-bytes from GetInfo, asked once, before the
-   * first request that could exceed it: nng drops an oversized message
-   * with its connection and the caller would see only a timeout.
-   * 0: not asked yet; SIZE_MAX: unknown (GetInfo failed). */
-  _Atomic size_t server_max_bytes;
+  _Atomic unsigned long requests; /* numbers the request ids */
 };
 
 struct sbxc_request {
@@ -56,34 +60,32 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
   return -1;
 }
 
-int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errlen) {
+int sbxc_client_open_many(sbxc_client **out, const char *const *urls, size_t n, char *err,
+                          size_t errlen) {
   sbxc_client *c = calloc(1, sizeof(*c));
   if (c == NULL)
     return fail(err, errlen, "out of memory");
   c->retries = 3;
   c->queue_wait_ms = 30000;
+  c->connect_timeout_ms = SBXC_CONNECT_TIMEOUT_CALL;
   c->max_request_bytes = SBXC_DEFAULT_MAX_REQUEST_BYTES;
-  int rv;
-  if ((rv = nng_req0_open(&c->sock)) != 0) {
+  c->fleet = sbxc_fleet_open(urls, n, err, errlen);
+  if (c->fleet == NULL) {
     free(c);
-    return fail(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
-  }
-  /* No resend: a resent request would run the code a second time. */
-  if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
-      (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, SBXC_MAX_REPLY_BYTES)) != 0 ||
-      (rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
-    nng_close(c->sock);
-    free(c);
-    return fail(err, errlen, "connect %s: %s", url, nng_strerror(rv));
+    return -1;
   }
   *out = c;
   return 0;
 }
 
+int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errlen) {
+  return sbxc_client_open_many(out, &url, 1, err, errlen);
+}
+
 void sbxc_client_close(sbxc_client *c) {
   if (c == NULL)
     return;
-  nng_close(c->sock);
+  sbxc_fleet_close(c->fleet);
   free(c);
 }
 
@@ -97,6 +99,36 @@ void sbxc_client_set_max_request_bytes(sbxc_client *c, size_t bytes) {
 
 void sbxc_client_set_queue_wait_ms(sbxc_client *c, uint64_t ms) {
   c->queue_wait_ms = ms;
+}
+
+void sbxc_client_set_connect_timeout_ms(sbxc_client *c, uint64_t ms) {
+  c->connect_timeout_ms = ms;
+}
+
+void sbxc_client_set_resolve_interval_ms(sbxc_client *c, uint64_t ms) {
+  sbxc_fleet_set_resolve_interval_ms(c->fleet, ms);
+}
+
+int sbxc_client_wait_connected(sbxc_client *c, size_t count, uint64_t timeout_ms) {
+  uint64_t now = sbx_monotonic_ms();
+  uint64_t until = timeout_ms > UINT64_MAX - now ? UINT64_MAX : now + timeout_ms;
+  return sbxc_fleet_wait_connected(c->fleet, count, until);
+}
+
+int sbxc_client_endpoints_json(sbxc_client *c, char **json, char *err, size_t errlen) {
+  struct sbxc_endpoint_view *views;
+  size_t n;
+  if (sbxc_fleet_endpoints(c->fleet, &views, &n) < 0)
+    return fail(err, errlen, "out of memory");
+  json_t *o = json_object();
+  for (size_t i = 0; o != NULL && i < n; i++)
+    if (json_object_set_new(o, views[i].key, json_boolean(views[i].live)) < 0) {
+      json_decref(o);
+      o = NULL;
+    }
+  free(views);
+  *json = sbxc_json_dump(o);
+  return *json != NULL ? 0 : fail(err, errlen, "out of memory");
 }
 
 /* ---- requests ---- */
@@ -292,21 +324,34 @@ void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
 
 /* One request, one reply, on a fresh context. Returns the decoded reply
  * envelope, or NULL with *code/err saying why no reply was had. */
-static size_t server_max_bytes(sbxc_client *c);
+/* One call and its retries: what it sends, where it went, how it ended. */
+struct call {
+  const char *method;
+  const ProtobufCMessage *payload;
+  uint64_t run_timeout_ms;
+  const char *session_id;      /* NULL: none */
+  struct sbxc_key_set tried;   /* endpoints that refused it or never got it */
+  char endpoint[SBXC_KEY_MAX]; /* where the last attempt went; "" before */
+  unsigned attempts;
+  int code; /* why there is no reply */
+  char *err;
+  size_t errlen;
+};
 
-/* The one place a reply's bytes are decoded (the fuzzer goes through it). */
+static size_t server_max_bytes(sbxc_client *c, struct sbxc_endpoint *ep);
+
 static Sandbox__V1__ReplyEnvelope *unpack_reply(const uint8_t *buf, size_t len) {
   return sandbox__v1__reply_envelope__unpack(NULL, len, buf);
 }
 
-/* A request too big for the server (its --max-message-bytes, from GetInfo)
- * or for this client's own cap is refused before it is sent: 0, or -1 with
- * *code INVALID_ARGUMENT. */
-static int check_request_size(sbxc_client *c, const char *method, size_t len, int *code, char *err,
-                              size_t errlen) {
+/* A request too big for the endpoint's server (its --max-message-bytes,
+ * from GetInfo) or for this client's own cap is refused before it is sent:
+ * 0, or -1 with *code INVALID_ARGUMENT. */
+static int check_request_size(sbxc_client *c, struct sbxc_endpoint *ep, const char *method,
+                              size_t len, int *code, char *err, size_t errlen) {
   size_t server_cap = SIZE_MAX;
   if (len > SBXC_SMALLEST_SERVER_CAP && strcmp(method, SBX_METHOD_GET_INFO) != 0)
-    server_cap = server_max_bytes(c);
+    server_cap = server_max_bytes(c, ep);
   *code = SBXC_INVALID_ARGUMENT;
   if (len > server_cap)
     return fail(err, errlen,
@@ -324,22 +369,23 @@ static int check_request_size(sbxc_client *c, const char *method, size_t len, in
 }
 
 /* Sends msg on ctx and waits for the reply. The reply envelope, or NULL
- * with *code: UNAVAILABLE when the request did not leave (nothing ran);
- * once it left it may have run, so a broken connection is UNKNOWN and a
- * missing reply DEADLINE_EXCEEDED (UNAVAILABLE would invite a retry that
- * runs it twice). */
+ * with *code: UNAVAILABLE and *not_sent when the request did not leave
+ * within the send slice (nothing ran); once it left it may have run, so a
+ * broken connection is UNKNOWN and a missing reply DEADLINE_EXCEEDED
+ * (UNAVAILABLE would invite a retry that runs it twice). */
 static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *msg,
-                                            nng_duration timeout_ms, int *code, char *err,
-                                            size_t errlen) {
-  nng_aio_set_timeout(aio, timeout_ms);
+                                            const char *key, nng_duration timeout_ms,
+                                            bool *not_sent, int *code, char *err, size_t errlen) {
+  nng_aio_set_timeout(aio, timeout_ms < SBXC_SEND_SLICE_MS ? timeout_ms : SBXC_SEND_SLICE_MS);
   nng_aio_set_msg(aio, msg);
   nng_ctx_send(ctx, aio);
   nng_aio_wait(aio);
   int rv = nng_aio_result(aio);
   if (rv != 0) {
-    nng_msg_free(msg);
+    nng_msg_free(msg); /* a send that failed hands the message back */
+    *not_sent = true;
     *code = SBXC_UNAVAILABLE;
-    fail(err, errlen, "sending the request: %s", nng_strerror(rv));
+    fail(err, errlen, "sending the request to %s: %s; nothing was sent", key, nng_strerror(rv));
     return NULL;
   }
   nng_aio_set_timeout(aio, timeout_ms);
@@ -347,8 +393,8 @@ static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *
   nng_aio_wait(aio);
   if ((rv = nng_aio_result(aio)) != 0) {
     *code = rv == NNG_ETIMEDOUT ? SBXC_DEADLINE_EXCEEDED : SBXC_UNKNOWN;
-    fail(err, errlen, "no reply%s: %s; the code may or may not have run",
-         rv == NNG_ETIMEDOUT ? " in time" : "", nng_strerror(rv));
+    fail(err, errlen, "no reply%s from %s: %s; the code may or may not have run",
+         rv == NNG_ETIMEDOUT ? " in time" : "", key, nng_strerror(rv));
     return NULL;
   }
   msg = nng_aio_get_msg(aio);
@@ -356,38 +402,49 @@ static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *
   nng_msg_free(msg);
   if (reply == NULL) {
     *code = SBXC_INTERNAL;
-    fail(err, errlen, "the reply is not a valid sandbox.v1.ReplyEnvelope");
+    fail(err, errlen, "the reply from %s is not a valid sandbox.v1.ReplyEnvelope", key);
   }
   return reply;
 }
 
-static Sandbox__V1__ReplyEnvelope *call_once(sbxc_client *c, const char *method,
-                                             const ProtobufCMessage *payload,
-                                             uint64_t deadline_unix_ms, nng_duration timeout_ms,
-                                             int *code, char *err, size_t errlen) {
+/* How long to wait for the reply: the queue budget, the run's own time and
+ * a margin (nng counts in int32 ms). */
+static nng_duration reply_timeout_ms(const sbxc_client *c, const struct call *call) {
+  uint64_t ms = c->queue_wait_ms + call->run_timeout_ms + SBXC_REPLY_MARGIN_MS;
+  return ms > INT32_MAX ? INT32_MAX : (nng_duration)ms;
+}
+
+/* One request to ep on a context of its own: the reply, or NULL with
+ * call->code and call->err, and *not_sent when it never left. */
+static Sandbox__V1__ReplyEnvelope *call_on(sbxc_client *c, struct sbxc_endpoint *ep,
+                                           struct call *call, bool *not_sent) {
   nng_ctx ctx;
   nng_aio *aio = NULL;
   nng_msg *msg = NULL;
   Sandbox__V1__ReplyEnvelope *reply = NULL;
+  const char *key = sbxc_endpoint_key(ep);
   char request_id[40];
-  static _Atomic unsigned long counter;
-  snprintf(request_id, sizeof(request_id), "%lx-%lu", (unsigned long)time(NULL), ++counter);
-
-  int rv = nng_ctx_open(&ctx, c->sock);
+  snprintf(request_id, sizeof(request_id), "%lx-%lu", (unsigned long)time(NULL),
+           atomic_fetch_add(&c->requests, 1) + 1);
+  int rv = nng_ctx_open(&ctx, sbxc_endpoint_socket(ep));
   if (rv != 0) {
-    *code = SBXC_UNAVAILABLE;
-    fail(err, errlen, "nng_ctx_open: %s", nng_strerror(rv));
+    *not_sent = true;
+    call->code = SBXC_UNAVAILABLE;
+    fail(call->err, call->errlen, "%s: nng_ctx_open: %s; nothing was sent", key, nng_strerror(rv));
     return NULL;
   }
-  nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-  if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
-      (rv = sbx_request_msg_new(method, request_id, deadline_unix_ms, payload, &msg)) != 0) {
-    *code = SBXC_INTERNAL;
-    fail(err, errlen, "building the request: %s", nng_strerror(rv));
-  } else if (check_request_size(c, method, nng_msg_len(msg), code, err, errlen) < 0) {
+  uint64_t deadline = sbx_now_unix_ms() + c->queue_wait_ms;
+  if ((rv = nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+      (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
+      (rv = sbx_request_msg_new(call->method, request_id, deadline, call->payload, &msg)) != 0) {
+    call->code = SBXC_INTERNAL;
+    fail(call->err, call->errlen, "building the request: %s", nng_strerror(rv));
+  } else if (check_request_size(c, ep, call->method, nng_msg_len(msg), &call->code, call->err,
+                                call->errlen) < 0) {
     nng_msg_free(msg);
   } else {
-    reply = exchange(ctx, aio, msg, timeout_ms, code, err, errlen);
+    reply = exchange(ctx, aio, msg, key, reply_timeout_ms(c, call), not_sent, &call->code,
+                     call->err, call->errlen);
   }
   nng_aio_free(aio);
   nng_ctx_close(ctx);
@@ -406,24 +463,66 @@ static void backoff(unsigned attempt) {
   nanosleep(&ts, NULL);
 }
 
-/* Calls method with retries of replies that prove nothing ran. */
-static Sandbox__V1__ReplyEnvelope *call_with_retries(sbxc_client *c, const char *method,
-                                                     const ProtobufCMessage *payload,
-                                                     uint64_t run_timeout_ms, unsigned *attempts,
-                                                     int *code, char *err, size_t errlen) {
-  Sandbox__V1__ReplyEnvelope *reply = NULL;
-  for (unsigned attempt = 0;; attempt++) {
-    uint64_t deadline = sbx_now_unix_ms() + c->queue_wait_ms;
-    nng_duration timeout = (nng_duration)(c->queue_wait_ms + run_timeout_ms + SBXC_REPLY_MARGIN_MS);
-    *attempts = attempt + 1;
-    reply = call_once(c, method, payload, deadline, timeout, code, err, errlen);
-    bool retriable = reply != NULL && (reply->status == SANDBOX__V1__CODE__RESOURCE_EXHAUSTED ||
-                                       reply->status == SANDBOX__V1__CODE__UNAVAILABLE);
-    if (!retriable || attempt >= c->retries)
+/* RESOURCE_EXHAUSTED and UNAVAILABLE, answered by a server: nothing ran. */
+static bool retriable(const Sandbox__V1__ReplyEnvelope *reply) {
+  return reply->status == SANDBOX__V1__CODE__RESOURCE_EXHAUSTED ||
+         reply->status == SANDBOX__V1__CODE__UNAVAILABLE;
+}
+
+/* One attempt: an endpoint from the fleet and the request to it. A request
+ * that never left is given to the fleet again (elsewhere when it can) while
+ * the wait for a connection lasts; one that left is never sent elsewhere. */
+static Sandbox__V1__ReplyEnvelope *attempt(sbxc_client *c, struct call *call) {
+  uint64_t wait = (uint64_t)reply_timeout_ms(c, call);
+  if (c->connect_timeout_ms < wait)
+    wait = c->connect_timeout_ms;
+  struct sbxc_route route = {call->session_id, &call->tried, sbx_monotonic_ms() + wait};
+  for (;;) {
+    struct sbxc_endpoint *ep;
+    if (sbxc_fleet_acquire(c->fleet, &route, &ep, call->err, call->errlen) < 0) {
+      call->code = SBXC_UNAVAILABLE;
+      call->endpoint[0] = '\0'; /* this attempt went nowhere */
+      return NULL;
+    }
+    snprintf(call->endpoint, sizeof(call->endpoint), "%s", sbxc_endpoint_key(ep));
+    bool not_sent = false;
+    Sandbox__V1__ReplyEnvelope *reply = call_on(c, ep, call, &not_sent);
+    if (reply != NULL && reply->status == SANDBOX__V1__CODE__UNAVAILABLE)
+      sbxc_fleet_avoid_draining(c->fleet, ep);
+    sbxc_fleet_release(c->fleet, ep);
+    if (not_sent || (reply != NULL && retriable(reply)))
+      (void)sbxc_key_set_add(&call->tried, call->endpoint); /* out of memory: a preference lost */
+    if (!not_sent || sbx_monotonic_ms() >= route.wait_until_ms)
+      return reply;
+  }
+}
+
+/* The call with retries of the answers that prove nothing ran: on an
+ * endpoint it has not tried when there is one (then at once), else (and
+ * always for a session, which stays where it lives) after a pause. */
+static Sandbox__V1__ReplyEnvelope *call_with_retries(sbxc_client *c, struct call *call) {
+  for (unsigned n = 0;; n++) {
+    call->attempts = n + 1;
+    Sandbox__V1__ReplyEnvelope *reply = attempt(c, call);
+    if (reply == NULL || !retriable(reply) || n >= c->retries)
       return reply;
     sandbox__v1__reply_envelope__free_unpacked(reply, NULL);
-    backoff(attempt);
+    if (call->session_id != NULL || !sbxc_fleet_untried_live(c->fleet, &call->tried))
+      backoff(n);
   }
+}
+
+/* A call as every method makes it; a session is remembered where it was
+ * answered. */
+static Sandbox__V1__ReplyEnvelope *call_method(sbxc_client *c, struct call *call) {
+  if (call->session_id != NULL && call->session_id[0] == '\0')
+    call->session_id = NULL;
+  Sandbox__V1__ReplyEnvelope *reply = call_with_retries(c, call);
+  if (reply != NULL && reply->status == SANDBOX__V1__CODE__OK && call->session_id != NULL)
+    (void)sbxc_fleet_remember_session(c->fleet, call->session_id,
+                                      call->endpoint); /* out of memory: the rule decides */
+  sbxc_key_set_free(&call->tried);
+  return reply;
 }
 
 struct result_storage {
@@ -431,6 +530,7 @@ struct result_storage {
   Sandbox__V1__RunCodeResponse *resp;
   struct sbxc_artifact *artifacts;
   char message[512];
+  char endpoint[SBXC_KEY_MAX];
 };
 
 /* Fills out from a RunCode reply (st->reply, owned by st). Every byte of it
@@ -507,14 +607,26 @@ int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *o
     return -1;
   uint64_t run_timeout =
       req->limits.timeout_ms > 0 ? (uint64_t)req->limits.timeout_ms : SBXC_UNKNOWN_TIMEOUT_MS;
-  int code = SBXC_INTERNAL;
-  st->reply = call_with_retries(c, SBX_METHOD_RUN_CODE, &req->msg.base, run_timeout, &out->attempts,
-                                &code, st->message, sizeof(st->message));
+  struct call call = {.method = SBX_METHOD_RUN_CODE,
+                      .payload = &req->msg.base,
+                      .run_timeout_ms = run_timeout,
+                      .session_id = req->msg.session_id,
+                      .code = SBXC_INTERNAL,
+                      .err = st->message,
+                      .errlen = sizeof(st->message)};
+  st->reply = call_method(c, &call);
+  out->attempts = call.attempts;
+  snprintf(st->endpoint, sizeof(st->endpoint), "%s", call.endpoint);
   if (st->reply == NULL) {
-    out->status = code;
+    out->status = call.code;
     return -1;
   }
   return result_from_reply(st, out);
+}
+
+const char *sbxc_result_endpoint(const struct sbxc_result *result) {
+  const struct result_storage *st = result->internal_;
+  return st != NULL ? st->endpoint : "";
 }
 
 int sbxc_result_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_result *out) {
@@ -543,21 +655,24 @@ void sbxc_result_free(struct sbxc_result *result) {
   memset(result, 0, sizeof(*result));
 }
 
-/* Calls a method without retries beyond the client's setting; returns the
- * decoded payload of an OK reply. */
+/* Calls a method (with the client's retries) and returns the decoded
+ * payload of an OK reply; *status (when not NULL) is the outcome. */
 static ProtobufCMessage *simple_call_status(sbxc_client *c, const char *method,
-                                            const ProtobufCMessage *payload,
+                                            const ProtobufCMessage *payload, const char *session_id,
                                             const ProtobufCMessageDescriptor *out_desc, int *status,
                                             char *err, size_t errlen) {
-  unsigned attempts;
-  int code = SBXC_INTERNAL;
+  struct call call = {.method = method,
+                      .payload = payload,
+                      .session_id = session_id,
+                      .code = SBXC_INTERNAL,
+                      .err = err,
+                      .errlen = errlen};
   if (status != NULL)
     *status = SBXC_INTERNAL;
-  Sandbox__V1__ReplyEnvelope *reply =
-      call_with_retries(c, method, payload, 0, &attempts, &code, err, errlen);
+  Sandbox__V1__ReplyEnvelope *reply = call_method(c, &call);
   if (reply == NULL) {
     if (status != NULL)
-      *status = code;
+      *status = call.code;
     return NULL;
   }
   if (status != NULL)
@@ -576,25 +691,39 @@ static ProtobufCMessage *simple_call(sbxc_client *c, const char *method,
                                      const ProtobufCMessage *payload,
                                      const ProtobufCMessageDescriptor *out_desc, char *err,
                                      size_t errlen) {
-  return simple_call_status(c, method, payload, out_desc, NULL, err, errlen);
+  return simple_call_status(c, method, payload, NULL, out_desc, NULL, err, errlen);
 }
 
-static size_t server_max_bytes(sbxc_client *c) {
-  size_t known = c->server_max_bytes;
+/* The --max-message-bytes of ep's server, asked once with GetInfo on ep
+ * itself: nng drops an oversized message with its connection, and the
+ * caller would see only UNKNOWN. SIZE_MAX when unknown (an older or
+ * failing server): the request decides. */
+static size_t server_max_bytes(sbxc_client *c, struct sbxc_endpoint *ep) {
+  size_t known = sbxc_endpoint_server_max_bytes(ep);
   if (known != 0)
     return known;
   Sandbox__V1__GetInfoRequest req = SANDBOX__V1__GET_INFO_REQUEST__INIT;
   char err[256];
-  Sandbox__V1__GetInfoResponse *r = (Sandbox__V1__GetInfoResponse *)simple_call(
-      c, SBX_METHOD_GET_INFO, &req.base, &sandbox__v1__get_info_response__descriptor, err,
-      sizeof(err));
-  known = SIZE_MAX; /* an older or failing server: the request decides */
-  if (r != NULL) {
-    if (r->max_message_bytes >= SBXC_SMALLEST_SERVER_CAP && r->max_message_bytes <= SIZE_MAX)
-      known = (size_t)r->max_message_bytes;
+  struct call info = {.method = SBX_METHOD_GET_INFO,
+                      .payload = &req.base,
+                      .code = SBXC_INTERNAL,
+                      .err = err,
+                      .errlen = sizeof(err)};
+  bool not_sent = false;
+  Sandbox__V1__ReplyEnvelope *reply = call_on(c, ep, &info, &not_sent);
+  Sandbox__V1__GetInfoResponse *r = NULL;
+  if (reply != NULL && reply->status == SANDBOX__V1__CODE__OK)
+    r = sandbox__v1__get_info_response__unpack(NULL, reply->payload.len, reply->payload.data);
+  known = SIZE_MAX;
+  if (r != NULL && r->max_message_bytes >= SBXC_SMALLEST_SERVER_CAP &&
+      r->max_message_bytes <= SIZE_MAX)
+    known = (size_t)r->max_message_bytes;
+  if (r != NULL)
     sandbox__v1__get_info_response__free_unpacked(r, NULL);
-  }
-  c->server_max_bytes = known; /* several threads may ask at once: same answer */
+  if (reply != NULL)
+    sandbox__v1__reply_envelope__free_unpacked(reply, NULL);
+  if (!not_sent) /* several threads may ask at once: the same answer */
+    sbxc_endpoint_set_server_max_bytes(ep, known);
   return known;
 }
 
@@ -602,9 +731,14 @@ int sbxc_close_session(sbxc_client *c, const char *session_id, int *status, char
                        size_t errlen) {
   Sandbox__V1__CloseSessionRequest req = SANDBOX__V1__CLOSE_SESSION_REQUEST__INIT;
   req.session_id = (char *)session_id;
+  int code;
   ProtobufCMessage *resp =
-      simple_call_status(c, SBX_METHOD_CLOSE_SESSION, &req.base,
-                         &sandbox__v1__close_session_response__descriptor, status, err, errlen);
+      simple_call_status(c, SBX_METHOD_CLOSE_SESSION, &req.base, session_id,
+                         &sandbox__v1__close_session_response__descriptor, &code, err, errlen);
+  if (status != NULL)
+    *status = code;
+  if (code == SBXC_OK || code == SBXC_NOT_FOUND)
+    sbxc_fleet_forget_session(c->fleet, session_id);
   if (resp == NULL)
     return -1;
   protobuf_c_message_free_unpacked(resp, NULL);
@@ -617,7 +751,7 @@ int sbxc_list_files_json(sbxc_client *c, const char *session_id, const char *pat
   req.session_id = (char *)session_id;
   req.path = (char *)path;
   ProtobufCMessage *r =
-      simple_call_status(c, SBX_METHOD_LIST_FILES, &req.base,
+      simple_call_status(c, SBX_METHOD_LIST_FILES, &req.base, session_id,
                          &sandbox__v1__list_files_response__descriptor, status, err, errlen);
   if (r == NULL)
     return -1;
@@ -637,8 +771,8 @@ int sbxc_read_file(sbxc_client *c, const char *session_id, const char *path, uin
   req.offset = offset;
   req.length = length;
   Sandbox__V1__ReadFileResponse *r = (Sandbox__V1__ReadFileResponse *)simple_call_status(
-      c, SBX_METHOD_READ_FILE, &req.base, &sandbox__v1__read_file_response__descriptor, status, err,
-      errlen);
+      c, SBX_METHOD_READ_FILE, &req.base, session_id, &sandbox__v1__read_file_response__descriptor,
+      status, err, errlen);
   if (r == NULL)
     return -1;
   *data = malloc(r->content.len > 0 ? r->content.len : 1);

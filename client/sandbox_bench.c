@@ -1,8 +1,9 @@
-/* sandbox-bench: a load generator for sandboxd. N threads, each with its own
- * nng context on one socket, send RunCode requests cycling through the
- * given scripts; no retries, so RESOURCE_EXHAUSTED shows up in the counts.
- * Prints throughput, p50/p90/p99/max latency, counts by status and by
- * killed_by. */
+/* sandbox-bench: a load generator for sandboxd. N threads, each call on its
+ * own nng context, send RunCode requests cycling through the given scripts
+ * to one server or a fleet (-e repeated); no retries, so RESOURCE_EXHAUSTED
+ * shows up in the counts. Prints throughput, p50/p90/p99/max latency, counts
+ * by status and by killed_by; --record writes one JSON line per call (where
+ * it went, how it ended). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -22,11 +23,16 @@
 
 struct bench {
   sbxc_client *client;
-  sbxc_request **requests;
+  sbxc_request **requests; /* one per script */
+  char **codes;            /* the scripts' bytes */
+  size_t *code_lens;
   size_t n_requests_kinds;
-  long total;        /* --requests; -1 with a duration */
-  double duration_s; /* --duration; 0 with a count */
-  atomic_long next;  /* requests handed out */
+  long timeout_ms;
+  const char *run_id_prefix; /* NULL: the server names each run */
+  FILE *record;              /* NULL: no per-call lines */
+  long total;                /* --requests; -1 with a duration */
+  double duration_s;         /* --duration; 0 with a count */
+  atomic_long next;          /* requests handed out */
   double start;
   pthread_mutex_t lock;
   double *latencies_ms;
@@ -41,6 +47,93 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The bytes of the file at path, in *code (malloc'd). Returns 0 or -1. */
+static int load_script(const char *path, char **code, size_t *len) {
+  FILE *f = fopen(path, "re");
+  if (f == NULL)
+    return -1;
+  char *buf = NULL;
+  size_t n, total = 0;
+  FILE *mem = open_memstream(&buf, &total);
+  char chunk[4096];
+  int rv = mem != NULL ? 0 : -1;
+  while (rv == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+    if (fwrite(chunk, 1, n, mem) != n)
+      rv = -1;
+  if (ferror(f))
+    rv = -1;
+  fclose(f);
+  if (mem != NULL && fclose(mem) != 0)
+    rv = -1;
+  if (rv < 0) {
+    free(buf);
+    return -1;
+  }
+  *code = buf;
+  *len = total;
+  return 0;
+}
+
+/* A RunCode request for script kind k (run_id NULL: the server names it). */
+static sbxc_request *build_request(const struct bench *b, size_t k, const char *run_id) {
+  sbxc_request *r = sbxc_request_new();
+  struct sbxc_limits limits = {.timeout_ms = b->timeout_ms};
+  if (r == NULL || sbxc_request_set_code(r, b->codes[k], b->code_lens[k]) < 0 ||
+      (run_id != NULL && sbxc_request_set_run_id(r, run_id) < 0)) {
+    sbxc_request_free(r);
+    return NULL;
+  }
+  sbxc_request_set_limits(r, &limits);
+  return r;
+}
+
+/* The request for call i: the script's, or with --run-id-prefix one of its
+ * own named run_id (*own set: the caller frees it). */
+static const sbxc_request *request_for(struct bench *b, long i, const char *run_id,
+                                       sbxc_request **own) {
+  const sbxc_request *kind = b->requests[(size_t)i % b->n_requests_kinds];
+  *own = NULL;
+  if (run_id[0] == '\0')
+    return kind;
+  *own = build_request(b, (size_t)i % b->n_requests_kinds, run_id);
+  return *own;
+}
+
+/* One JSON line for call i (b->lock held). */
+static void record_call(struct bench *b, long i, const char *run_id, const struct sbxc_result *r,
+                        double t0, double ms) {
+  char *line = sbxc_json_dump(
+      json_pack("{s:I, s:o, s:s, s:o, s:I, s:f, s:f, s:o}", "i", (json_int_t)i, "run_id",
+                sbxc_json_cstring(r->status == SBXC_OK ? r->run_id : run_id), "status",
+                sbxc_status_name(r->status), "endpoint", sbxc_json_cstring(sbxc_result_endpoint(r)),
+                "attempts", (json_int_t)r->attempts, "start_ms", t0 * 1000.0, "latency_ms", ms,
+                "error", sbxc_json_cstring(r->status == SBXC_OK ? "" : r->message)));
+  if (line == NULL || fprintf(b->record, "%s\n", line) < 0 || fflush(b->record) != 0)
+    fprintf(stderr, "sandbox-bench: --record: call %ld not written\n", i);
+  free(line);
+}
+
+static void count_call(struct bench *b, long i, const char *run_id, const struct sbxc_result *r,
+                       double t0, double ms) {
+  pthread_mutex_lock(&b->lock);
+  if (b->n_lat == b->cap_lat) {
+    size_t cap = b->cap_lat ? b->cap_lat * 2 : 1024;
+    double *p = realloc(b->latencies_ms, cap * sizeof(double));
+    if (p != NULL) {
+      b->latencies_ms = p;
+      b->cap_lat = cap;
+    }
+  }
+  if (b->n_lat < b->cap_lat)
+    b->latencies_ms[b->n_lat++] = ms;
+  b->by_status[r->status >= 0 && r->status < MAX_STATUS ? r->status : 2]++;
+  if (r->status == SBXC_OK && r->killed_by >= 0 && r->killed_by < MAX_KILLED)
+    b->by_killed[r->killed_by]++;
+  if (b->record != NULL)
+    record_call(b, i, run_id, r, t0, ms);
+  pthread_mutex_unlock(&b->lock);
+}
+
 static void *bench_thread(void *arg) {
   struct bench *b = arg;
   for (;;) {
@@ -49,27 +142,21 @@ static void *bench_thread(void *arg) {
       break;
     if (b->total < 0 && now_s() - b->start >= b->duration_s)
       break;
-    const sbxc_request *req = b->requests[(size_t)i % b->n_requests_kinds];
+    char run_id[128] = "";
+    if (b->run_id_prefix != NULL)
+      snprintf(run_id, sizeof(run_id), "%s-%ld", b->run_id_prefix, i);
+    sbxc_request *own;
+    const sbxc_request *req = request_for(b, i, run_id, &own);
+    if (req == NULL) {
+      fprintf(stderr, "sandbox-bench: out of memory\n");
+      break;
+    }
     double t0 = now_s();
     struct sbxc_result r;
     sbxc_run_code(b->client, req, &r);
-    double ms = (now_s() - t0) * 1000.0;
-    pthread_mutex_lock(&b->lock);
-    if (b->n_lat == b->cap_lat) {
-      size_t cap = b->cap_lat ? b->cap_lat * 2 : 1024;
-      double *p = realloc(b->latencies_ms, cap * sizeof(double));
-      if (p != NULL) {
-        b->latencies_ms = p;
-        b->cap_lat = cap;
-      }
-    }
-    if (b->n_lat < b->cap_lat)
-      b->latencies_ms[b->n_lat++] = ms;
-    b->by_status[r.status >= 0 && r.status < MAX_STATUS ? r.status : 2]++;
-    if (r.status == SBXC_OK && r.killed_by >= 0 && r.killed_by < MAX_KILLED)
-      b->by_killed[r.killed_by]++;
-    pthread_mutex_unlock(&b->lock);
+    count_call(b, i, run_id, &r, t0, (now_s() - t0) * 1000.0);
     sbxc_result_free(&r);
+    sbxc_request_free(own);
   }
   return NULL;
 }
@@ -84,31 +171,6 @@ static double percentile(const double *sorted, size_t n, double p) {
     return 0;
   size_t idx = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
   return sorted[idx < n ? idx : n - 1];
-}
-
-static int load_script(const char *path, sbxc_request **out) {
-  FILE *f = fopen(path, "re");
-  if (f == NULL)
-    return -1;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&buf, &len);
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-    fwrite(chunk, 1, n, mem);
-  fclose(f);
-  fclose(mem);
-  sbxc_request *r = sbxc_request_new();
-  if (r == NULL || sbxc_request_set_code(r, buf, len) < 0) {
-    free(buf);
-    sbxc_request_free(r);
-    errno = ENOMEM;
-    return -1;
-  }
-  free(buf);
-  *out = r;
-  return 0;
 }
 
 /* The summary as one JSON object: counts by status and by killed_by name. */
@@ -131,11 +193,16 @@ static void print_summary_json(const struct bench *b, long concurrency, double e
   free(text);
 }
 
+#define MAX_URLS 64
+
 struct options {
-  const char *url;
-  long concurrency, requests, timeout_ms;
+  const char *urls[MAX_URLS];
+  size_t n_urls;
+  char *env_urls; /* SANDBOX_URL, split in place */
+  long concurrency, requests, timeout_ms, connect_timeout_ms, resolve_interval_ms, retries;
   double duration;
   bool json;
+  const char *run_id_prefix, *record;
 };
 
 /* A whole number for flag, or -1 with a message (nothing partial: "2x"). */
@@ -150,6 +217,83 @@ static int parse_long(const char *flag, const char *text, long *out) {
   return 0;
 }
 
+static void usage(void) {
+  printf("usage: sandbox-bench [-e URL]... [--concurrency N] [--requests N | --duration S]\n"
+         "                     [--timeout-ms N] [--connect-timeout-ms N] [--run-id-prefix P]\n"
+         "                     [--record FILE] [--resolve-interval-ms N] [--retries N]\n"
+         "                     [--json] SCRIPT...\n\n"
+         "Several -e (or a comma-separated $SANDBOX_URL) form a fleet; the clock starts once\n"
+         "every endpoint is connected or --connect-timeout-ms (default 5000) has passed.\n"
+         "--run-id-prefix P names call i's run P-i; --record FILE writes one JSON line per\n"
+         "call: i, run_id, status, endpoint, attempts, start_ms (CLOCK_MONOTONIC), latency_ms,\n"
+         "error. --retries: of RESOURCE_EXHAUSTED/UNAVAILABLE answers (default 0: they are\n"
+         "counted).\n");
+}
+
+/* SANDBOX_URL (comma-separated) when no -e was given, else the default. */
+static int default_urls(struct options *o) {
+  const char *env = getenv("SANDBOX_URL");
+  if (o->n_urls > 0)
+    return 0;
+  if (env == NULL || env[0] == '\0') {
+    o->urls[o->n_urls++] = "tcp://127.0.0.1:7878";
+    return 0;
+  }
+  if ((o->env_urls = strdup(env)) == NULL)
+    return -1;
+  char *save = NULL;
+  for (char *u = strtok_r(o->env_urls, ",", &save); u != NULL; u = strtok_r(NULL, ",", &save)) {
+    if (o->n_urls == MAX_URLS)
+      return -1;
+    o->urls[o->n_urls++] = u;
+  }
+  return o->n_urls > 0 ? 0 : -1;
+}
+
+enum { OPT_CONNECT = 256, OPT_PREFIX, OPT_RECORD, OPT_RESOLVE, OPT_RETRIES };
+
+/* One option; -1 for a bad value, 1 for an unknown option. */
+static int take_option(struct options *o, int c, const char *v) {
+  char *end;
+  switch (c) {
+  case 'e':
+    if (o->n_urls == MAX_URLS) {
+      fprintf(stderr, "sandbox-bench: -e: at most %d endpoints\n", MAX_URLS);
+      return -1;
+    }
+    o->urls[o->n_urls++] = v;
+    return 0;
+  case 'c':
+    return parse_long("concurrency", v, &o->concurrency);
+  case 'n':
+    return parse_long("requests", v, &o->requests);
+  case 'd':
+    o->duration = strtod(v, &end);
+    if (end != v && *end == '\0')
+      return 0;
+    fprintf(stderr, "sandbox-bench: --duration: \"%s\" is not a number\n", v);
+    return -1;
+  case 't':
+    return parse_long("timeout-ms", v, &o->timeout_ms);
+  case OPT_CONNECT:
+    return parse_long("connect-timeout-ms", v, &o->connect_timeout_ms);
+  case OPT_RESOLVE:
+    return parse_long("resolve-interval-ms", v, &o->resolve_interval_ms);
+  case OPT_RETRIES:
+    return parse_long("retries", v, &o->retries);
+  case OPT_PREFIX:
+    o->run_id_prefix = v;
+    return 0;
+  case OPT_RECORD:
+    o->record = v;
+    return 0;
+  case 'j':
+    o->json = true;
+    return 0;
+  }
+  return 1;
+}
+
 /* 0 to go on, else the exit code: 0 after --help, 2 for bad arguments. */
 static int parse_options(int argc, char **argv, struct options *o) {
   static const struct option opts[] = {
@@ -158,52 +302,39 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"requests", required_argument, NULL, 'n'},
       {"duration", required_argument, NULL, 'd'},
       {"timeout-ms", required_argument, NULL, 't'},
+      {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT},
+      {"resolve-interval-ms", required_argument, NULL, OPT_RESOLVE},
+      {"run-id-prefix", required_argument, NULL, OPT_PREFIX},
+      {"record", required_argument, NULL, OPT_RECORD},
+      {"retries", required_argument, NULL, OPT_RETRIES},
       {"json", no_argument, NULL, 'j'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  const char *env = getenv("SANDBOX_URL");
-  *o = (struct options){.url = env != NULL && env[0] != '\0' ? env : "tcp://127.0.0.1:7878",
-                        .concurrency = 1,
-                        .requests = -1};
+  *o = (struct options){
+      .concurrency = 1, .requests = -1, .connect_timeout_ms = 5000, .resolve_interval_ms = -1};
   int c, bad = 0;
   while ((c = getopt_long(argc, argv, "e:c:n:d:t:jh", opts, NULL)) != -1) {
-    char *end;
-    switch (c) {
-    case 'e':
-      o->url = optarg;
-      break;
-    case 'c':
-      bad |= parse_long("concurrency", optarg, &o->concurrency);
-      break;
-    case 'n':
-      bad |= parse_long("requests", optarg, &o->requests);
-      break;
-    case 'd':
-      o->duration = strtod(optarg, &end);
-      if (end == optarg || *end != '\0')
-        bad = -1, fprintf(stderr, "sandbox-bench: --duration: \"%s\" is not a number\n", optarg);
-      break;
-    case 't':
-      bad |= parse_long("timeout-ms", optarg, &o->timeout_ms);
-      break;
-    case 'j':
-      o->json = true;
-      break;
-    case 'h':
-      printf("usage: sandbox-bench [-e URL] [--concurrency N] [--requests N | --duration S]\n"
-             "                     [--timeout-ms N] [--json] SCRIPT...\n");
+    if (c == 'h') {
+      usage();
       return -1;
-    default:
-      return 2;
     }
+    int rv = take_option(o, c, optarg);
+    if (rv > 0)
+      return 2;
+    bad |= rv;
   }
   if (bad != 0)
     return 2;
   if (optind >= argc || o->concurrency < 1 || o->concurrency > 4096 || o->timeout_ms < 0 ||
+      o->connect_timeout_ms < 0 || o->retries < 0 || o->retries > 100 ||
       (o->requests < 0 && o->duration <= 0) || (o->requests >= 0 && o->duration > 0)) {
     fprintf(stderr, "sandbox-bench: need SCRIPT..., --concurrency 1..4096 and one of "
                     "--requests N or --duration S (see --help)\n");
+    return 2;
+  }
+  if (default_urls(o) < 0) {
+    fprintf(stderr, "sandbox-bench: SANDBOX_URL: no usable endpoint list\n");
     return 2;
   }
   return 0;
@@ -212,16 +343,21 @@ static int parse_options(int argc, char **argv, struct options *o) {
 /* One request per script, each with the timeout. */
 static int load_requests(struct bench *b, char **paths, size_t n, long timeout_ms) {
   b->n_requests_kinds = n;
+  b->timeout_ms = timeout_ms;
   b->requests = calloc(n, sizeof(*b->requests));
-  if (b->requests == NULL)
+  b->codes = calloc(n, sizeof(*b->codes));
+  b->code_lens = calloc(n, sizeof(*b->code_lens));
+  if (b->requests == NULL || b->codes == NULL || b->code_lens == NULL)
     return -1;
   for (size_t i = 0; i < n; i++) {
-    if (load_script(paths[i], &b->requests[i]) < 0) {
+    if (load_script(paths[i], &b->codes[i], &b->code_lens[i]) < 0) {
       fprintf(stderr, "sandbox-bench: %s: %s\n", paths[i], strerror(errno));
       return -1;
     }
-    struct sbxc_limits limits = {.timeout_ms = timeout_ms};
-    sbxc_request_set_limits(b->requests[i], &limits);
+    if ((b->requests[i] = build_request(b, i, NULL)) == NULL) {
+      fprintf(stderr, "sandbox-bench: out of memory\n");
+      return -1;
+    }
   }
   return 0;
 }
@@ -261,32 +397,67 @@ static void print_summary_text(const struct bench *b, long concurrency, double e
 
 static void free_bench(struct bench *b) {
   sbxc_client_close(b->client);
-  for (size_t i = 0; b->requests != NULL && i < b->n_requests_kinds; i++)
-    sbxc_request_free(b->requests[i]);
+  if (b->record != NULL && fclose(b->record) != 0)
+    fprintf(stderr, "sandbox-bench: --record: %s\n", strerror(errno));
+  for (size_t i = 0; i < b->n_requests_kinds; i++) {
+    if (b->requests != NULL)
+      sbxc_request_free(b->requests[i]);
+    if (b->codes != NULL)
+      free(b->codes[i]);
+  }
   free(b->requests);
+  free(b->codes);
+  free(b->code_lens);
   free(b->latencies_ms);
+}
+
+/* The client of the fleet, connected (or given up on) before the clock. */
+static int open_client(struct bench *b, const struct options *o) {
+  char err[512];
+  if (sbxc_client_open_many(&b->client, o->urls, o->n_urls, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandbox-bench: %s\n", err);
+    return -1;
+  }
+  sbxc_client_set_retries(b->client, (unsigned)o->retries);
+  sbxc_client_set_connect_timeout_ms(b->client, (uint64_t)o->connect_timeout_ms);
+  if (o->resolve_interval_ms >= 0)
+    sbxc_client_set_resolve_interval_ms(b->client, (uint64_t)o->resolve_interval_ms);
+  if (sbxc_client_wait_connected(b->client, 0, (uint64_t)o->connect_timeout_ms) < 0)
+    fprintf(stderr, "sandbox-bench: not every endpoint connected within %ld ms; starting\n",
+            o->connect_timeout_ms);
+  return 0;
 }
 
 int main(int argc, char **argv) {
   struct options o;
   int rv = parse_options(argc, argv, &o);
-  if (rv != 0)
+  if (rv != 0) {
+    free(o.env_urls);
     return rv < 0 ? 0 : rv;
+  }
   static struct bench b;
   b.total = o.requests;
   b.duration_s = o.duration;
-  pthread_mutex_init(&b.lock, NULL);
-  char err[512];
-  if (load_requests(&b, argv + optind, (size_t)(argc - optind), o.timeout_ms) < 0) {
-    free_bench(&b);
-    return 2;
-  }
-  if (sbxc_client_open(&b.client, o.url, err, sizeof(err)) < 0) {
-    fprintf(stderr, "sandbox-bench: %s\n", err);
-    free_bench(&b);
+  b.run_id_prefix = o.run_id_prefix;
+  if (pthread_mutex_init(&b.lock, NULL) != 0) {
+    free(o.env_urls);
     return 1;
   }
-  sbxc_client_set_retries(b.client, 0);
+  if (o.record != NULL && (b.record = fopen(o.record, "we")) == NULL) {
+    fprintf(stderr, "sandbox-bench: --record %s: %s\n", o.record, strerror(errno));
+    free(o.env_urls);
+    return 2;
+  }
+  if (load_requests(&b, argv + optind, (size_t)(argc - optind), o.timeout_ms) < 0) {
+    free_bench(&b);
+    free(o.env_urls);
+    return 2;
+  }
+  if (open_client(&b, &o) < 0) {
+    free_bench(&b);
+    free(o.env_urls);
+    return 1;
+  }
   double elapsed = run_threads(&b, o.concurrency);
   qsort(b.latencies_ms, b.n_lat, sizeof(double), cmp_double);
   const double pct[4] = {
@@ -299,5 +470,6 @@ int main(int argc, char **argv) {
     print_summary_text(&b, o.concurrency, elapsed, rps, pct);
   int ok = b.by_status[SBXC_OK] == (long)b.n_lat;
   free_bench(&b);
+  free(o.env_urls);
   return ok ? 0 : 1;
 }

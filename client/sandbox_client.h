@@ -8,7 +8,13 @@
  * request's own timeout plus the queue budget plus a margin, and retries only
  * replies that prove nothing ran (RESOURCE_EXHAUSTED, UNAVAILABLE), with
  * exponential backoff. A call that times out is reported as
- * DEADLINE_EXCEEDED and never retried: the code may have run. */
+ * DEADLINE_EXCEEDED and never retried: the code may have run.
+ *
+ * Fleets: a client may have several endpoints (sbxc_client_open_many). Each
+ * server address has its own socket, so a call that may have run on one
+ * server is never sent to another; only the retries above move a call, to
+ * an endpoint it has not tried when one is connected. Calls of a session go
+ * to the endpoint holding it (docs/CLIENTS.md, "The session rule"). */
 #ifndef SANDBOX_CLIENT_H
 #define SANDBOX_CLIENT_H
 
@@ -96,8 +102,19 @@ struct sbxc_result {
 typedef struct sbxc_client sbxc_client;
 typedef struct sbxc_request sbxc_request;
 
-/* Connects to url (tcp:// or ipc://). Returns 0, or -1 with err filled. */
+/* A client of the servers at urls (n >= 1): tcp://HOST:PORT (HOST an IPv4
+ * address, [IPv6] or a host name) or ipc://PATH. A host name counts as one
+ * endpoint per address it resolves to (a Kubernetes headless Service),
+ * looked up again every 30 s at call time; a failed look-up keeps the
+ * addresses it had. Every address is dialed in the background and redialed
+ * (100 ms to 2 s apart) when its connection is lost; a server that is down
+ * is not an error here: calls skip it. Returns 0, or -1 with err filled (a
+ * malformed URL). */
+int sbxc_client_open_many(sbxc_client **out, const char *const *urls, size_t n, char *err,
+                          size_t errlen);
+/* sbxc_client_open_many with one URL. */
 int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errlen);
+/* Closes every connection. No call of this client may be in flight. */
 void sbxc_client_close(sbxc_client *client);
 /* Retries of RESOURCE_EXHAUSTED/UNAVAILABLE (default 3; 0 = never). */
 void sbxc_client_set_retries(sbxc_client *client, unsigned retries);
@@ -109,6 +126,20 @@ void sbxc_client_set_queue_wait_ms(sbxc_client *client, uint64_t ms);
  * with its connection, with no answer; the client refuses it instead with
  * INVALID_ARGUMENT, and nothing is sent. */
 void sbxc_client_set_max_request_bytes(sbxc_client *client, size_t bytes);
+/* How long a call waits for a connected endpoint (for a session: for the
+ * endpoint holding it) when there is none, before it fails UNAVAILABLE with
+ * "nothing was sent". Default SBXC_CONNECT_TIMEOUT_CALL: as long as the call
+ * may take (queue wait + the run's timeout + 5 s). */
+#define SBXC_CONNECT_TIMEOUT_CALL UINT64_MAX
+void sbxc_client_set_connect_timeout_ms(sbxc_client *client, uint64_t ms);
+/* How often host names are looked up again (default 30000 ms). */
+void sbxc_client_set_resolve_interval_ms(sbxc_client *client, uint64_t ms);
+/* Waits until at least count endpoints are connected (0: every one), for
+ * at most timeout_ms. Returns 0, or -1 when they were not in time. */
+int sbxc_client_wait_connected(sbxc_client *client, size_t count, uint64_t timeout_ms);
+/* Every endpoint address and whether it is connected now, as a malloc'd JSON
+ * object {"tcp://10.0.0.7:7878": true, ...}. Returns 0 or -1 (err). */
+int sbxc_client_endpoints_json(sbxc_client *client, char **json, char *err, size_t errlen);
 
 sbxc_request *sbxc_request_new(void);
 void sbxc_request_free(sbxc_request *req);
@@ -129,14 +160,18 @@ void sbxc_request_set_limits(sbxc_request *req, const struct sbxc_limits *limits
  * returns 0 when status == SBXC_OK, -1 otherwise. */
 int sbxc_run_code(sbxc_client *client, const sbxc_request *req, struct sbxc_result *result);
 void sbxc_result_free(struct sbxc_result *result);
+/* The endpoint the call's last attempt went to ("tcp://10.0.0.7:7878"), also
+ * when it failed; "" when it went nowhere. Valid until sbxc_result_free. */
+const char *sbxc_result_endpoint(const struct sbxc_result *result);
 
-/* Calls Health: *serving is true for SERVING. Returns 0 or -1 (message in err). */
+/* Calls Health on one connected endpoint: *serving is true for SERVING.
+ * Returns 0 or -1 (message in err). */
 int sbxc_health(sbxc_client *client, bool *serving, char *err, size_t errlen);
 /* Calls GetInfo and returns it as a malloc'd JSON object in *json. */
 int sbxc_get_info_json(sbxc_client *client, char **json, char *err, size_t errlen);
 
-/* Sessions. Each returns 0, or -1 with the status in *status (when not
- * NULL) and the reason in err. */
+/* Sessions, each on the endpoint holding the session. Each returns 0, or
+ * -1 with the status in *status (when not NULL) and the reason in err. */
 int sbxc_close_session(sbxc_client *client, const char *session_id, int *status, char *err,
                        size_t errlen);
 /* ListFiles as a malloc'd JSON object {"entries":[{name, relative_path,

@@ -22,22 +22,27 @@
 #define EXIT_CALL_FAILED 125
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: sandbox-run [-e URL] [--timeout-ms N] [--cpu-time-ms N] [--memory-mb N]\n"
-          "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
-          "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
-          "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
-          "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
-          "                   [--max-request-bytes N]\n"
-          "                   [--json] SCRIPT|-\n"
-          "       sandbox-run [-e URL] --health | --info\n"
-          "       sandbox-run [-e URL] --close-session ID\n"
-          "       sandbox-run [-e URL] --session ID --list-files PATH|.\n"
-          "       sandbox-run [-e URL] --session ID --read-file PATH [--offset N] [--length N]\n\n"
-          "Runs SCRIPT (or code read from stdin for -) in sandboxd and prints its stdout and\n"
-          "stderr. Exits with the program's status: 124 when it timed out, 128+N when signal\n"
-          "N ended it, 125 when the call failed. Default URL: tcp://127.0.0.1:7878\n"
-          "(or $SANDBOX_URL). Retries only answers that prove nothing ran.\n");
+  fprintf(
+      out,
+      "usage: sandbox-run [-e URL]... [--timeout-ms N] [--cpu-time-ms N] [--memory-mb N]\n"
+      "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
+      "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
+      "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
+      "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
+      "                   [--max-request-bytes N] [--connect-timeout-ms N]\n"
+      "                   [--json] SCRIPT|-\n"
+      "       sandbox-run [-e URL]... --health | --info | --endpoints\n"
+      "       sandbox-run [-e URL]... --close-session ID\n"
+      "       sandbox-run [-e URL]... --session ID --list-files PATH|.\n"
+      "       sandbox-run [-e URL]... --session ID --read-file PATH [--offset N] [--length N]\n\n"
+      "Runs SCRIPT (or code read from stdin for -) in sandboxd and prints its stdout and\n"
+      "stderr. Exits with the program's status: 124 when it timed out, 128+N when signal\n"
+      "N ended it, 125 when the call failed. Default URL: tcp://127.0.0.1:7878\n"
+      "(or $SANDBOX_URL, a comma-separated list). Several -e form a fleet: a call goes\n"
+      "to a connected endpoint, a session's to the endpoint holding it. Retries only\n"
+      "answers that prove nothing ran. --endpoints prints each endpoint address and\n"
+      "whether it connected within --connect-timeout-ms (default 5000); exit 1 when\n"
+      "one did not.\n");
 }
 
 static int read_fd(int fd, uint8_t **out, size_t *len) {
@@ -236,15 +241,20 @@ static void print_json(json_t *value) {
   print_text(sbxc_json_dump(value));
 }
 
+/* The most -e flags (or SANDBOX_URL entries) one command takes. */
+#define MAX_URLS 64
+
 /* Everything the command line asked for. */
 struct cli {
-  const char *url;
+  const char *urls[MAX_URLS];
+  size_t n_urls;
+  char *env_urls; /* SANDBOX_URL, split in place */
   struct sbxc_limits limits;
   sbxc_request *req;
   const char *artifacts_dir, *stdin_path, *session, *script;
   const char *close_session, *list_path, *read_path;
-  int64_t offset, length, retries, max_request_bytes;
-  bool json, health, info;
+  int64_t offset, length, retries, max_request_bytes, connect_timeout_ms;
+  bool json, health, info, endpoints;
 };
 
 enum {
@@ -275,6 +285,8 @@ enum {
   OPT_READ,
   OPT_OFFSET,
   OPT_LENGTH,
+  OPT_ENDPOINTS,
+  OPT_CONNECT_TIMEOUT,
 };
 
 static const struct option cli_options[] = {
@@ -304,6 +316,8 @@ static const struct option cli_options[] = {
     {"read-file", required_argument, NULL, OPT_READ},
     {"offset", required_argument, NULL, OPT_OFFSET},
     {"length", required_argument, NULL, OPT_LENGTH},
+    {"endpoints", no_argument, NULL, OPT_ENDPOINTS},
+    {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -387,8 +401,19 @@ static int take_request_part(struct cli *c, int opt, char *v) {
 static int take_mode(struct cli *c, int opt, char *v) {
   switch (opt) {
   case 'e':
-    c->url = v;
+    if (c->n_urls == MAX_URLS) {
+      fprintf(stderr, "sandbox-run: -e: at most %d endpoints\n", MAX_URLS);
+      return -1;
+    }
+    c->urls[c->n_urls++] = v;
     return 0;
+  case OPT_ENDPOINTS:
+    c->endpoints = true;
+    return 0;
+  case OPT_CONNECT_TIMEOUT:
+    return parse_i64(v, "--connect-timeout-ms", &c->connect_timeout_ms) < 0
+               ? -1
+               : bounded(c->connect_timeout_ms, 0, 86400000, "--connect-timeout-ms");
   case OPT_STDIN:
     c->stdin_path = v;
     return 0;
@@ -449,7 +474,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
     }
   }
   bool session_call = c->close_session != NULL || c->list_path != NULL || c->read_path != NULL;
-  if (!session_call && !c->health && !c->info) {
+  if (!session_call && !c->health && !c->info && !c->endpoints) {
     if (optind != argc - 1) {
       usage(stderr);
       return 2;
@@ -534,6 +559,20 @@ static int health_and_info(sbxc_client *client, const struct cli *c) {
   return status;
 }
 
+/* --endpoints: waits for every endpoint to connect (up to the connect
+ * timeout), then prints each and whether it is connected. */
+static int show_endpoints(sbxc_client *client, const struct cli *c) {
+  char err[512];
+  char *text;
+  int all = sbxc_client_wait_connected(client, 0, (uint64_t)c->connect_timeout_ms);
+  if (sbxc_client_endpoints_json(client, &text, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandbox-run: endpoints: %s\n", err);
+    return EXIT_CALL_FAILED;
+  }
+  print_text(text);
+  return all == 0 ? 0 : 1;
+}
+
 /* The script's code and the request's stdin, read into the request. */
 static int load_inputs(const struct cli *c) {
   cleanup_free uint8_t *code = NULL;
@@ -590,36 +629,77 @@ static int run_script(sbxc_client *client, const struct cli *c) {
   return status;
 }
 
+/* SANDBOX_URL, a comma-separated list, when no -e was given; else the
+ * default endpoint. */
+static int default_urls(struct cli *c) {
+  const char *env = getenv("SANDBOX_URL");
+  if (c->n_urls > 0)
+    return 0;
+  if (env == NULL || env[0] == '\0') {
+    c->urls[c->n_urls++] = "tcp://127.0.0.1:7878";
+    return 0;
+  }
+  if ((c->env_urls = strdup(env)) == NULL)
+    return -1;
+  char *save = NULL;
+  for (char *u = strtok_r(c->env_urls, ",", &save); u != NULL; u = strtok_r(NULL, ",", &save)) {
+    if (c->n_urls == MAX_URLS) {
+      fprintf(stderr, "sandbox-run: SANDBOX_URL: at most %d endpoints\n", MAX_URLS);
+      return -1;
+    }
+    c->urls[c->n_urls++] = u;
+  }
+  return c->n_urls > 0 ? 0 : -1;
+}
+
+static sbxc_client *open_client(const struct cli *c) {
+  char err[512];
+  sbxc_client *client;
+  if (sbxc_client_open_many(&client, c->urls, c->n_urls, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandbox-run: %s\n", err);
+    return NULL;
+  }
+  sbxc_client_set_retries(client, (unsigned)c->retries);
+  sbxc_client_set_max_request_bytes(client, (size_t)c->max_request_bytes);
+  sbxc_client_set_connect_timeout_ms(client, (uint64_t)c->connect_timeout_ms);
+  return client;
+}
+
+static void free_cli(struct cli *c) {
+  sbxc_request_free(c->req);
+  free(c->env_urls);
+}
+
 int main(int argc, char **argv) {
-  struct cli c = {.url = getenv("SANDBOX_URL"), .retries = 3, .max_request_bytes = 8LL << 20};
-  if (c.url == NULL || c.url[0] == '\0')
-    c.url = "tcp://127.0.0.1:7878";
+  struct cli c = {.retries = 3, .max_request_bytes = 8LL << 20, .connect_timeout_ms = 5000};
   c.req = sbxc_request_new();
   if (c.req == NULL) {
     fprintf(stderr, "sandbox-run: out of memory\n");
     return EXIT_CALL_FAILED;
   }
   int rc = parse_args(argc, argv, &c);
+  if (rc == 0 && default_urls(&c) < 0) {
+    fprintf(stderr, "sandbox-run: SANDBOX_URL: no usable endpoint list\n");
+    rc = 2;
+  }
   if (rc != 0) {
-    sbxc_request_free(c.req);
+    free_cli(&c);
     return rc == 1 ? 0 : 2;
   }
-  char err[512];
-  sbxc_client *client;
-  if (sbxc_client_open(&client, c.url, err, sizeof(err)) < 0) {
-    fprintf(stderr, "sandbox-run: %s\n", err);
-    sbxc_request_free(c.req);
+  sbxc_client *client = open_client(&c);
+  if (client == NULL) {
+    free_cli(&c);
     return EXIT_CALL_FAILED;
   }
-  sbxc_client_set_retries(client, (unsigned)c.retries);
-  sbxc_client_set_max_request_bytes(client, (size_t)c.max_request_bytes);
-  if (c.close_session != NULL || c.list_path != NULL || c.read_path != NULL)
+  if (c.endpoints)
+    rc = show_endpoints(client, &c);
+  else if (c.close_session != NULL || c.list_path != NULL || c.read_path != NULL)
     rc = session_call(client, &c);
   else if (c.health || c.info)
     rc = health_and_info(client, &c);
   else
     rc = run_script(client, &c);
   sbxc_client_close(client);
-  sbxc_request_free(c.req);
+  free_cli(&c);
   return rc;
 }

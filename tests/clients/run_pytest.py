@@ -35,11 +35,10 @@ def main() -> int:
                                                     env.get("PYTHONPATH")) if p)
     env["SANDBOXD_BIN_DIR"] = os.path.abspath(a.bin_dir)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    here = os.path.dirname(os.path.abspath(__file__))
     with tempfile.TemporaryDirectory(prefix="sandboxd-pytest-") as tmp:
         report = os.path.join(tmp, "junit.xml")
         rc = subprocess.call([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
-                              "-rfEs", "--rootdir", os.path.join(here, "python"),
+                              "-rfEs", "--rootdir", os.path.dirname(os.path.abspath(a.test_file)),
                               f"--junitxml={report}", a.test_file], env=env)
         skipped = count_skipped(report)
     if rc == 5:

@@ -1,5 +1,8 @@
 /* The C client's handling of a reply's bytes (what sbxc_run_code does after
- * the call): the server's message whole, however long, and the result. */
+ * the call): the server's message whole, however long, and the result. And
+ * the fleet's pure parts: endpoint URLs and their keys, the cross-client
+ * session rule (docs/CLIENTS.md) on the vectors the Python and TypeScript
+ * clients' tests hold too, and the bounded session memory. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -7,8 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <stdio.h>
+
 #include "client_internal.h"
+#include "fleet.h"
 #include "sandbox.pb-c.h"
+#include "session_pins.h"
 
 static size_t pack_reply(Sandbox__V1__Code status, const char *message,
                          const ProtobufCMessage *payload, uint8_t **out) {
@@ -62,8 +70,168 @@ static void ok_reply(void **state) {
   free(wire);
 }
 
+static void fnv1a32_vectors(void **state) {
+  assert_int_equal(sbxc_fnv1a32("", 0), 0x811c9dc5u);
+  assert_int_equal(sbxc_fnv1a32("a", 1), 0xe40c292cu);
+  assert_int_equal(sbxc_fnv1a32("foobar", 6), 0xbf9cf968u);
+  /* The score hashes session id, one NUL byte, key: nothing else. */
+  assert_int_equal(sbxc_session_score("s1", "tcp://127.0.0.2:7878"), 0x305f6990u);
+  assert_int_equal(sbxc_session_score("fleet-s", "tcp://[::1]:7878"), 0x4fc52943u);
+  assert_int_equal(sbxc_session_score("ab", "c"), sbxc_fnv1a32("ab\0c", 4));
+}
+
+static const char *const SESSION_KEYS[] = {"tcp://127.0.0.2:7878", "tcp://127.0.0.3:7878",
+                                           "tcp://127.0.0.4:7878", "tcp://[::1]:7878",
+                                           "ipc:///run/sandboxd.sock"};
+
+static void session_rule_vectors(void **state) {
+  assert_string_equal(SESSION_KEYS[sbxc_session_home("s1", SESSION_KEYS, 3)],
+                      "tcp://127.0.0.4:7878");
+  assert_string_equal(SESSION_KEYS[sbxc_session_home("s1", SESSION_KEYS, 5)],
+                      "ipc:///run/sandboxd.sock");
+  assert_string_equal(SESSION_KEYS[sbxc_session_home("fleet-s", SESSION_KEYS, 5)],
+                      "tcp://127.0.0.2:7878");
+  assert_string_equal(SESSION_KEYS[sbxc_session_home("notebook-42", SESSION_KEYS, 5)],
+                      "tcp://127.0.0.3:7878");
+  /* The order the keys come in does not matter. */
+  const char *reversed[5];
+  for (size_t i = 0; i < 5; i++)
+    reversed[i] = SESSION_KEYS[4 - i];
+  assert_string_equal(reversed[sbxc_session_home("notebook-42", reversed, 5)],
+                      "tcp://127.0.0.3:7878");
+}
+
+static void session_rule_ties_go_to_the_smallest_key(void **state) {
+  /* Two keys with the same score for session "tie" (found by search). */
+  const char *keys[] = {"tcp://10.5.200.16:7878", "tcp://10.4.185.158:7878"};
+  assert_int_equal(sbxc_session_score("tie", keys[0]), 0x9e9eab07u);
+  assert_int_equal(sbxc_session_score("tie", keys[1]), 0x9e9eab07u);
+  assert_int_equal(sbxc_session_home("tie", keys, 2), 1);
+  const char *swapped[] = {keys[1], keys[0]};
+  assert_int_equal(sbxc_session_home("tie", swapped, 2), 0);
+}
+
+static void parse_ok(const char *url, bool is_name, const char *key) {
+  struct sbxc_target t;
+  char err[256] = "";
+  assert_int_equal(sbxc_target_parse(url, &t, err, sizeof(err)), 0);
+  assert_int_equal(t.is_name, is_name);
+  if (key != NULL)
+    assert_string_equal(t.fixed_key, key);
+}
+
+static void parse_bad(const char *url, const char *why) {
+  struct sbxc_target t;
+  char err[256] = "";
+  assert_int_equal(sbxc_target_parse(url, &t, err, sizeof(err)), -1);
+  if (strstr(err, why) == NULL)
+    fail_msg("%s: error \"%s\" does not say \"%s\"", url, err, why);
+}
+
+static void endpoint_urls_and_keys(void **state) {
+  parse_ok("tcp://127.0.0.2:7878", false, "tcp://127.0.0.2:7878");
+  parse_ok("tcp://127.0.0.2:07878", false, "tcp://127.0.0.2:7878");
+  parse_ok("tcp://[::1]:7878", false, "tcp://[::1]:7878");
+  parse_ok("tcp://[0:0:0::1]:7878", false, "tcp://[::1]:7878");
+  parse_ok("tcp://[FE80::A]:1", false, "tcp://[fe80::a]:1");
+  parse_ok("ipc:///run/sandboxd.sock", false, "ipc:///run/sandboxd.sock");
+  parse_ok("ipc://relative.sock", false, "ipc://relative.sock");
+  parse_ok("tcp://sandboxd.default.svc.cluster.local:7878", true, NULL);
+  parse_ok("tcp://localhost:1", true, NULL);
+  struct sbxc_target t;
+  char err[256];
+  assert_int_equal(sbxc_target_parse("tcp://sbx-a_1.test:65535", &t, err, sizeof(err)), 0);
+  assert_string_equal(t.host, "sbx-a_1.test");
+  assert_int_equal(t.port, 65535);
+
+  parse_bad("tcp://127.0.0.1", "expected tcp://HOST:PORT");
+  parse_bad("tcp://127.0.0.1:0", "port");
+  parse_bad("tcp://127.0.0.1:65536", "port");
+  parse_bad("tcp://127.0.0.1:78x", "port");
+  parse_bad("tcp://:7878", "expected tcp://HOST:PORT");
+  parse_bad("tcp://[::1]", "expected tcp://[IPv6]:PORT");
+  parse_bad("tcp://[not-v6]:1", "is not an IPv6 address");
+  parse_bad("tcp://a/b:1", "expected tcp://HOST:PORT");
+  parse_bad("tcp://user@host:1", "expected tcp://HOST:PORT");
+  parse_bad("ipc://", "needs a socket path");
+  parse_bad("tls+tcp://127.0.0.1:7878", "the C client has no TLS settings");
+  parse_bad("http://127.0.0.1:7878", "tcp://HOST:PORT or ipc://PATH only");
+  char huge[400];
+  memset(huge, 'a', sizeof(huge));
+  memcpy(huge, "ipc:///", 7);
+  huge[sizeof(huge) - 1] = '\0';
+  parse_bad(huge, "longer than");
+}
+
+static void address_keys(void **state) {
+  char key[SBXC_KEY_MAX];
+  struct in_addr a4;
+  struct in6_addr a6;
+  assert_int_equal(inet_pton(AF_INET, "10.0.0.7", &a4), 1);
+  assert_int_equal(sbxc_address_key(AF_INET, &a4, 7878, key, sizeof(key)), 0);
+  assert_string_equal(key, "tcp://10.0.0.7:7878");
+  assert_int_equal(inet_pton(AF_INET6, "2001:db8:0:0:0:0:0:1", &a6), 1);
+  assert_int_equal(sbxc_address_key(AF_INET6, &a6, 7878, key, sizeof(key)), 0);
+  assert_string_equal(key, "tcp://[2001:db8::1]:7878");
+  assert_int_equal(sbxc_address_key(AF_INET6, &a6, 7878, key, 10), -1);
+}
+
+static void key_sets(void **state) {
+  struct sbxc_key_set s = {0};
+  assert_false(sbxc_key_set_has(&s, "a"));
+  assert_false(sbxc_key_set_has(NULL, "a"));
+  assert_int_equal(sbxc_key_set_add(&s, "a"), 0);
+  assert_int_equal(sbxc_key_set_add(&s, "b"), 0);
+  assert_int_equal(sbxc_key_set_add(&s, "a"), 0);
+  assert_int_equal(s.n, 2);
+  assert_true(sbxc_key_set_has(&s, "b"));
+  sbxc_key_set_free(&s);
+  assert_int_equal(s.n, 0);
+}
+
+static void session_pins_forget_the_least_recent(void **state) {
+  struct sbxc_pins *p = sbxc_pins_new(3);
+  assert_non_null(p);
+  assert_int_equal(sbxc_pins_put(p, "s1", "k1"), 0);
+  assert_int_equal(sbxc_pins_put(p, "s2", "k2"), 0);
+  assert_int_equal(sbxc_pins_put(p, "s3", "k3"), 0);
+  assert_string_equal(sbxc_pins_get(p, "s1"), "k1"); /* s1 is now the most recent */
+  assert_int_equal(sbxc_pins_put(p, "s4", "k4"), 0); /* s2 goes */
+  assert_int_equal(sbxc_pins_count(p), 3);
+  assert_null(sbxc_pins_get(p, "s2"));
+  assert_string_equal(sbxc_pins_get(p, "s1"), "k1");
+  assert_int_equal(sbxc_pins_put(p, "s3", "k3b"), 0); /* moved, not added */
+  assert_int_equal(sbxc_pins_count(p), 3);
+  assert_string_equal(sbxc_pins_get(p, "s3"), "k3b");
+  sbxc_pins_remove(p, "s3");
+  assert_null(sbxc_pins_get(p, "s3"));
+  assert_int_equal(sbxc_pins_count(p), 2);
+  sbxc_pins_free(p);
+
+  /* The client's own cap: 4096 session ids, then the oldest is forgotten. */
+  p = sbxc_pins_new(SBXC_MAX_REMEMBERED_SESSIONS);
+  char sid[32];
+  for (int i = 0; i < SBXC_MAX_REMEMBERED_SESSIONS + 10; i++) {
+    snprintf(sid, sizeof(sid), "s-%d", i);
+    assert_int_equal(sbxc_pins_put(p, sid, "k"), 0);
+  }
+  assert_int_equal(sbxc_pins_count(p), SBXC_MAX_REMEMBERED_SESSIONS);
+  assert_null(sbxc_pins_get(p, "s-9"));
+  assert_non_null(sbxc_pins_get(p, "s-10"));
+  sbxc_pins_free(p);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(long_server_message_kept_whole),
-                                     cmocka_unit_test(ok_reply)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(long_server_message_kept_whole),
+      cmocka_unit_test(ok_reply),
+      cmocka_unit_test(fnv1a32_vectors),
+      cmocka_unit_test(session_rule_vectors),
+      cmocka_unit_test(session_rule_ties_go_to_the_smallest_key),
+      cmocka_unit_test(endpoint_urls_and_keys),
+      cmocka_unit_test(address_keys),
+      cmocka_unit_test(key_sets),
+      cmocka_unit_test(session_pins_forget_the_least_recent),
+  };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

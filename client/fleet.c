@@ -1,0 +1,884 @@
+/* fleet.c: the endpoints of one client and where each call goes (fleet.h).
+ *
+ * One list of endpoints; one that no target holds any more is marked
+ * retired and its socket closed once no call is in flight on it. What this
+ * file must never do: call into nng with f->lock held (nng_close waits for
+ * pipe callbacks, which take it), or send a request: the at-most-once rules
+ * live with the caller, which asks for an endpoint again only when nothing
+ * was sent or a server said nothing ran. */
+#include "fleet.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "session_pins.h"
+
+#define SBXC_MAX_REPLY_BYTES (1u << 30)
+/* Pipes one endpoint may hold at once: its dialer keeps one, and a new one
+ * may be added before nng has reported the old one's removal. */
+#define MAX_PIPES 4
+
+struct sbxc_endpoint {
+  char key[SBXC_KEY_MAX];
+  nng_socket sock;
+  struct sbxc_fleet *fleet;
+  _Atomic size_t server_max_bytes;
+  /* Under fleet->lock: */
+  uint32_t pipes[MAX_PIPES]; /* nng_pipe_id of each connection now */
+  size_t n_pipes;
+  unsigned in_flight;
+  uint64_t avoid_until_ms;
+  bool retired; /* no target holds its key: no new calls, closed after the last */
+};
+
+/* One URL and the keys of its addresses now. */
+struct target_state {
+  struct sbxc_target t;
+  struct sbxc_key_set keys;
+  char error[256]; /* the last look-up's or dial's failure, for messages */
+  uint64_t next_resolve_ms;
+  bool resolving; /* one caller looks a name up at a time */
+};
+
+struct sbxc_fleet {
+  pthread_mutex_t lock;
+  pthread_cond_t changed; /* a connection came or went, addresses changed, closed */
+  struct target_state *targets;
+  size_t n_targets;
+  struct sbxc_endpoint **eps; /* in the order they were added */
+  size_t n_eps, cap_eps;
+  struct sbxc_pins *pins;
+  uint64_t resolve_interval_ms;
+  unsigned rr;
+  bool closed;
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                      ...) {
+  if (err != NULL && errlen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* ---- URLs and keys ---- */
+
+static int parse_port(const char *s, unsigned *port) {
+  unsigned long v = 0;
+  if (*s == '\0')
+    return -1;
+  for (; *s != '\0'; s++) {
+    if (*s < '0' || *s > '9' || (v = v * 10 + (unsigned long)(*s - '0')) > 65535)
+      return -1;
+  }
+  if (v == 0)
+    return -1;
+  *port = (unsigned)v;
+  return 0;
+}
+
+static bool is_host_name(const char *h) {
+  if (*h == '\0')
+    return false;
+  for (; *h != '\0'; h++)
+    if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') || (*h >= '0' && *h <= '9') ||
+          *h == '-' || *h == '.' || *h == '_'))
+      return false;
+  return true;
+}
+
+/* tcp://[IPv6]:PORT */
+static int parse_bracketed(const char *hp, struct sbxc_target *out, char *err, size_t errlen) {
+  const char *close = strchr(hp, ']');
+  char host[SBXC_KEY_MAX];
+  struct in6_addr a6;
+  if (close == NULL || close[1] != ':' || (size_t)(close - hp) >= sizeof(host))
+    return fail(err, errlen, "endpoint %s: expected tcp://[IPv6]:PORT", out->url);
+  memcpy(host, hp + 1, (size_t)(close - hp - 1));
+  host[close - hp - 1] = '\0';
+  if (inet_pton(AF_INET6, host, &a6) != 1)
+    return fail(err, errlen, "endpoint %s: %s is not an IPv6 address", out->url, host);
+  if (parse_port(close + 2, &out->port) < 0)
+    return fail(err, errlen, "endpoint %s: the port must be 1 to 65535", out->url);
+  if (sbxc_address_key(AF_INET6, &a6, out->port, out->fixed_key, sizeof(out->fixed_key)) < 0)
+    return fail(err, errlen, "endpoint %s: too long", out->url);
+  return 0;
+}
+
+/* tcp://HOST:PORT with HOST an IPv4 address or a name. */
+static int parse_host_port(const char *hp, struct sbxc_target *out, char *err, size_t errlen) {
+  const char *colon = strrchr(hp, ':');
+  struct in_addr a4;
+  if (colon == NULL || (size_t)(colon - hp) >= sizeof(out->host))
+    return fail(err, errlen, "endpoint %s: expected tcp://HOST:PORT", out->url);
+  memcpy(out->host, hp, (size_t)(colon - hp));
+  out->host[colon - hp] = '\0';
+  if (parse_port(colon + 1, &out->port) < 0)
+    return fail(err, errlen, "endpoint %s: the port must be 1 to 65535", out->url);
+  if (inet_pton(AF_INET, out->host, &a4) == 1) {
+    if (sbxc_address_key(AF_INET, &a4, out->port, out->fixed_key, sizeof(out->fixed_key)) < 0)
+      return fail(err, errlen, "endpoint %s: too long", out->url);
+    return 0;
+  }
+  if (!is_host_name(out->host))
+    return fail(err, errlen, "endpoint %s: expected tcp://HOST:PORT", out->url);
+  out->is_name = true;
+  return 0;
+}
+
+int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  if (strlen(url) >= sizeof(out->url))
+    return fail(err, errlen, "endpoint %.40s...: longer than %d bytes", url, SBXC_KEY_MAX - 1);
+  snprintf(out->url, sizeof(out->url), "%s", url);
+  if (strncmp(url, "ipc://", 6) == 0) {
+    if (url[6] == '\0')
+      return fail(err, errlen, "endpoint %s: an ipc:// URL needs a socket path", url);
+    snprintf(out->fixed_key, sizeof(out->fixed_key), "%s", url);
+    return 0;
+  }
+  if (strncmp(url, "tls+tcp://", 10) == 0)
+    return fail(err, errlen,
+                "endpoint %s: the C client has no TLS settings; tcp://HOST:PORT or ipc://PATH only",
+                url);
+  if (strncmp(url, "tcp://", 6) != 0)
+    return fail(err, errlen, "endpoint %s: tcp://HOST:PORT or ipc://PATH only", url);
+  return url[6] == '[' ? parse_bracketed(url + 6, out, err, errlen)
+                       : parse_host_port(url + 6, out, err, errlen);
+}
+
+int sbxc_address_key(int family, const void *addr, unsigned port, char *out, size_t len) {
+  char ip[INET6_ADDRSTRLEN];
+  if (inet_ntop(family, addr, ip, sizeof(ip)) == NULL)
+    return -1;
+  int n = family == AF_INET6 ? snprintf(out, len, "tcp://[%s]:%u", ip, port)
+                             : snprintf(out, len, "tcp://%s:%u", ip, port);
+  return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static uint32_t fnv1a32_more(uint32_t h, const void *data, size_t len) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 0x01000193u;
+  }
+  return h;
+}
+
+uint32_t sbxc_fnv1a32(const void *data, size_t len) {
+  return fnv1a32_more(0x811c9dc5u, data, len);
+}
+
+uint32_t sbxc_session_score(const char *session_id, const char *key) {
+  uint32_t h = fnv1a32_more(0x811c9dc5u, session_id, strlen(session_id));
+  h = fnv1a32_more(h, "", 1); /* the NUL between them */
+  return fnv1a32_more(h, key, strlen(key));
+}
+
+/* The rendezvous rule's order: a higher score first, then the smaller key. */
+static bool home_before(uint32_t score_a, const char *key_a, uint32_t score_b, const char *key_b) {
+  return score_a > score_b || (score_a == score_b && strcmp(key_a, key_b) < 0);
+}
+
+size_t sbxc_session_home(const char *session_id, const char *const *keys, size_t n) {
+  size_t best = 0;
+  uint32_t best_score = sbxc_session_score(session_id, keys[0]);
+  for (size_t i = 1; i < n; i++) {
+    uint32_t s = sbxc_session_score(session_id, keys[i]);
+    if (home_before(s, keys[i], best_score, keys[best])) {
+      best = i;
+      best_score = s;
+    }
+  }
+  return best;
+}
+
+bool sbxc_key_set_has(const struct sbxc_key_set *s, const char *key) {
+  for (size_t i = 0; s != NULL && i < s->n; i++)
+    if (strcmp(s->keys[i], key) == 0)
+      return true;
+  return false;
+}
+
+int sbxc_key_set_add(struct sbxc_key_set *s, const char *key) {
+  if (sbxc_key_set_has(s, key))
+    return 0;
+  char(*keys)[SBXC_KEY_MAX] = realloc(s->keys, (s->n + 1) * sizeof(*keys));
+  if (keys == NULL)
+    return -1;
+  snprintf(keys[s->n], sizeof(keys[s->n]), "%s", key);
+  s->keys = keys;
+  s->n++;
+  return 0;
+}
+
+void sbxc_key_set_free(struct sbxc_key_set *s) {
+  free(s->keys);
+  s->keys = NULL;
+  s->n = 0;
+}
+
+/* ---- one endpoint: its socket and its connections ---- */
+
+static bool is_live(const struct sbxc_endpoint *ep) {
+  return ep->n_pipes > 0 && !ep->retired;
+}
+
+static void pipe_added(struct sbxc_endpoint *ep, uint32_t id) {
+  if (ep->n_pipes < MAX_PIPES)
+    ep->pipes[ep->n_pipes++] = id;
+}
+
+static void pipe_removed(struct sbxc_endpoint *ep, uint32_t id) {
+  for (size_t i = 0; i < ep->n_pipes; i++)
+    if (ep->pipes[i] == id) {
+      ep->pipes[i] = ep->pipes[--ep->n_pipes];
+      return;
+    }
+}
+
+/* On an nng thread: a connection of ep came or went. */
+static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg) {
+  struct sbxc_endpoint *ep = arg;
+  struct sbxc_fleet *f = ep->fleet;
+  pthread_mutex_lock(&f->lock);
+  if (ev == NNG_PIPE_EV_ADD_POST)
+    pipe_added(ep, nng_pipe_id(pipe));
+  else if (ev == NNG_PIPE_EV_REM_POST)
+    pipe_removed(ep, nng_pipe_id(pipe));
+  pthread_cond_broadcast(&f->changed);
+  pthread_mutex_unlock(&f->lock);
+}
+
+/* The socket's options: no resend (a resent request would run the code a
+ * second time), replies up to 1 GiB (artifacts), redial 100 ms to 2 s. */
+static int endpoint_configure(struct sbxc_endpoint *ep, nng_dialer *d) {
+  int rv;
+  if ((rv = nng_socket_set_ms(ep->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+      (rv = nng_socket_set_size(ep->sock, NNG_OPT_RECVMAXSZ, SBXC_MAX_REPLY_BYTES)) != 0 ||
+      (rv = nng_pipe_notify(ep->sock, NNG_PIPE_EV_ADD_POST, on_pipe, ep)) != 0 ||
+      (rv = nng_pipe_notify(ep->sock, NNG_PIPE_EV_REM_POST, on_pipe, ep)) != 0 ||
+      (rv = nng_dialer_create(d, ep->sock, ep->key)) != 0 ||
+      (rv = nng_dialer_set_ms(*d, NNG_OPT_RECONNMINT, SBXC_RECONNECT_MIN_MS)) != 0 ||
+      (rv = nng_dialer_set_ms(*d, NNG_OPT_RECONNMAXT, SBXC_RECONNECT_MAX_MS)) != 0)
+    return rv;
+  return 0;
+}
+
+/* A socket dialing key; the dialer keeps trying in the background. NULL
+ * with err when nng will not have it. */
+static struct sbxc_endpoint *endpoint_open(struct sbxc_fleet *f, const char *key, char *err,
+                                           size_t errlen) {
+  struct sbxc_endpoint *ep = calloc(1, sizeof(*ep));
+  if (ep == NULL) {
+    fail(err, errlen, "%s: out of memory", key);
+    return NULL;
+  }
+  snprintf(ep->key, sizeof(ep->key), "%s", key);
+  ep->fleet = f;
+  int rv = nng_req0_open(&ep->sock);
+  if (rv != 0) {
+    free(ep);
+    fail(err, errlen, "%s: nng_req0_open: %s", key, nng_strerror(rv));
+    return NULL;
+  }
+  nng_dialer d;
+  if ((rv = endpoint_configure(ep, &d)) != 0 ||
+      (rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+    nng_close(ep->sock);
+    free(ep);
+    fail(err, errlen, "%s: %s", key, nng_strerror(rv));
+    return NULL;
+  }
+  return ep;
+}
+
+/* Never with f->lock held: nng_close waits for the pipe callbacks. */
+static void endpoint_close(struct sbxc_endpoint *ep) {
+  nng_close(ep->sock);
+  free(ep);
+}
+
+nng_socket sbxc_endpoint_socket(const struct sbxc_endpoint *ep) {
+  return ep->sock;
+}
+
+const char *sbxc_endpoint_key(const struct sbxc_endpoint *ep) {
+  return ep->key;
+}
+
+size_t sbxc_endpoint_server_max_bytes(const struct sbxc_endpoint *ep) {
+  return atomic_load(&ep->server_max_bytes);
+}
+
+void sbxc_endpoint_set_server_max_bytes(struct sbxc_endpoint *ep, size_t bytes) {
+  atomic_store(&ep->server_max_bytes, bytes);
+}
+
+/* ---- the endpoint list (f->lock held) ---- */
+
+static struct sbxc_endpoint *find_current(struct sbxc_fleet *f, const char *key) {
+  for (size_t i = 0; i < f->n_eps; i++)
+    if (!f->eps[i]->retired && strcmp(f->eps[i]->key, key) == 0)
+      return f->eps[i];
+  return NULL;
+}
+
+static bool key_wanted(const struct sbxc_fleet *f, const char *key) {
+  for (size_t i = 0; i < f->n_targets; i++)
+    if (sbxc_key_set_has(&f->targets[i].keys, key))
+      return true;
+  return false;
+}
+
+static int list_append(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  if (f->n_eps == f->cap_eps) {
+    size_t cap = f->cap_eps ? f->cap_eps * 2 : 8;
+    struct sbxc_endpoint **p = realloc(f->eps, cap * sizeof(*p));
+    if (p == NULL)
+      return -1;
+    f->eps = p;
+    f->cap_eps = cap;
+  }
+  f->eps[f->n_eps++] = ep;
+  return 0;
+}
+
+/* Removes and returns a retired endpoint without calls in flight (any
+ * retired one once the fleet is closed), or NULL. */
+static struct sbxc_endpoint *take_idle_retired(struct sbxc_fleet *f) {
+  for (size_t i = 0; i < f->n_eps; i++) {
+    struct sbxc_endpoint *ep = f->eps[i];
+    if (ep->retired && (ep->in_flight == 0 || f->closed)) {
+      memmove(&f->eps[i], &f->eps[i + 1], (f->n_eps - i - 1) * sizeof(*f->eps));
+      f->n_eps--;
+      return ep;
+    }
+  }
+  return NULL;
+}
+
+/* Closes the retired endpoints that no call uses, one at a time, each
+ * without the lock. */
+static void fleet_reap(struct sbxc_fleet *f) {
+  for (;;) {
+    pthread_mutex_lock(&f->lock);
+    struct sbxc_endpoint *ep = take_idle_retired(f);
+    pthread_mutex_unlock(&f->lock);
+    if (ep == NULL)
+      return;
+    endpoint_close(ep);
+  }
+}
+
+/* Notes why key got no socket on every target that holds it. */
+static void note_error(struct sbxc_fleet *f, const char *key, const char *why) {
+  pthread_mutex_lock(&f->lock);
+  for (size_t i = 0; i < f->n_targets; i++)
+    if (sbxc_key_set_has(&f->targets[i].keys, key))
+      snprintf(f->targets[i].error, sizeof(f->targets[i].error), "%s", why);
+  pthread_mutex_unlock(&f->lock);
+}
+
+static void note_target_error(struct sbxc_fleet *f, size_t i, const char *why) {
+  pthread_mutex_lock(&f->lock);
+  snprintf(f->targets[i].error, sizeof(f->targets[i].error), "%s", why);
+  pthread_mutex_unlock(&f->lock);
+}
+
+/* Retires the endpoints no target holds; the keys still without one go to
+ * missing. Returns -1 when out of memory (some keys left out this time). */
+static int plan_sync(struct sbxc_fleet *f, struct sbxc_key_set *missing) {
+  int rv = 0;
+  pthread_mutex_lock(&f->lock);
+  for (size_t i = 0; i < f->n_eps; i++)
+    if (!key_wanted(f, f->eps[i]->key))
+      f->eps[i]->retired = true;
+  for (size_t i = 0; i < f->n_targets; i++)
+    for (size_t k = 0; k < f->targets[i].keys.n; k++)
+      if (find_current(f, f->targets[i].keys.keys[k]) == NULL &&
+          sbxc_key_set_add(missing, f->targets[i].keys.keys[k]) < 0)
+        rv = -1;
+  pthread_cond_broadcast(&f->changed);
+  pthread_mutex_unlock(&f->lock);
+  return rv;
+}
+
+/* Adds ep unless the fleet closed, another caller added the key first or
+ * no target wants it any more; then ep is the caller's to close. */
+static bool adopt(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  pthread_mutex_lock(&f->lock);
+  bool taken = !f->closed && find_current(f, ep->key) == NULL && key_wanted(f, ep->key) &&
+               list_append(f, ep) == 0;
+  if (taken)
+    pthread_cond_broadcast(&f->changed);
+  pthread_mutex_unlock(&f->lock);
+  return taken;
+}
+
+/* Makes the endpoints match the targets' keys: a socket for each new key,
+ * the ones no target holds retired (and closed once idle). Returns 0, or
+ * -1 with err naming a key that got no socket (noted on its targets). */
+static int fleet_sync(struct sbxc_fleet *f, char *err, size_t errlen) {
+  struct sbxc_key_set missing = {0};
+  int rv = plan_sync(f, &missing) < 0 ? fail(err, errlen, "out of memory") : 0;
+  for (size_t i = 0; i < missing.n; i++) {
+    char why[256];
+    struct sbxc_endpoint *ep = endpoint_open(f, missing.keys[i], why, sizeof(why));
+    if (ep == NULL) {
+      note_error(f, missing.keys[i], why);
+      rv = fail(err, errlen, "%s", why);
+    } else if (!adopt(f, ep)) {
+      endpoint_close(ep);
+    }
+  }
+  sbxc_key_set_free(&missing);
+  fleet_reap(f);
+  return rv;
+}
+
+/* ---- host names ---- */
+
+/* The addresses of a name now, in the resolver's order, without duplicates. */
+static int resolve_target(const struct sbxc_target *t, struct sbxc_key_set *keys, char *err,
+                          size_t errlen) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *res = NULL;
+  int rv = getaddrinfo(t->host, NULL, &hints, &res);
+  if (rv != 0)
+    return fail(err, errlen, "resolving %s: %s", t->host, gai_strerror(rv));
+  for (struct addrinfo *a = res; a != NULL; a = a->ai_next) {
+    char key[SBXC_KEY_MAX];
+    const void *addr = a->ai_family == AF_INET
+                           ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
+                           : (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+    if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
+        sbxc_address_key(a->ai_family, addr, t->port, key, sizeof(key)) == 0 &&
+        sbxc_key_set_add(keys, key) < 0) {
+      freeaddrinfo(res);
+      return fail(err, errlen, "resolving %s: out of memory", t->host);
+    }
+  }
+  freeaddrinfo(res);
+  return keys->n > 0 ? 0 : fail(err, errlen, "resolving %s: no IPv4 or IPv6 address", t->host);
+}
+
+static uint64_t next_resolve_after(const struct sbxc_fleet *f, const struct target_state *ts,
+                                   uint64_t now) {
+  return now + (ts->keys.n > 0 ? f->resolve_interval_ms : SBXC_RESOLVE_RETRY_MS);
+}
+
+/* Claims target i's look-up when it is due (f->lock held). */
+static bool claim_resolution(struct sbxc_fleet *f, size_t i, uint64_t now) {
+  struct target_state *ts = &f->targets[i];
+  if (!ts->t.is_name || ts->resolving || ts->next_resolve_ms > now || f->closed)
+    return false;
+  ts->resolving = true;
+  return true;
+}
+
+/* A successful look-up (keys not NULL) replaces the addresses; a failed one
+ * keeps them (a resolver's hiccup must not empty the fleet). */
+static void finish_resolution(struct sbxc_fleet *f, size_t i, struct sbxc_key_set *keys,
+                              const char *error) {
+  pthread_mutex_lock(&f->lock);
+  struct target_state *ts = &f->targets[i];
+  if (keys != NULL) {
+    sbxc_key_set_free(&ts->keys);
+    ts->keys = *keys;
+    *keys = (struct sbxc_key_set){0};
+  }
+  snprintf(ts->error, sizeof(ts->error), "%s", error);
+  ts->next_resolve_ms = next_resolve_after(f, ts, sbx_monotonic_ms());
+  ts->resolving = false;
+  pthread_cond_broadcast(&f->changed);
+  pthread_mutex_unlock(&f->lock);
+}
+
+/* Looks up, on the calling thread, every name that is due. */
+static void resolve_due(struct sbxc_fleet *f) {
+  for (size_t i = 0; i < f->n_targets; i++) {
+    pthread_mutex_lock(&f->lock);
+    bool mine = claim_resolution(f, i, sbx_monotonic_ms());
+    pthread_mutex_unlock(&f->lock);
+    if (!mine)
+      continue;
+    struct sbxc_key_set keys = {0};
+    char error[256] = "";
+    int found = resolve_target(&f->targets[i].t, &keys, error, sizeof(error));
+    finish_resolution(f, i, found == 0 ? &keys : NULL, error);
+    sbxc_key_set_free(&keys);
+    if (fleet_sync(f, error, sizeof(error)) < 0)
+      note_target_error(f, i, error); /* shown when no endpoint can take a call */
+  }
+}
+
+/* The soonest a name is due for a look-up (f->lock held); UINT64_MAX for none. */
+static uint64_t next_resolution(const struct sbxc_fleet *f) {
+  uint64_t next = UINT64_MAX;
+  for (size_t i = 0; i < f->n_targets; i++)
+    if (f->targets[i].t.is_name && !f->targets[i].resolving && f->targets[i].next_resolve_ms < next)
+      next = f->targets[i].next_resolve_ms;
+  return next;
+}
+
+/* Waits (f->lock held) for a change until until_ms, or until a name is due;
+ * then looks names up, without the lock. */
+static void wait_for_change(struct sbxc_fleet *f, uint64_t until_ms) {
+  uint64_t wake = next_resolution(f);
+  if (wake > until_ms)
+    wake = until_ms;
+  if (wake > sbx_monotonic_ms()) {
+    struct timespec ts = {(time_t)(wake / 1000), (long)(wake % 1000) * 1000000L};
+    pthread_cond_timedwait(&f->changed, &f->lock, &ts); /* ETIMEDOUT is an answer too */
+  }
+  if (next_resolution(f) <= sbx_monotonic_ms()) {
+    pthread_mutex_unlock(&f->lock);
+    resolve_due(f);
+    pthread_mutex_lock(&f->lock);
+  }
+}
+
+/* ---- opening and closing ---- */
+
+static unsigned random_start(void) {
+  unsigned seed;
+  if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+    seed = (unsigned)sbx_monotonic_ms() ^ (unsigned)getpid();
+  return seed;
+}
+
+static int fleet_init_sync(struct sbxc_fleet *f) {
+  pthread_condattr_t attr;
+  if (pthread_condattr_init(&attr) != 0)
+    return -1;
+  int rv = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+                   pthread_cond_init(&f->changed, &attr) == 0
+               ? 0
+               : -1;
+  pthread_condattr_destroy(&attr);
+  if (rv == 0 && pthread_mutex_init(&f->lock, NULL) != 0) {
+    pthread_cond_destroy(&f->changed);
+    rv = -1;
+  }
+  return rv;
+}
+
+/* Parses every URL; a fixed one holds its one key from the start. */
+static int fleet_parse(struct sbxc_fleet *f, const char *const *urls, size_t n, char *err,
+                       size_t errlen) {
+  f->targets = calloc(n, sizeof(*f->targets));
+  if (f->targets == NULL)
+    return fail(err, errlen, "out of memory");
+  f->n_targets = n;
+  for (size_t i = 0; i < n; i++) {
+    struct target_state *ts = &f->targets[i];
+    if (sbxc_target_parse(urls[i], &ts->t, err, errlen) < 0)
+      return -1;
+    if (!ts->t.is_name && sbxc_key_set_add(&ts->keys, ts->t.fixed_key) < 0)
+      return fail(err, errlen, "out of memory");
+  }
+  return 0;
+}
+
+static void fleet_free(struct sbxc_fleet *f) {
+  for (size_t i = 0; i < f->n_targets; i++)
+    sbxc_key_set_free(&f->targets[i].keys);
+  free(f->targets);
+  free(f->eps);
+  sbxc_pins_free(f->pins);
+  pthread_cond_destroy(&f->changed);
+  pthread_mutex_destroy(&f->lock);
+  free(f);
+}
+
+struct sbxc_fleet *sbxc_fleet_open(const char *const *urls, size_t n, char *err, size_t errlen) {
+  if (n == 0) {
+    fail(err, errlen, "no endpoint: give at least one URL");
+    return NULL;
+  }
+  struct sbxc_fleet *f = calloc(1, sizeof(*f));
+  if (f == NULL || fleet_init_sync(f) < 0) {
+    free(f);
+    fail(err, errlen, "out of memory");
+    return NULL;
+  }
+  f->resolve_interval_ms = SBXC_RESOLVE_INTERVAL_MS;
+  f->rr = random_start(); /* one-shot processes must not all start on the first */
+  f->pins = sbxc_pins_new(SBXC_MAX_REMEMBERED_SESSIONS);
+  if (f->pins == NULL || fleet_parse(f, urls, n, err, errlen) < 0) {
+    if (f->pins == NULL)
+      fail(err, errlen, "out of memory");
+    fleet_free(f);
+    return NULL;
+  }
+  resolve_due(f); /* every name is due: a failed look-up is noted, and tried again */
+  if (fleet_sync(f, err, errlen) < 0) {
+    sbxc_fleet_close(f); /* an address nng will not dial: the caller's mistake */
+    return NULL;
+  }
+  return f;
+}
+
+void sbxc_fleet_close(struct sbxc_fleet *f) {
+  if (f == NULL)
+    return;
+  pthread_mutex_lock(&f->lock);
+  f->closed = true;
+  for (size_t i = 0; i < f->n_eps; i++)
+    f->eps[i]->retired = true;
+  pthread_cond_broadcast(&f->changed);
+  pthread_mutex_unlock(&f->lock);
+  fleet_reap(f);
+  fleet_free(f);
+}
+
+void sbxc_fleet_set_resolve_interval_ms(struct sbxc_fleet *f, uint64_t ms) {
+  pthread_mutex_lock(&f->lock);
+  f->resolve_interval_ms = ms;
+  for (size_t i = 0; i < f->n_targets; i++)
+    if (f->targets[i].t.is_name)
+      f->targets[i].next_resolve_ms = next_resolve_after(f, &f->targets[i], sbx_monotonic_ms());
+  pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- choosing ---- */
+
+/* 0: not tried and not draining, 1: not tried, 2: not draining, 3: any. */
+static unsigned preference(const struct sbxc_endpoint *ep, const struct sbxc_key_set *tried,
+                           uint64_t now) {
+  return (sbxc_key_set_has(tried, ep->key) ? 2u : 0u) + (ep->avoid_until_ms > now ? 1u : 0u);
+}
+
+/* A connected endpoint: the best preference, then the fewest calls in
+ * flight, then round-robin among equals (f->lock held). */
+static struct sbxc_endpoint *pick_connected(struct sbxc_fleet *f,
+                                            const struct sbxc_key_set *tried) {
+  uint64_t now = sbx_monotonic_ms();
+  unsigned best = UINT_MAX, fewest = UINT_MAX;
+  size_t ties = 0;
+  for (size_t i = 0; i < f->n_eps; i++) {
+    struct sbxc_endpoint *ep = f->eps[i];
+    unsigned p = is_live(ep) ? preference(ep, tried, now) : UINT_MAX;
+    if (p < best || (p == best && p != UINT_MAX && ep->in_flight < fewest)) {
+      best = p;
+      fewest = ep->in_flight;
+      ties = 1;
+    } else if (p == best && p != UINT_MAX && ep->in_flight == fewest) {
+      ties++;
+    }
+  }
+  if (ties == 0)
+    return NULL;
+  size_t nth = f->rr++ % ties;
+  for (size_t i = 0; i < f->n_eps; i++) {
+    struct sbxc_endpoint *ep = f->eps[i];
+    if (is_live(ep) && preference(ep, tried, now) == best && ep->in_flight == fewest && nth-- == 0)
+      return ep;
+  }
+  return NULL;
+}
+
+/* The endpoint holding session_id, connected or not (f->lock held). */
+static struct sbxc_endpoint *session_home(struct sbxc_fleet *f, const char *session_id) {
+  const char *pinned = sbxc_pins_get(f->pins, session_id);
+  struct sbxc_endpoint *home = pinned != NULL ? find_current(f, pinned) : NULL;
+  if (home != NULL)
+    return home;
+  uint32_t best_score = 0;
+  for (size_t i = 0; i < f->n_eps; i++) {
+    struct sbxc_endpoint *ep = f->eps[i];
+    if (ep->retired)
+      continue;
+    uint32_t s = sbxc_session_score(session_id, ep->key);
+    if (home == NULL || home_before(s, ep->key, best_score, home->key)) {
+      home = ep;
+      best_score = s;
+    }
+  }
+  return home;
+}
+
+/* Appends to err at *used, as far as it goes. */
+__attribute__((format(printf, 4, 5))) static void append(char *err, size_t errlen, size_t *used,
+                                                         const char *fmt, ...) {
+  if (err == NULL || *used >= errlen)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(err + *used, errlen - *used, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    *used += (size_t)n;
+}
+
+/* Every endpoint and whether it is connected, every target's last error. */
+static void describe(struct sbxc_fleet *f, char *err, size_t errlen, size_t *used) {
+  const char *sep = "";
+  for (size_t i = 0; i < f->n_eps; i++)
+    if (!f->eps[i]->retired) {
+      append(err, errlen, used, "%s%s (%s)", sep, f->eps[i]->key,
+             is_live(f->eps[i]) ? "connected" : "not connected");
+      sep = ", ";
+    }
+  for (size_t i = 0; i < f->n_targets; i++)
+    if (f->targets[i].error[0] != '\0' || f->targets[i].keys.n == 0) {
+      append(err, errlen, used, "%s%s (%s)", sep, f->targets[i].t.url,
+             f->targets[i].error[0] ? f->targets[i].error : "no address");
+      sep = ", ";
+    }
+}
+
+/* Why no endpoint could take the call (f->lock held). */
+static int no_endpoint(struct sbxc_fleet *f, const char *session_id, uint64_t waited_ms, char *err,
+                       size_t errlen) {
+  size_t used = 0;
+  struct sbxc_endpoint *home = session_id != NULL ? session_home(f, session_id) : NULL;
+  if (home != NULL)
+    append(err, errlen, &used, "session %s lives on %s, which was not connected within %llu ms",
+           session_id, home->key, (unsigned long long)waited_ms);
+  else
+    append(err, errlen, &used,
+           "no endpoint connected within %llu ms: ", (unsigned long long)waited_ms);
+  if (home == NULL)
+    describe(f, err, errlen, &used);
+  append(err, errlen, &used, "; nothing was sent");
+  return -1;
+}
+
+int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
+                       struct sbxc_endpoint **out, char *err, size_t errlen) {
+  const char *session =
+      route->session_id != NULL && route->session_id[0] != '\0' ? route->session_id : NULL;
+  uint64_t start = sbx_monotonic_ms();
+  resolve_due(f);
+  pthread_mutex_lock(&f->lock);
+  for (;;) {
+    if (f->closed) {
+      pthread_mutex_unlock(&f->lock);
+      return fail(err, errlen, "the client is closed; nothing was sent");
+    }
+    struct sbxc_endpoint *ep =
+        session != NULL ? session_home(f, session) : pick_connected(f, route->tried);
+    if (ep != NULL && is_live(ep)) {
+      ep->in_flight++;
+      pthread_mutex_unlock(&f->lock);
+      *out = ep;
+      return 0;
+    }
+    if (sbx_monotonic_ms() >= route->wait_until_ms)
+      break;
+    wait_for_change(f, route->wait_until_ms);
+  }
+  no_endpoint(f, session, sbx_monotonic_ms() - start, err, errlen);
+  pthread_mutex_unlock(&f->lock);
+  return -1;
+}
+
+void sbxc_fleet_release(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  pthread_mutex_lock(&f->lock);
+  ep->in_flight--;
+  bool idle_retired = ep->retired && ep->in_flight == 0;
+  pthread_mutex_unlock(&f->lock);
+  if (idle_retired)
+    fleet_reap(f);
+}
+
+bool sbxc_fleet_untried_live(struct sbxc_fleet *f, const struct sbxc_key_set *tried) {
+  bool found = false;
+  pthread_mutex_lock(&f->lock);
+  for (size_t i = 0; i < f->n_eps && !found; i++)
+    found = is_live(f->eps[i]) && !sbxc_key_set_has(tried, f->eps[i]->key);
+  pthread_mutex_unlock(&f->lock);
+  return found;
+}
+
+void sbxc_fleet_avoid_draining(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  pthread_mutex_lock(&f->lock);
+  ep->avoid_until_ms = sbx_monotonic_ms() + SBXC_DRAINING_AVOID_MS;
+  pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- sessions ---- */
+
+int sbxc_fleet_remember_session(struct sbxc_fleet *f, const char *session_id, const char *key) {
+  pthread_mutex_lock(&f->lock);
+  int rv = sbxc_pins_put(f->pins, session_id, key);
+  pthread_mutex_unlock(&f->lock);
+  return rv;
+}
+
+void sbxc_fleet_forget_session(struct sbxc_fleet *f, const char *session_id) {
+  pthread_mutex_lock(&f->lock);
+  sbxc_pins_remove(f->pins, session_id);
+  pthread_mutex_unlock(&f->lock);
+}
+
+int sbxc_fleet_session_home(struct sbxc_fleet *f, const char *session_id, char *key, size_t len) {
+  pthread_mutex_lock(&f->lock);
+  struct sbxc_endpoint *home = session_home(f, session_id);
+  if (home != NULL)
+    snprintf(key, len, "%s", home->key);
+  pthread_mutex_unlock(&f->lock);
+  return home != NULL ? 0 : -1;
+}
+
+/* ---- reporting ---- */
+
+static size_t count_endpoints(const struct sbxc_fleet *f, bool live_only) {
+  size_t n = 0;
+  for (size_t i = 0; i < f->n_eps; i++)
+    if (!f->eps[i]->retired && (!live_only || is_live(f->eps[i])))
+      n++;
+  return n;
+}
+
+int sbxc_fleet_wait_connected(struct sbxc_fleet *f, size_t count, uint64_t until_ms) {
+  pthread_mutex_lock(&f->lock);
+  for (;;) {
+    size_t want = count > 0 ? count : count_endpoints(f, false);
+    if (f->closed || (want > 0 && count_endpoints(f, true) >= want))
+      break;
+    if (sbx_monotonic_ms() >= until_ms)
+      break;
+    wait_for_change(f, until_ms);
+  }
+  size_t want = count > 0 ? count : count_endpoints(f, false);
+  int rv = !f->closed && want > 0 && count_endpoints(f, true) >= want ? 0 : -1;
+  pthread_mutex_unlock(&f->lock);
+  return rv;
+}
+
+int sbxc_fleet_endpoints(struct sbxc_fleet *f, struct sbxc_endpoint_view **out, size_t *n) {
+  pthread_mutex_lock(&f->lock);
+  size_t total = count_endpoints(f, false), j = 0;
+  struct sbxc_endpoint_view *v = calloc(total > 0 ? total : 1, sizeof(*v));
+  for (size_t i = 0; v != NULL && i < f->n_eps; i++)
+    if (!f->eps[i]->retired) {
+      snprintf(v[j].key, sizeof(v[j].key), "%s", f->eps[i]->key);
+      v[j++].live = is_live(f->eps[i]);
+    }
+  pthread_mutex_unlock(&f->lock);
+  if (v == NULL)
+    return -1;
+  *out = v;
+  *n = j;
+  return 0;
+}
