@@ -102,12 +102,14 @@ static const sbxc_request *request_for(struct bench *b, long i, const char *run_
 /* One JSON line for call i (b->lock held). */
 static void record_call(struct bench *b, long i, const char *run_id, const struct sbxc_result *r,
                         double t0, double ms) {
-  char *line = sbxc_json_dump(
-      json_pack("{s:I, s:o, s:s, s:o, s:I, s:f, s:f, s:o}", "i", (json_int_t)i, "run_id",
-                sbxc_json_cstring(r->status == SBXC_OK ? r->run_id : run_id), "status",
-                sbxc_status_name(r->status), "endpoint", sbxc_json_cstring(sbxc_result_endpoint(r)),
-                "attempts", (json_int_t)r->attempts, "start_ms", t0 * 1000.0, "latency_ms", ms,
-                "error", sbxc_json_cstring(r->status == SBXC_OK ? "" : r->message)));
+  char *line = sbxc_json_dump(json_pack(
+      "{s:I, s:o, s:s, s:o, s:I, s:f, s:f, s:o, s:s, s:i, s:i}", "i", (json_int_t)i, "run_id",
+      sbxc_json_cstring(r->status == SBXC_OK ? r->run_id : run_id), "status",
+      sbxc_status_name(r->status), "endpoint", sbxc_json_cstring(sbxc_result_endpoint(r)),
+      "attempts", (json_int_t)r->attempts, "start_ms", t0 * 1000.0, "latency_ms", ms, "error",
+      sbxc_json_cstring(r->status == SBXC_OK ? "" : r->message), "killed_by",
+      r->status == SBXC_OK ? sbxc_killed_by_name(r->killed_by) : "", "exit_code",
+      r->status == SBXC_OK ? r->exit_code : 0, "script", (int)(i % (long)b->n_requests_kinds)));
   if (line == NULL || fprintf(b->record, "%s\n", line) < 0 || fflush(b->record) != 0)
     fprintf(stderr, "sandbox-bench: --record: call %ld not written\n", i);
   free(line);
@@ -226,8 +228,8 @@ static void usage(void) {
          "every endpoint is connected or --connect-timeout-ms (default 5000) has passed.\n"
          "--run-id-prefix P names call i's run P-i; --record FILE writes one JSON line per\n"
          "call: i, run_id, status, endpoint, attempts, start_ms (CLOCK_MONOTONIC), latency_ms,\n"
-         "error. --retries: of RESOURCE_EXHAUSTED/UNAVAILABLE answers (default 0: they are\n"
-         "counted).\n");
+         "error, killed_by, exit_code, script (the SCRIPT's index).\n"
+         "--retries: of RESOURCE_EXHAUSTED/UNAVAILABLE answers (default 0: they are counted).\n");
 }
 
 /* SANDBOX_URL (comma-separated) when no -e was given, else the default. */
