@@ -187,7 +187,8 @@ def wait_ready(pm, name, timeout=60):
         if state not in ("running", "created", "configured", "initialized"):
             return out
         time.sleep(0.2)
-    return pm.run("logs", name).stderr
+    p = pm.run("logs", name)
+    return p.stdout + p.stderr
 
 
 def check_calls(bin_dir, url, tmp, uid_base, where):
