@@ -5,13 +5,16 @@ builds deploy/Dockerfile with podman, starts the image with the capabilities
 deploy/k8s/deployment.yaml grants, calls it from the host with sandbox-run
 (hello with numpy and matplotlib, a memory-limit kill, an artifact, GetInfo's
 cgroup backend), checks that PID 1 reaps orphans, stops it with SIGTERM while
-calls run and wait (a clean drain, exit 0), then plays the Deployment with
-`podman kube play` and calls it there too.
+calls run and wait (a clean drain, exit 0), checks that it refuses to start
+without CAP_KILL and that pip in it installs a requirement (from a
+wheelhouse), then plays the Deployment with `podman kube play` and calls it
+there too.
 
 Run as `container.py --bin-dir build/bin podman` (ctest -L container). Needs
 root, podman, runc, catatonit and mmdebstrap (scripts/install-deps) and
 deb.debian.org for the first base and image builds; later runs reuse podman's
-caches. Servers in the containers use sandbox uids 57200.. and 57300..
+caches. Servers in the containers use sandbox uids 57200.., 57300.. and
+57400..
 
 What this host needs (docs/OPERATIONS.md, "Container and Kubernetes"): a
 containers.conf of the test's own (CONTAINERS_CONF) with runc, not crun (crun
@@ -32,13 +35,14 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import check, free_port, run_groups  # noqa: E402
+from wheelhouse import make_module_wheel  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BASE_IMAGE = "localhost/sandboxd-base:bookworm"
 IMAGE = "localhost/sandboxd:test"
 BUILD_STAGE = "localhost/sandboxd-build:test"  # tagged so that its old builds can be removed
 DEPLOYMENT = os.path.join(REPO, "deploy", "k8s", "deployment.yaml")
-UID_RUN, UID_KUBE = 57200, 57300
+UID_RUN, UID_KUBE, UID_REQ = 57200, 57300, 57400
 TIMINGS = []
 
 
@@ -310,6 +314,36 @@ def check_short_caps(pm, dep):
           f"exit {p.returncode}: {p.stderr[-1000:]}")
 
 
+def check_requirements(pm, bin_dir, tmp, dep):
+    """pip in the image installs a requirement inside the sandbox (offline,
+    from a wheelhouse mounted into the container: no index is reachable
+    here), under the Deployment's securityContext and a read-only root."""
+    wheels = os.path.join(tmp, "wheels")
+    os.makedirs(wheels)
+    make_module_wheel(wheels, "ctrpkg", "1.0", value="42")
+    os.chmod(wheels, 0o755)
+    for f in os.listdir(wheels):
+        os.chmod(os.path.join(wheels, f), 0o644)
+    name = f"sbx-ctest-req-{os.getpid()}"
+    port = free_port()
+    try:
+        p = pm.run("run", "-d", "--name", name, *security_flags(dep), "-p",
+                   f"127.0.0.1:{port}:7878", "-v", f"{wheels}:/wheels:ro",
+                   "-e", f"SANDBOXD_UID_BASE={UID_REQ}", IMAGE, "--listen", "tcp://0.0.0.0:7878",
+                   "--state-dir", "/var/lib/sandboxd", "--offline", "1", "--wheelhouse", "/wheels")
+        if not check(p.returncode == 0 and "event=ready" in wait_ready(pm, name),
+                     "requirements: sandboxd --offline 1 --wheelhouse /wheels starts", p.stderr):
+            return
+        code = "import ctrpkg\nprint('pkg', ctrpkg.VALUE, ctrpkg.VERSION)\n"
+        for attempt in ("built", "reused"):
+            rc, r = sandbox_run(f"{bin_dir}", f"tcp://127.0.0.1:{port}", code, "--requirement",
+                                "ctrpkg==1.0", tmp=tmp)
+            check(rc == 0 and r.get("stdout") == "pkg 42 1.0\n",
+                  f"requirements: pip in the image installs ctrpkg in the sandbox ({attempt})", r)
+    finally:
+        pm.run("rm", "-f", "-v", "-t", "0", name)
+
+
 def podman_run_group(pm, bin_dir, tmp, dep):
     t0 = time.monotonic()
     name = f"sbx-ctest-{os.getpid()}"
@@ -334,7 +368,8 @@ def podman_run_group(pm, bin_dir, tmp, dep):
     finally:
         pm.run("rm", "-f", "-v", "-t", "0", name)
     check_short_caps(pm, dep)
-    timed("podman run: calls, reaping, drain, short capabilities", t0)
+    check_requirements(pm, bin_dir, tmp, dep)
+    timed("podman run: calls, reaping, drain, short capabilities, requirements", t0)
 
 
 def kube_yaml(dep, tmp, name, rpc_port, http_port, has_http):
