@@ -152,9 +152,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     *con_cls = (void *)route; /* served on the next call */
     return MHD_YES;
   }
-  if (route != NULL && *upload_data_size != 0) /* a body nothing announced: never read */
-    http_response_text(&resp, MHD_HTTP_CONTENT_TOO_LARGE, "no request body is accepted\n");
-  else if (route != NULL) {
+  /* Body bytes without Content-Length or Transfer-Encoding cannot be
+   * framed (RFC 9112, 6.3), so MHD never hands any: were it to, the
+   * connection is closed. */
+  if (*upload_data_size != 0) {
+    free(resp.body);
+    return MHD_NO;
+  }
+  if (route != NULL) {
     size_t len = strlen(route->path);
     struct http_request req = {method, url, route->path[len - 1] == '/' ? url + len : ""};
     route->fn(route->ctx, &req, &resp);

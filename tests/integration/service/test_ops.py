@@ -41,12 +41,15 @@ class OpsServer(Server):
                          f"http://127.0.0.1:{self.http_port}", *extra, **kw)
 
     def http(self, method, path, headers=None, body=None, timeout=10):
-        """One request on its own connection: (status, headers, body)."""
+        """One request on its own connection: (status, headers, body), or
+        (None, {}, the error) when the connection failed."""
         c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
         try:
             c.request(method, path, body=body, headers=headers or {})
             r = c.getresponse()
             return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        except (OSError, http.client.HTTPException) as e:
+            return None, {}, repr(e).encode()
         finally:
             c.close()
 
