@@ -158,7 +158,7 @@ static const struct setting_def setting_defs[] = {
      .def = 1LL << 30, .help = "memory of pip's processes; the build's disk comes on top"},
     {"pip-disk-bytes", SETTING_INT, OFF(pip_disk_bytes), 0, 1 << 20, 1LL << 40, .def = 1LL << 30,
      .help = "the build directory's size (a tmpfs) and the largest file"},
-    {"http-listen", SETTING_STRING, STR(http_listen), 0, 0, .def_text = "none (off)",
+    {"http-listen", SETTING_STRING, STR(http_listen), 0, 0, .def_text = "off",
      .help = "http://host:port of the operations listener: /metrics (Prometheus), /healthz, "
              "/readyz; GET and HEAD only"},
     {"http-max-connections", SETTING_INT, OFF(http_max_connections), 0, 1, 65536, .def = 64,

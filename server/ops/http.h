@@ -19,7 +19,6 @@
 #ifndef SBX_OPS_HTTP_H
 #define SBX_OPS_HTTP_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 

@@ -28,7 +28,6 @@ int ops_add_routes(struct ops *ops, struct server *srv, struct sbx_error *err) {
       http_listener_route(&ops->http, "/healthz", get, ops_handle_healthz, srv, err) < 0 ||
       http_listener_route(&ops->http, "/readyz", get, ops_handle_readyz, srv, err) < 0)
     return -1;
-  ops->routed = true;
   return 0;
 }
 

@@ -18,7 +18,6 @@ struct server;
 struct ops {
   struct server *srv;
   struct http_listener http;
-  bool routed;
 };
 
 /* The operations routes on ops->http (for srv), before the listener starts. */

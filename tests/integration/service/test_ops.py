@@ -132,7 +132,32 @@ def raw_connect(port, timeout=5):
 
 # ---- the listener: probes, routes, limits, timeouts ----
 
+def check_start_fault(b):
+    """A port that cannot be bound: the start fails, says why, leaves nothing."""
+    tmp = tempfile.mkdtemp(prefix="sbx-ops-")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    state = os.path.join(tmp, "state")
+    try:
+        p = subprocess.run([f"{b}/sandboxd", "--listen", f"tcp://127.0.0.1:{free_port()}",
+                            "--state-dir", state, "--uid-base", "56050",
+                            "--http-listen", f"http://127.0.0.1:{port}"],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 1 and f"http listen http://127.0.0.1:{port}: Address already in use"
+              in p.stderr, "a port in use: the start fails and says so", (p.returncode, p.stderr))
+        with open("/proc/self/mountinfo") as f:
+            left = [l.split()[4] for l in f if os.path.realpath(tmp) in l]
+        check(not left, "and leaves no mount behind", left)
+    finally:
+        taken.close()
+        subprocess.run(["umount", "-R", "-l", state], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def group_ops_http(b):
+    check_start_fault(b)
     s = OpsServer(b, 56000, "--workers", "1", "--queue", "1", "--http-timeout-s", "2",
                   "--http-max-connections-per-ip", "4", "--http-max-request-bytes", "8192")
     try:
@@ -186,7 +211,10 @@ def check_limits(s):
     check(st == 404, "a body to an unknown path: 404", (st, body[:200]))
     st, h, body = s.http("GET", "/healthz")
     check(st == 200, "the listener serves after refusals", st)
-    # Past --http-max-connections-per-ip the next connection is closed at once.
+    # Past --http-max-connections-per-ip the next connection is closed at
+    # once. First a moment for the listener to see the connections above
+    # closed (under load it may still count them).
+    time.sleep(1.0)
     held = [raw_connect(s.http_port) for _ in range(4)]
     time.sleep(0.2)
     extra = raw_connect(s.http_port)
@@ -195,6 +223,14 @@ def check_limits(s):
     check(closed and time.monotonic() - t0 < 1.0,
           "a connection past --http-max-connections-per-ip is closed at once",
           time.monotonic() - t0)
+    answers = []
+    for c in held:
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            answers.append(c.recv(100)[:12])
+        except OSError as e:
+            answers.append(repr(e))
+    check(answers == [b"HTTP/1.1 200"] * 4, "the four within the cap are served", answers)
     for c in held + [extra]:
         c.close()
     time.sleep(0.3)
