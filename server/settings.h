@@ -97,7 +97,19 @@ struct server_settings {
   int64_t pip_timeout_ms;           /* one environment's build */
   int64_t pip_memory_bytes;         /* pip's processes (the build tmpfs comes on top) */
   int64_t pip_disk_bytes;           /* the build tmpfs, and the largest file */
+  /* Operations (docs/OPERATIONS.md, "Metrics and probes"). */
+  char http_listen[SETTINGS_URL_MAX]; /* http://host:port for /metrics and probes; "" = none */
+  int64_t http_max_connections;       /* open at once; past it new ones are closed */
+  int64_t http_max_connections_per_ip;
+  int64_t http_timeout_s;         /* a connection idle (or a request stalled) this long closes */
+  int64_t http_max_request_bytes; /* request line and headers; no body is accepted */
+  char log_format[16];            /* logfmt or json */
 };
+
+/* The host (brackets removed from an IPv6 literal) and port of an
+ * http://host:port[/] URL, as --http-listen takes it. 0, or -1 with err. */
+int settings_http_listen_parts(const char *url, char *host, size_t host_len, unsigned *port,
+                               struct sbx_error *err);
 
 /* The package index in force: index_url, or "" when offline. */
 static inline const char *settings_index_url(const struct server_settings *s) {
