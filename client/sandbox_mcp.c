@@ -223,7 +223,8 @@ static void answer(struct serve *sv, struct job *job) {
   char over[96];
   int rc = 0;
   if (job->text == NULL) {
-    snprintf(over, sizeof(over), "Invalid Request: the message is over %zu bytes (--max-message-bytes)",
+    snprintf(over, sizeof(over),
+             "Invalid Request: the message is over %zu bytes (--max-message-bytes)",
              sv->max_message_bytes);
     response = mcp_error_text(MCP_INVALID_REQUEST, over);
   } else {
@@ -233,7 +234,9 @@ static void answer(struct serve *sv, struct job *job) {
     response = mcp_error_text(MCP_INTERNAL_ERROR, "out of memory");
   if (sv->verbose)
     fprintf(stderr, "sandbox-mcp: a message of %zu bytes: %s\n", job->len,
-            outcome == MCP_NO_ANSWER ? "no answer" : outcome == MCP_REFUSED ? "refused" : "answered");
+            outcome == MCP_NO_ANSWER ? "no answer"
+            : outcome == MCP_REFUSED ? "refused"
+                                     : "answered");
   if (response != NULL)
     write_line(sv, response);
   free(response);
@@ -297,8 +300,9 @@ static int next_line(struct reader *r, char **line, size_t *len) {
       *nl = '\0';
       *line = r->buf + r->start;
       *len = end - r->start;
+      bool over = end - r->start > r->max;
       r->start = r->scan = end + 1;
-      if (!r->skipping)
+      if (!r->skipping && !over)
         return LINE;
       r->skipping = false;
       return LINE_TOO_LONG;
@@ -372,11 +376,11 @@ static int read_messages(struct serve *sv) {
 }
 
 static int serve(mcp_server *mcp, const struct options *o) {
-  struct serve sv = {.mcp = mcp,
-                     .verbose = o->verbose,
-                     .queue_max = (size_t)o->concurrency * 2 > QUEUE_MAX ? QUEUE_MAX
-                                                                          : (size_t)o->concurrency * 2,
-                     .max_message_bytes = (size_t)o->max_message_bytes};
+  struct serve sv = {
+      .mcp = mcp,
+      .verbose = o->verbose,
+      .queue_max = (size_t)o->concurrency * 2 > QUEUE_MAX ? QUEUE_MAX : (size_t)o->concurrency * 2,
+      .max_message_bytes = (size_t)o->max_message_bytes};
   pthread_t threads[MAX_THREADS];
   size_t n = 0;
   pthread_mutex_init(&sv.lock, NULL);
@@ -410,10 +414,8 @@ static sbxc_client *open_client(const struct options *o) {
 }
 
 int main(int argc, char **argv) {
-  struct options o = {.concurrency = 4,
-                      .max_message_bytes = 16 << 20,
-                      .retries = 3,
-                      .connect_timeout_ms = 10000};
+  struct options o = {
+      .concurrency = 4, .max_message_bytes = 16 << 20, .retries = 3, .connect_timeout_ms = 10000};
   mcp_settings_default(&o.caps);
   int rc = parse_args(argc, argv, &o);
   if (rc != 0) {

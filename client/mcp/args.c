@@ -124,8 +124,7 @@ int mcp_arg_array(const json_t *obj, const char *where, const char *key, size_t 
   if (!json_is_array(v))
     return fail(err, errlen, "%s.%s: expected an array, got %s", where, key, mcp_json_type(v));
   if (json_array_size(v) > max)
-    return fail(err, errlen, "%s.%s: %zu items, at most %zu", where, key, json_array_size(v),
-                max);
+    return fail(err, errlen, "%s.%s: %zu items, at most %zu", where, key, json_array_size(v), max);
   *out = v;
   return 0;
 }
@@ -145,16 +144,15 @@ int mcp_check_path(const char *where, const char *path, size_t len, char *err, s
   if (len == 0 || len > 255)
     return fail(err, errlen, "%s: %s must be 1 to 255 bytes long", where, q);
   if (path[0] == '/')
-    return fail(err, errlen, "%s: %s is absolute; give a path relative to the workspace", where,
-                q);
+    return fail(err, errlen, "%s: %s is absolute; give a path relative to the workspace", where, q);
   for (size_t start = 0; start <= len;) {
     const char *p = path + start;
     const char *slash = memchr(p, '/', len - start);
     size_t n = slash != NULL ? (size_t)(slash - p) : len - start;
-    const char *bad = n == 0                                         ? "an empty"
-                      : n == 1 && p[0] == '.'                        ? "a \".\""
+    const char *bad = n == 0                                 ? "an empty"
+                      : n == 1 && p[0] == '.'                ? "a \".\""
                       : n == 2 && p[0] == '.' && p[1] == '.' ? "a \"..\""
-                                                                     : NULL;
+                                                             : NULL;
     if (bad != NULL)
       return fail(err, errlen,
                   "%s: %s has %s component; a path stays inside the workspace, relative, "
@@ -165,8 +163,7 @@ int mcp_check_path(const char *where, const char *path, size_t len, char *err, s
   return 0;
 }
 
-int mcp_check_session_id(const char *where, const char *id, size_t len, char *err,
-                         size_t errlen) {
+int mcp_check_session_id(const char *where, const char *id, size_t len, char *err, size_t errlen) {
   char q[80];
   mcp_quote(id, len, q, sizeof(q));
   bool ok = len >= 1 && len <= 64 && strcmp(id, ".") != 0 && strcmp(id, "..") != 0;

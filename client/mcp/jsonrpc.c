@@ -117,7 +117,8 @@ static json_t *tools_call(mcp_server *s, const json_t *params, struct rpc_error 
                 mcp_json_type(args));
   json_t *empty = args == NULL ? json_object() : NULL;
   bool unknown;
-  json_t *result = mcp_tools_call(s, json_string_value(name), args != NULL ? args : empty, &unknown);
+  json_t *result = mcp_tools_call(s, json_string_value(name), json_string_length(name),
+                                  args != NULL ? args : empty, &unknown);
   json_decref(empty);
   if (unknown) {
     char q[80];
@@ -130,21 +131,30 @@ static json_t *tools_call(mcp_server *s, const json_t *params, struct rpc_error 
   return result != NULL ? result : fail(e, MCP_INTERNAL_ERROR, "out of memory");
 }
 
-/* The result of request method, or NULL with e. */
-static json_t *dispatch(mcp_server *s, const char *method, const json_t *params,
+static bool method_is(const json_t *method, const char *name) {
+  return json_string_length(method) == strlen(name) &&
+         memcmp(json_string_value(method), name, strlen(name)) == 0;
+}
+
+/* The result of request method (a JSON string: it may hold a NUL), or
+ * NULL with e. */
+static json_t *dispatch(mcp_server *s, const json_t *method, const json_t *params,
                         struct rpc_error *e) {
   json_t *r;
-  if (strcmp(method, "initialize") == 0)
+  if (params != NULL && !json_is_object(params))
+    return fail(e, MCP_INVALID_PARAMS, "Invalid params: \"params\" must be an object, not %s",
+                mcp_json_type(params));
+  if (method_is(method, "initialize"))
     r = initialize(params, e);
-  else if (strcmp(method, "ping") == 0)
+  else if (method_is(method, "ping"))
     r = json_object();
-  else if (strcmp(method, "tools/list") == 0)
+  else if (method_is(method, "tools/list"))
     r = json_pack("{s:O}", "tools", s->tools);
-  else if (strcmp(method, "tools/call") == 0)
+  else if (method_is(method, "tools/call"))
     return tools_call(s, params, e);
   else {
     char q[80];
-    mcp_quote(method, strlen(method), q, sizeof(q));
+    mcp_quote(json_string_value(method), json_string_length(method), q, sizeof(q));
     return fail(e, MCP_METHOD_NOT_FOUND, "Method not found: %s", q);
   }
   return r != NULL || e->code != 0 ? r : fail(e, MCP_INTERNAL_ERROR, "out of memory");
@@ -158,7 +168,7 @@ static enum mcp_outcome refuse(struct rpc_error *e, const char *message) {
 
 /* What a parsed message is: a request (*method, *params set), or not, with
  * the outcome and (for MCP_REFUSED) the error in e. */
-static enum mcp_outcome classify(const json_t *msg, const char **method, const json_t **params,
+static enum mcp_outcome classify(const json_t *msg, const json_t **method, const json_t **params,
                                  struct rpc_error *e) {
   const json_t *id = json_object_get(msg, "id"), *m = json_object_get(msg, "method");
   const json_t *version = json_object_get(msg, "jsonrpc");
@@ -174,16 +184,14 @@ static enum mcp_outcome classify(const json_t *msg, const char **method, const j
     return MCP_NO_ANSWER; /* a notification (initialized, cancelled, ...) */
   if (!json_is_string(id) && !json_is_integer(id))
     return refuse(e, "\"id\" must be a string or an integer");
-  if (*params != NULL && !json_is_object(*params))
-    return refuse(e, "\"params\" must be an object");
-  *method = json_string_value(m);
+  *method = m;
   return MCP_ANSWERED;
 }
 
 /* The answer to a parsed message (NULL for none), and the outcome. */
 static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcome) {
   struct rpc_error e = {0};
-  const char *method = NULL;
+  const json_t *method = NULL;
   const json_t *params = NULL, *id = json_object_get(msg, "id");
   if (!json_is_object(msg)) {
     *outcome = MCP_REFUSED;
@@ -207,7 +215,8 @@ static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcom
 int mcp_handle_message(mcp_server *s, const char *text, size_t len, char **response,
                        enum mcp_outcome *outcome) {
   json_error_t jerr;
-  json_t *msg = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+  json_t *msg =
+      json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
   json_t *reply;
   *response = NULL;
   if (msg == NULL) {

@@ -44,8 +44,7 @@ int mcp_arg_array(const json_t *obj, const char *where, const char *key, size_t 
  * absolute, no empty, "." or ".." component. */
 int mcp_check_path(const char *where, const char *path, size_t len, char *err, size_t errlen);
 /* A session id: [A-Za-z0-9._-]{1,64}, not "." or "..". */
-int mcp_check_session_id(const char *where, const char *id, size_t len, char *err,
-                         size_t errlen);
+int mcp_check_session_id(const char *where, const char *id, size_t len, char *err, size_t errlen);
 /* A string without NUL bytes (C strings of the client stop at one). */
 int mcp_check_no_nul(const char *where, const char *s, size_t len, char *err, size_t errlen);
 /* s (len bytes, any) quoted for a message: printable ASCII, at most 64. */
@@ -94,7 +93,8 @@ size_t mcp_utf8_cut(const uint8_t *data, size_t len);
 json_t *mcp_tools_list(void);
 /* tools/call: the CallToolResult of tool name, or NULL with *unknown when
  * there is no such tool (a protocol error) or out of memory. */
-json_t *mcp_tools_call(mcp_server *s, const char *name, const json_t *args, bool *unknown);
+json_t *mcp_tools_call(mcp_server *s, const char *name, size_t name_len, const json_t *args,
+                       bool *unknown);
 
 json_t *mcp_tool_run_code(mcp_server *s, const json_t *args);
 json_t *mcp_tool_list_session_files(mcp_server *s, const json_t *args);

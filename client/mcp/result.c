@@ -61,12 +61,13 @@ static void write_hints(FILE *f, const struct sbxc_result *r) {
     fprintf(f, "- %s\n", r->feedback[i]);
 }
 
-/* A block "NAME:\n" + data, its middle left out past cap (whole UTF-8
- * characters kept on both sides). */
-static json_t *stream_block(const char *name, const uint8_t *d, size_t len, size_t cap) {
+/* "NAME:\n" and data as text, the data's middle left out past cap (whole
+ * UTF-8 characters kept on both sides): a malloc'd buffer of *out_len
+ * bytes, not yet UTF-8 checked. */
+static char *capped_stream(const char *name, const uint8_t *d, size_t len, size_t cap,
+                           size_t *out_len) {
   char *text = NULL;
-  size_t text_len = 0;
-  FILE *f = open_memstream(&text, &text_len);
+  FILE *f = open_memstream(&text, out_len);
   if (f == NULL)
     return NULL;
   fprintf(f, "%s:\n", name);
@@ -77,17 +78,35 @@ static json_t *stream_block(const char *name, const uint8_t *d, size_t len, size
     while (tail < len && (d[tail] & 0xc0) == 0x80)
       tail++;
     fwrite(d, 1, head, f);
-    fprintf(f, "\n[... %zu bytes left out here: the middle of %zu bytes ...]\n", tail - head,
-            len);
+    fprintf(f, "\n[... %zu bytes left out here: the middle of %zu bytes ...]\n", tail - head, len);
     fwrite(d + tail, 1, len - tail, f);
   }
   if (fclose(f) != 0) {
     free(text);
     return NULL;
   }
-  json_t *t = sbxc_json_text(text, text_len);
-  free(text);
-  return t != NULL ? json_pack("{s:s, s:o}", "type", "text", "text", t) : NULL;
+  return text;
+}
+
+/* One stream as it is shown: *block "NAME:\n" + the capped text (a text
+ * content block), *text the capped text alone (for structuredContent). */
+static int stream_parts(const char *name, const uint8_t *d, size_t len, size_t cap, json_t **block,
+                        json_t **text) {
+  size_t n = 0, label = strlen(name) + 2;
+  char *capped = capped_stream(name, d, len, cap, &n);
+  *block = *text = NULL;
+  if (capped != NULL) {
+    json_t *t = sbxc_json_text(capped, n);
+    *block = t != NULL ? json_pack("{s:s, s:o}", "type", "text", "text", t) : NULL;
+    *text = sbxc_json_text(capped + label, n - label);
+  }
+  free(capped);
+  if (*block == NULL || *text == NULL) {
+    json_decref(*block);
+    json_decref(*text);
+    return -1;
+  }
+  return 0;
 }
 
 /* The resource URI of an artifact: readable later only in a session. */
@@ -98,18 +117,29 @@ static char *artifact_uri(const struct sbxc_result *r, const struct sbxc_artifac
   return mcp_uri(session ? "sessions" : "runs", session ? r->session_id : r->run_id, path);
 }
 
+/* What became of an artifact: its word in structuredContent and its line. */
+enum attached { ATT_IMAGE, ATT_TEXT, ATT_BINARY, ATT_OMITTED, ATT_OVER_CAP, ATT_FAILED };
+static const char *const attached_word[] = {"image", "text", "binary", "omitted", "over_cap"};
+static const char *const attached_line[] = {
+    "attached as an image",
+    "attached as a text resource",
+    "attached as a binary resource (base64)",
+    "not attached: over the server's artifact cap",
+    "not attached: over this result's size caps",
+};
+
 /* Attaches artifact a when it fits: as an image, else as a resource.
- * Returns what was done, for the listing; NULL when out of memory. */
-static const char *attach_artifact(struct attach *at, const struct sbxc_artifact *a) {
+ * ATT_FAILED when out of memory. */
+static enum attached attach_artifact(struct attach *at, const struct sbxc_artifact *a) {
   size_t len = a->content_len;
   if (a->content_omitted)
-    return "not attached: over the server's artifact cap";
+    return ATT_OMITTED;
   const char *image = mcp_image_type(a->content, len, a->mime);
   json_t *block = NULL;
-  const char *what = NULL;
+  enum attached what;
   if (image != NULL && len <= at->caps->max_image_bytes && len <= at->left) {
     block = mcp_image_block(a->content, len, image);
-    what = "attached as an image";
+    what = ATT_IMAGE;
   } else if (len <= at->caps->max_resource_bytes && len <= at->left) {
     bool text = mcp_is_text(a->content, len);
     const char *mime = a->mime != NULL && a->mime[0] != '\0' ? a->mime : "application/octet-stream";
@@ -118,34 +148,40 @@ static const char *attach_artifact(struct attach *at, const struct sbxc_artifact
     char *uri = artifact_uri(at->r, a);
     block = uri != NULL ? mcp_resource_block(uri, mime, a->content, len, text) : NULL;
     free(uri);
-    what = text ? "attached as a text resource" : "attached as a binary resource (base64)";
+    what = text ? ATT_TEXT : ATT_BINARY;
   } else {
-    return "not attached: over this result's size caps";
+    return ATT_OVER_CAP;
   }
   if (block == NULL || json_array_append_new(at->blocks, block) < 0)
-    return NULL;
+    return ATT_FAILED;
   at->left -= len;
   return what;
 }
 
-/* One line per artifact; the attachments into at->blocks. */
-static int write_artifacts(FILE *f, struct attach *at) {
+/* One line per artifact, the attachments into at->blocks and one object
+ * per artifact into list (structuredContent). */
+static int write_artifacts(FILE *f, struct attach *at, json_t *list) {
   const struct sbxc_result *r = at->r;
   if (r->n_artifacts == 0)
     return 0;
   fprintf(f, "artifacts (files in output/ after the run):\n");
   for (size_t i = 0; i < r->n_artifacts; i++) {
     const struct sbxc_artifact *a = &r->artifacts[i];
-    const char *what = attach_artifact(at, a);
+    enum attached what = attach_artifact(at, a);
     char path[1024], size[32];
     snprintf(path, sizeof(path), "output/%s", a->relative_path);
     char *name = sbxc_json_dump(sbxc_json_cstring(path)); /* quoted, escaped: names are hostile */
     text_format_bytes(a->size, size, sizeof(size));
-    if (what == NULL || name == NULL) {
+    json_t *entry = what == ATT_FAILED
+                        ? NULL
+                        : json_pack("{s:o, s:o, s:I, s:s}", "path", sbxc_json_cstring(path), "mime",
+                                    sbxc_json_cstring(a->mime), "size", (json_int_t)a->size,
+                                    "attached", attached_word[what]);
+    if (entry == NULL || name == NULL || json_array_append_new(list, entry) < 0) {
       free(name);
       return -1;
     }
-    fprintf(f, "- %s (%s, %s): %s\n", name, a->mime, size, what);
+    fprintf(f, "- %s (%s, %s): %s\n", name, a->mime, size, attached_line[what]);
     free(name);
   }
   bool session = r->session_id != NULL && r->session_id[0] != '\0';
@@ -156,55 +192,102 @@ static int write_artifacts(FILE *f, struct attach *at) {
   return 0;
 }
 
-static int append_stream(json_t *content, const char *name, const uint8_t *d, size_t len,
-                         size_t cap) {
-  return len == 0 ? 0 : json_array_append_new(content, stream_block(name, d, len, cap));
+static const char *status_word(const struct sbxc_result *r) {
+  if (r->killed_by != SBXC_KILLED_BY_NONE || r->signal != 0)
+    return "killed";
+  return r->exit_code == 0 ? "ok" : "error";
 }
 
-/* The summary block, then stdout, stderr and the attachments. */
+/* structuredContent (tools.c's output schema of run_code): the run's
+ * outcome as data; stdout and stderr (taken) capped as in the blocks. */
+static json_t *run_structured(const struct sbxc_result *r, json_t *out, json_t *err,
+                              json_t *artifacts) {
+  json_t *feedback = json_array();
+  for (size_t i = 0; feedback != NULL && i < r->n_feedback; i++)
+    if (json_array_append_new(feedback, sbxc_json_cstring(r->feedback[i])) < 0) {
+      json_decref(feedback);
+      feedback = NULL;
+    }
+  bool session = r->session_id != NULL && r->session_id[0] != '\0';
+  json_t *o = json_pack(
+      "{s:s, s:s, s:i, s:i, s:o, s:o*, s:b, s:I, s:I, s:I, s:o, s:b, s:o, s:b, s:o*, s:o}",
+      "status", status_word(r), "killed_by", sbxc_killed_by_name(r->killed_by), "exit_code",
+      r->exit_code, "signal", r->signal, "run_id", sbxc_json_cstring(r->run_id), "session_id",
+      session ? sbxc_json_cstring(r->session_id) : NULL, "session_created", r->session_created,
+      "wall_time_ms", (json_int_t)r->wall_time_ms, "cpu_time_ms", (json_int_t)r->cpu_time_ms,
+      "peak_memory_bytes", (json_int_t)r->peak_memory_bytes, "stdout", out, "stdout_truncated",
+      r->stdout_truncated, "stderr", err, "stderr_truncated", r->stderr_truncated, "feedback",
+      feedback, "artifacts", artifacts);
+  return o;
+}
+
+/* The CallToolResult of a run: the summary block, then stdout, stderr and
+ * the attachments, and structuredContent. */
 static json_t *run_content(const mcp_server *s, const struct sbxc_result *r) {
   struct attach at = {&s->settings, s->settings.max_attached_bytes, r, json_array()};
+  json_t *artifacts = json_array();
   char *text = NULL;
   size_t text_len = 0;
-  FILE *f = at.blocks != NULL ? open_memstream(&text, &text_len) : NULL;
+  FILE *f = at.blocks != NULL && artifacts != NULL ? open_memstream(&text, &text_len) : NULL;
   if (f == NULL) {
     json_decref(at.blocks);
+    json_decref(artifacts);
     return NULL;
   }
   write_outcome(f, r);
   write_stream_line(f, "stdout", r->stdout_len, r->stdout_truncated);
   write_stream_line(f, "stderr", r->stderr_len, r->stderr_truncated);
   write_hints(f, r);
-  int rc = write_artifacts(f, &at);
-  if (fclose(f) != 0 || rc < 0) {
+  int rc = write_artifacts(f, &at, artifacts);
+  json_t *out_block = NULL, *out_text = NULL, *err_block = NULL, *err_text = NULL;
+  size_t cap = s->settings.max_stream_text_bytes;
+  if (fclose(f) != 0 || rc < 0 ||
+      stream_parts("stdout", r->stdout_data, r->stdout_len, cap, &out_block, &out_text) < 0 ||
+      stream_parts("stderr", r->stderr_data, r->stderr_len, cap, &err_block, &err_text) < 0) {
     free(text);
+    json_decref(out_block);
+    json_decref(out_text);
     json_decref(at.blocks);
+    json_decref(artifacts);
     return NULL;
   }
   json_t *content = json_array();
-  size_t cap = s->settings.max_stream_text_bytes;
-  if (content == NULL || json_array_append_new(content, mcp_text_block_take(text)) < 0 ||
-      append_stream(content, "stdout", r->stdout_data, r->stdout_len, cap) < 0 ||
-      append_stream(content, "stderr", r->stderr_data, r->stderr_len, cap) < 0 ||
-      json_array_extend(content, at.blocks) < 0) {
-    json_decref(content);
-    content = NULL;
-  }
+  bool ok = content != NULL && json_array_append_new(content, mcp_text_block_take(text)) == 0;
+  /* Empty streams are said so in the summary; no block of their own. */
+  ok = ok && (r->stdout_len == 0 || json_array_append(content, out_block) == 0);
+  ok = ok && (r->stderr_len == 0 || json_array_append(content, err_block) == 0);
+  ok = ok && json_array_extend(content, at.blocks) == 0;
+  json_decref(out_block);
+  json_decref(err_block);
   json_decref(at.blocks);
-  return content;
+  json_t *structured = run_structured(r, out_text, err_text, artifacts);
+  json_t *result = ok ? mcp_tool_result(content, run_failed(r)) : NULL;
+  if (!ok)
+    json_decref(content);
+  if (result == NULL || structured == NULL) {
+    json_decref(result);
+    json_decref(structured);
+    return NULL;
+  }
+  if (json_object_set_new(result, "structuredContent", structured) < 0) {
+    json_decref(result);
+    return NULL;
+  }
+  return result;
 }
 
 /* A call that did not run the code as asked (or may not have). */
 static json_t *call_failed(const struct sbxc_result *r) {
   bool busy = r->status == SBXC_RESOURCE_EXHAUSTED || r->status == SBXC_UNAVAILABLE;
-  return mcp_tool_error("run_code failed: %s: %s%s", sbxc_status_name(r->status),
-                        r->message,
-                        busy ? "\nThe code did not run; call run_code again in a few seconds."
-                             : "");
+  bool unknown = r->status == SBXC_UNKNOWN || r->status == SBXC_DEADLINE_EXCEEDED;
+  return mcp_tool_error("run_code failed: %s: %s%s", sbxc_status_name(r->status), r->message,
+                        busy      ? "\nThe code did not run; call run_code again in a few seconds."
+                        : unknown ? "\nThe code may or may not have run: the answer was lost."
+                                  : "");
 }
 
 json_t *mcp_run_result(const mcp_server *s, const struct sbxc_result *r) {
   if (r->status != SBXC_OK)
     return call_failed(r);
-  return mcp_tool_result(run_content(s, r), run_failed(r));
+  return run_content(s, r);
 }

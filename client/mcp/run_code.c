@@ -14,12 +14,12 @@
 #define MAX_FILES 256
 #define MAX_LIST 256
 
-static const char *const run_code_args[] = {"code",  "requirements", "files", "session_id", "stdin",
-                                            "args",  "env",          "limits", NULL};
+static const char *const run_code_args[] = {"code", "requirements", "files",  "session_id", "stdin",
+                                            "args", "env",          "limits", NULL};
 static const char *const file_args[] = {"path", "content", "url", "encoding", NULL};
-static const char *const limit_args[] = {"timeout_ms",    "cpu_time_ms", "memory_bytes",
-                                         "memory_mb",     "output_bytes", "max_processes",
-                                         "disk_bytes",    "open_files",   NULL};
+static const char *const limit_args[] = {"timeout_ms", "cpu_time_ms",  "memory_bytes",
+                                         "memory_mb",  "output_bytes", "max_processes",
+                                         "disk_bytes", "open_files",   NULL};
 
 /* One {path, content[, encoding]} or {path, url} into the request. */
 static int add_file(sbxc_request *req, const json_t *f, const char *where, char *err,

@@ -49,8 +49,7 @@ static void write_entry(FILE *f, const json_t *e) {
   fprintf(f, "- %s %s", name != NULL ? name : "?", type != NULL ? type : "other");
   if (type != NULL && strcmp(type, "file") == 0) {
     char size[32];
-    text_format_bytes((uint64_t)json_integer_value(json_object_get(e, "size")), size,
-                      sizeof(size));
+    text_format_bytes((uint64_t)json_integer_value(json_object_get(e, "size")), size, sizeof(size));
     fprintf(f, ", %s", size);
   }
   fputc('\n', f);
@@ -171,16 +170,21 @@ static json_t *preview_text(const mcp_server *s, const struct preview *p) {
     char cap[32];
     text_format_bytes(s->settings.max_image_bytes, cap, sizeof(cap));
     if (image != NULL && p->offset == 0)
-      snprintf(line, sizeof(line), "%s: %s of %" PRIu64 " bytes, over the %s cap for images: not "
-               "shown", p->quoted, image, p->size, cap);
+      snprintf(line, sizeof(line),
+               "%s: %s of %" PRIu64 " bytes, over the %s cap for images: not "
+               "shown",
+               p->quoted, image, p->size, cap);
     else
-      snprintf(line, sizeof(line), "%s: binary data, %" PRIu64 " bytes in all (not UTF-8 text, "
+      snprintf(line, sizeof(line),
+               "%s: binary data, %" PRIu64 " bytes in all (not UTF-8 text, "
                "not an image): not shown; inspect it with run_code (open(path, 'rb'))",
                p->quoted, p->size);
     return json_pack("[o]", mcp_text_block(line));
   }
-  snprintf(line, sizeof(line), "%s: %" PRIu64 " bytes in all; bytes %" PRIu64 " to %" PRIu64
-           " follow in the next block%s", p->quoted, p->size, p->offset, p->offset + n,
+  snprintf(line, sizeof(line),
+           "%s: %" PRIu64 " bytes in all; bytes %" PRIu64 " to %" PRIu64
+           " follow in the next block%s",
+           p->quoted, p->size, p->offset, p->offset + n,
            p->offset + n < p->size ? " (ask with a larger max_bytes, or an offset, for more)" : "");
   return json_pack("[o, o]", mcp_text_block(line), mcp_text_block_bytes(p->data, n));
 }
@@ -195,8 +199,7 @@ static int preview_args_of(const mcp_server *s, const json_t *args, struct previ
       mcp_check_path("arguments.path", p->path, path_len, err, errlen) < 0 ||
       mcp_arg_int(args, "arguments", "max_bytes", 1, (int64_t)s->settings.preview_max_bytes,
                   max_bytes, &has_max, err, errlen) < 0 ||
-      mcp_arg_int(args, "arguments", "offset", 0, INT64_MAX, &offset, &has_offset, err, errlen) <
-          0)
+      mcp_arg_int(args, "arguments", "offset", 0, INT64_MAX, &offset, &has_offset, err, errlen) < 0)
     return -1;
   if (!has_max)
     *max_bytes = (int64_t)s->settings.preview_default_bytes;

@@ -25,8 +25,8 @@ static void refuse(struct mcp_http_response *resp, unsigned status, const char *
   va_start(ap, fmt);
   vsnprintf(message, sizeof(message), fmt, ap);
   va_end(ap);
-  json_t *body =
-      json_pack("{s:s, s:{s:i, s:s}}", "jsonrpc", "2.0", "error", "code", -32000, "message", message);
+  json_t *body = json_pack("{s:s, s:{s:i, s:s}}", "jsonrpc", "2.0", "error", "code", -32000,
+                           "message", message);
   resp->body = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
   json_decref(body);
   resp->status = resp->body != NULL ? status : 500;
@@ -73,8 +73,7 @@ static bool accepts_json(const char *accept) {
 /* Every check before the body is read as a message; false with resp
  * filled when one fails. */
 static bool request_acceptable(const struct mcp_http_settings *hs,
-                               const struct mcp_http_request *req,
-                               struct mcp_http_response *resp) {
+                               const struct mcp_http_request *req, struct mcp_http_response *resp) {
   char q[80];
   if (req->origin != NULL && !origin_allowed(hs, req->origin)) {
     mcp_quote(req->origin, strlen(req->origin), q, sizeof(q));

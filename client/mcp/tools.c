@@ -10,13 +10,14 @@ struct tool {
   const char *name;
   const char *title;
   const char *description;
-  const char *input_schema; /* JSON */
+  const char *input_schema;  /* JSON */
+  const char *output_schema; /* JSON, or NULL: no structuredContent */
   bool read_only, destructive, idempotent, open_world;
   json_t *(*call)(mcp_server *s, const json_t *args);
 };
 
 #define SESSION_ID_SCHEMA                                                                          \
-  "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9._-]{1,64}$\", "                              \
+  "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9._-]{1,64}$\", "                               \
   "\"description\": \"The session: a name you choose (1-64 of A-Z a-z 0-9 . _ -).\"}"
 
 static const char run_code_description[] =
@@ -77,6 +78,32 @@ static const char run_code_schema[] =
     "workspace in bytes.\"},"
     "    \"open_files\": {\"type\": \"integer\", \"minimum\": 1}}}}}";
 
+/* structuredContent of run_code (result.c: run_structured). */
+static const char run_code_output_schema[] =
+    "{\"type\": \"object\", \"required\": [\"status\", \"killed_by\", \"exit_code\", "
+    "\"signal\", \"run_id\", \"stdout\", \"stderr\", \"artifacts\"], \"properties\": {"
+    "  \"status\": {\"type\": \"string\", \"enum\": [\"ok\", \"error\", \"killed\"], "
+    "\"description\": \"ok: exit code 0; error: a nonzero exit code; killed: stopped at a limit "
+    "or by a signal.\"},"
+    "  \"killed_by\": {\"type\": \"string\", \"enum\": [\"none\", \"timeout\", \"memory\", "
+    "\"output_limit\", \"signal\"]},"
+    "  \"exit_code\": {\"type\": \"integer\"}, \"signal\": {\"type\": \"integer\"},"
+    "  \"run_id\": {\"type\": \"string\"}, \"session_id\": {\"type\": \"string\"},"
+    "  \"session_created\": {\"type\": \"boolean\"},"
+    "  \"wall_time_ms\": {\"type\": \"integer\"}, \"cpu_time_ms\": {\"type\": \"integer\"},"
+    "  \"peak_memory_bytes\": {\"type\": \"integer\"},"
+    "  \"stdout\": {\"type\": \"string\", \"description\": \"What the program printed (the "
+    "middle left out past the server's cap; invalid UTF-8 replaced).\"},"
+    "  \"stdout_truncated\": {\"type\": \"boolean\"},"
+    "  \"stderr\": {\"type\": \"string\"}, \"stderr_truncated\": {\"type\": \"boolean\"},"
+    "  \"feedback\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}},"
+    "  \"artifacts\": {\"type\": \"array\", \"items\": {\"type\": \"object\", \"required\": "
+    "[\"path\", \"mime\", \"size\", \"attached\"], \"properties\": {"
+    "    \"path\": {\"type\": \"string\"}, \"mime\": {\"type\": \"string\"},"
+    "    \"size\": {\"type\": \"integer\"},"
+    "    \"attached\": {\"type\": \"string\", \"enum\": [\"image\", \"text\", \"binary\", "
+    "\"omitted\", \"over_cap\"]}}}}}}";
+
 static const char list_description[] =
     "List one directory of a session's workspace (/workspace: main.py, mounts/ with the input "
     "files, output/ with what the program wrote). Not recursive; symlinks are shown, never "
@@ -111,14 +138,14 @@ static const char close_schema[] =
     " \"properties\": {\"session_id\": " SESSION_ID_SCHEMA "}}";
 
 static const struct tool tools[] = {
-    {"run_code", "Run Python code in a sandbox", run_code_description, run_code_schema, false,
-     false, false, true, mcp_tool_run_code},
-    {"list_session_files", "List a session's files", list_description, list_schema, true, false,
-     true, false, mcp_tool_list_session_files},
-    {"preview_file", "Preview a session's file", preview_description, preview_schema, true, false,
-     true, false, mcp_tool_preview_file},
-    {"close_session", "Close a session", close_description, close_schema, false, true, true, false,
-     mcp_tool_close_session},
+    {"run_code", "Run Python code in a sandbox", run_code_description, run_code_schema,
+     run_code_output_schema, false, false, false, true, mcp_tool_run_code},
+    {"list_session_files", "List a session's files", list_description, list_schema, NULL, true,
+     false, true, false, mcp_tool_list_session_files},
+    {"preview_file", "Preview a session's file", preview_description, preview_schema, NULL, true,
+     false, true, false, mcp_tool_preview_file},
+    {"close_session", "Close a session", close_description, close_schema, NULL, false, true, true,
+     false, mcp_tool_close_session},
 };
 
 static json_t *tool_json(const struct tool *t) {
@@ -126,11 +153,24 @@ static json_t *tool_json(const struct tool *t) {
   json_t *schema = json_loads(t->input_schema, JSON_REJECT_DUPLICATES, &jerr);
   if (schema == NULL)
     return NULL;
-  return json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name, "title",
-                   t->title, "description", t->description, "inputSchema", schema,
-                   "annotations", "title", t->title, "readOnlyHint", t->read_only,
-                   "destructiveHint", t->destructive, "idempotentHint", t->idempotent,
-                   "openWorldHint", t->open_world);
+  json_t *output = NULL;
+  if (t->output_schema != NULL &&
+      (output = json_loads(t->output_schema, JSON_REJECT_DUPLICATES, &jerr)) == NULL) {
+    json_decref(schema);
+    return NULL;
+  }
+  json_t *tool =
+      json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name, "title",
+                t->title, "description", t->description, "inputSchema", schema, "annotations",
+                "title", t->title, "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
+                "idempotentHint", t->idempotent, "openWorldHint", t->open_world);
+  if (tool != NULL && output != NULL && json_object_set_new(tool, "outputSchema", output) < 0) {
+    json_decref(tool);
+    return NULL;
+  }
+  if (tool == NULL)
+    json_decref(output);
+  return tool;
 }
 
 json_t *mcp_tools_list(void) {
@@ -143,10 +183,11 @@ json_t *mcp_tools_list(void) {
   return list;
 }
 
-json_t *mcp_tools_call(mcp_server *s, const char *name, const json_t *args, bool *unknown) {
+json_t *mcp_tools_call(mcp_server *s, const char *name, size_t name_len, const json_t *args,
+                       bool *unknown) {
   *unknown = false;
   for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
-    if (strcmp(tools[i].name, name) == 0)
+    if (strlen(tools[i].name) == name_len && memcmp(tools[i].name, name, name_len) == 0)
       return tools[i].call(s, args);
   *unknown = true;
   return NULL;
