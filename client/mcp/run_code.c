@@ -14,8 +14,9 @@
 #define MAX_FILES 256
 #define MAX_LIST 256
 
-static const char *const run_code_args[] = {"code", "requirements", "files",  "session_id", "stdin",
-                                            "args", "env",          "limits", NULL};
+static const char *const run_code_args[] = {
+    "code",           "requirements", "files", "session_id", "stdin",
+    "stdin_encoding", "args",         "env",   "limits",     NULL};
 static const char *const file_args[] = {"path", "content", "url", "encoding", NULL};
 static const char *const limit_args[] = {"timeout_ms", "cpu_time_ms",  "memory_bytes",
                                          "memory_mb",  "output_bytes", "max_processes",
@@ -166,6 +167,40 @@ static int set_limits(sbxc_request *req, const json_t *args, char *err, size_t e
   return 0;
 }
 
+/* How content is encoded: "utf-8" (default) or "base64" (*base64). */
+static int encoding_of(const json_t *obj, const char *where, const char *key, bool *base64,
+                       char *err, size_t errlen) {
+  const char *enc;
+  if (mcp_arg_string(obj, where, key, false, &enc, NULL, err, errlen) < 0)
+    return -1;
+  if (enc != NULL && strcmp(enc, "base64") != 0 && strcmp(enc, "utf-8") != 0) {
+    snprintf(err, errlen, "%s.%s: \"utf-8\" (the default) or \"base64\"", where, key);
+    return -1;
+  }
+  *base64 = enc != NULL && strcmp(enc, "base64") == 0;
+  return 0;
+}
+
+/* stdin, as text or (stdin_encoding "base64") binary data. */
+static int set_stdin(sbxc_request *req, const json_t *args, const char *in, size_t in_len,
+                     char *err, size_t errlen) {
+  bool base64;
+  if (encoding_of(args, "arguments", "stdin_encoding", &base64, err, errlen) < 0)
+    return -1;
+  if (!base64)
+    return sbxc_request_set_stdin(req, in, in_len);
+  cleanup_free uint8_t *data = NULL;
+  size_t len;
+  if (mcp_base64_decode(in, in_len, &data, &len) < 0) {
+    snprintf(err, errlen,
+             "arguments.stdin: not valid base64 (standard alphabet A-Z a-z 0-9 + /, "
+             "padded with '=')");
+    return -1;
+  }
+  snprintf(err, errlen, "out of memory");
+  return sbxc_request_set_stdin(req, data, len);
+}
+
 /* code, session_id and stdin. */
 static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t errlen) {
   const char *code, *session, *in;
@@ -180,7 +215,7 @@ static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t 
       (mcp_check_session_id("arguments.session_id", session, session_len, err, errlen) < 0 ||
        sbxc_request_set_session_id(req, session) < 0))
     return -1;
-  if (in != NULL && sbxc_request_set_stdin(req, in, in_len) < 0)
+  if (in != NULL && set_stdin(req, args, in, in_len, err, errlen) < 0)
     return -1;
   return sbxc_request_set_code(req, code, code_len);
 }
