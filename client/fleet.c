@@ -162,8 +162,7 @@ int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_
                 "inproc://NAME only",
                 url);
   if (strncmp(url, "tcp://", 6) != 0)
-    return fail(err, errlen, "endpoint %s: tcp://HOST:PORT, ipc://PATH or inproc://NAME only",
-                url);
+    return fail(err, errlen, "endpoint %s: tcp://HOST:PORT, ipc://PATH or inproc://NAME only", url);
   return url[6] == '[' ? parse_bracketed(url + 6, out, err, errlen)
                        : parse_host_port(url + 6, out, err, errlen);
 }

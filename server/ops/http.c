@@ -351,8 +351,8 @@ static enum MHD_Result begin_request(struct http_listener *l, struct MHD_Connect
 /* A piece of the body: kept while within the cap. A chunked body past it
  * cannot be answered any more (MHD takes no response mid-body): the
  * connection is closed, and counted. */
-static enum MHD_Result take_body(struct http_listener *l, struct http_exchange *x,
-                                 const char *data, size_t *size) {
+static enum MHD_Result take_body(struct http_listener *l, struct http_exchange *x, const char *data,
+                                 size_t *size) {
   size_t n = *size;
   *size = 0;
   if (!x->takes_body) /* a body without framing headers: never handed, never taken */
@@ -381,12 +381,12 @@ static enum MHD_Result take_body(struct http_listener *l, struct http_exchange *
  * connection's clocks stopped (the client waits for us), then the idle
  * clock starts again from now, so a long run does not time the answer out. */
 static enum MHD_Result serve_request(struct http_listener *l, struct MHD_Connection *conn,
-                                     struct http_exchange *x, const char *url,
-                                     const char *method) {
+                                     struct http_exchange *x, const char *url, const char *method) {
   struct http_route *route = x->route;
   size_t len = strlen(route->path);
-  struct http_request req = {method, url, route->path[len - 1] == '/' ? url + len : "",
-                             x->body != NULL ? x->body : "", x->len, conn};
+  struct http_request req = {
+      method, url, route->path[len - 1] == '/' ? url + len : "", x->body != NULL ? x->body : "",
+      x->len, conn};
   struct http_response resp = {0};
   const union MHD_ConnectionInfo *info =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_TIMEOUT);
@@ -405,6 +405,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   struct http_exchange *x = *con_cls;
   if (x == NULL)
     return begin_request(l, conn, url, method, con_cls);
+  if (x->route == NULL) /* refused and answered: its body is never read */
+    return *upload_data_size != 0 ? MHD_NO : MHD_YES;
   if (*upload_data_size != 0)
     return take_body(l, x, upload_data, upload_data_size);
   return serve_request(l, conn, x, url, method);
@@ -507,9 +509,9 @@ int http_listener_start(struct http_listener *l, const struct http_config *cfg,
   listener_options(l, cfg, fd, opts);
   /* A thread per connection, polled with poll(); no error log: a hostile
    * client must not be able to fill ours. */
-  l->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                   MHD_USE_POLL,
-                               0, NULL, NULL, on_request, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+  l->daemon = MHD_start_daemon(
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
+      on_request, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
   if (l->daemon == NULL) {
     int e = errno;
     close(fd);

@@ -33,8 +33,7 @@ enum http_body_type http_body_type(const struct http_request *req) {
 
 json_t *http_json_body_object(const struct http_request *req, char *why, size_t len) {
   json_error_t jerr;
-  json_t *v =
-      json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  json_t *v = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
   if (v == NULL) {
     if (req->body_len == 0)
       snprintf(why, len, "the request body is empty; a JSON object is expected");
@@ -120,8 +119,7 @@ void http_response_json(struct http_response *resp, unsigned status, json_t *val
   resp->len = strlen(text);
 }
 
-void http_response_json_message(struct http_response *resp, unsigned status, const char *fmt,
-                                ...) {
+void http_response_json_message(struct http_response *resp, unsigned status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *msg = NULL;

@@ -51,8 +51,8 @@ int ops_start_listener(struct ops *ops, struct sbx_error *err) {
            "url=%s port=%u routes=%zu max_connections=%u max_connections_per_ip=%u "
            "timeout_s=%u request_timeout_s=%u max_request_bytes=%zu max_body_bytes=%zu",
            s->http_listen, ops->http.port, ops->http.n_routes, cfg.max_connections,
-           cfg.max_connections_per_ip, cfg.timeout_s, cfg.request_timeout_s,
-           cfg.max_request_bytes, cfg.max_body_bytes);
+           cfg.max_connections_per_ip, cfg.timeout_s, cfg.request_timeout_s, cfg.max_request_bytes,
+           cfg.max_body_bytes);
   return 0;
 }
 
