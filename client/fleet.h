@@ -32,8 +32,8 @@
 
 /* ---- endpoint URLs and keys (pure; tests/unit/test_client.c) ---- */
 
-/* One URL as given. An ipc:// URL or an IP literal is one fixed address;
- * a host name is resolved (getaddrinfo) to its addresses. */
+/* One URL as given. An ipc:// or inproc:// URL or an IP literal is one
+ * fixed address; a host name is resolved (getaddrinfo) to its addresses. */
 struct sbxc_target {
   char url[SBXC_KEY_MAX];
   bool is_name;
@@ -42,8 +42,8 @@ struct sbxc_target {
   char fixed_key[SBXC_KEY_MAX];
 };
 
-/* Parses tcp://HOST:PORT (HOST a name, an IPv4 address or [IPv6]) or
- * ipc://PATH. Returns 0, or -1 with err. */
+/* Parses tcp://HOST:PORT (HOST a name, an IPv4 address or [IPv6]),
+ * ipc://PATH or inproc://NAME. Returns 0, or -1 with err. */
 int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_t errlen);
 
 /* The key of one address, spelled as every client spells it:

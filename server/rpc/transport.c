@@ -148,12 +148,18 @@ static int open_socket(struct server *srv, struct sbx_error *err) {
   if (conns_init(&srv->conns, (unsigned)s->max_connections, (uint64_t)s->idle_timeout_ms) < 0 ||
       (rv = conns_watch(&srv->conns, srv->sock)) != 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "connection table: %s", nng_strerror(rv));
-  for (unsigned i = 0; i < s->n_listen; i++) {
+  /* The configured URLs, then, when HTTP fronts are served, theirs: in
+   * this process only, never idle-closed. */
+  unsigned n = s->n_listen + (s->http_fronts[0] != '\0' ? 1 : 0);
+  for (unsigned i = 0; i < n; i++) {
+    const char *url = i < s->n_listen ? s->listen[i] : SERVER_FRONTS_URL;
     nng_listener l;
-    if ((rv = nng_listener_create(&l, srv->sock, s->listen[i])) != 0 ||
+    if ((rv = nng_listener_create(&l, srv->sock, url)) != 0 ||
         (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->max_message_bytes)) != 0 ||
         (rv = nng_listener_start(l, 0)) != 0)
-      return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", s->listen[i], nng_strerror(rv));
+      return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", url, nng_strerror(rv));
+    if (i == s->n_listen)
+      conns_set_internal_listener(&srv->conns, (uint32_t)nng_listener_id(l));
   }
   return 0;
 }
