@@ -103,19 +103,14 @@ struct mcp_http_response {
 };
 
 struct mcp_http_settings {
-  /* Origins a browser may call from (exact, ASCII case-insensitive, e.g.
-   * "https://app.example.com"); a request with another Origin header gets
-   * 403 (DNS rebinding). Requests without Origin (not from a browser) are
-   * served. Default: none. */
-  const char *const *allowed_origins;
-  size_t n_allowed_origins;
   size_t max_body_bytes; /* 413 past it (the listener should cap first) */
 };
 
 /* Answers one HTTP request to the MCP endpoint: POST with one JSON-RPC
  * message -> 200 application/json (a request's response), 202 (a
  * notification or response), 400 (not a message, or an unsupported
- * MCP-Protocol-Version), 403 (Origin), 406 (Accept without JSON), 413,
+ * MCP-Protocol-Version), 403 (any Origin header: browsers are not served,
+ * against DNS rebinding), 406 (Accept without JSON), 413,
  * 415 (not application/json); GET and DELETE -> 405 (no server stream, no
  * sessions to end). No Mcp-Session-Id is issued. resp is filled in every
  * case; 500 when out of memory. */

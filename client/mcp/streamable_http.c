@@ -1,7 +1,9 @@
 /* streamable_http.c: the HTTP semantics of MCP's Streamable HTTP transport
  * for a stateless server that answers with JSON (never SSE): the checks
  * the transport's specification asks of the server (Origin against DNS
- * rebinding, MCP-Protocol-Version, the media types, POST only), then one
+ * rebinding: every request that carries one is refused, as the HTTP
+ * listener refuses every POST with one; MCP-Protocol-Version, the media
+ * types, POST only), then one
  * message through the core. Knows no HTTP library: the listener that hosts
  * it passes the method, the headers named in mcp.h and the body. */
 #include <ctype.h>
@@ -32,13 +34,6 @@ static void refuse(struct mcp_http_response *resp, unsigned status, const char *
   resp->status = resp->body != NULL ? status : 500;
   resp->content_type = resp->body != NULL ? JSON_TYPE : NULL;
   resp->len = resp->body != NULL ? strlen(resp->body) : 0;
-}
-
-static bool origin_allowed(const struct mcp_http_settings *hs, const char *origin) {
-  for (size_t i = 0; i < hs->n_allowed_origins; i++)
-    if (strcasecmp(hs->allowed_origins[i], origin) == 0)
-      return true;
-  return false;
 }
 
 /* The media type of a header value (before ';', trimmed) equals want,
@@ -75,9 +70,12 @@ static bool accepts_json(const char *accept) {
 static bool request_acceptable(const struct mcp_http_settings *hs,
                                const struct mcp_http_request *req, struct mcp_http_response *resp) {
   char q[80];
-  if (req->origin != NULL && !origin_allowed(hs, req->origin)) {
+  if (req->origin != NULL) {
     mcp_quote(req->origin, strlen(req->origin), q, sizeof(q));
-    refuse(resp, 403, "Forbidden: Origin %s is not allowed (sandboxd --mcp-allowed-origins)", q);
+    refuse(resp, 403,
+           "Forbidden: a request with an Origin header (%s: a browser's) is refused: this "
+           "endpoint serves MCP clients, not web pages (DNS rebinding)",
+           q);
     return false;
   }
   if (strcmp(req->method, "POST") != 0) {
