@@ -43,7 +43,7 @@ struct mcp_settings {
   size_t preview_max_bytes;     /* the largest max_bytes preview_file takes */
 };
 
-/* The defaults: 64 KiB per stream, 2 MiB per image, 256 KiB per resource,
+/* The defaults: 64 KiB per stream, 1 MiB per image, 256 KiB per resource,
  * 4 MiB in all, previews of 16 KiB up to 1 MiB. */
 void mcp_settings_default(struct mcp_settings *s);
 
