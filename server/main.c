@@ -1,6 +1,8 @@
 /* main.c: sandboxd. Reads the settings, creates the engine before any thread
  * exists (nng starts threads on first use, so the engine comes first), opens
- * the listeners and workers, then waits for SIGTERM or SIGINT and drains.
+ * the listeners and workers, then the operations listener (server/ops/),
+ * then waits for SIGTERM or SIGINT and drains: the RPC side first, while
+ * /readyz says draining, then the operations listener.
  * A start that fails undoes what it made (directories, mounts, cgroups), so
  * a retry starts from the same place. Only main decides to exit. */
 #include <errno.h>
@@ -15,6 +17,7 @@
 
 #include "download.h"
 #include "log.h"
+#include "ops.h"
 #include "server.h"
 
 /* What a start made, undone in reverse when a later step fails. */
@@ -175,6 +178,17 @@ static int wait_for_stop(struct server *srv, const sigset_t *stop_signals) {
   }
 }
 
+/* The operations listener, after the RPC side: when it cannot start, the
+ * RPC side is drained again (nothing has been received yet) and the start
+ * fails. */
+static int start_ops(struct server *srv, struct ops *ops, struct sbx_error *err) {
+  if (ops_add_routes(ops, srv, err) == 0 && ops_start_listener(ops, err) == 0)
+    return 0;
+  server_drain(srv);
+  server_free(srv);
+  return -1;
+}
+
 /* Returns 0, -1 with err, or -2 for settings that cannot work together. */
 static int start(struct server *srv, struct started *st, struct sbx_error *err) {
   /* The egress proxy's settings are checked before anything is set up. */
@@ -195,6 +209,13 @@ static int start(struct server *srv, struct started *st, struct sbx_error *err) 
   return server_start(srv, err);
 }
 
+static void log_stopped(struct server *srv) {
+  log_line("stopped", "requests_total=%llu runs_total=%llu rejected_total=%llu",
+           (unsigned long long)atomic_load(&srv->requests_total),
+           (unsigned long long)atomic_load(&srv->runner.runs_total),
+           (unsigned long long)atomic_load(&srv->rejected_total));
+}
+
 int main(int argc, char **argv) {
   static struct server srv; /* the one context; static only for its size */
   struct sbx_error err = {0};
@@ -205,6 +226,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sandboxd: %s\n", err.msg);
     return 2;
   }
+  log_set_format(strcmp(srv.settings.log_format, "json") == 0 ? LOG_FORMAT_JSON
+                                                              : LOG_FORMAT_LOGFMT);
   /* Before any thread: the engine writes to pipes (SIGPIPE must not kill
    * us) and only the main thread takes SIGTERM/SIGINT, with sigwait. */
   signal(SIGPIPE, SIG_IGN);
@@ -215,7 +238,10 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 
   struct started st = {0};
+  struct ops ops = {0};
   rv = start(&srv, &st, &err);
+  if (rv == 0 && start_ops(&srv, &ops, &err) < 0)
+    rv = -1;
   if (rv < 0) {
     fprintf(stderr, "sandboxd: %s\n", err.msg);
     undo_start(&srv, &st, true);
@@ -224,11 +250,10 @@ int main(int argc, char **argv) {
   log_ready(&srv);
   int sig = wait_for_stop(&srv, &stop_signals);
   log_line("draining", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  server_drain_and_stop(&srv);
+  server_drain(&srv);
+  ops_stop(&ops);
+  server_free(&srv);
   undo_start(&srv, &st, false);
-  log_line("stopped", "requests_total=%llu runs_total=%llu rejected_total=%llu",
-           (unsigned long long)atomic_load(&srv.requests_total),
-           (unsigned long long)atomic_load(&srv.runner.runs_total),
-           (unsigned long long)atomic_load(&srv.rejected_total));
+  log_stopped(&srv);
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "conns.h"
 #include "error.h"
 #include "queue.h"
+#include "rpc_stats.h"
 #include "runner.h"
 #include "sandbox.pb-c.h"
 #include "settings.h"
@@ -42,14 +43,20 @@ struct server {
   pthread_t *workers;
   unsigned n_workers;
   atomic_bool draining;
+  atomic_uint workers_alive; /* worker threads created and not yet ended */
   /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */
   atomic_uint_fast64_t requests_total, rejected_total;
+  struct rpc_stats stats; /* answers by method and status, refusals by reason */
 };
 
 /* transport.c: the listeners, contexts and workers started; the drain on
  * SIGTERM (queued calls answered UNAVAILABLE at once, running ones
- * finished). */
+ * finished, the socket closed); then what the calls, the queue and the
+ * connection table hold is freed. Between the two, readers of the counts
+ * (the operations listener, server/ops/) may still read them, and see
+ * draining. */
 int server_start(struct server *srv, struct sbx_error *err);
-void server_drain_and_stop(struct server *srv);
+void server_drain(struct server *srv);
+void server_free(struct server *srv);
 
 #endif

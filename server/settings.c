@@ -171,6 +171,22 @@ static const struct setting_def setting_defs[] = {
      .def_text = "required with --tls-ca, else none",
      .help = "none, optional (asked for, verified when given, served either way and logged) "
              "or required (a certificate from --tls-ca, or no connection)"},
+    {"http-listen", SETTING_STRING, STR(http_listen), 0, 0, .def_text = "off",
+     .help = "http://host:port of the operations listener: /metrics (Prometheus), /healthz, "
+             "/readyz; GET and HEAD only"},
+    {"http-max-connections", SETTING_INT, OFF(http_max_connections), 0, 1, 65536, .def = 64,
+     .help = "connections the operations listener holds at once; past it new ones are closed"},
+    {"http-max-connections-per-ip", SETTING_INT, OFF(http_max_connections_per_ip), 0, 1, 65536,
+     .def = 16, .help = "connections to the operations listener from one address"},
+    {"http-timeout-s", SETTING_INT, OFF(http_timeout_s), 0, 1, 3600, .def = 10,
+     .help = "an operations connection with no byte received or sent for this long (a stalled "
+             "request, an idle keep-alive) is closed"},
+    {"http-max-request-bytes", SETTING_INT, OFF(http_max_request_bytes), 0, 4096, 1 << 20,
+     .def = 16384,
+     .help = "request line and headers an operations request may have (414 or 431 past it); no "
+             "request body is accepted (413)"},
+    {"log-format", SETTING_STRING, STR(log_format), 0, 0, .def_str = "logfmt",
+     .help = "the log on stderr: logfmt (key=value) or json (one object per line)"},
 };
 #define N_SETTINGS (sizeof(setting_defs) / sizeof(setting_defs[0]))
 
@@ -394,6 +410,60 @@ static int check_tls(const struct server_settings *s, struct sbx_error *err) {
   return 0;
 }
 
+int settings_http_listen_parts(const char *url, char *host, size_t host_len, unsigned *port,
+                               struct sbx_error *err) {
+  if (strncmp(url, "https://", 8) == 0)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "\"%s\": https:// is not served yet; use http:// (behind a mesh or a "
+                         "proxy that terminates TLS)",
+                         url);
+  if (strncmp(url, "http://", 7) != 0)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\" is not an http://host:port URL",
+                         url);
+  const char *h = url + 7, *end;
+  if (*h == '[') { /* an IPv6 literal */
+    end = strchr(h, ']');
+    h++;
+    if (end == NULL || end[1] != ':')
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": expected [address]:port", url);
+  } else {
+    end = strrchr(h, ':');
+    if (end == NULL || end == h || strcspn(h, "/@") < (size_t)(end - h))
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": expected http://host:port", url);
+  }
+  if (end == h)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": no host", url);
+  if ((size_t)(end - h) >= host_len)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": host too long", url);
+  memcpy(host, h, (size_t)(end - h));
+  host[end - h] = '\0';
+  const char *p = end + (*end == ']' ? 2 : 1);
+  char *after;
+  errno = 0;
+  unsigned long v = strtoul(p, &after, 10);
+  if (errno != 0 || after == p || !isdigit((unsigned char)*p) || v > 65535 ||
+      !(*after == '\0' || strcmp(after, "/") == 0))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "\"%s\": expected a port (0-65535) and no path after the host", url);
+  if (!text_graphic_ascii(host))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": bad host", url);
+  *port = (unsigned)v;
+  return 0;
+}
+
+/* The operations listener and the log format. */
+static int check_operations(const struct server_settings *s, struct sbx_error *err) {
+  if (strcmp(s->log_format, "logfmt") != 0 && strcmp(s->log_format, "json") != 0)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "log-format: \"%s\" is not one of logfmt, json", s->log_format);
+  char host[SETTINGS_URL_MAX];
+  unsigned port;
+  if (s->http_listen[0] != '\0' &&
+      settings_http_listen_parts(s->http_listen, host, sizeof(host), &port, err) < 0)
+    return sbx_error_wrap(err, "http-listen");
+  return 0;
+}
+
 int settings_check(const struct server_settings *s, struct sbx_error *err) {
   if (check_tls(s, err) < 0)
     return -1;
@@ -444,6 +514,8 @@ int settings_check(const struct server_settings *s, struct sbx_error *err) {
   if (!text_graphic_ascii(s->pip_proxy))
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "pip-proxy: spaces and control characters are not allowed");
+  if (check_operations(s, err) < 0)
+    return -1;
   if (s->artifact_bytes > s->artifacts_total_bytes)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "artifact-bytes (%" PRId64 ") is above artifacts-total-bytes (%" PRId64

@@ -104,6 +104,13 @@ struct server_settings {
   char tls_key_password_file[PATH_MAX]; /* first line: the key's password; "" = none */
   char tls_ca[PATH_MAX];                /* PEM CA bundle client certificates chain to */
   char tls_client_auth[16];             /* none, optional, required; "" = by tls_ca */
+  /* Operations (docs/OPERATIONS.md, "Metrics and probes"). */
+  char http_listen[SETTINGS_URL_MAX]; /* http://host:port for /metrics and probes; "" = none */
+  int64_t http_max_connections;       /* open at once; past it new ones are closed */
+  int64_t http_max_connections_per_ip;
+  int64_t http_timeout_s;         /* a connection idle (or a request stalled) this long closes */
+  int64_t http_max_request_bytes; /* request line and headers; no body is accepted */
+  char log_format[16];            /* logfmt or json */
 };
 
 /* Whether clients of a TLS listener must show a certificate. */
@@ -118,6 +125,11 @@ enum tls_client_auth settings_tls_client_auth(const struct server_settings *s);
 const char *tls_client_auth_name(enum tls_client_auth mode);
 /* Whether a listen URL is a TLS one (tls+tcp://). */
 bool settings_url_is_tls(const char *url);
+
+/* The host (brackets removed from an IPv6 literal) and port of an
+ * http://host:port[/] URL, as --http-listen takes it. 0, or -1 with err. */
+int settings_http_listen_parts(const char *url, char *host, size_t host_len, unsigned *port,
+                               struct sbx_error *err);
 
 /* The package index in force: index_url, or "" when offline. */
 static inline const char *settings_index_url(const struct server_settings *s) {

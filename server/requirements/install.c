@@ -401,6 +401,8 @@ int install_build(struct installer *in, unsigned slot, const struct requirement_
   }
   if (rc < 0) /* rc 1: the store failed env already */
     envstore_fail(&in->store, env, err);
-  log_build(in, slot, key, set->n, err, rc == 0, pip_ms, sbx_monotonic_ms() - t0);
+  uint64_t ms = sbx_monotonic_ms() - t0;
+  stats_histogram_observe_us(&in->build_time, ms * 1000u);
+  log_build(in, slot, key, set->n, err, rc == 0, pip_ms, ms);
   return rc == 0 ? 0 : -1;
 }

@@ -15,6 +15,7 @@
 #include "requirements.h"
 #include "sandbox/sandbox.h"
 #include "settings.h"
+#include "stats.h"
 
 /* The interpreter runs use and pip builds for: Debian's, outside and inside. */
 #define INSTALL_PYTHON "/usr/bin/python3"
@@ -37,8 +38,9 @@ struct installer {
   int workspace_root_fd; /* builds mount their tmpfs there: build-<slot> */
   const char *workspace_root;
   struct install_info info;
-  struct envstore store; /* open when info.available */
-  struct egress egress;  /* running when an index is in force */
+  struct envstore store;             /* open when info.available */
+  struct egress egress;              /* running when an index is in force */
+  struct stats_histogram build_time; /* each build's duration, failed ones too */
 };
 
 /* At start, before any thread: asks /usr/bin/python3 (unsandboxed: the host's

@@ -193,6 +193,7 @@ int installer_start(struct installer *in, const struct egress_config *egress_cfg
                     struct sbx_error *err) {
   const struct server_settings *s = in->settings;
   in->store.dir_fd = -1;
+  stats_histogram_init(&in->build_time, stats_bounds_build_us, stats_bounds_build_n);
   install_probe(s, &in->info);
   if (!in->info.available) {
     log_line("requirements", "available=false reason=\"%s\"", in->info.why_unavailable);

@@ -24,6 +24,7 @@ struct server_call {
   nng_aio *aio;
   _Atomic int state;
   char request_id[128];
+  int method;       /* the service's method index, -1 when the request named none */
   uint32_t pipe_id; /* the connection the request came on (conns.h) */
   uint64_t deadline_unix_ms;
   uint64_t received_ms; /* monotonic */

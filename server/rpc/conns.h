@@ -57,5 +57,8 @@ bool conns_alive(struct conns *c, uint32_t pipe_id);
  * returns how many. */
 size_t conns_close_idle(struct conns *c);
 size_t conns_count(struct conns *c);
+/* Open connections, and those closed at the cap and for idleness so far. */
+void conns_stats(struct conns *c, size_t *open, uint64_t *refused_total,
+                 uint64_t *idle_closed_total);
 
 #endif

@@ -12,6 +12,26 @@ size_t decode_budget(size_t wire_len) {
   return 8 * wire_len + (256u << 10);
 }
 
+/* The method's request, from the envelope's payload: NUL bytes in string
+ * fields refused, then decoded with the bounded allocator. */
+static int decode_payload(const Sandbox__V1__RequestEnvelope *env,
+                          const ProtobufCMethodDescriptor *method, struct sbx_bounded_alloc *alloc,
+                          struct decoded_request *out, struct sbx_error *err) {
+  const char *nul_field = NULL;
+  if (wire_find_nul_string(method->input, env->payload.data, env->payload.len, &nul_field) == 1)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: must not contain NUL bytes", nul_field);
+  sbx_bounded_alloc_init(alloc, decode_budget(env->payload.len));
+  out->input =
+      protobuf_c_message_unpack(method->input, &alloc->base, env->payload.len, env->payload.data);
+  if (out->input != NULL)
+    return 0;
+  if (alloc->exhausted)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "request needs more memory to decode than allowed");
+  return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "payload is not a valid %s",
+                       method->input->name);
+}
+
 int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *alloc,
                    struct decoded_request *out, struct sbx_error *err) {
   const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
@@ -29,9 +49,8 @@ int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *al
   snprintf(out->request_id, sizeof(out->request_id), "%s", env->request_id);
   out->deadline_unix_ms = env->deadline_unix_ms;
 
-  int rc = 0;
+  int rc;
   int index = sbx_method_index(env->method);
-  const char *nul_field = NULL;
   if (env->method[0] == '\0') {
     /* An empty message decodes as an envelope with nothing set. */
     rc = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
@@ -40,25 +59,11 @@ int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *al
     char name[128];
     text_printable(env->method, strlen(env->method), name, sizeof(name), false);
     rc = sbx_error_set(err, SBX_UNIMPLEMENTED, 0, "unknown method \"%s\"", name);
-  } else if (wire_find_nul_string(desc->methods[index].input, env->payload.data, env->payload.len,
-                                  &nul_field) == 1) {
-    rc = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: must not contain NUL bytes", nul_field);
   } else {
-    const ProtobufCMethodDescriptor *method = &desc->methods[index];
-    sbx_bounded_alloc_init(alloc, decode_budget(env->payload.len));
-    out->input =
-        protobuf_c_message_unpack(method->input, &alloc->base, env->payload.len, env->payload.data);
-    if (out->input == NULL) {
-      if (alloc->exhausted)
-        rc = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "request needs more memory to decode than allowed");
-      else
-        rc = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "payload is not a valid %s",
-                           method->input->name);
-    } else {
-      out->method_index = (unsigned)index;
-      out->method = method;
-    }
+    /* Known from here on, also when the payload does not decode. */
+    out->method_index = (unsigned)index;
+    out->method = &desc->methods[index];
+    rc = decode_payload(env, out->method, alloc, out, err);
   }
   sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
   return rc;

@@ -15,11 +15,12 @@
 #include "error.h"
 
 struct decoded_request {
-  char request_id[128];      /* from the envelope, "" when it did not decode */
-  uint64_t deadline_unix_ms; /* from the envelope, 0 = none */
-  unsigned method_index;     /* checked against the descriptor's method count */
-  const ProtobufCMethodDescriptor *method;
-  ProtobufCMessage *input; /* the method's request, allocated from alloc */
+  char request_id[128];                    /* from the envelope, "" when it did not decode */
+  uint64_t deadline_unix_ms;               /* from the envelope, 0 = none */
+  unsigned method_index;                   /* checked against the descriptor's method count */
+  const ProtobufCMethodDescriptor *method; /* set once the method is known, also when its
+                                              payload then fails to decode; else NULL */
+  ProtobufCMessage *input;                 /* the method's request, allocated from alloc */
 };
 
 /* Budget for decoding a message of wire_len bytes: protobuf-c allocates a

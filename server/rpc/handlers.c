@@ -77,6 +77,7 @@ static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
     session_release(&srv->runner.sessions, call->session);
     call->session = NULL;
   }
+  rpc_stats_reject(&srv->stats, RPC_REJECT_QUEUE_FULL);
   sbx_error_set(&d->err, SBX_RESOURCE_EXHAUSTED, 0,
                 "all %u workers busy and the queue of %lld is full; retry later", srv->n_workers,
                 (long long)srv->settings.queue);
@@ -309,6 +310,7 @@ bool handlers_dispatch(struct server *srv, struct server_call *call, unsigned me
   struct dispatch d = {.call = call};
   const ProtobufCMethodDescriptor *m = &srv->service.base.descriptor->methods[method_index];
   if (atomic_load(&srv->draining) && strcmp(m->name, "Health") != 0) {
+    rpc_stats_reject(&srv->stats, RPC_REJECT_DRAINING);
     sbx_error_set(&d.err, SBX_UNAVAILABLE, 0, "server is shutting down");
     dispatch_closure(NULL, &d);
     return false;

@@ -24,10 +24,14 @@ void work_queue_destroy(struct work_queue *q) {
   q->items = NULL;
 }
 
+/* Items beyond the waiting poppers are the ones that wait. Under the lock. */
+static bool has_room(const struct work_queue *q) {
+  return !q->closed && q->len < q->capacity + q->waiting && q->len < q->slots;
+}
+
 bool work_queue_push(struct work_queue *q, void *item) {
   pthread_mutex_lock(&q->lock);
-  /* Items beyond the waiting poppers are the ones that wait. */
-  bool ok = !q->closed && q->len < q->capacity + q->waiting && q->len < q->slots;
+  bool ok = has_room(q);
   if (ok) {
     q->items[(q->head + q->len) % q->slots] = item;
     q->len++;
@@ -84,4 +88,11 @@ void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running) {
   *queued = q->len;
   *running = q->running;
   pthread_mutex_unlock(&q->lock);
+}
+
+bool work_queue_full(struct work_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  bool full = !has_room(q);
+  pthread_mutex_unlock(&q->lock);
+  return full;
 }

@@ -36,5 +36,7 @@ void work_queue_close(struct work_queue *q);
  * them as running; returns how many. */
 size_t work_queue_take_queued(struct work_queue *q, void **out, size_t max);
 void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running);
+/* Whether a push now would fail (the queue is full, or closed). */
+bool work_queue_full(struct work_queue *q);
 
 #endif

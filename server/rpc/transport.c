@@ -27,6 +27,7 @@ void call_reply(struct server_call *call, sbx_code status, const char *message,
   }
   if (status != SBX_OK)
     atomic_fetch_add(&call->srv->rejected_total, 1);
+  rpc_stats_reply(&call->srv->stats, call->method, status);
   if (sbx_reply_msg_new(status, message, call->request_id, payload, &call->reply) == 0)
     return;
   if (sbx_reply_msg_new(SBX_INTERNAL, "out of memory building the reply", call->request_id, NULL,
@@ -79,6 +80,7 @@ static bool call_handle(struct server_call *call, nng_msg *msg) {
   int rc = decode_request(nng_msg_body(msg), nng_msg_len(msg), &call->alloc, &req, &err);
   nng_msg_free(msg);
   snprintf(call->request_id, sizeof(call->request_id), "%s", req.request_id);
+  call->method = req.method != NULL ? (int)req.method_index : -1;
   call->deadline_unix_ms = req.deadline_unix_ms;
   call->input = req.input;
   if (rc < 0) {
@@ -199,6 +201,7 @@ static int start_workers(struct server *srv, struct sbx_error *err) {
       free(w);
       return sbx_error_set(err, SBX_INTERNAL, rv, "worker thread");
     }
+    atomic_fetch_add(&srv->workers_alive, 1); /* the worker takes it off when it ends */
   }
   return 0;
 }
@@ -223,7 +226,7 @@ static size_t calls_in_flight(struct server *srv) {
   return n;
 }
 
-void server_drain_and_stop(struct server *srv) {
+void server_drain(struct server *srv) {
   atomic_store(&srv->draining, true);
   /* What is still queued is answered now, UNAVAILABLE (it did not run);
    * workers finish the run they are in, then exit. */
@@ -237,6 +240,9 @@ void server_drain_and_stop(struct server *srv) {
   usleep(100 * 1000);
   nng_close(srv->sock);
   tls_listen_free(&srv->tls_listen);
+}
+
+void server_free(struct server *srv) {
   for (size_t i = 0; i < srv->n_calls; i++) {
     nng_aio_free(srv->calls[i].aio); /* waits for a running callback */
     if (srv->calls[i].reply != NULL)

@@ -20,7 +20,9 @@ static void finish(struct server *srv, struct server_call *call) {
   call_send(call);
 }
 
-static void refuse(struct server_call *call, sbx_code code, const char *why) {
+static void refuse(struct server_call *call, enum rpc_rejection reason, sbx_code code,
+                   const char *why) {
+  rpc_stats_reject(&call->srv->stats, reason);
   struct sbx_error err;
   sbx_error_set(&err, code, 0, "%s", why);
   call_reply_not_run(call, &err);
@@ -51,22 +53,24 @@ void *worker_main(void *arg) {
   struct server_call *call;
   while ((call = work_queue_pop(&srv->queue)) != NULL) {
     if (atomic_load(&srv->draining)) {
-      refuse(call, SBX_UNAVAILABLE, "server is shutting down");
+      refuse(call, RPC_REJECT_DRAINING, SBX_UNAVAILABLE, "server is shutting down");
     } else if (call->deadline_unix_ms != 0 && sbx_now_unix_ms() > call->deadline_unix_ms) {
-      refuse(call, SBX_DEADLINE_EXCEEDED, "the call waited in the queue past its deadline");
+      refuse(call, RPC_REJECT_DEADLINE, SBX_DEADLINE_EXCEEDED,
+             "the call waited in the queue past its deadline");
     } else if (!conns_alive(&srv->conns, call->pipe_id)) {
       /* Nobody can read the answer: running it would only use a worker. */
       log_line("dropped",
                "request_id=\"%.64s\" reason=client_gone msg=\"the client's connection closed "
                "while the call was queued; nothing ran\"",
                call->request_id);
-      refuse(call, SBX_UNAVAILABLE, "the client went away");
+      refuse(call, RPC_REJECT_CLIENT_GONE, SBX_UNAVAILABLE, "the client went away");
     } else {
       run(srv, slot, call);
     }
     work_queue_done(&srv->queue);
     finish(srv, call);
   }
+  atomic_fetch_sub(&srv->workers_alive, 1);
   return NULL;
 }
 
@@ -75,7 +79,7 @@ void worker_refuse_queued(struct server *srv) {
   size_t n;
   while ((n = work_queue_take_queued(&srv->queue, queued, 64)) > 0)
     for (size_t i = 0; i < n; i++) {
-      refuse(queued[i], SBX_UNAVAILABLE, "server is shutting down");
+      refuse(queued[i], RPC_REJECT_DRAINING, SBX_UNAVAILABLE, "server is shutting down");
       finish(srv, queued[i]);
     }
 }

@@ -76,6 +76,13 @@ static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scrat
   return 0;
 }
 
+static void count_run(struct run_stats *st, const struct sandbox_result *res) {
+  if ((unsigned)res->killed_by < KILLED_BY_N)
+    atomic_fetch_add_explicit(&st->by_killed_by[res->killed_by], 1, memory_order_relaxed);
+  stats_histogram_observe_us(&st->wall, res->wall_time_us);
+  stats_histogram_observe_us(&st->cpu, res->cpu_time_us);
+}
+
 /* The workspace written (code, input files, output/), the engine's run. */
 static int run_in_workspace(struct runner *r, unsigned slot, const struct run_call *call,
                             struct run_scratch *sc, int ws_fd, const char *dir_name,
@@ -118,6 +125,7 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
                                  "sandbox setup failed, the code did not run");
   sc->have_result = true;
   atomic_fetch_add(&r->runs_total, 1);
+  count_run(&r->stats, &sc->result);
   return 0;
 }
 
@@ -174,6 +182,7 @@ static void log_failure(const struct run_call *call, unsigned slot, const char *
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,
               struct run_outcome *out) {
   uint64_t queue_ms = sbx_monotonic_ms() - call->received_ms;
+  stats_histogram_observe_us(&r->stats.queue_wait, queue_ms * 1000u);
   memset(out, 0, sizeof(*out));
   sandbox__v1__run_code_response__init(&out->resp);
   struct run_scratch *sc = calloc(1, sizeof(*sc));

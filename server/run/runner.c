@@ -49,6 +49,9 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
   r->n_slots = (unsigned)s->workers;
   r->workspace_root_fd = -1;
   r->installer.store.dir_fd = -1;
+  stats_histogram_init(&r->stats.wall, stats_bounds_run_us, stats_bounds_run_n);
+  stats_histogram_init(&r->stats.cpu, stats_bounds_run_us, stats_bounds_run_n);
+  stats_histogram_init(&r->stats.queue_wait, stats_bounds_run_us, stats_bounds_run_n);
   struct sbx_error mime_err;
   if (mime_db_load(&r->mime, s->mime_types, &mime_err) < 0)
     log_line("warning", "mime_types=%s error=\"%s\" artifacts get application/octet-stream",

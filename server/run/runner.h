@@ -18,6 +18,7 @@
 #include "sandbox/sandbox.h"
 #include "session.h"
 #include "settings.h"
+#include "stats.h"
 
 /* One persistent tmpfs per worker slot for runs without a session, emptied
  * after each run (docs/WORKSPACES.md). */
@@ -25,6 +26,15 @@ struct slot_workspace {
   char name[16]; /* "slot-N" under the workspaces root */
   int fd;
   uint64_t size;
+};
+
+/* What the runs count, for operations (server/ops/ reads it): one relaxed
+ * atomic add per figure, on the worker that ran the call. */
+struct run_stats {
+  atomic_uint_fast64_t by_killed_by[KILLED_BY_N]; /* runs the engine carried out */
+  struct stats_histogram wall;                    /* the run's wall-clock time */
+  struct stats_histogram cpu;                     /* its CPU time, every process of it */
+  struct stats_histogram queue_wait;              /* from arrival to a worker taking it */
 };
 
 struct runner {
@@ -40,6 +50,7 @@ struct runner {
   struct installer installer; /* requirements: probe, store, egress proxy */
   struct mime_db mime;
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */
+  struct run_stats stats;
 };
 
 /* A validated RunCode call, as the worker hands it over. */

@@ -12,6 +12,7 @@
  * of other requests' data) for the whole run. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <linux/nsfs.h>
 #include <sys/ioctl.h>
@@ -301,11 +302,57 @@ static void engine_fill_report(struct sandbox_engine *e) {
   r->cpu_share = e->cgroups.cpu_share;
 }
 
+/* The capabilities the engine and its runs use. A container may give root
+ * fewer than all (deploy/k8s/deployment.yaml), and a missing one does not
+ * always fail where it is used: without CAP_KILL the SIGKILL at a run's
+ * timeout fails (the run is another uid's) and the run, still running past
+ * its limit, holds its worker for good; without CAP_SYS_CHROOT, CAP_SETUID,
+ * CAP_SETGID or CAP_SETPCAP every run fails its setup while the server looks
+ * healthy. So a short set refuses the start and names what is missing. */
+static const struct {
+  int cap;
+  const char *name;
+} engine_caps[] = {
+    {CAP_SYS_ADMIN, "CAP_SYS_ADMIN"},       /* namespaces, mounts */
+    {CAP_SYS_CHROOT, "CAP_SYS_CHROOT"},     /* setns into the template mount namespace */
+    {CAP_SETUID, "CAP_SETUID"},             /* each run's slot uid */
+    {CAP_SETGID, "CAP_SETGID"},             /* its gid, setgroups */
+    {CAP_SETPCAP, "CAP_SETPCAP"},           /* dropping the bounding set */
+    {CAP_KILL, "CAP_KILL"},                 /* killing a run (another uid) */
+    {CAP_CHOWN, "CAP_CHOWN"},               /* handing a workspace to the slot uid */
+    {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE"}, /* reading and removing what runs left */
+    {CAP_MKNOD, "CAP_MKNOD"},               /* the device nodes of each run's /dev */
+};
+
+static int check_capabilities(struct sandbox_error *err) {
+  struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+  memset(data, 0, sizeof data);
+  if (syscall(SYS_capget, &hdr, data) < 0)
+    return sandbox_error_set(err, errno, "capget");
+  char missing[256] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < sizeof engine_caps / sizeof engine_caps[0]; i++) {
+    int cap = engine_caps[i].cap;
+    if ((data[cap / 32].effective & (1u << (cap % 32))) == 0)
+      len += (size_t)snprintf(missing + len, len < sizeof missing ? sizeof missing - len : 0,
+                              "%s%s", len > 0 ? " " : "", engine_caps[i].name);
+  }
+  if (len > 0)
+    return sandbox_error_set(err, EPERM,
+                             "the sandbox engine needs capabilities it does not have: %s "
+                             "(containers: docs/OPERATIONS.md, \"Container and Kubernetes\")",
+                             missing);
+  return 0;
+}
+
 int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbox_engine **out,
                        struct sandbox_error *err) {
   if (geteuid() != 0)
     return sandbox_error_set(err, EPERM,
                              "the sandbox engine needs root (namespaces, mounts, uid switch)");
+  if (check_capabilities(err) < 0)
+    return -1;
   cleanup_free struct sandbox_engine *e = calloc(1, sizeof *e);
   if (e == NULL)
     return sandbox_error_set(err, ENOMEM, "engine");

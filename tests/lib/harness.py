@@ -38,7 +38,8 @@ def free_port():
 
 class SandboxdProcess:
     """A sandboxd process writing its log to log_path. spawn() starts it and
-    waits for event=ready (written after the last start, for restarts);
+    waits for event=ready, in either log format (written after the last
+    start, for restarts);
     stop() sends SIGTERM and waits, killing it when it does not stop."""
 
     log_path = None
@@ -56,7 +57,8 @@ class SandboxdProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sandboxd exited {self.proc.returncode}: "
                                    f"{self.log_text()[-4000:]}")
-            if "event=ready" in self.log_text(self.log_offset):
+            text = self.log_text(self.log_offset)
+            if "event=ready" in text or '"event":"ready"' in text:  # logfmt or json
                 return
             time.sleep(0.05)
         self.proc.kill()

@@ -149,6 +149,39 @@ static void limits_table(void **state) {
   assert_int_equal(settings_check(&s, &err), 0);
 }
 
+/* --http-listen: http://host:port only, checked at load; --log-format. */
+static void operations(void **state) {
+  struct server_settings s;
+  char *a1[] = {"sandboxd", "--http-listen", "http://127.0.0.1:9090", "--log-format", "json", NULL};
+  assert_int_equal(load(&s, 5, a1), 0);
+  assert_string_equal(s.http_listen, "http://127.0.0.1:9090");
+  assert_string_equal(s.log_format, "json");
+  char host[64];
+  unsigned port = 0;
+  assert_int_equal(settings_http_listen_parts("http://[::1]:80/", host, sizeof host, &port, &err),
+                   0);
+  assert_string_equal(host, "::1");
+  assert_int_equal(port, 80);
+  assert_int_equal(settings_http_listen_parts("http://localhost:0", host, sizeof host, &port, &err),
+                   0);
+  assert_string_equal(host, "localhost");
+  assert_int_equal(port, 0);
+  const char *bad[] = {"https://127.0.0.1:9090", "tcp://127.0.0.1:9090", "http://127.0.0.1",
+                       "http://:9090",           "http://h:99999",       "http://h:90/metrics",
+                       "http://u@h:90",          "http://[::1]90"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char *a[] = {"sandboxd", "--http-listen", (char *)bad[i], NULL};
+    assert_int_equal(load(&s, 3, a), -1);
+    assert_non_null(strstr(err.msg, "http-listen"));
+  }
+  char *a2[] = {"sandboxd", "--log-format", "xml", NULL};
+  assert_int_equal(load(&s, 3, a2), -1);
+  assert_non_null(strstr(err.msg, "log-format"));
+  settings_defaults(&s);
+  assert_string_equal(s.http_listen, "");
+  assert_string_equal(s.log_format, "logfmt");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
@@ -157,6 +190,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(bad_values_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(package_sources, setup, teardown),
       cmocka_unit_test(limits_table),
+      cmocka_unit_test_setup_teardown(operations, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

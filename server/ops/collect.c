@@ -1,0 +1,312 @@
+/* collect.c: every metric sandboxd exposes, declared once in one table
+ * (name, type, help, how to read it), in the order /metrics lists them;
+ * docs/OPERATIONS.md lists the same names. Each is read from what the
+ * layers keep anyway: the RPC layer's answers and refusals (rpc_stats.h),
+ * the runs' counts and histograms (runner.h), the installer's builds, the
+ * queue, the sessions, the store, the connection table, /proc/self. A
+ * scrape takes no lock on anyone's hot path beyond the brief ones those
+ * layers' own count functions take. */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "metrics.h"
+#include "ops.h"
+#include "process.h"
+#include "server.h"
+
+struct collect {
+  FILE *out;
+  struct server *srv;
+  struct process_figures proc;
+};
+
+struct metric_def {
+  const char *name;
+  const char *type; /* counter, gauge, histogram */
+  const char *help;
+  /* One of the two: a single unlabelled sample, or the samples written. */
+  double (*value)(struct collect *c);
+  void (*write)(struct collect *c, const char *name);
+};
+
+static void write_build_info(struct collect *c, const char *name) {
+  struct metric_label l[] = {{"version", SANDBOXD_VERSION}};
+  metrics_sample_u64(c->out, name, l, 1, 1);
+}
+
+static void write_isolation_info(struct collect *c, const char *name) {
+  const struct sandbox_report *rep = sandbox_engine_report(c->srv->engine);
+  struct metric_label l[] = {
+      {"backend", rep->backend_name != NULL ? rep->backend_name : "unknown"},
+      {"seccomp", rep->seccomp ? "true" : "false"},
+      {"cpu_share_per_slot", rep->cpu_share ? "true" : "false"},
+  };
+  metrics_sample_u64(c->out, name, l, 3, 1);
+}
+
+/* Only the pairs that happened: methods x codes is mostly zeros. */
+static void write_requests(struct collect *c, const char *name) {
+  const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
+  for (size_t m = 0; m <= RPC_STATS_METHODS; m++) {
+    if (m < RPC_STATS_METHODS && m >= desc->n_methods)
+      continue;
+    for (int code = 0; code < RPC_STATS_CODES; code++) {
+      uint64_t v = atomic_load_explicit(&c->srv->stats.replies[m][code], memory_order_relaxed);
+      if (v == 0)
+        continue;
+      struct metric_label l[] = {
+          {"method", m < RPC_STATS_METHODS ? desc->methods[m].name : "unknown"},
+          {"code", sbx_code_name(code)},
+      };
+      metrics_sample_u64(c->out, name, l, 2, v);
+    }
+  }
+}
+
+static void write_rejections(struct collect *c, const char *name) {
+  for (int r = 0; r < RPC_REJECT_N; r++) {
+    struct metric_label l[] = {{"reason", rpc_rejection_name((enum rpc_rejection)r)}};
+    metrics_sample_u64(c->out, name, l, 1, atomic_load(&c->srv->stats.rejections[r]));
+  }
+}
+
+static void write_runs(struct collect *c, const char *name) {
+  for (int k = 0; k < KILLED_BY_N; k++) {
+    struct metric_label l[] = {{"killed_by", killed_by_name(k)}};
+    metrics_sample_u64(c->out, name, l, 1, atomic_load(&c->srv->runner.stats.by_killed_by[k]));
+  }
+}
+
+static void write_histogram(struct collect *c, const char *name, const struct stats_histogram *h) {
+  struct stats_histogram_read r;
+  stats_histogram_read(h, &r);
+  metrics_histogram_seconds(c->out, name, NULL, 0, &r);
+}
+
+static void write_run_wall(struct collect *c, const char *name) {
+  write_histogram(c, name, &c->srv->runner.stats.wall);
+}
+
+static void write_run_cpu(struct collect *c, const char *name) {
+  write_histogram(c, name, &c->srv->runner.stats.cpu);
+}
+
+static void write_queue_wait(struct collect *c, const char *name) {
+  write_histogram(c, name, &c->srv->runner.stats.queue_wait);
+}
+
+static void write_build_time(struct collect *c, const char *name) {
+  write_histogram(c, name, &c->srv->runner.installer.build_time);
+}
+
+static double queue_depth(struct collect *c) {
+  size_t queued, running;
+  work_queue_counts(&c->srv->queue, &queued, &running);
+  return (double)queued;
+}
+
+static double runs_in_progress(struct collect *c) {
+  size_t queued, running;
+  work_queue_counts(&c->srv->queue, &queued, &running);
+  return (double)running;
+}
+
+static double queue_capacity(struct collect *c) {
+  return (double)c->srv->settings.queue;
+}
+
+static double workers(struct collect *c) {
+  return (double)c->srv->n_workers;
+}
+
+static double sessions(struct collect *c) {
+  return (double)session_count(&c->srv->runner.sessions);
+}
+
+static double sessions_limit(struct collect *c) {
+  return (double)c->srv->settings.max_sessions;
+}
+
+static double environments(struct collect *c) {
+  struct installer *in = &c->srv->runner.installer;
+  size_t n = 0;
+  uint64_t bytes = 0;
+  if (in->info.available)
+    envstore_counts(&in->store, &n, &bytes);
+  return (double)n;
+}
+
+static double environments_bytes(struct collect *c) {
+  struct installer *in = &c->srv->runner.installer;
+  size_t n = 0;
+  uint64_t bytes = 0;
+  if (in->info.available)
+    envstore_counts(&in->store, &n, &bytes);
+  return (double)bytes;
+}
+
+static double environments_limit_bytes(struct collect *c) {
+  return (double)c->srv->settings.requirements_store_bytes;
+}
+
+static double builds_total(struct collect *c) {
+  return (double)atomic_load(&c->srv->runner.installer.store.builds_total);
+}
+
+static double build_failures_total(struct collect *c) {
+  return (double)atomic_load(&c->srv->runner.installer.store.build_failures_total);
+}
+
+static double evictions_total(struct collect *c) {
+  return (double)atomic_load(&c->srv->runner.installer.store.evictions_total);
+}
+
+static double connections(struct collect *c) {
+  size_t open;
+  uint64_t refused, idle;
+  conns_stats(&c->srv->conns, &open, &refused, &idle);
+  return (double)open;
+}
+
+static double connections_refused(struct collect *c) {
+  size_t open;
+  uint64_t refused, idle;
+  conns_stats(&c->srv->conns, &open, &refused, &idle);
+  return (double)refused;
+}
+
+static double connections_idle_closed(struct collect *c) {
+  size_t open;
+  uint64_t refused, idle;
+  conns_stats(&c->srv->conns, &open, &refused, &idle);
+  return (double)idle;
+}
+
+static double draining(struct collect *c) {
+  return atomic_load(&c->srv->draining) ? 1 : 0;
+}
+
+static double ready(struct collect *c) {
+  char why[160];
+  return ops_ready(c->srv, why, sizeof(why)) ? 1 : 0;
+}
+
+static double proc_cpu(struct collect *c) {
+  return c->proc.cpu_seconds;
+}
+static double proc_rss(struct collect *c) {
+  return (double)c->proc.resident_bytes;
+}
+static double proc_vsize(struct collect *c) {
+  return (double)c->proc.virtual_bytes;
+}
+static double proc_fds(struct collect *c) {
+  return (double)c->proc.open_fds;
+}
+static double proc_max_fds(struct collect *c) {
+  return (double)c->proc.max_fds;
+}
+static double proc_start(struct collect *c) {
+  return c->proc.start_time_seconds;
+}
+
+#define VALUE(f) f, NULL
+#define WRITE(f) NULL, f
+
+static const struct metric_def metric_defs[] = {
+    {"sandboxd_build_info", "gauge", "Always 1; the label says which sandboxd this is.",
+     WRITE(write_build_info)},
+    {"sandboxd_isolation_info", "gauge",
+     "Always 1; the labels say how runs are isolated (the resource backend, seccomp, a CPU "
+     "share per slot).",
+     WRITE(write_isolation_info)},
+    {"sandboxd_requests_total", "counter",
+     "RPC calls answered, by method and status code (method unknown: the request named no "
+     "method of the service or did not decode).",
+     WRITE(write_requests)},
+    {"sandboxd_rejections_total", "counter",
+     "RunCode calls refused before they ran, by reason: queue_full (every worker busy, the "
+     "queue full), draining (shutting down), client_gone (the client left while queued), "
+     "deadline_exceeded (the deadline passed while queued).",
+     WRITE(write_rejections)},
+    {"sandboxd_runs_total", "counter",
+     "Runs the engine carried out, by what ended them (none: the program exited by itself).",
+     WRITE(write_runs)},
+    {"sandboxd_run_wall_seconds", "histogram", "Wall-clock time of each run in the sandbox.",
+     WRITE(write_run_wall)},
+    {"sandboxd_run_cpu_seconds", "histogram",
+     "CPU time of each run, every process of it, user and system.", WRITE(write_run_cpu)},
+    {"sandboxd_queue_wait_seconds", "histogram",
+     "Time from a RunCode call's arrival to a worker taking it, for the calls a worker ran.",
+     WRITE(write_queue_wait)},
+    {"sandboxd_environment_build_seconds", "histogram",
+     "Time to build a requirements environment (pip in the sandbox, then the commit), failed "
+     "builds included.",
+     WRITE(write_build_time)},
+    {"sandboxd_environment_builds_total", "counter", "Requirements environments built.",
+     VALUE(builds_total)},
+    {"sandboxd_environment_build_failures_total", "counter",
+     "Requirements environment builds that failed.", VALUE(build_failures_total)},
+    {"sandboxd_environment_evictions_total", "counter",
+     "Environments evicted from the store (least recently used, past its byte cap).",
+     VALUE(evictions_total)},
+    {"sandboxd_environments", "gauge", "Environments ready in the requirements store.",
+     VALUE(environments)},
+    {"sandboxd_environments_bytes", "gauge", "Disk the environments in the store use.",
+     VALUE(environments_bytes)},
+    {"sandboxd_environments_limit_bytes", "gauge",
+     "The store's byte cap (--requirements-store-bytes).", VALUE(environments_limit_bytes)},
+    {"sandboxd_queue_depth", "gauge", "RunCode calls waiting for a worker.", VALUE(queue_depth)},
+    {"sandboxd_queue_capacity", "gauge",
+     "Calls that may wait for a worker (--queue); past it RESOURCE_EXHAUSTED.",
+     VALUE(queue_capacity)},
+    {"sandboxd_runs_in_progress", "gauge", "RunCode calls a worker is carrying out now.",
+     VALUE(runs_in_progress)},
+    {"sandboxd_workers", "gauge", "Worker slots (--workers), each one engine slot.",
+     VALUE(workers)},
+    {"sandboxd_sessions", "gauge", "Sessions open (each holds a workspace).", VALUE(sessions)},
+    {"sandboxd_sessions_limit", "gauge", "Sessions kept at most (--max-sessions).",
+     VALUE(sessions_limit)},
+    {"sandboxd_connections", "gauge", "RPC client connections open.", VALUE(connections)},
+    {"sandboxd_connections_refused_total", "counter",
+     "RPC connections closed at once because their listener was at --max-connections.",
+     VALUE(connections_refused)},
+    {"sandboxd_connections_idle_closed_total", "counter",
+     "RPC connections closed after --idle-timeout-ms without a call.",
+     VALUE(connections_idle_closed)},
+    {"sandboxd_draining", "gauge", "1 while the server drains after SIGTERM or SIGINT.",
+     VALUE(draining)},
+    {"sandboxd_ready", "gauge", "1 when /readyz answers 200.", VALUE(ready)},
+    {"process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+     VALUE(proc_cpu)},
+    {"process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", VALUE(proc_rss)},
+    {"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", VALUE(proc_vsize)},
+    {"process_open_fds", "gauge", "Number of open file descriptors.", VALUE(proc_fds)},
+    {"process_max_fds", "gauge", "Maximum number of open file descriptors.", VALUE(proc_max_fds)},
+    {"process_start_time_seconds", "gauge",
+     "Start time of the process since unix epoch in seconds.", VALUE(proc_start)},
+};
+
+char *ops_metrics_text(struct server *srv, size_t *len) {
+  char *text = NULL;
+  FILE *out = open_memstream(&text, len);
+  if (out == NULL)
+    return NULL;
+  struct collect c = {.out = out, .srv = srv};
+  process_figures_read(&c.proc);
+  for (size_t i = 0; i < sizeof(metric_defs) / sizeof(metric_defs[0]); i++) {
+    const struct metric_def *d = &metric_defs[i];
+    metrics_family(out, d->name, d->type, d->help);
+    if (d->value != NULL)
+      metrics_sample_f64(out, d->name, NULL, 0, d->value(&c));
+    else
+      d->write(&c, d->name);
+  }
+  if (ferror(out) != 0) {
+    fclose(out);
+    free(text);
+    return NULL;
+  }
+  fclose(out);
+  return text;
+}

@@ -1,0 +1,44 @@
+/* ops.h: the operations side of sandboxd: the HTTP listener (http.h) with
+ * /metrics (collect.c), /healthz and /readyz (health.c). Operations read,
+ * never act: every handler here reads counters and gauges the other layers
+ * keep (struct server and what it holds) and starts no work. Other fronts
+ * (a Piston-compatible API, MCP over HTTP) add their routes on the same
+ * listener (ops_http) before ops_start_listener. */
+#ifndef SBX_OPS_H
+#define SBX_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+#include "http.h"
+
+struct server;
+
+struct ops {
+  struct server *srv;
+  struct http_listener http;
+};
+
+/* The operations routes on ops->http (for srv), before the listener starts. */
+int ops_add_routes(struct ops *ops, struct server *srv, struct sbx_error *err);
+/* Starts the listener when --http-listen is set (a no-op otherwise): after
+ * the RPC listeners, so a ready probe never sees a server that cannot take
+ * calls. Logs event=http_listening. 0, or -1 with err. */
+int ops_start_listener(struct ops *ops, struct sbx_error *err);
+/* In the drain, after the RPC side has drained (the probes say draining
+ * until here) and before what the counters live in is freed. */
+void ops_stop(struct ops *ops);
+
+/* collect.c: the whole exposition (every family of sandboxd and of the
+ * process), malloc'd; NULL when out of memory. */
+char *ops_metrics_text(struct server *srv, size_t *len);
+
+/* health.c: whether the server should get traffic: not draining, every
+ * worker (engine slot) running, the queue not full. When not, why (one
+ * line). */
+bool ops_ready(struct server *srv, char *why, size_t len);
+void ops_handle_healthz(void *ctx, const struct http_request *req, struct http_response *resp);
+void ops_handle_readyz(void *ctx, const struct http_request *req, struct http_response *resp);
+
+#endif

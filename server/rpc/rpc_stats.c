@@ -1,0 +1,26 @@
+/* rpc_stats.c: see rpc_stats.h. */
+#include "rpc_stats.h"
+
+#include "status.h"
+
+void rpc_stats_reply(struct rpc_stats *s, int method, int code) {
+  size_t row = method >= 0 && method < RPC_STATS_METHODS ? (size_t)method : RPC_STATS_METHODS;
+  size_t col =
+      code >= 0 && code < RPC_STATS_CODES ? (size_t)code : (size_t)SANDBOX__V1__CODE__UNKNOWN;
+  atomic_fetch_add_explicit(&s->replies[row][col], 1, memory_order_relaxed);
+}
+
+void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why) {
+  if (why < RPC_REJECT_N)
+    atomic_fetch_add_explicit(&s->rejections[why], 1, memory_order_relaxed);
+}
+
+const char *rpc_rejection_name(enum rpc_rejection why) {
+  static const char *const names[RPC_REJECT_N] = {
+      [RPC_REJECT_QUEUE_FULL] = "queue_full",
+      [RPC_REJECT_DRAINING] = "draining",
+      [RPC_REJECT_CLIENT_GONE] = "client_gone",
+      [RPC_REJECT_DEADLINE] = "deadline_exceeded",
+  };
+  return why < RPC_REJECT_N ? names[why] : "unknown";
+}

@@ -1,0 +1,36 @@
+/* rpc_stats.h: what the RPC layer counts about its calls, for operations
+ * (server/ops/ reads it for /metrics): every answer by method and status,
+ * and the calls refused before they ran, by reason. Recording is one
+ * relaxed atomic add, from nng's callbacks and the workers alike; this
+ * layer never reads the counts back. */
+#ifndef SBX_RPC_STATS_H
+#define SBX_RPC_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define RPC_STATS_METHODS 16 /* methods counted by index; the row after: unknown */
+#define RPC_STATS_CODES 17   /* sandbox.v1.Code (gRPC's) 0..16 */
+
+/* Why a RunCode was refused without running (besides validation). */
+enum rpc_rejection {
+  RPC_REJECT_QUEUE_FULL,  /* every worker busy and the queue full */
+  RPC_REJECT_DRAINING,    /* the server is shutting down */
+  RPC_REJECT_CLIENT_GONE, /* the client's connection closed while queued */
+  RPC_REJECT_DEADLINE,    /* the call's deadline passed while queued */
+  RPC_REJECT_N
+};
+
+struct rpc_stats {
+  atomic_uint_fast64_t replies[RPC_STATS_METHODS + 1][RPC_STATS_CODES];
+  atomic_uint_fast64_t rejections[RPC_REJECT_N];
+};
+
+/* One answer: method is the service's method index, -1 when the request
+ * named none the service has (or did not decode). */
+void rpc_stats_reply(struct rpc_stats *s, int method, int code);
+void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why);
+/* "queue_full", "draining", "client_gone", "deadline_exceeded". */
+const char *rpc_rejection_name(enum rpc_rejection why);
+
+#endif

@@ -1,0 +1,561 @@
+#!/usr/bin/python3
+"""End-to-end tests of sandboxd's operations side (server/ops/): the HTTP
+listener (--http-listen) with /healthz, /readyz, /metrics, its limits and
+timeouts, the metrics as promtool and a real Prometheus server read them,
+and --log-format json.
+
+Each group starts its own sandboxd (uids 56000-56999) with the operations
+listener on a free loopback port and talks to it over plain sockets and
+http.client: nothing is mocked. Needs root (the engine does); without it
+the group skips loudly (exit 77), or fails when CI=true.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from harness import (FAILURES, Server, check, closed_by_peer, free_port,  # noqa: E402
+                     run_groups)
+
+REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+HELLO = 'print("hello")\n'
+
+
+class OpsServer(Server):
+    """A sandboxd with the operations listener on a free loopback port."""
+
+    def __init__(self, bin_dir, uid_base, *extra, **kw):
+        self.http_port = free_port()
+        super().__init__(bin_dir, uid_base, "--http-listen",
+                         f"http://127.0.0.1:{self.http_port}", *extra, **kw)
+
+    def http(self, method, path, headers=None, body=None, timeout=10):
+        """One request on its own connection: (status, headers, body), or
+        (None, {}, the error) when the connection failed."""
+        c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        except (OSError, http.client.HTTPException) as e:
+            return None, {}, repr(e).encode()
+        finally:
+            c.close()
+
+    def metrics(self):
+        status, headers, body = self.http("GET", "/metrics")
+        if status != 200:
+            raise RuntimeError(f"/metrics answered {status}: {body[:200]!r}")
+        return parse_metrics(body.decode())
+
+    def start_run(self, code, *flags):
+        path = os.path.join(self.tmp, f"bg-{time.monotonic_ns()}.py")
+        with open(path, "w") as f:
+            f.write(code)
+        return subprocess.Popen([f"{self.bin_dir}/sandbox-run", "-e", self.tcp, "--json", *flags,
+                                 path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+
+
+class Metrics:
+    """The exposition as read back: samples by (name, labels), HELP, TYPE."""
+
+    def __init__(self):
+        self.samples = {}
+        self.help = {}
+        self.type = {}
+        self.bad_lines = []
+
+    def get(self, name, **labels):
+        return self.samples.get((name, frozenset(labels.items())))
+
+    def family_of(self, name):
+        for suffix in ("_bucket", "_sum", "_count"):
+            base = name[:-len(suffix)]
+            if name.endswith(suffix) and self.type.get(base) == "histogram":
+                return base
+        return name
+
+
+def unescape(v):
+    return re.sub(r'\\(.)', lambda m: "\n" if m.group(1) == "n" else m.group(1), v)
+
+
+def parse_metrics(text):
+    m = Metrics()
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name, _, help_text = line[7:].partition(" ")
+            m.help[name] = help_text
+        elif line.startswith("# TYPE "):
+            name, _, kind = line[7:].partition(" ")
+            m.type[name] = kind
+        elif line and not line.startswith("#"):
+            s = SAMPLE.match(line)
+            if not s:
+                m.bad_lines.append(line)
+                continue
+            labels = frozenset((k, unescape(v)) for k, v in LABEL.findall(s.group(2) or ""))
+            m.samples[(s.group(1), labels)] = float(s.group(3))
+    return m
+
+
+def wait_metric(s, name, want, timeout=15, **labels):
+    """Polls /metrics until name{labels} == want; the last value seen."""
+    deadline = time.monotonic() + timeout
+    v = None
+    while time.monotonic() < deadline:
+        v = s.metrics().get(name, **labels)
+        if v == want:
+            return v
+        time.sleep(0.05)
+    return v
+
+
+def raw_connect(port, timeout=5):
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+
+# ---- the listener: probes, routes, limits, timeouts ----
+
+def check_start_fault(b):
+    """A port that cannot be bound: the start fails, says why, leaves nothing."""
+    tmp = tempfile.mkdtemp(prefix="sbx-ops-")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    state = os.path.join(tmp, "state")
+    try:
+        p = subprocess.run([f"{b}/sandboxd", "--listen", f"tcp://127.0.0.1:{free_port()}",
+                            "--state-dir", state, "--uid-base", "56050",
+                            "--http-listen", f"http://127.0.0.1:{port}"],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 1 and f"http listen http://127.0.0.1:{port}: Address already in use"
+              in p.stderr, "a port in use: the start fails and says so", (p.returncode, p.stderr))
+        with open("/proc/self/mountinfo") as f:
+            left = [l.split()[4] for l in f if os.path.realpath(tmp) in l]
+        check(not left, "and leaves no mount behind", left)
+    finally:
+        taken.close()
+        subprocess.run(["umount", "-R", "-l", state], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def group_ops_http(b):
+    check_start_fault(b)
+    s = OpsServer(b, 56000, "--workers", "1", "--queue", "1", "--http-timeout-s", "2",
+                  "--http-max-connections-per-ip", "4", "--http-max-request-bytes", "8192")
+    try:
+        check_probes_and_routes(s)
+        check_limits(s)
+        check_slow_and_idle_clients(s)
+        check_queue_full(s)
+        check_drain(s)
+    finally:
+        s.stop()
+
+
+def check_probes_and_routes(s):
+    st, h, body = s.http("GET", "/healthz")
+    check(st == 200 and body == b"ok\n", "/healthz: 200 ok", (st, body))
+    st, h, body = s.http("GET", "/readyz")
+    check(st == 200 and body == b"ready\n", "/readyz: 200 when idle", (st, body))
+    st, h, body = s.http("HEAD", "/metrics")
+    check(st == 200 and body == b"" and h.get("content-type", "").startswith(
+        "text/plain; version=0.0.4") and int(h.get("content-length", "0")) > 1000,
+        "HEAD /metrics: the headers of the exposition, no body", (st, h, body[:100]))
+    for path in ("/", "/nope", "/metrics/x", "/healthz/", "/METRICS"):
+        st, h, body = s.http("GET", path)
+        check(st == 404, f"GET {path}: 404", (st, body))
+    for method, path in (("POST", "/metrics"), ("DELETE", "/readyz"), ("PUT", "/healthz"),
+                         ("OPTIONS", "/metrics")):
+        st, h, body = s.http(method, path)
+        check(st == 405 and h.get("allow") == "GET, HEAD",
+              f"{method} {path}: 405 with Allow: GET, HEAD", (st, h, body))
+    # Keep-alive: two requests on one connection.
+    c = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=5)
+    answers = []
+    for path in ("/healthz", "/readyz"):
+        c.request("GET", path)
+        r = c.getresponse()
+        answers.append((r.status, r.read()))
+    c.close()
+    check(answers == [(200, b"ok\n"), (200, b"ready\n")], "two requests on one connection",
+          answers)
+
+
+def check_limits(s):
+    """Request line and headers within --http-max-request-bytes; no body."""
+    st, h, body = s.http("GET", "/metrics?" + "a" * 20000)
+    check(st == 414, "a URL past the request cap: 414", (st, body[:200]))
+    st, h, body = s.http("GET", "/healthz", headers={"X-Big": "b" * 20000})
+    check(st == 431, "headers past the request cap: 431", (st, body[:200]))
+    st, h, body = s.http("GET", "/healthz", body=b"x" * 100)
+    check(st == 413, "a request with a body: 413", (st, body[:200]))
+    st, h, body = s.http("POST", "/nope", body=b"x" * 100)
+    check(st == 404, "a body to an unknown path: 404", (st, body[:200]))
+    st, h, body = s.http("GET", "/healthz")
+    check(st == 200, "the listener serves after refusals", st)
+    # Past --http-max-connections-per-ip the next connection is closed at
+    # once. First a moment for the listener to see the connections above
+    # closed (under load it may still count them).
+    time.sleep(1.0)
+    held = [raw_connect(s.http_port) for _ in range(4)]
+    time.sleep(0.2)
+    extra = raw_connect(s.http_port)
+    t0 = time.monotonic()
+    closed = closed_by_peer(extra, 1.5)
+    check(closed and time.monotonic() - t0 < 1.0,
+          "a connection past --http-max-connections-per-ip is closed at once",
+          time.monotonic() - t0)
+    answers = []
+    for c in held:
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            answers.append(c.recv(100)[:12])
+        except OSError as e:
+            answers.append(repr(e))
+    check(answers == [b"HTTP/1.1 200"] * 4, "the four within the cap are served", answers)
+    for c in held + [extra]:
+        c.close()
+    time.sleep(0.3)
+    st, h, body = s.http("GET", "/healthz")
+    check(st == 200, "the listener serves again once they are closed", st)
+
+
+def check_slow_and_idle_clients(s):
+    """--http-timeout-s 2: half a request line, or nothing, is cut off."""
+    slow = raw_connect(s.http_port, timeout=10)
+    slow.sendall(b"GET /heal")
+    idle = raw_connect(s.http_port, timeout=10)
+    t0 = time.monotonic()
+    closed = closed_by_peer(slow, 8)
+    waited = time.monotonic() - t0
+    check(closed and 1.5 <= waited <= 6,
+          "a client that sent half a request line is cut off after --http-timeout-s", waited)
+    check(closed_by_peer(idle, 3), "a connection that sent nothing is closed too")
+    slow.close()
+    idle.close()
+    # A request sent slowly, but within the timeout between bytes, is served.
+    c = raw_connect(s.http_port, timeout=10)
+    for part in (b"GET /hea", b"lthz HTTP/1.1\r\n", b"Host: x\r\n", b"\r\n"):
+        c.sendall(part)
+        time.sleep(0.5)
+    reply = c.recv(4096)
+    c.close()
+    check(reply.startswith(b"HTTP/1.1 200"), "a request sent in pieces within the timeout is "
+          "answered", reply[:60])
+
+
+def check_queue_full(s):
+    """--workers 1 --queue 1: a running call and a queued one fill it."""
+    running = s.start_run("import time\ntime.sleep(3)\nprint('first')\n")
+    check(wait_metric(s, "sandboxd_runs_in_progress", 1) == 1,
+          "sandboxd_runs_in_progress is 1 while a call runs")
+    st, h, body = s.http("GET", "/readyz")
+    check(st == 200, "/readyz: 200 with a worker busy and the queue empty", (st, body))
+    queued = s.start_run("print('second')\n")
+    check(wait_metric(s, "sandboxd_queue_depth", 1) == 1, "sandboxd_queue_depth is 1")
+    st, h, body = s.http("GET", "/readyz")
+    check(st == 503 and body.startswith(b"queue full") and body.count(b"\n") == 1,
+          "/readyz: 503 'queue full' on one line when the queue is full", (st, body))
+    check(s.metrics().get("sandboxd_ready") == 0, "sandboxd_ready is 0 then")
+    rc, out = s.run(HELLO, "--retries", "0")
+    check(out.get("status") == "RESOURCE_EXHAUSTED", "a call past the queue: RESOURCE_EXHAUSTED",
+          out)
+    m = s.metrics()
+    check(m.get("sandboxd_rejections_total", reason="queue_full") == 1,
+          "sandboxd_rejections_total{reason=queue_full} counts it",
+          m.get("sandboxd_rejections_total", reason="queue_full"))
+    outs = [json.loads(p.communicate(timeout=30)[0]).get("stdout") for p in (running, queued)]
+    check(outs == ["first\n", "second\n"], "the running and the queued call finish", outs)
+    st, h, body = s.http("GET", "/readyz")
+    check(st == 200, "/readyz: 200 again once the queue drained", (st, body))
+
+
+def check_drain(s):
+    """SIGTERM: /readyz says draining while the running call finishes."""
+    running = s.start_run("import time\ntime.sleep(3)\nprint('last')\n")
+    check(wait_metric(s, "sandboxd_runs_in_progress", 1) == 1, "a call runs before SIGTERM")
+    s.proc.send_signal(signal.SIGTERM)
+    st, body = None, b""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        st, h, body = s.http("GET", "/readyz")
+        if st == 503:
+            break
+        time.sleep(0.02)
+    check(st == 503 and body == b"draining: the server is shutting down\n",
+          "/readyz: 503 'draining' after SIGTERM", (st, body))
+    st, h, body = s.http("GET", "/healthz")
+    check(st == 200, "/healthz: still 200 while draining", st)
+    m = s.metrics()
+    check(m.get("sandboxd_draining") == 1 and m.get("sandboxd_ready") == 0,
+          "sandboxd_draining 1, sandboxd_ready 0", (m.get("sandboxd_draining"),
+                                                    m.get("sandboxd_ready")))
+    still_running = running.poll() is None
+    out = json.loads(running.communicate(timeout=30)[0])
+    check(still_running and out.get("stdout") == "last\n", "the running call finishes the drain",
+          out)
+    check(s.proc.wait(30) == 0, "sandboxd exits 0")
+    try:
+        raw_connect(s.http_port, timeout=2).close()
+        refused = False
+    except OSError:
+        refused = True
+    check(refused, "the operations listener is closed after the drain")
+
+
+# ---- /metrics: what the calls of each kind leave in it ----
+
+RUNS = [  # (killed_by, code, flags)
+    ("none", "print(1)\n", []),
+    ("none", "import sys\nsys.exit(3)\n", []),
+    ("timeout", "while True: pass\n", ["--timeout-ms", "1000"]),
+    ("memory", "x = bytearray(512 << 20)\n", ["--memory-mb", "64"]),
+    ("output_limit", 'import sys\nwhile True: sys.stdout.write("x" * 65536)\n',
+     ["--output-kb", "16"]),
+    ("signal", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", []),
+]
+
+
+def make_calls(s):
+    """Runs of every killed_by, refusals and other methods; what they must
+    count, as {(method, code): n}."""
+    for want, code, flags in RUNS:
+        rc, out = s.run(code, *flags)
+        check(out.get("killed_by") == want, f"a run killed_by {want}", out)
+    for flags in (["--timeout-ms", "-1"], ["--memory-mb", "1"]):
+        rc, out = s.run(HELLO, *flags)
+        check(out.get("status") == "INVALID_ARGUMENT", f"refused: {flags}", out)
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True)
+    check(p.returncode == 0, "GetInfo answers", p.stderr)
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--health"], capture_output=True)
+    check(p.returncode == 0, "Health answers", p.stderr)
+    check(s.probe("method", "/sandbox.v1.Sandbox/Nope").startswith("UNIMPLEMENTED"),
+          "an unknown method: UNIMPLEMENTED")
+    check(s.probe("badpayload").startswith("INVALID_ARGUMENT"), "a bad RunCode payload")
+    check(s.probe("garbage").startswith("INVALID_ARGUMENT"), "garbage bytes")
+    return {("RunCode", "OK"): 6, ("RunCode", "INVALID_ARGUMENT"): 3, ("GetInfo", "OK"): 1,
+            ("Health", "OK"): 1, ("unknown", "UNIMPLEMENTED"): 1,
+            ("unknown", "INVALID_ARGUMENT"): 1}
+
+
+def group_ops_metrics(b):
+    s = OpsServer(b, 56100, "--workers", "2")
+    try:
+        want_requests = make_calls(s)
+        st, headers, body = s.http("GET", "/metrics")
+        text = body.decode()
+        check(st == 200 and headers.get("content-type") ==
+              "text/plain; version=0.0.4; charset=utf-8", "/metrics: 200, text format 0.0.4",
+              (st, headers))
+        m = parse_metrics(text)
+        check_counts(m, want_requests)
+        check_format(m, text)
+        check_promtool(text)
+        check_documented(m)
+    finally:
+        s.stop()
+
+
+def check_counts(m, want_requests):
+    runs = {k: m.get("sandboxd_runs_total", killed_by=k)
+            for k in ("none", "timeout", "memory", "output_limit", "signal")}
+    check(runs == {"none": 2, "timeout": 1, "memory": 1, "output_limit": 1, "signal": 1},
+          "sandboxd_runs_total counts runs by killed_by", runs)
+    got = {(dict(lab)["method"], dict(lab)["code"]): v for (name, lab), v in m.samples.items()
+           if name == "sandboxd_requests_total"}
+    check(got == want_requests, "sandboxd_requests_total counts calls by method and code",
+          (got, want_requests))
+    for name in ("sandboxd_run_wall_seconds", "sandboxd_run_cpu_seconds",
+                 "sandboxd_queue_wait_seconds"):
+        check(m.get(name + "_count") == 6 and m.get(name + "_bucket", le="+Inf") == 6,
+              f"{name}: one observation per run", m.get(name + "_count"))
+    check(m.get("sandboxd_run_wall_seconds_sum") >= 1.0,
+          "the wall-time sum holds the 1 s timeout run", m.get("sandboxd_run_wall_seconds_sum"))
+    check(m.get("sandboxd_run_wall_seconds_bucket", le="0.5") <= 5,
+          "the timeout run is above the 0.5 s bucket")
+    check(m.get("sandboxd_workers") == 2 and m.get("sandboxd_queue_capacity") == 64
+          and m.get("sandboxd_queue_depth") == 0 and m.get("sandboxd_runs_in_progress") == 0,
+          "the worker and queue gauges", [m.get(n) for n in (
+              "sandboxd_workers", "sandboxd_queue_capacity", "sandboxd_queue_depth")])
+    check(m.get("process_open_fds", ) > 5 and m.get("process_resident_memory_bytes") > 1 << 20
+          and m.get("process_start_time_seconds") > time.time() - 3600,
+          "the process collector's figures", [m.get(n) for n in (
+              "process_open_fds", "process_resident_memory_bytes")])
+    check(m.get("sandboxd_build_info", version="0.1.0") == 1, "sandboxd_build_info")
+    check(m.get("sandboxd_ready") == 1 and m.get("sandboxd_draining") == 0, "ready, not draining")
+
+
+def check_format(m, text):
+    check(not m.bad_lines, "every line parses", m.bad_lines[:3])
+    families = {m.family_of(name) for name, _ in m.samples}
+    check(families <= set(m.type) and families <= set(m.help),
+          "every sample's family has HELP and TYPE", families - set(m.type))
+    check(set(m.type) == set(m.help) and all(m.help.values()), "every family has a HELP text")
+    bad = [n for n, t in m.type.items() if t == "counter" and not n.endswith("_total")]
+    check(not bad, "counters end in _total", bad)
+    for name, kind in m.type.items():
+        if kind != "histogram":
+            continue
+        buckets = sorted((float(dict(lab)["le"]), v) for (n, lab), v in m.samples.items()
+                         if n == name + "_bucket")
+        counts = [v for _, v in buckets]
+        check(len(buckets) >= 5 and buckets[-1][0] == float("inf") and counts == sorted(counts)
+              and counts[-1] == m.get(name + "_count"),
+              f"{name}: cumulative buckets up to +Inf equal to _count", buckets)
+
+
+def check_promtool(text):
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True)
+    check(p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(),
+          "promtool check metrics passes with no finding", (p.returncode, p.stdout, p.stderr))
+
+
+def check_documented(m):
+    with open(os.path.join(REPO, "docs", "OPERATIONS.md")) as f:
+        doc = f.read()
+    missing = [n for n in m.type if f"`{n}`" not in doc]
+    check(not missing, "docs/OPERATIONS.md lists every metric", missing)
+
+
+# ---- a real Prometheus server scrapes it ----
+
+def start_prometheus(tmp, target_port):
+    port = free_port()
+    config = os.path.join(tmp, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                "scrape_configs:\n  - job_name: sandboxd\n    static_configs:\n"
+                f"      - targets: ['127.0.0.1:{target_port}']\n")
+    log = open(os.path.join(tmp, "prometheus.log"), "wb")
+    proc = subprocess.Popen(["/usr/bin/prometheus", f"--config.file={config}",
+                             f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    return proc, port
+
+
+def prom_query(port, query):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def wait_query_sum(port, query, want, timeout=60):
+    """Sums the query's vector until it equals want; the last sum seen."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            res = prom_query(port, query)
+            if res.get("status") == "success" and res["data"]["result"]:
+                last = sum(float(r["value"][1]) for r in res["data"]["result"])
+                if last == want:
+                    return last
+        except OSError:
+            pass  # not listening yet
+        time.sleep(0.5)
+    return last
+
+
+def group_ops_prometheus(b):
+    s = OpsServer(b, 56200)
+    tmp = tempfile.mkdtemp(prefix="sbx-prom-")
+    prom = None
+    try:
+        check(os.access("/usr/bin/prometheus", os.X_OK), "/usr/bin/prometheus is installed "
+              "(scripts/install-deps)")
+        n = 3
+        for i in range(n):
+            rc, out = s.run(f"print({i})\n")
+            check(out.get("stdout") == f"{i}\n", f"run {i}", out)
+        prom, port = start_prometheus(tmp, s.http_port)
+        check(wait_query_sum(port, 'up{job="sandboxd"}', 1) == 1,
+              "Prometheus scrapes sandboxd (up == 1)")
+        got = wait_query_sum(port, "sandboxd_runs_total", n)
+        check(got == n, f"Prometheus' query API reads sandboxd_runs_total == {n}", got)
+        rc, out = s.run("while True: pass\n", "--timeout-ms", "300")
+        got = wait_query_sum(port, 'sandboxd_runs_total{killed_by="timeout"}', 1)
+        check(got == 1, "and the next scrape's timeout run by its label", got)
+    finally:
+        if prom is not None:
+            prom.terminate()
+            try:
+                prom.wait(20)
+            except subprocess.TimeoutExpired:
+                prom.kill()
+                prom.wait()
+            if FAILURES:
+                print(open(os.path.join(tmp, "prometheus.log"), errors="replace").read()[-3000:])
+        shutil.rmtree(tmp, ignore_errors=True)
+        s.stop()
+
+
+# ---- --log-format json ----
+
+def group_ops_json_logs(b):
+    s = OpsServer(b, 56300, "--log-format", "json", "--workers", "1")
+    try:
+        rc, out = s.run(HELLO, "--run-id", "json-ok")
+        check(out.get("stdout") == "hello\n", "a run on a json-logging server", out)
+        rc, out = s.run("while True: pass\n", "--timeout-ms", "500", "--run-id", "json-timeout")
+        check(out.get("killed_by") == "timeout", "a timeout run", out)
+        rc, out = s.run(HELLO, "--timeout-ms", "-1")
+        check(out.get("status") == "INVALID_ARGUMENT", "a refused call", out)
+    finally:
+        check(s.stop() == 0, "server exits 0")
+    lines = [l for l in s.log_text().splitlines() if l.strip()]
+    objs, bad = [], []
+    for l in lines:
+        try:
+            objs.append(json.loads(l))
+        except ValueError:
+            bad.append(l)
+    check(lines and not bad, "every log line is one JSON object", bad[:3])
+    check(all(isinstance(o, dict) and {"time", "level", "event"} <= set(o) for o in objs),
+          "each has time, level and event", [o for o in objs if "event" not in o][:2])
+    events = [o["event"] for o in objs]
+    for e in ("http_listening", "listening", "ready", "draining", "stopped"):
+        check(e in events, f"the {e} event is there", events)
+    runs = {o.get("run_id"): o for o in objs if o["event"] == "run"}
+    ok, to = runs.get("json-ok", {}), runs.get("json-timeout", {})
+    check(ok.get("status") == "OK" and ok.get("killed_by") == "none" and ok.get("level") == "info"
+          and ok.get("exit_code") == 0 and isinstance(ok.get("wall_ms"), int)
+          and isinstance(ok.get("duration_ms"), int) and isinstance(ok.get("queue_ms"), int)
+          and ok.get("session") == "-" and re.match(r"\d{4}-\d\d-\d\dT.*Z$", ok.get("time", "")),
+          "the run event with its fields (numbers as numbers)", ok)
+    check(to.get("killed_by") == "timeout" and to.get("wall_ms", 0) >= 500
+          and to.get("signal") == 9, "the timeout run's event", to)
+    check(len(runs) == 2, "no run event for the refused call", list(runs))
+    stopped = [o for o in objs if o["event"] == "stopped"]
+    check(stopped and stopped[0].get("runs_total") == 2 and stopped[0].get("requests_total") == 3,
+          "the stopped event's counters", stopped)
+
+
+GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
+
+
+def main():
+    return run_groups(GROUPS, "service_")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
