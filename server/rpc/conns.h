@@ -36,6 +36,11 @@ struct conns {
   uint64_t refused_total; /* connections closed at the cap */
   uint64_t idle_closed_total;
   uint64_t last_refusal_log_ms;
+  /* --tls-client-auth optional: connections served without a verified
+   * client certificate are counted and logged (one line a second at most). */
+  bool tls_log_unverified;
+  uint64_t tls_unverified_total;
+  uint64_t last_unverified_log_ms;
 };
 
 int conns_init(struct conns *c, unsigned max_per_listener, uint64_t idle_timeout_ms);

@@ -140,6 +140,21 @@ static void call_cb(void *arg) {
   }
 }
 
+/* One listener; a tls+tcp:// one gets the TLS configuration first. */
+static int open_listener(struct server *srv, const char *url, struct sbx_error *err) {
+  nng_listener l;
+  int rv;
+  if ((rv = nng_listener_create(&l, srv->sock, url)) != 0 ||
+      (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)srv->settings.max_message_bytes)) !=
+          0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", url, nng_strerror(rv));
+  if (settings_url_is_tls(url) && tls_listen_setup(&srv->tls_listen, &srv->tls, l, url, err) < 0)
+    return -1;
+  if ((rv = nng_listener_start(l, 0)) != 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", url, nng_strerror(rv));
+  return 0;
+}
+
 static int open_socket(struct server *srv, struct sbx_error *err) {
   const struct server_settings *s = &srv->settings;
   int rv;
@@ -148,13 +163,10 @@ static int open_socket(struct server *srv, struct sbx_error *err) {
   if (conns_init(&srv->conns, (unsigned)s->max_connections, (uint64_t)s->idle_timeout_ms) < 0 ||
       (rv = conns_watch(&srv->conns, srv->sock)) != 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "connection table: %s", nng_strerror(rv));
-  for (unsigned i = 0; i < s->n_listen; i++) {
-    nng_listener l;
-    if ((rv = nng_listener_create(&l, srv->sock, s->listen[i])) != 0 ||
-        (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->max_message_bytes)) != 0 ||
-        (rv = nng_listener_start(l, 0)) != 0)
-      return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", s->listen[i], nng_strerror(rv));
-  }
+  srv->conns.tls_log_unverified = settings_tls_client_auth(s) == TLS_CLIENT_AUTH_OPTIONAL;
+  for (unsigned i = 0; i < s->n_listen; i++)
+    if (open_listener(srv, s->listen[i], err) < 0)
+      return -1;
   return 0;
 }
 
@@ -227,6 +239,7 @@ void server_drain(struct server *srv) {
     usleep(10 * 1000);
   usleep(100 * 1000);
   nng_close(srv->sock);
+  tls_listen_free(&srv->tls_listen);
 }
 
 void server_free(struct server *srv) {
