@@ -101,7 +101,7 @@ static bool has_tls_listener(const struct server_settings *s) {
   for (unsigned i = 0; i < s->n_listen; i++)
     if (settings_url_is_tls(s->listen[i]))
       return true;
-  return false;
+  return settings_http_listen_is_tls(s->http_listen);
 }
 
 /* The TLS material, read and checked before anything is made: a file that
@@ -120,8 +120,8 @@ static void log_tls(const struct server *srv) {
   const struct server_settings *s = &srv->settings;
   if (!has_tls_listener(s)) {
     if (s->tls_cert[0] != '\0' || s->tls_ca[0] != '\0')
-      log_line("warning", "msg=\"--tls-cert/--tls-ca are set but no --listen is tls+tcp://: "
-                          "they are not used\"");
+      log_line("warning", "msg=\"--tls-cert/--tls-ca are set but no --listen is tls+tcp:// and "
+                          "--http-listen is not https://: they are not used\"");
     return;
   }
   const struct tls_files *t = &srv->tls;

@@ -172,8 +172,9 @@ static const struct setting_def setting_defs[] = {
      .help = "none, optional (asked for, verified when given, served either way and logged) "
              "or required (a certificate from --tls-ca, or no connection)"},
     {"http-listen", SETTING_STRING, STR(http_listen), 0, 0, .def_text = "off",
-     .help = "http://host:port of the operations listener: /metrics (Prometheus), /healthz, "
-             "/readyz; GET and HEAD only"},
+     .help = "http://host:port or https://host:port (with --tls-cert, --tls-key and, for "
+             "client certificates, --tls-ca) of the operations listener: /metrics (Prometheus), "
+             "/healthz, /readyz; GET and HEAD only"},
     {"http-max-connections", SETTING_INT, OFF(http_max_connections), 0, 1, 65536, .def = 64,
      .help = "connections the operations listener holds at once; past it new ones are closed"},
     {"http-max-connections-per-ip", SETTING_INT, OFF(http_max_connections_per_ip), 0, 1, 65536,
@@ -360,6 +361,10 @@ bool settings_url_is_tls(const char *url) {
   return strncmp(url, "tls+tcp://", 10) == 0;
 }
 
+bool settings_http_listen_is_tls(const char *url) {
+  return strncmp(url, "https://", 8) == 0;
+}
+
 enum tls_client_auth settings_tls_client_auth(const struct server_settings *s) {
   if (strcmp(s->tls_client_auth, "required") == 0)
     return TLS_CLIENT_AUTH_REQUIRED;
@@ -396,6 +401,11 @@ static int check_tls(const struct server_settings *s, struct sbx_error *err) {
                            "listen %s: a tls+tcp:// listener needs --tls-cert FILE and --tls-key "
                            "FILE (PEM)",
                            s->listen[i]);
+  if (settings_http_listen_is_tls(s->http_listen) &&
+      (s->tls_cert[0] == '\0' || s->tls_key[0] == '\0'))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "http-listen %s: https:// needs --tls-cert FILE and --tls-key FILE (PEM)",
+                         s->http_listen);
   if ((s->tls_cert[0] == '\0') != (s->tls_key[0] == '\0'))
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "tls-cert and tls-key: set both (the certificate and its key) or neither");
@@ -412,15 +422,11 @@ static int check_tls(const struct server_settings *s, struct sbx_error *err) {
 
 int settings_http_listen_parts(const char *url, char *host, size_t host_len, unsigned *port,
                                struct sbx_error *err) {
-  if (strncmp(url, "https://", 8) == 0)
+  bool tls = settings_http_listen_is_tls(url);
+  if (!tls && strncmp(url, "http://", 7) != 0)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                         "\"%s\": https:// is not served yet; use http:// (behind a mesh or a "
-                         "proxy that terminates TLS)",
-                         url);
-  if (strncmp(url, "http://", 7) != 0)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\" is not an http://host:port URL",
-                         url);
-  const char *h = url + 7, *end;
+                         "\"%s\" is not an http:// or https://host:port URL", url);
+  const char *h = url + (tls ? 8 : 7), *end;
   if (*h == '[') { /* an IPv6 literal */
     end = strchr(h, ']');
     h++;
@@ -429,7 +435,8 @@ int settings_http_listen_parts(const char *url, char *host, size_t host_len, uns
   } else {
     end = strrchr(h, ':');
     if (end == NULL || end == h || strcspn(h, "/@") < (size_t)(end - h))
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": expected http://host:port", url);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": expected http[s]://host:port",
+                           url);
   }
   if (end == h)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": no host", url);

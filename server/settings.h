@@ -125,6 +125,8 @@ enum tls_client_auth settings_tls_client_auth(const struct server_settings *s);
 const char *tls_client_auth_name(enum tls_client_auth mode);
 /* Whether a listen URL is a TLS one (tls+tcp://). */
 bool settings_url_is_tls(const char *url);
+/* Whether an --http-listen URL is https://. */
+bool settings_http_listen_is_tls(const char *url);
 
 /* The host (brackets removed from an IPv6 literal) and port of an
  * http://host:port[/] URL, as --http-listen takes it. 0, or -1 with err. */

@@ -1,7 +1,7 @@
 /* http.c: see http.h. Everything HTTP (parsing, limits, timeouts,
  * keep-alive, HEAD without a body) is libmicrohttpd's; this file binds the
- * socket, sets the limits in one place (listener_options: where TLS options
- * go when https:// comes) and routes each request. Never reads a request
+ * socket, sets the limits in one place (listener_options, with the TLS
+ * ones from http_tls.c for https://) and routes each request. Never reads a request
  * body and never blocks MHD's thread. */
 #include "http.h"
 
@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "http_tls.h"
 #include "settings.h"
 
 int http_listener_route(struct http_listener *l, const char *path, unsigned methods,
@@ -122,6 +123,12 @@ static const struct http_route *route_or_refuse(const struct http_listener *l,
     http_response_text(resp, MHD_HTTP_NOT_FOUND, "no such path\n");
     return NULL;
   }
+  if (l->client_cert_required && (route->methods & HTTP_ANY_CLIENT) == 0 &&
+      !http_tls_client_verified(conn)) {
+    http_response_text(resp, MHD_HTTP_FORBIDDEN,
+                       "a client certificate from the server's --tls-ca, valid now, is required\n");
+    return NULL;
+  }
   if ((route->methods & method_bit(method)) == 0) {
     allow_header(route->methods, allow, allow_len);
     http_response_text(resp, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed; allowed: %s\n",
@@ -208,10 +215,12 @@ static unsigned bound_port(int fd) {
   return 0;
 }
 
-/* Every limit of the listener, in one place (https:// adds its
- * certificate and key options here, with MHD_USE_TLS in the flags). */
+/* Every limit of the listener, in one place, and https://'s certificate,
+ * key and CA (MHD_USE_TLS in the flags). */
 static void listener_options(const struct http_config *cfg, int fd, struct MHD_OptionItem *o) {
   size_t i = 0;
+  if (cfg->tls != NULL)
+    i += http_tls_options(cfg->tls, o);
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_ip,
@@ -233,12 +242,14 @@ int http_listener_start(struct http_listener *l, const struct http_config *cfg,
   if (fd < 0)
     return -1;
   l->port = bound_port(fd);
-  struct MHD_OptionItem opts[8];
+  struct MHD_OptionItem opts[8 + HTTP_TLS_OPTIONS_MAX];
   listener_options(cfg, fd, opts);
+  l->tls = cfg->tls != NULL;
+  l->client_cert_required = l->tls && cfg->tls->client_auth == TLS_CLIENT_AUTH_REQUIRED;
   /* MHD's own thread, with epoll (MHD_USE_AUTO); no error log: a hostile
    * client must not be able to fill ours. */
-  l->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, l,
-                               MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+  l->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | (l->tls ? MHD_USE_TLS : 0), 0, NULL,
+                               NULL, on_request, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
   if (l->daemon == NULL) {
     int e = errno;
     close(fd);

@@ -27,8 +27,11 @@
 #define HTTP_ROUTES_MAX 32
 #define HTTP_ROUTE_PATH_MAX 64
 
-/* The methods a route takes: a mask. */
-enum { HTTP_GET = 1u << 0, HTTP_HEAD = 1u << 1 };
+/* The methods a route takes: a mask. HTTP_ANY_CLIENT is not a method: on
+ * an https:// listener with --tls-client-auth required, such a route also
+ * serves clients without a verified certificate (the probes: a kubelet
+ * shows none); every other route answers them 403. */
+enum { HTTP_GET = 1u << 0, HTTP_HEAD = 1u << 1, HTTP_ANY_CLIENT = 1u << 15 };
 
 struct http_request {
   const char *method; /* as the client sent it: "GET", "HEAD" */
@@ -53,8 +56,11 @@ struct http_route {
   void *ctx;
 };
 
+struct tls_files;
+
 struct http_config {
-  const char *url; /* http://host:port (settings_http_listen_parts) */
+  const char *url;             /* http:// or https://host:port (settings_http_listen_parts) */
+  const struct tls_files *tls; /* https://: the server's TLS files; NULL for http:// */
   unsigned max_connections;
   unsigned max_connections_per_ip;
   unsigned timeout_s;
@@ -68,6 +74,8 @@ struct http_listener {
   struct http_route routes[HTTP_ROUTES_MAX];
   size_t n_routes;
   unsigned port; /* bound (the configured one, or the kernel's pick for port 0) */
+  bool tls;
+  bool client_cert_required; /* https:// with --tls-client-auth required */
 };
 
 /* Adds a route (before http_listener_start). 0, or -1 with err (too many,
