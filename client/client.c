@@ -60,8 +60,9 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
   return -1;
 }
 
-int sbxc_client_open_many(sbxc_client **out, const char *const *urls, size_t n, char *err,
-                          size_t errlen) {
+/* Both open functions: tls NULL for plain endpoints. */
+static int client_open(sbxc_client **out, const char *const *urls, size_t n,
+                       const struct sbxc_tls *tls, char *err, size_t errlen) {
   sbxc_client *c = calloc(1, sizeof(*c));
   if (c == NULL)
     return fail(err, errlen, "out of memory");
@@ -69,13 +70,25 @@ int sbxc_client_open_many(sbxc_client **out, const char *const *urls, size_t n, 
   c->queue_wait_ms = 30000;
   c->connect_timeout_ms = SBXC_CONNECT_TIMEOUT_CALL;
   c->max_request_bytes = SBXC_DEFAULT_MAX_REQUEST_BYTES;
-  c->fleet = sbxc_fleet_open(urls, n, err, errlen);
+  c->fleet = sbxc_fleet_open(urls, n, tls, err, errlen);
   if (c->fleet == NULL) {
     free(c);
     return -1;
   }
   *out = c;
   return 0;
+}
+
+int sbxc_client_open_many(sbxc_client **out, const char *const *urls, size_t n, char *err,
+                          size_t errlen) {
+  return client_open(out, urls, n, NULL, err, errlen);
+}
+
+int sbxc_client_open_tls(sbxc_client **out, const char *const *urls, size_t n,
+                         const struct sbxc_tls *tls, char *err, size_t errlen) {
+  if (tls == NULL)
+    return fail(err, errlen, "sbxc_client_open_tls: no TLS settings given");
+  return client_open(out, urls, n, tls, err, errlen);
 }
 
 int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errlen) {

@@ -25,7 +25,9 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "nngstat.h"
 #include "session_pins.h"
+#include "tls_config.h"
 
 #define SBXC_MAX_REPLY_BYTES (1u << 30)
 /* Pipes one endpoint may hold at once: its dialer keeps one, and a new one
@@ -35,6 +37,8 @@
 struct sbxc_endpoint {
   char key[SBXC_KEY_MAX];
   nng_socket sock;
+  nng_dialer dialer; /* its statistics say why a tls+tcp one does not connect */
+  bool tls;
   struct sbxc_fleet *fleet;
   _Atomic size_t server_max_bytes;
   /* Under fleet->lock: */
@@ -42,12 +46,14 @@ struct sbxc_endpoint {
   size_t n_pipes;
   unsigned in_flight;
   uint64_t avoid_until_ms;
-  bool retired; /* no target holds its key: no new calls, closed after the last */
+  bool retired;                 /* no target holds its key: no new calls, closed after the last */
+  uint64_t tls_failed, refused; /* its dialer's failures, when a call last gave up */
 };
 
 /* One URL and the keys of its addresses now. */
 struct target_state {
   struct sbxc_target t;
+  nng_tls_config *tls; /* tls+tcp: its dialers' configuration; set at open, never changed */
   struct sbxc_key_set keys;
   char error[256]; /* the last look-up's or dial's failure, for messages */
   uint64_t next_resolve_ms;
@@ -62,6 +68,7 @@ struct sbxc_fleet {
   struct sbxc_endpoint **eps; /* in the order they were added */
   size_t n_eps, cap_eps;
   struct sbxc_pins *pins;
+  struct sbxc_tls_configs *tls; /* NULL: no TLS settings */
   uint64_t resolve_interval_ms;
   unsigned rr;
   bool closed;
@@ -104,20 +111,25 @@ static bool is_host_name(const char *h) {
   return true;
 }
 
+static const char *target_scheme(const struct sbxc_target *t) {
+  return t->tls ? "tls+tcp" : "tcp";
+}
+
 /* tcp://[IPv6]:PORT */
 static int parse_bracketed(const char *hp, struct sbxc_target *out, char *err, size_t errlen) {
   const char *close = strchr(hp, ']');
-  char host[SBXC_KEY_MAX];
   struct in6_addr a6;
-  if (close == NULL || close[1] != ':' || (size_t)(close - hp) >= sizeof(host))
-    return fail(err, errlen, "endpoint %s: expected tcp://[IPv6]:PORT", out->url);
-  memcpy(host, hp + 1, (size_t)(close - hp - 1));
-  host[close - hp - 1] = '\0';
-  if (inet_pton(AF_INET6, host, &a6) != 1)
-    return fail(err, errlen, "endpoint %s: %s is not an IPv6 address", out->url, host);
+  if (close == NULL || close[1] != ':' || (size_t)(close - hp) >= sizeof(out->host))
+    return fail(err, errlen, "endpoint %s: expected %s://[IPv6]:PORT", out->url,
+                target_scheme(out));
+  memcpy(out->host, hp + 1, (size_t)(close - hp - 1));
+  out->host[close - hp - 1] = '\0';
+  if (inet_pton(AF_INET6, out->host, &a6) != 1)
+    return fail(err, errlen, "endpoint %s: %s is not an IPv6 address", out->url, out->host);
   if (parse_port(close + 2, &out->port) < 0)
     return fail(err, errlen, "endpoint %s: the port must be 1 to 65535", out->url);
-  if (sbxc_address_key(AF_INET6, &a6, out->port, out->fixed_key, sizeof(out->fixed_key)) < 0)
+  if (sbxc_address_key(target_scheme(out), AF_INET6, &a6, out->port, out->fixed_key,
+                       sizeof(out->fixed_key)) < 0)
     return fail(err, errlen, "endpoint %s: too long", out->url);
   return 0;
 }
@@ -127,18 +139,19 @@ static int parse_host_port(const char *hp, struct sbxc_target *out, char *err, s
   const char *colon = strrchr(hp, ':');
   struct in_addr a4;
   if (colon == NULL || (size_t)(colon - hp) >= sizeof(out->host))
-    return fail(err, errlen, "endpoint %s: expected tcp://HOST:PORT", out->url);
+    return fail(err, errlen, "endpoint %s: expected %s://HOST:PORT", out->url, target_scheme(out));
   memcpy(out->host, hp, (size_t)(colon - hp));
   out->host[colon - hp] = '\0';
   if (parse_port(colon + 1, &out->port) < 0)
     return fail(err, errlen, "endpoint %s: the port must be 1 to 65535", out->url);
   if (inet_pton(AF_INET, out->host, &a4) == 1) {
-    if (sbxc_address_key(AF_INET, &a4, out->port, out->fixed_key, sizeof(out->fixed_key)) < 0)
+    if (sbxc_address_key(target_scheme(out), AF_INET, &a4, out->port, out->fixed_key,
+                         sizeof(out->fixed_key)) < 0)
       return fail(err, errlen, "endpoint %s: too long", out->url);
     return 0;
   }
   if (!is_host_name(out->host))
-    return fail(err, errlen, "endpoint %s: expected tcp://HOST:PORT", out->url);
+    return fail(err, errlen, "endpoint %s: expected %s://HOST:PORT", out->url, target_scheme(out));
   out->is_name = true;
   return 0;
 }
@@ -156,23 +169,27 @@ int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_
     snprintf(out->fixed_key, sizeof(out->fixed_key), "%s", url);
     return 0;
   }
-  if (strncmp(url, "tls+tcp://", 10) == 0)
+  size_t skip = 6;
+  if (strncmp(url, "tls+tcp://", 10) == 0) {
+    out->tls = true;
+    skip = 10;
+  } else if (strncmp(url, "tcp://", 6) != 0) {
     return fail(err, errlen,
-                "endpoint %s: the C client has no TLS settings; tcp://HOST:PORT, ipc://PATH or "
-                "inproc://NAME only",
+                "endpoint %s: tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc://PATH or inproc://NAME "
+                "only",
                 url);
-  if (strncmp(url, "tcp://", 6) != 0)
-    return fail(err, errlen, "endpoint %s: tcp://HOST:PORT, ipc://PATH or inproc://NAME only", url);
-  return url[6] == '[' ? parse_bracketed(url + 6, out, err, errlen)
-                       : parse_host_port(url + 6, out, err, errlen);
+  }
+  return url[skip] == '[' ? parse_bracketed(url + skip, out, err, errlen)
+                          : parse_host_port(url + skip, out, err, errlen);
 }
 
-int sbxc_address_key(int family, const void *addr, unsigned port, char *out, size_t len) {
+int sbxc_address_key(const char *scheme, int family, const void *addr, unsigned port, char *out,
+                     size_t len) {
   char ip[INET6_ADDRSTRLEN];
   if (inet_ntop(family, addr, ip, sizeof(ip)) == NULL)
     return -1;
-  int n = family == AF_INET6 ? snprintf(out, len, "tcp://[%s]:%u", ip, port)
-                             : snprintf(out, len, "tcp://%s:%u", ip, port);
+  int n = family == AF_INET6 ? snprintf(out, len, "%s://[%s]:%u", scheme, ip, port)
+                             : snprintf(out, len, "%s://%s:%u", scheme, ip, port);
   return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
@@ -271,8 +288,9 @@ static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg) {
 }
 
 /* The socket's options: no resend (a resent request would run the code a
- * second time), replies up to 1 GiB (artifacts), redial 100 ms to 2 s. */
-static int endpoint_configure(struct sbxc_endpoint *ep, nng_dialer *d) {
+ * second time), replies up to 1 GiB (artifacts), redial 100 ms to 2 s;
+ * a tls+tcp dialer gets its TLS configuration before it starts. */
+static int endpoint_configure(struct sbxc_endpoint *ep, nng_dialer *d, nng_tls_config *tls) {
   int rv;
   if ((rv = nng_socket_set_ms(ep->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
       (rv = nng_socket_set_size(ep->sock, NNG_OPT_RECVMAXSZ, SBXC_MAX_REPLY_BYTES)) != 0 ||
@@ -282,13 +300,15 @@ static int endpoint_configure(struct sbxc_endpoint *ep, nng_dialer *d) {
       (rv = nng_dialer_set_ms(*d, NNG_OPT_RECONNMINT, SBXC_RECONNECT_MIN_MS)) != 0 ||
       (rv = nng_dialer_set_ms(*d, NNG_OPT_RECONNMAXT, SBXC_RECONNECT_MAX_MS)) != 0)
     return rv;
+  if (tls != NULL && (rv = nng_dialer_set_ptr(*d, NNG_OPT_TLS_CONFIG, tls)) != 0)
+    return rv;
   return 0;
 }
 
 /* A socket dialing key; the dialer keeps trying in the background. NULL
  * with err when nng will not have it. */
-static struct sbxc_endpoint *endpoint_open(struct sbxc_fleet *f, const char *key, char *err,
-                                           size_t errlen) {
+static struct sbxc_endpoint *endpoint_open(struct sbxc_fleet *f, const char *key,
+                                           nng_tls_config *tls, char *err, size_t errlen) {
   struct sbxc_endpoint *ep = calloc(1, sizeof(*ep));
   if (ep == NULL) {
     fail(err, errlen, "%s: out of memory", key);
@@ -302,14 +322,14 @@ static struct sbxc_endpoint *endpoint_open(struct sbxc_fleet *f, const char *key
     fail(err, errlen, "%s: nng_req0_open: %s", key, nng_strerror(rv));
     return NULL;
   }
-  nng_dialer d;
-  if ((rv = endpoint_configure(ep, &d)) != 0 ||
-      (rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+  if ((rv = endpoint_configure(ep, &ep->dialer, tls)) != 0 ||
+      (rv = nng_dialer_start(ep->dialer, NNG_FLAG_NONBLOCK)) != 0) {
     nng_close(ep->sock);
     free(ep);
     fail(err, errlen, "%s: %s", key, nng_strerror(rv));
     return NULL;
   }
+  ep->tls = tls != NULL;
   return ep;
 }
 
@@ -439,12 +459,25 @@ static bool adopt(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
 /* Makes the endpoints match the targets' keys: a socket for each new key,
  * the ones no target holds retired (and closed once idle). Returns 0, or
  * -1 with err naming a key that got no socket (noted on its targets). */
+/* The TLS configuration of the targets holding key: a tls+tcp:// key is
+ * only ever held by tls+tcp:// targets. NULL for a plain one. */
+static nng_tls_config *key_tls(struct sbxc_fleet *f, const char *key) {
+  nng_tls_config *cfg = NULL;
+  pthread_mutex_lock(&f->lock);
+  for (size_t i = 0; i < f->n_targets && cfg == NULL; i++)
+    if (sbxc_key_set_has(&f->targets[i].keys, key))
+      cfg = f->targets[i].tls;
+  pthread_mutex_unlock(&f->lock);
+  return cfg;
+}
+
 static int fleet_sync(struct sbxc_fleet *f, char *err, size_t errlen) {
   struct sbxc_key_set missing = {0};
   int rv = plan_sync(f, &missing) < 0 ? fail(err, errlen, "out of memory") : 0;
   for (size_t i = 0; i < missing.n; i++) {
     char why[256];
-    struct sbxc_endpoint *ep = endpoint_open(f, missing.keys[i], why, sizeof(why));
+    struct sbxc_endpoint *ep =
+        endpoint_open(f, missing.keys[i], key_tls(f, missing.keys[i]), why, sizeof(why));
     if (ep == NULL) {
       note_error(f, missing.keys[i], why);
       rv = fail(err, errlen, "%s", why);
@@ -473,7 +506,7 @@ static int resolve_target(const struct sbxc_target *t, struct sbxc_key_set *keys
                            ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
                            : (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
     if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
-        sbxc_address_key(a->ai_family, addr, t->port, key, sizeof(key)) == 0 &&
+        sbxc_address_key(target_scheme(t), a->ai_family, addr, t->port, key, sizeof(key)) == 0 &&
         sbxc_key_set_add(keys, key) < 0) {
       freeaddrinfo(res);
       return fail(err, errlen, "resolving %s: out of memory", t->host);
@@ -584,6 +617,25 @@ static int fleet_init_sync(struct sbxc_fleet *f) {
   return rv;
 }
 
+/* TLS settings and tls+tcp:// URLs go together: a plain endpoint in a
+ * fleet given TLS settings would be a silent downgrade, a tls+tcp:// one
+ * without them cannot verify anything. */
+static int target_tls(struct sbxc_fleet *f, struct target_state *ts, char *err, size_t errlen) {
+  if (ts->t.tls && f->tls == NULL)
+    return fail(err, errlen,
+                "endpoint %s: a tls+tcp:// endpoint needs TLS settings (sbxc_client_open_tls; "
+                "sandbox-run --tls-ca FILE)",
+                ts->t.url);
+  if (!ts->t.tls && f->tls != NULL)
+    return fail(err, errlen,
+                "endpoint %s: TLS settings are given, so every endpoint must be "
+                "tls+tcp://HOST:PORT",
+                ts->t.url);
+  if (ts->t.tls && (ts->tls = sbxc_tls_configs_get(f->tls, ts->t.host, err, errlen)) == NULL)
+    return -1;
+  return 0;
+}
+
 /* Parses every URL; a fixed one holds its one key from the start. */
 static int fleet_parse(struct sbxc_fleet *f, const char *const *urls, size_t n, char *err,
                        size_t errlen) {
@@ -593,7 +645,7 @@ static int fleet_parse(struct sbxc_fleet *f, const char *const *urls, size_t n, 
   f->n_targets = n;
   for (size_t i = 0; i < n; i++) {
     struct target_state *ts = &f->targets[i];
-    if (sbxc_target_parse(urls[i], &ts->t, err, errlen) < 0)
+    if (sbxc_target_parse(urls[i], &ts->t, err, errlen) < 0 || target_tls(f, ts, err, errlen) < 0)
       return -1;
     if (!ts->t.is_name && sbxc_key_set_add(&ts->keys, ts->t.fixed_key) < 0)
       return fail(err, errlen, "out of memory");
@@ -607,12 +659,14 @@ static void fleet_free(struct sbxc_fleet *f) {
   free(f->targets);
   free(f->eps);
   sbxc_pins_free(f->pins);
+  sbxc_tls_configs_free(f->tls); /* after the sockets: each dialer holds its own */
   pthread_cond_destroy(&f->changed);
   pthread_mutex_destroy(&f->lock);
   free(f);
 }
 
-struct sbxc_fleet *sbxc_fleet_open(const char *const *urls, size_t n, char *err, size_t errlen) {
+struct sbxc_fleet *sbxc_fleet_open(const char *const *urls, size_t n, const struct sbxc_tls *tls,
+                                   char *err, size_t errlen) {
   if (n == 0) {
     fail(err, errlen, "no endpoint: give at least one URL");
     return NULL;
@@ -626,9 +680,13 @@ struct sbxc_fleet *sbxc_fleet_open(const char *const *urls, size_t n, char *err,
   f->resolve_interval_ms = SBXC_RESOLVE_INTERVAL_MS;
   f->rr = random_start(); /* one-shot processes must not all start on the first */
   f->pins = sbxc_pins_new(SBXC_MAX_REMEMBERED_SESSIONS);
-  if (f->pins == NULL || fleet_parse(f, urls, n, err, errlen) < 0) {
-    if (f->pins == NULL)
-      fail(err, errlen, "out of memory");
+  if (f->pins == NULL) {
+    fail(err, errlen, "out of memory");
+    fleet_free(f);
+    return NULL;
+  }
+  if ((tls != NULL && (f->tls = sbxc_tls_configs_new(tls, err, errlen)) == NULL) ||
+      fleet_parse(f, urls, n, err, errlen) < 0) {
     fleet_free(f);
     return NULL;
   }
@@ -732,13 +790,29 @@ __attribute__((format(printf, 4, 5))) static void append(char *err, size_t errle
     *used += (size_t)n;
 }
 
+/* One endpoint's state, and for a tls+tcp one that never connected, why. */
+static void describe_endpoint(const struct sbxc_endpoint *ep, char *err, size_t errlen,
+                              size_t *used) {
+  if (is_live(ep) || !ep->tls || (ep->tls_failed == 0 && ep->refused == 0))
+    append(err, errlen, used, "%s (%s)", ep->key, is_live(ep) ? "connected" : "not connected");
+  else if (ep->tls_failed == 0)
+    append(err, errlen, used, "%s (not connected: connection refused)", ep->key);
+  else
+    append(err, errlen, used,
+           "%s (not connected: %llu TLS handshakes failed: the server's certificate does not "
+           "verify against the CA file or does not carry the server name (--tls-server-name, "
+           "else the URL's host), or the server refused this client's certificate (none, "
+           "another CA, expired))",
+           ep->key, (unsigned long long)ep->tls_failed);
+}
+
 /* Every endpoint and whether it is connected, every target's last error. */
 static void describe(struct sbxc_fleet *f, char *err, size_t errlen, size_t *used) {
   const char *sep = "";
   for (size_t i = 0; i < f->n_eps; i++)
     if (!f->eps[i]->retired) {
-      append(err, errlen, used, "%s%s (%s)", sep, f->eps[i]->key,
-             is_live(f->eps[i]) ? "connected" : "not connected");
+      append(err, errlen, used, "%s", sep);
+      describe_endpoint(f->eps[i], err, errlen, used);
       sep = ", ";
     }
   for (size_t i = 0; i < f->n_targets; i++)
@@ -766,6 +840,36 @@ static int no_endpoint(struct sbxc_fleet *f, const char *session_id, uint64_t wa
   return -1;
 }
 
+/* nng reports a failed dial to no callback: the failures of each tls+tcp
+ * dialer are read from nng's statistics into its endpoint: "auth" (a
+ * handshake that failed here, or was refused with an alert), "other",
+ * "disconnect", "proto" (the server closed the connection during it),
+ * less "connect": those error counters also count the end of a connection
+ * that had been made. Called without f->lock: nng_stats_get takes nng's
+ * locks; under it only the snapshot, plain memory, is read. A dialer gone
+ * since is not found. */
+static void read_tls_failures(struct sbxc_fleet *f) {
+  static const char *const failures[] = {"auth", "other", "disconnect", "proto"};
+  nng_stat *stats;
+  if (f->tls == NULL || nng_stats_get(&stats) != 0)
+    return;
+  pthread_mutex_lock(&f->lock);
+  for (size_t i = 0; i < f->n_eps; i++) {
+    struct sbxc_endpoint *ep = f->eps[i];
+    nng_stat *ds =
+        ep->tls ? sbx_nngstat_scope(stats, "dialer", (uint32_t)nng_dialer_id(ep->dialer)) : NULL;
+    if (ds == NULL)
+      continue;
+    uint64_t errors = 0, made = sbx_nngstat_value(ds, "connect");
+    for (size_t k = 0; k < sizeof(failures) / sizeof(failures[0]); k++)
+      errors += sbx_nngstat_value(ds, failures[k]);
+    ep->tls_failed = errors > made ? errors - made : 0;
+    ep->refused = sbx_nngstat_value(ds, "refused");
+  }
+  pthread_mutex_unlock(&f->lock);
+  nng_stats_free(stats);
+}
+
 int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
                        struct sbxc_endpoint **out, char *err, size_t errlen) {
   const char *session =
@@ -790,6 +894,9 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
       break;
     wait_for_change(f, route->wait_until_ms);
   }
+  pthread_mutex_unlock(&f->lock);
+  read_tls_failures(f);
+  pthread_mutex_lock(&f->lock);
   no_endpoint(f, session, sbx_monotonic_ms() - start, err, errlen);
   pthread_mutex_unlock(&f->lock);
   return -1;

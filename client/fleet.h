@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sandbox_client.h"
+
 #define SBXC_RECONNECT_MIN_MS 100
 #define SBXC_RECONNECT_MAX_MS 2000
 #define SBXC_RESOLVE_INTERVAL_MS 30000
@@ -37,19 +39,23 @@
 struct sbxc_target {
   char url[SBXC_KEY_MAX];
   bool is_name;
-  char host[SBXC_KEY_MAX]; /* names only */
-  unsigned port;           /* tcp only */
+  bool tls;                /* tls+tcp:// */
+  char host[SBXC_KEY_MAX]; /* tcp, tls: as written (an IPv6 address without brackets) */
+  unsigned port;           /* tcp, tls */
   char fixed_key[SBXC_KEY_MAX];
 };
 
-/* Parses tcp://HOST:PORT (HOST a name, an IPv4 address or [IPv6]),
- * ipc://PATH or inproc://NAME. Returns 0, or -1 with err. */
+/* Parses tcp://HOST:PORT and tls+tcp://HOST:PORT (HOST a name, an IPv4
+ * address or [IPv6]), ipc://PATH or inproc://NAME. Returns 0, or -1 with
+ * err. */
 int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_t errlen);
 
 /* The key of one address, spelled as every client spells it:
- * "tcp://1.2.3.4:7878", "tcp://[::1]:7878" (inet_ntop's form). family is
- * AF_INET or AF_INET6, addr an in_addr or in6_addr. Returns 0 or -1. */
-int sbxc_address_key(int family, const void *addr, unsigned port, char *out, size_t len);
+ * "tcp://1.2.3.4:7878", "tls+tcp://[::1]:7878" (inet_ntop's form). scheme is
+ * "tcp" or "tls+tcp", family AF_INET or AF_INET6, addr an in_addr or
+ * in6_addr. Returns 0 or -1. */
+int sbxc_address_key(const char *scheme, int family, const void *addr, unsigned port, char *out,
+                     size_t len);
 
 /* FNV-1a 32-bit (offset basis 0x811c9dc5, prime 0x01000193). */
 uint32_t sbxc_fnv1a32(const void *data, size_t len);
@@ -79,8 +85,11 @@ void sbxc_key_set_free(struct sbxc_key_set *s);
 
 /* Opens the fleet of urls (n > 0): parses them, resolves host names and
  * starts dialing every address. A name that does not resolve now is not an
- * error (it is looked up again); a bad URL is. Returns NULL with err. */
-struct sbxc_fleet *sbxc_fleet_open(const char *const *urls, size_t n, char *err, size_t errlen);
+ * error (it is looked up again); a bad URL is. tls (NULL: none) is for
+ * tls+tcp:// URLs: with it every URL must be one, without it none may.
+ * Returns NULL with err. */
+struct sbxc_fleet *sbxc_fleet_open(const char *const *urls, size_t n, const struct sbxc_tls *tls,
+                                   char *err, size_t errlen);
 /* Closes every socket. No call may be in flight. */
 void sbxc_fleet_close(struct sbxc_fleet *f);
 /* How often host names are looked up again (default 30 s). */

@@ -205,6 +205,7 @@ struct options {
   double duration;
   bool json;
   const char *run_id_prefix, *record;
+  struct sbxc_tls tls; /* any field set: every endpoint is tls+tcp:// */
 };
 
 /* A whole number for flag, or -1 with a message (nothing partial: "2x"). */
@@ -223,13 +224,16 @@ static void usage(void) {
   printf("usage: sandbox-bench [-e URL]... [--concurrency N] [--requests N | --duration S]\n"
          "                     [--timeout-ms N] [--connect-timeout-ms N] [--run-id-prefix P]\n"
          "                     [--record FILE] [--resolve-interval-ms N] [--retries N]\n"
-         "                     [--json] SCRIPT...\n\n"
+         "                     [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
+         "                      [--tls-server-name NAME]] [--json] SCRIPT...\n\n"
          "Several -e (or a comma-separated $SANDBOX_URL) form a fleet; the clock starts once\n"
          "every endpoint is connected or --connect-timeout-ms (default 5000) has passed.\n"
          "--run-id-prefix P names call i's run P-i; --record FILE writes one JSON line per\n"
          "call: i, run_id, status, endpoint, attempts, start_ms (CLOCK_MONOTONIC), latency_ms,\n"
          "error, killed_by, exit_code, script (the SCRIPT's index).\n"
-         "--retries: of RESOURCE_EXHAUSTED/UNAVAILABLE answers (default 0: they are counted).\n");
+         "--retries: of RESOURCE_EXHAUSTED/UNAVAILABLE answers (default 0: they are counted).\n"
+         "tls+tcp:// endpoints: --tls-ca (needed), --tls-cert/--tls-key, --tls-server-name,\n"
+         "as sandbox-run has them.\n");
 }
 
 /* SANDBOX_URL (comma-separated) when no -e was given, else the default. */
@@ -252,7 +256,17 @@ static int default_urls(struct options *o) {
   return o->n_urls > 0 ? 0 : -1;
 }
 
-enum { OPT_CONNECT = 256, OPT_PREFIX, OPT_RECORD, OPT_RESOLVE, OPT_RETRIES };
+enum {
+  OPT_CONNECT = 256,
+  OPT_PREFIX,
+  OPT_RECORD,
+  OPT_RESOLVE,
+  OPT_RETRIES,
+  OPT_TLS_CA,
+  OPT_TLS_CERT,
+  OPT_TLS_KEY,
+  OPT_TLS_SERVER_NAME
+};
 
 /* One option; -1 for a bad value, 1 for an unknown option. */
 static int take_option(struct options *o, int c, const char *v) {
@@ -292,6 +306,18 @@ static int take_option(struct options *o, int c, const char *v) {
   case 'j':
     o->json = true;
     return 0;
+  case OPT_TLS_CA:
+    o->tls.ca_file = v;
+    return 0;
+  case OPT_TLS_CERT:
+    o->tls.cert_file = v;
+    return 0;
+  case OPT_TLS_KEY:
+    o->tls.key_file = v;
+    return 0;
+  case OPT_TLS_SERVER_NAME:
+    o->tls.server_name = v;
+    return 0;
   }
   return 1;
 }
@@ -309,6 +335,10 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"run-id-prefix", required_argument, NULL, OPT_PREFIX},
       {"record", required_argument, NULL, OPT_RECORD},
       {"retries", required_argument, NULL, OPT_RETRIES},
+      {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+      {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+      {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+      {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
       {"json", no_argument, NULL, 'j'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -416,7 +446,11 @@ static void free_bench(struct bench *b) {
 /* The client of the fleet, connected (or given up on) before the clock. */
 static int open_client(struct bench *b, const struct options *o) {
   char err[512];
-  if (sbxc_client_open_many(&b->client, o->urls, o->n_urls, err, sizeof(err)) < 0) {
+  const struct sbxc_tls *t = &o->tls;
+  bool tls =
+      t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL || t->server_name != NULL;
+  if ((tls ? sbxc_client_open_tls(&b->client, o->urls, o->n_urls, t, err, sizeof(err))
+           : sbxc_client_open_many(&b->client, o->urls, o->n_urls, err, sizeof(err))) < 0) {
     fprintf(stderr, "sandbox-bench: %s\n", err);
     return -1;
   }

@@ -104,7 +104,8 @@ typedef struct sbxc_request sbxc_request;
 
 /* A client of the servers at urls (n >= 1): tcp://HOST:PORT (HOST an IPv4
  * address, [IPv6] or a host name), ipc://PATH, or inproc://NAME (a server in
- * the same process: sandboxd's HTTP fronts reach it so). A host name counts as one
+ * the same process: sandboxd's HTTP fronts reach it so) (tls+tcp://: see
+ * sbxc_client_open_tls). A host name counts as one
  * endpoint per address it resolves to (a Kubernetes headless Service),
  * looked up again every 30 s at call time; a failed look-up keeps the
  * addresses it had. Every address is dialed in the background and redialed
@@ -113,6 +114,34 @@ typedef struct sbxc_request sbxc_request;
  * malformed URL). */
 int sbxc_client_open_many(sbxc_client **out, const char *const *urls, size_t n, char *err,
                           size_t errlen);
+/* TLS for tls+tcp://HOST:PORT endpoints: nng's TLS transport, TLS 1.2
+ * through mbedTLS on Debian. Paths of PEM files, read when the client opens
+ * (NULL or "": not given). The client always verifies the server. */
+struct sbxc_tls {
+  /* The CA bundle the server's certificate must chain to. Required: nng
+   * reads no system CA store. */
+  const char *ca_file;
+  /* This client's certificate (then its chain) and its unencrypted key,
+   * for a server with --tls-client-auth required or optional: both or
+   * neither; one file holding both may be given as both. */
+  const char *cert_file;
+  const char *key_file;
+  /* The name the server's certificate must carry; NULL: each URL's host as
+   * written ("sandboxd.default.svc", "10.0.0.7"). mbedTLS 2.28 compares it
+   * with the certificate's subjectAltName DNS entries (or, without any, its
+   * CN), never with IP entries: a server dialed by address needs that
+   * address as a DNS entry too, or a server_name it carries. */
+  const char *server_name;
+};
+/* sbxc_client_open_many for tls+tcp:// URLs, every one of them (a plain
+ * endpoint beside them would be a silent downgrade). One nng TLS
+ * configuration per server name, shared by the dialers of every address.
+ * A server that refuses this client's certificate, or whose certificate
+ * does not verify, never connects: calls fail UNAVAILABLE ("nothing was
+ * sent"), saying how many TLS handshakes failed. Returns 0, or -1 with err
+ * (a malformed URL, a file that cannot be read or that nng cannot use). */
+int sbxc_client_open_tls(sbxc_client **out, const char *const *urls, size_t n,
+                         const struct sbxc_tls *tls, char *err, size_t errlen);
 /* sbxc_client_open_many with one URL. */
 int sbxc_client_open(sbxc_client **out, const char *url, char *err, size_t errlen);
 /* Closes every connection. No call of this client may be in flight. */

@@ -30,7 +30,8 @@ static void usage(FILE *out) {
       "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
       "                   [--max-request-bytes N] [--connect-timeout-ms N]\n"
-      "                   [--json] SCRIPT|-\n"
+      "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
+      "                    [--tls-server-name NAME]] [--json] SCRIPT|-\n"
       "       sandbox-run [-e URL]... --health | --info | --endpoints\n"
       "       sandbox-run [-e URL]... --close-session ID\n"
       "       sandbox-run [-e URL]... --session ID --list-files PATH|.\n"
@@ -42,7 +43,11 @@ static void usage(FILE *out) {
       "to a connected endpoint, a session's to the endpoint holding it. Retries only\n"
       "answers that prove nothing ran. --endpoints prints each endpoint address and\n"
       "whether it connected within --connect-timeout-ms (default 5000); exit 1 when\n"
-      "one did not.\n");
+      "one did not.\n"
+      "tls+tcp://HOST:PORT endpoints need --tls-ca, the PEM CA bundle the server's\n"
+      "certificate must chain to; --tls-cert/--tls-key: this client's PEM certificate and\n"
+      "unencrypted key, for servers that ask for one; --tls-server-name: the name the\n"
+      "server's certificate must carry (default: the URL's host).\n");
 }
 
 static int read_fd(int fd, uint8_t **out, size_t *len) {
@@ -255,6 +260,7 @@ struct cli {
   const char *close_session, *list_path, *read_path;
   int64_t offset, length, retries, max_request_bytes, connect_timeout_ms;
   bool json, health, info, endpoints;
+  struct sbxc_tls tls; /* any field set: every endpoint is tls+tcp:// */
 };
 
 enum {
@@ -287,6 +293,10 @@ enum {
   OPT_LENGTH,
   OPT_ENDPOINTS,
   OPT_CONNECT_TIMEOUT,
+  OPT_TLS_CA,
+  OPT_TLS_CERT,
+  OPT_TLS_KEY,
+  OPT_TLS_SERVER_NAME,
 };
 
 static const struct option cli_options[] = {
@@ -318,6 +328,10 @@ static const struct option cli_options[] = {
     {"length", required_argument, NULL, OPT_LENGTH},
     {"endpoints", no_argument, NULL, OPT_ENDPOINTS},
     {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -397,6 +411,25 @@ static int take_request_part(struct cli *c, int opt, char *v) {
   return 1; /* not a part of the request */
 }
 
+/* The TLS options (files are read when the client opens). */
+static int take_tls(struct cli *c, int opt, const char *v) {
+  switch (opt) {
+  case OPT_TLS_CA:
+    c->tls.ca_file = v;
+    return 0;
+  case OPT_TLS_CERT:
+    c->tls.cert_file = v;
+    return 0;
+  case OPT_TLS_KEY:
+    c->tls.key_file = v;
+    return 0;
+  case OPT_TLS_SERVER_NAME:
+    c->tls.server_name = v;
+    return 0;
+  }
+  return 1; /* not a TLS option */
+}
+
 /* The remaining options: how to call and what to print. */
 static int take_mode(struct cli *c, int opt, char *v) {
   switch (opt) {
@@ -466,6 +499,8 @@ static int parse_args(int argc, char **argv, struct cli *c) {
     int rc = take_limit(c, opt, optarg);
     if (rc > 0)
       rc = take_request_part(c, opt, optarg);
+    if (rc > 0)
+      rc = take_tls(c, opt, optarg);
     if (rc > 0)
       rc = take_mode(c, opt, optarg);
     if (rc != 0) {
@@ -652,10 +687,18 @@ static int default_urls(struct cli *c) {
   return c->n_urls > 0 ? 0 : -1;
 }
 
+static bool tls_given(const struct sbxc_tls *t) {
+  return t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL ||
+         t->server_name != NULL;
+}
+
 static sbxc_client *open_client(const struct cli *c) {
   char err[512];
   sbxc_client *client;
-  if (sbxc_client_open_many(&client, c->urls, c->n_urls, err, sizeof(err)) < 0) {
+  int rv = tls_given(&c->tls)
+               ? sbxc_client_open_tls(&client, c->urls, c->n_urls, &c->tls, err, sizeof(err))
+               : sbxc_client_open_many(&client, c->urls, c->n_urls, err, sizeof(err));
+  if (rv < 0) {
     fprintf(stderr, "sandbox-run: %s\n", err);
     return NULL;
   }

@@ -23,7 +23,7 @@
 
 /* What a start made, undone in reverse when a later step fails. */
 struct started {
-  bool made_state_dir, engine, runner;
+  bool made_state_dir, engine, runner, tls;
 };
 
 static enum sandbox_backend backend_from_name(const char *name) {
@@ -94,20 +94,68 @@ static void undo_start(struct server *srv, const struct started *st, bool failed
     sandbox_engine_free(srv->engine);
   if (failed && st->made_state_dir)
     rmdir(srv->settings.state_dir); /* only when empty */
+  if (st->tls)
+    tls_files_free(&srv->tls);
+}
+
+static bool has_tls_listener(const struct server_settings *s) {
+  for (unsigned i = 0; i < s->n_listen; i++)
+    if (settings_url_is_tls(s->listen[i]))
+      return true;
+  return settings_http_listen_is_tls(s->http_listen);
+}
+
+/* The TLS material, read and checked before anything is made: a file that
+ * cannot work fails the start here, naming the setting and the file. */
+static int load_tls(struct server *srv, struct started *st, struct sbx_error *err) {
+  if (!has_tls_listener(&srv->settings))
+    return 0;
+  if (tls_files_load(&srv->settings, &srv->tls, err) < 0)
+    return -1;
+  st->tls = true;
+  return 0;
+}
+
+/* What the TLS listeners ask of clients, or why TLS settings go unused. */
+static void log_tls(const struct server *srv) {
+  const struct server_settings *s = &srv->settings;
+  if (!has_tls_listener(s)) {
+    if (s->tls_cert[0] != '\0' || s->tls_ca[0] != '\0')
+      log_line("warning", "msg=\"--tls-cert/--tls-ca are set but no --listen is tls+tcp:// and "
+                          "--http-listen is not https://: they are not used\"");
+    return;
+  }
+  const struct tls_files *t = &srv->tls;
+  log_line("tls",
+           "client_auth=%s ca=\"%s\" ca_certs=%u cert_subject=\"%s\" cert_not_after=%s "
+           "key_encrypted=%s",
+           tls_client_auth_name(t->client_auth), s->tls_ca[0] != '\0' ? s->tls_ca : "none",
+           t->ca_certs, t->subject, t->not_after, t->key_password != NULL ? "true" : "false");
+  if (t->client_auth == TLS_CLIENT_AUTH_NONE && s->tls_ca[0] != '\0')
+    log_line("warning", "msg=\"--tls-ca is set but --tls-client-auth is none: client "
+                        "certificates are not asked for\"");
+  if (t->client_auth == TLS_CLIENT_AUTH_OPTIONAL)
+    log_line("warning", "msg=\"--tls-client-auth optional: clients without a verified "
+                        "certificate are served too (event=tls_client_unverified)\"");
 }
 
 static void log_ready(const struct server *srv) {
   const struct server_settings *s = &srv->settings;
   const struct sandbox_report *rep = sandbox_engine_report(srv->engine);
   for (unsigned i = 0; i < s->n_listen; i++)
-    log_line("listening", "url=%s", s->listen[i]);
+    log_line("listening", "url=%s tls=%s", s->listen[i],
+             settings_url_is_tls(s->listen[i]) ? "on" : "off");
+  log_tls(srv);
+  char tls[64] = "off";
+  if (has_tls_listener(s))
+    snprintf(tls, sizeof(tls), "on tls_client_auth=%s", tls_client_auth_name(srv->tls.client_auth));
   log_line("ready",
            "version=%s workers=%u queue=%lld contexts=%zu backend=\"%s\" seccomp=%s "
-           "namespaces=\"%s\" cpu_share_per_slot=%s uid_base=%u state_dir=%s",
+           "namespaces=\"%s\" cpu_share_per_slot=%s uid_base=%u state_dir=%s tls=%s",
            SANDBOXD_VERSION, srv->n_workers, (long long)s->queue, srv->n_calls,
            rep->backend_name != NULL ? rep->backend_name : "?", rep->seccomp ? "true" : "false",
            rep->namespaces != NULL ? rep->namespaces : "?", rep->cpu_share ? "true" : "false",
-           (unsigned)rep->uid_base, s->state_dir);
+           (unsigned)rep->uid_base, s->state_dir, tls);
   if (!rep->cpu_share)
     log_line("warning", "msg=\"no cpu controller: runs share CPU per process, so a run with many "
                         "processes can slow the runs beside it\"");
@@ -123,6 +171,7 @@ static int wait_for_stop(struct server *srv, struct ops *ops, const sigset_t *st
     if (sig == SIGTERM || sig == SIGINT)
       return sig;
     runner_tick(&srv->runner);
+    tls_listen_log_failures(&srv->tls_listen);
     size_t idle = conns_close_idle(&srv->conns);
     if (idle > 0)
       log_line("idle_connections_closed", "count=%zu idle_timeout_ms=%lld", idle,
@@ -152,6 +201,8 @@ static int start(struct server *srv, struct started *st, struct sbx_error *err) 
   if (settings_index_url(&srv->settings)[0] != '\0' &&
       egress_config_from(&srv->settings, &egress_cfg, err) < 0)
     return -2;
+  if (load_tls(srv, st, err) < 0)
+    return -1;
   raise_fd_limit(&srv->settings);
   if (download_global_init() < 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "libcurl initialisation failed");

@@ -25,6 +25,8 @@
 #include "runner.h"
 #include "sandbox.pb-c.h"
 #include "settings.h"
+#include "tls_files.h"
+#include "tls_listen.h"
 
 /* The fronts (server/fronts/) call RunCode through the C client on this
  * listener of the same socket: the same decoding, validation, queue, limits
@@ -37,6 +39,8 @@ struct server {
   struct runner runner;                 /* what the runs share: workspaces, sessions, installer */
   Sandbox__V1__Sandbox_Service service; /* the handlers (handlers.c) */
   nng_socket sock;
+  struct tls_files tls;         /* checked at start when a tls+tcp:// listener is set */
+  struct tls_listen tls_listen; /* the nng side of the tls+tcp:// listeners */
   struct conns conns;
   struct server_call *calls;
   size_t n_calls;

@@ -36,7 +36,7 @@ struct setting_def {
 
 static const struct setting_def setting_defs[] = {
     {"listen", SETTING_LISTEN, 0, 0, 0, 0, .def_str = "tcp://127.0.0.1:7878",
-     .help = "nng URL to listen on (tcp:// or ipc://); repeatable"},
+     .help = "nng URL to listen on (tcp://, tls+tcp:// or ipc://); repeatable"},
     {"workers", SETTING_INT, OFF(workers), 0, 1, 1024, .def_text = "number of CPUs",
      .help = "worker slots"},
     {"queue", SETTING_INT, OFF(queue), 0, 0, 65536, .def = 64,
@@ -158,9 +158,23 @@ static const struct setting_def setting_defs[] = {
      .def = 1LL << 30, .help = "memory of pip's processes; the build's disk comes on top"},
     {"pip-disk-bytes", SETTING_INT, OFF(pip_disk_bytes), 0, 1 << 20, 1LL << 40, .def = 1LL << 30,
      .help = "the build directory's size (a tmpfs) and the largest file"},
+    {"tls-cert", SETTING_STRING, STR(tls_cert), 0, 0, .def_text = "none",
+     .help = "PEM certificate (then its chain) of the tls+tcp:// listeners; needed by them"},
+    {"tls-key", SETTING_STRING, STR(tls_key), 0, 0, .def_text = "none",
+     .help = "PEM private key of --tls-cert"},
+    {"tls-key-password-file", SETTING_STRING, STR(tls_key_password_file), 0, 0,
+     .def_text = "none (the key is not encrypted)",
+     .help = "file whose first line is the password of an encrypted --tls-key"},
+    {"tls-ca", SETTING_STRING, STR(tls_ca), 0, 0, .def_text = "none",
+     .help = "PEM CA bundle that client certificates must chain to"},
+    {"tls-client-auth", SETTING_STRING, STR(tls_client_auth), 0, 0,
+     .def_text = "required with --tls-ca, else none",
+     .help = "none, optional (asked for, verified when given, served either way and logged) "
+             "or required (a certificate from --tls-ca, or no connection)"},
     {"http-listen", SETTING_STRING, STR(http_listen), 0, 0, .def_text = "off",
-     .help = "http://host:port of the operations listener: /metrics (Prometheus), /healthz, "
-             "/readyz, and the fronts of --http-fronts"},
+     .help = "http://host:port or https://host:port (with --tls-cert, --tls-key and, for "
+             "client certificates, --tls-ca) of the HTTP listener: /metrics (Prometheus), "
+             "/healthz, /readyz, and the fronts of --http-fronts"},
     {"http-fronts", SETTING_STRING, STR(http_fronts), 0, 0, .def_text = "none",
      .help = "comma-separated fronts served on --http-listen, each onto RunCode: piston (the "
              "Piston API v2 at /api/v2/), mcp (the Model Context Protocol, Streamable HTTP at "
@@ -244,9 +258,11 @@ static int apply(struct server_settings *s, const struct setting_def *d, const c
     if (s->n_listen >= SETTINGS_MAX_LISTEN)
       return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: listen: at most %d URLs", where,
                            SETTINGS_MAX_LISTEN);
-    if (strncmp(value, "tcp://", 6) != 0 && strncmp(value, "ipc://", 6) != 0)
+    if (strncmp(value, "tcp://", 6) != 0 && strncmp(value, "ipc://", 6) != 0 &&
+        !settings_url_is_tls(value))
       return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "%s: listen: \"%s\" is not a tcp:// or ipc:// URL", where, value);
+                           "%s: listen: \"%s\" is not a tcp://, tls+tcp:// or ipc:// URL", where,
+                           value);
     if (strlen(value) >= SETTINGS_URL_MAX)
       return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: listen: URL longer than %d bytes",
                            where, SETTINGS_URL_MAX - 1);
@@ -351,17 +367,76 @@ int settings_load_env(struct server_settings *s, struct sbx_error *err) {
   return 0;
 }
 
+bool settings_url_is_tls(const char *url) {
+  return strncmp(url, "tls+tcp://", 10) == 0;
+}
+
+bool settings_http_listen_is_tls(const char *url) {
+  return strncmp(url, "https://", 8) == 0;
+}
+
+enum tls_client_auth settings_tls_client_auth(const struct server_settings *s) {
+  if (strcmp(s->tls_client_auth, "required") == 0)
+    return TLS_CLIENT_AUTH_REQUIRED;
+  if (strcmp(s->tls_client_auth, "optional") == 0)
+    return TLS_CLIENT_AUTH_OPTIONAL;
+  if (strcmp(s->tls_client_auth, "none") == 0)
+    return TLS_CLIENT_AUTH_NONE;
+  return s->tls_ca[0] != '\0' ? TLS_CLIENT_AUTH_REQUIRED : TLS_CLIENT_AUTH_NONE;
+}
+
+const char *tls_client_auth_name(enum tls_client_auth mode) {
+  switch (mode) {
+  case TLS_CLIENT_AUTH_OPTIONAL:
+    return "optional";
+  case TLS_CLIENT_AUTH_REQUIRED:
+    return "required";
+  case TLS_CLIENT_AUTH_NONE:
+    break;
+  }
+  return "none";
+}
+
+/* The TLS settings among themselves and with the listeners. Files are read
+ * at start (server/tls/tls_files.c), not here. */
+static int check_tls(const struct server_settings *s, struct sbx_error *err) {
+  const char *mode = s->tls_client_auth;
+  if (mode[0] != '\0' && strcmp(mode, "none") != 0 && strcmp(mode, "optional") != 0 &&
+      strcmp(mode, "required") != 0)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "tls-client-auth: \"%s\" is not one of none, optional, required", mode);
+  for (unsigned i = 0; i < s->n_listen; i++)
+    if (settings_url_is_tls(s->listen[i]) && (s->tls_cert[0] == '\0' || s->tls_key[0] == '\0'))
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "listen %s: a tls+tcp:// listener needs --tls-cert FILE and --tls-key "
+                           "FILE (PEM)",
+                           s->listen[i]);
+  if (settings_http_listen_is_tls(s->http_listen) &&
+      (s->tls_cert[0] == '\0' || s->tls_key[0] == '\0'))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "http-listen %s: https:// needs --tls-cert FILE and --tls-key FILE (PEM)",
+                         s->http_listen);
+  if ((s->tls_cert[0] == '\0') != (s->tls_key[0] == '\0'))
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "tls-cert and tls-key: set both (the certificate and its key) or neither");
+  if (s->tls_key_password_file[0] != '\0' && s->tls_key[0] == '\0')
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "tls-key-password-file: set, but there is no --tls-key");
+  if (settings_tls_client_auth(s) != TLS_CLIENT_AUTH_NONE && s->tls_ca[0] == '\0')
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "tls-client-auth %s: needs --tls-ca FILE, the CA bundle client "
+                         "certificates are verified against",
+                         mode);
+  return 0;
+}
+
 int settings_http_listen_parts(const char *url, char *host, size_t host_len, unsigned *port,
                                struct sbx_error *err) {
-  if (strncmp(url, "https://", 8) == 0)
+  bool tls = settings_http_listen_is_tls(url);
+  if (!tls && strncmp(url, "http://", 7) != 0)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                         "\"%s\": https:// is not served yet; use http:// (behind a mesh or a "
-                         "proxy that terminates TLS)",
-                         url);
-  if (strncmp(url, "http://", 7) != 0)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\" is not an http://host:port URL",
-                         url);
-  const char *h = url + 7, *end;
+                         "\"%s\" is not an http:// or https://host:port URL", url);
+  const char *h = url + (tls ? 8 : 7), *end;
   if (*h == '[') { /* an IPv6 literal */
     end = strchr(h, ']');
     h++;
@@ -370,7 +445,8 @@ int settings_http_listen_parts(const char *url, char *host, size_t host_len, uns
   } else {
     end = strrchr(h, ':');
     if (end == NULL || end == h || strcspn(h, "/@") < (size_t)(end - h))
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": expected http://host:port", url);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": expected http[s]://host:port",
+                           url);
   }
   if (end == h)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "\"%s\": no host", url);
@@ -427,6 +503,8 @@ static int check_operations(const struct server_settings *s, struct sbx_error *e
 }
 
 int settings_check(const struct server_settings *s, struct sbx_error *err) {
+  if (check_tls(s, err) < 0)
+    return -1;
   for (size_t i = 0; i < LIMITS_N; i++)
     if (s->default_limits.v[i] > s->max_limits.v[i])
       return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,

@@ -9,6 +9,7 @@
 #define SBX_SETTINGS_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -97,6 +98,12 @@ struct server_settings {
   int64_t pip_timeout_ms;           /* one environment's build */
   int64_t pip_memory_bytes;         /* pip's processes (the build tmpfs comes on top) */
   int64_t pip_disk_bytes;           /* the build tmpfs, and the largest file */
+  /* TLS of tls+tcp:// listeners (server/tls/tls_files.h, docs/SECURITY.md). */
+  char tls_cert[PATH_MAX];              /* PEM certificate (chain); "" = none */
+  char tls_key[PATH_MAX];               /* its PEM private key */
+  char tls_key_password_file[PATH_MAX]; /* first line: the key's password; "" = none */
+  char tls_ca[PATH_MAX];                /* PEM CA bundle client certificates chain to */
+  char tls_client_auth[16];             /* none, optional, required; "" = by tls_ca */
   /* Operations (docs/OPERATIONS.md, "Metrics and probes"). */
   char http_listen[SETTINGS_URL_MAX]; /* http://host:port for /metrics and probes; "" = none */
   int64_t http_max_connections;       /* open at once; past it new ones are closed */
@@ -108,6 +115,21 @@ struct server_settings {
   char http_fronts[64]; /* comma-separated fronts on http_listen: "piston", "mcp"; "" = none */
   char log_format[16];  /* logfmt or json */
 };
+
+/* Whether clients of a TLS listener must show a certificate. */
+enum tls_client_auth {
+  TLS_CLIENT_AUTH_NONE,     /* not asked for */
+  TLS_CLIENT_AUTH_OPTIONAL, /* asked for; verified when given; served either way (logged) */
+  TLS_CLIENT_AUTH_REQUIRED, /* a certificate from tls_ca, or no connection */
+};
+
+/* tls_client_auth in force: as set, else required with a CA, none without. */
+enum tls_client_auth settings_tls_client_auth(const struct server_settings *s);
+const char *tls_client_auth_name(enum tls_client_auth mode);
+/* Whether a listen URL is a TLS one (tls+tcp://). */
+bool settings_url_is_tls(const char *url);
+/* Whether an --http-listen URL is https://. */
+bool settings_http_listen_is_tls(const char *url);
 
 /* The host (brackets removed from an IPv6 literal) and port of an
  * http://host:port[/] URL, as --http-listen takes it. 0, or -1 with err. */

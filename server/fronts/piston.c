@@ -24,6 +24,7 @@
 #include "http_json.h"
 #include "semver.h"
 #include "text.h"
+#include "validate.h"
 
 #define PISTON_LANGUAGE "python"
 #define PISTON_MESSAGE_MAX 768
@@ -199,64 +200,85 @@ static char *launcher(const char *name) {
   return rc < 0 ? NULL : code;
 }
 
-/* files[]: each into the request at mounts/NAME (RunCode checks the names
- * and sizes); the first is the program. */
+/* One entry of files[], checked and decoded. */
+struct piston_file {
+  char name[512]; /* as given, or Piston's default "fileI.code" */
+  bool utf8;
+  uint8_t *data; /* malloc'd */
+  size_t len;
+};
+
+static int file_entry(const json_t *file, size_t i, struct piston_file *pf,
+                      struct piston_refusal *r) {
+  char where[32];
+  snprintf(where, sizeof(where), "files[%zu].", i);
+  if (!json_is_object(file))
+    return refuse(r, 400, "files[%zu] must be an object (it is %s)", i, http_json_type_name(file));
+  const char *unknown = http_json_unknown_key(file, file_fields);
+  if (unknown != NULL)
+    return refuse(r, 400, "files[%zu]: unknown field \"%s\" (known: name, content, encoding)", i,
+                  unknown);
+  const json_t *content = json_object_get(file, "content");
+  if (!json_is_string(content))
+    return refuse(r, 400, "files[%zu].content is required as a string", i);
+  const char *encoding = string_field(file, "encoding", where, "utf8", r);
+  if (encoding == NULL)
+    return -1;
+  if (strcmp(encoding, "utf8") != 0 && strcmp(encoding, "base64") != 0 &&
+      strcmp(encoding, "hex") != 0)
+    return refuse(r, 400, "files[%zu].encoding must be one of utf8, base64, hex", i);
+  pf->utf8 = strcmp(encoding, "utf8") == 0;
+  const json_t *name_v = json_object_get(file, "name");
+  const char *name = string_field(file, "name", where, "", r);
+  if (name == NULL)
+    return -1;
+  if (json_is_string(name_v) && strlen(name) != json_string_length(name_v))
+    return refuse(r, 400, "files[%zu].name must not hold a NUL character", i);
+  if (strlen(name) >= sizeof(pf->name))
+    return refuse(r, 400, "files[%zu].name is longer than %zu bytes", i, sizeof(pf->name) - 1);
+  if (name[0] != '\0')
+    snprintf(pf->name, sizeof(pf->name), "%s", name);
+  else /* Piston: no name, or an empty one, is fileI.code */
+    snprintf(pf->name, sizeof(pf->name), "file%zu.code", i);
+  return file_content(content, encoding, i, &pf->data, &pf->len, r);
+}
+
+/* files[]: the first is the program. One file of text (what RunCode's
+ * code, a string, can carry: UTF-8 without NUL) is the run's main.py, as
+ * from any client, its name checked as RunCode checks a file path. Any
+ * other set goes into the request as files at mounts/NAME (RunCode checks
+ * their names and sizes) and main.py is a launcher that runs the first of
+ * them from there, so the others are beside it. */
 static int add_files(sbxc_request *rq, const json_t *files, struct piston_refusal *r) {
   size_t n = json_array_size(files), n_utf8 = 0;
-  bool plain_program = false; /* the first file can be main.py itself */
-  const char *program = NULL;
+  char program[sizeof(((struct piston_file *)0)->name)] = "";
+  bool plain = false;
   for (size_t i = 0; i < n; i++) {
-    const json_t *file = json_array_get(files, i);
-    char where[32];
-    snprintf(where, sizeof(where), "files[%zu].", i);
-    if (!json_is_object(file))
-      return refuse(r, 400, "files[%zu] must be an object (it is %s)", i,
-                    http_json_type_name(file));
-    const char *unknown = http_json_unknown_key(file, file_fields);
-    if (unknown != NULL)
-      return refuse(r, 400, "files[%zu]: unknown field \"%s\" (known: name, content, encoding)", i,
-                    unknown);
-    const json_t *content = json_object_get(file, "content");
-    if (!json_is_string(content))
-      return refuse(r, 400, "files[%zu].content is required as a string", i);
-    const char *encoding = string_field(file, "encoding", where, "utf8", r);
-    if (encoding == NULL)
+    struct piston_file pf = {0};
+    if (file_entry(json_array_get(files, i), i, &pf, r) < 0)
       return -1;
-    if (strcmp(encoding, "utf8") != 0 && strcmp(encoding, "base64") != 0 &&
-        strcmp(encoding, "hex") != 0)
-      return refuse(r, 400, "files[%zu].encoding must be one of utf8, base64, hex", i);
-    n_utf8 += strcmp(encoding, "utf8") == 0;
-    char fallback[32];
-    snprintf(fallback, sizeof(fallback), "file%zu.code", i);
-    const json_t *name_v = json_object_get(file, "name");
-    const char *name = string_field(file, "name", where, fallback, r);
-    if (name == NULL)
-      return -1;
-    if (json_is_string(name_v) && strlen(name) != json_string_length(name_v))
-      return refuse(r, 400, "files[%zu].name must not hold a NUL character", i);
-    if (name[0] == '\0') /* Piston: an empty name is no name */
-      name = fallback;
-    uint8_t *data = NULL;
-    size_t len = 0;
-    if (file_content(content, encoding, i, &data, &len, r) < 0)
-      return -1;
-    int rc = sbxc_request_add_file(rq, name, data, len);
-    if (rc == 0 && i == 0) {
-      /* As main.py when it is text RunCode can carry (a string: UTF-8,
-       * no NUL) and nothing is beside it: the fast path of one file. */
-      plain_program =
-          n == 1 && text_utf8_valid((const char *)data, len) && memchr(data, 0, len) == NULL;
-      rc = plain_program ? sbxc_request_set_code(rq, (const char *)data, len) : 0;
+    n_utf8 += pf.utf8;
+    int rc = 0;
+    if (i == 0) {
+      snprintf(program, sizeof(program), "%s", pf.name);
+      plain = n == 1 && text_utf8_valid((const char *)pf.data, pf.len) &&
+              memchr(pf.data, 0, pf.len) == NULL;
     }
-    free(data);
+    if (plain && !validate_relative_path(pf.name))
+      rc = refuse(r, 400, "files[0].name: %s", VALIDATE_RELATIVE_PATH_RULE);
+    else if (plain)
+      rc = sbxc_request_set_code(rq, (const char *)pf.data, pf.len) < 0
+               ? refuse(r, 500, "out of memory")
+               : 0;
+    else if (sbxc_request_add_file(rq, pf.name, pf.data, pf.len) < 0)
+      rc = refuse(r, 500, "out of memory");
+    free(pf.data);
     if (rc < 0)
-      return refuse(r, 500, "out of memory");
-    if (i == 0)
-      program = name;
+      return -1;
   }
   if (n_utf8 == 0)
     return refuse(r, 400, "files must include at least one utf8 encoded file");
-  if (!plain_program) {
+  if (!plain) {
     char *code = launcher(program);
     int rc = code != NULL ? sbxc_request_set_code(rq, code, strlen(code)) : -1;
     free(code);

@@ -1,9 +1,10 @@
 /* http.c: see http.h. Everything HTTP (parsing, limits, idle timeouts,
  * keep-alive, chunked bodies, 100-continue, HEAD without a body) is
  * libmicrohttpd's; this file binds the socket, sets the limits in one place
- * (listener_options: where TLS options go when https:// comes), routes each
- * request, gathers a POST body within its cap, keeps the request clock of
- * every connection and counts the answers. It never parses HTTP itself.
+ * (listener_options, with the TLS ones from http_tls.c for https://),
+ * routes each request, gathers a POST body within its cap, keeps the
+ * request clock of every connection and counts the answers. It never
+ * parses HTTP itself.
  *
  * Why a thread per connection: the fronts call RunCode through the C
  * client, which blocks until the reply, and a run may take a minute. MHD's
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "http_tls.h"
 #include "settings.h"
 
 /* Each connection thread's stack: handlers parse JSON with jansson, whose
@@ -298,15 +300,22 @@ static bool body_fits(const struct http_listener *l, struct MHD_Connection *conn
 }
 
 /* Why a request to route (NULL: no route matched) cannot be served, into
- * resp (and its Allow header into allow): no route (404), a method the
- * route does not take (405), a cross-origin POST (403), a body where none
- * is taken or one over the cap (413). False when refused. */
+ * resp (and its Allow header into allow): no route (404), no verified
+ * client certificate where one is required (403), a method the route does
+ * not take (405), a cross-origin POST (403), a body where none is taken or
+ * one over the cap (413). False when refused. */
 static bool admit(const struct http_listener *l, const struct http_route *route,
                   struct MHD_Connection *conn, const char *method, struct http_exchange *x,
                   struct http_response *resp, char *allow, size_t allow_len) {
   unsigned bit = method_bit(method);
   if (route == NULL) {
     http_response_text(resp, 404, "no such path\n");
+    return false;
+  }
+  if (l->client_cert_required && (route->methods & HTTP_ANY_CLIENT) == 0 &&
+      !http_tls_client_verified(conn)) {
+    http_response_text(resp, 403,
+                       "a client certificate from the server's --tls-ca, valid now, is required\n");
     return false;
   }
   if ((route->methods & bit) == 0) {
@@ -469,11 +478,13 @@ static unsigned bound_port(int fd) {
   return 0;
 }
 
-/* Every limit and callback of the listener, in one place (https:// adds its
- * certificate and key options here, with MHD_USE_TLS in the flags). */
+/* Every limit and callback of the listener, in one place, and https://'s
+ * certificate, key and CA (MHD_USE_TLS in the flags). */
 static void listener_options(struct http_listener *l, const struct http_config *cfg, int fd,
                              struct MHD_OptionItem *o) {
   size_t i = 0;
+  if (cfg->tls != NULL)
+    i += http_tls_options(cfg->tls, o);
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_ip,
@@ -505,13 +516,16 @@ int http_listener_start(struct http_listener *l, const struct http_config *cfg,
     close(fd);
     return sbx_error_set(err, SBX_INTERNAL, rc, "http listen %s", cfg->url);
   }
-  struct MHD_OptionItem opts[12];
+  struct MHD_OptionItem opts[12 + HTTP_TLS_OPTIONS_MAX];
   listener_options(l, cfg, fd, opts);
+  l->tls = cfg->tls != NULL;
+  l->client_cert_required = l->tls && cfg->tls->client_auth == TLS_CLIENT_AUTH_REQUIRED;
   /* A thread per connection, polled with poll(); no error log: a hostile
    * client must not be able to fill ours. */
-  l->daemon = MHD_start_daemon(
-      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
-      on_request, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+  l->daemon =
+      MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                           MHD_USE_POLL | (l->tls ? MHD_USE_TLS : 0),
+                       0, NULL, NULL, on_request, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
   if (l->daemon == NULL) {
     int e = errno;
     close(fd);

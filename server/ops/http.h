@@ -43,8 +43,17 @@
 #define HTTP_HEADER_VALUE_MAX 128
 
 /* The methods a route takes: a mask. A route that takes POST takes a body
- * (the only method that does). */
-enum { HTTP_GET = 1u << 0, HTTP_HEAD = 1u << 1, HTTP_POST = 1u << 2, HTTP_DELETE = 1u << 3 };
+ * (the only method that does). HTTP_ANY_CLIENT is not a method: on an
+ * https:// listener with --tls-client-auth required, such a route also
+ * serves clients without a verified certificate (the probes: a kubelet
+ * shows none); every other route answers them 403. */
+enum {
+  HTTP_GET = 1u << 0,
+  HTTP_HEAD = 1u << 1,
+  HTTP_POST = 1u << 2,
+  HTTP_DELETE = 1u << 3,
+  HTTP_ANY_CLIENT = 1u << 15
+};
 
 struct MHD_Connection;
 
@@ -103,8 +112,11 @@ struct http_route {
   struct http_counts answers;
 };
 
+struct tls_files;
+
 struct http_config {
-  const char *url; /* http://host:port (settings_http_listen_parts) */
+  const char *url;             /* http:// or https://host:port (settings_http_listen_parts) */
+  const struct tls_files *tls; /* https://: the server's TLS files; NULL for http:// */
   unsigned max_connections;
   unsigned max_connections_per_ip;
   unsigned timeout_s;         /* idle: nothing sent or read */
@@ -131,6 +143,8 @@ struct http_listener {
   _Atomic uint64_t cut_slow_total;    /* request not in within request_timeout_s */
   _Atomic uint64_t cut_body_total;    /* a chunked body past max_body_bytes */
   _Atomic uint64_t connections_total; /* accepted, all time */
+  bool tls;
+  bool client_cert_required; /* https:// with --tls-client-auth required */
 };
 
 /* Adds a route (before http_listener_start). 0, or -1 with err (too many,

@@ -33,7 +33,8 @@ enum http_body_type http_body_type(const struct http_request *req) {
 
 json_t *http_json_body_object(const struct http_request *req, char *why, size_t len) {
   json_error_t jerr;
-  json_t *v = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  json_t *v = json_loadb(req->body, req->body_len,
+                         JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
   if (v == NULL) {
     if (req->body_len == 0)
       snprintf(why, len, "the request body is empty; a JSON object is expected");

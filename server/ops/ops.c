@@ -25,9 +25,12 @@ static void handle_metrics(void *ctx, const struct http_request *req, struct htt
 int ops_add_routes(struct ops *ops, struct server *srv, struct sbx_error *err) {
   ops->srv = srv;
   const unsigned get = HTTP_GET | HTTP_HEAD;
+  /* The probes answer any client (a kubelet shows no certificate); the
+   * metrics only a verified one when client certificates are required. */
+  const unsigned probe = get | HTTP_ANY_CLIENT;
   if (http_listener_route(&ops->http, "/metrics", get, handle_metrics, ops, err) < 0 ||
-      http_listener_route(&ops->http, "/healthz", get, ops_handle_healthz, srv, err) < 0 ||
-      http_listener_route(&ops->http, "/readyz", get, ops_handle_readyz, srv, err) < 0)
+      http_listener_route(&ops->http, "/healthz", probe, ops_handle_healthz, srv, err) < 0 ||
+      http_listener_route(&ops->http, "/readyz", probe, ops_handle_readyz, srv, err) < 0)
     return -1;
   return 0;
 }
@@ -44,15 +47,19 @@ int ops_start_listener(struct ops *ops, struct sbx_error *err) {
       .request_timeout_s = (unsigned)s->http_request_timeout_s,
       .max_request_bytes = (size_t)s->http_max_request_bytes,
       .max_body_bytes = (size_t)s->http_max_body_bytes,
+      .tls = settings_http_listen_is_tls(s->http_listen) ? &ops->srv->tls : NULL,
   };
   if (http_listener_start(&ops->http, &cfg, err) < 0)
     return -1;
   log_line("http_listening",
-           "url=%s port=%u routes=%zu max_connections=%u max_connections_per_ip=%u "
+           "url=%s port=%u tls=%s routes=%zu max_connections=%u max_connections_per_ip=%u "
            "timeout_s=%u request_timeout_s=%u max_request_bytes=%zu max_body_bytes=%zu",
-           s->http_listen, ops->http.port, ops->http.n_routes, cfg.max_connections,
-           cfg.max_connections_per_ip, cfg.timeout_s, cfg.request_timeout_s, cfg.max_request_bytes,
-           cfg.max_body_bytes);
+           s->http_listen, ops->http.port,
+           cfg.tls == NULL                  ? "off"
+           : ops->http.client_cert_required ? "on client_certificates=required_but_probes"
+                                            : "on",
+           ops->http.n_routes, cfg.max_connections, cfg.max_connections_per_ip, cfg.timeout_s,
+           cfg.request_timeout_s, cfg.max_request_bytes, cfg.max_body_bytes);
   return 0;
 }
 

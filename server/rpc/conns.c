@@ -67,6 +67,32 @@ static void log_refusal(struct conns *c, nng_pipe p, size_t refused) {
   nng_strfree(url);
 }
 
+/* A TLS connection served without a verified client certificate (none
+ * given, or one that did not verify: nng 1.5.2 cannot tell which). Other
+ * transports have no such option and are left alone. */
+static void note_unverified(struct conns *c, nng_pipe p) {
+  bool verified = false;
+  if (nng_pipe_get_bool(p, NNG_OPT_TLS_VERIFIED, &verified) != 0 || verified)
+    return;
+  pthread_mutex_lock(&c->lock);
+  uint64_t total = ++c->tls_unverified_total, now = sbx_monotonic_ms();
+  bool log_it = c->last_unverified_log_ms == 0 || now - c->last_unverified_log_ms >= 1000;
+  if (log_it)
+    c->last_unverified_log_ms = now;
+  pthread_mutex_unlock(&c->lock);
+  if (!log_it)
+    return;
+  char *url = NULL;
+  if (nng_listener_get_string(nng_pipe_listener(p), NNG_OPT_URL, &url) != 0)
+    url = NULL;
+  log_line("tls_client_unverified",
+           "listener=%s unverified_total=%llu msg=\"a connection without a verified client "
+           "certificate (none, or one that did not verify) is served: --tls-client-auth "
+           "optional\"",
+           url != NULL ? url : "?", (unsigned long long)total);
+  nng_strfree(url);
+}
+
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
   struct conns *c = arg;
   uint32_t id = (uint32_t)nng_pipe_id(p);
@@ -94,8 +120,11 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
       c->last_refusal_log_ms = now;
   }
   pthread_mutex_unlock(&c->lock);
-  if (added)
+  if (added) {
+    if (c->tls_log_unverified)
+      note_unverified(c, p);
     return;
+  }
   if (log_it)
     log_refusal(c, p, refused);
   nng_pipe_close(p);

@@ -37,6 +37,11 @@ struct conns {
   uint64_t idle_closed_total;
   uint64_t last_refusal_log_ms;
   uint32_t internal_listener; /* its pipes (the fronts' client) are never idle-closed */
+  /* --tls-client-auth optional: connections served without a verified
+   * client certificate are counted and logged (one line a second at most). */
+  bool tls_log_unverified;
+  uint64_t tls_unverified_total;
+  uint64_t last_unverified_log_ms;
 };
 
 int conns_init(struct conns *c, unsigned max_per_listener, uint64_t idle_timeout_ms);

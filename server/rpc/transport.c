@@ -140,6 +140,23 @@ static void call_cb(void *arg) {
   }
 }
 
+/* One listener; a tls+tcp:// one gets the TLS configuration first. */
+/* One listener of the socket on url, started; its id in *id. */
+static int open_listener(struct server *srv, const char *url, uint32_t *id, struct sbx_error *err) {
+  nng_listener l;
+  int rv;
+  if ((rv = nng_listener_create(&l, srv->sock, url)) != 0 ||
+      (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)srv->settings.max_message_bytes)) !=
+          0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", url, nng_strerror(rv));
+  if (settings_url_is_tls(url) && tls_listen_setup(&srv->tls_listen, &srv->tls, l, url, err) < 0)
+    return -1;
+  if ((rv = nng_listener_start(l, 0)) != 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", url, nng_strerror(rv));
+  *id = (uint32_t)nng_listener_id(l);
+  return 0;
+}
+
 static int open_socket(struct server *srv, struct sbx_error *err) {
   const struct server_settings *s = &srv->settings;
   int rv;
@@ -148,18 +165,17 @@ static int open_socket(struct server *srv, struct sbx_error *err) {
   if (conns_init(&srv->conns, (unsigned)s->max_connections, (uint64_t)s->idle_timeout_ms) < 0 ||
       (rv = conns_watch(&srv->conns, srv->sock)) != 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "connection table: %s", nng_strerror(rv));
-  /* The configured URLs, then, when HTTP fronts are served, theirs: in
-   * this process only, never idle-closed. */
-  unsigned n = s->n_listen + (s->http_fronts[0] != '\0' ? 1 : 0);
-  for (unsigned i = 0; i < n; i++) {
-    const char *url = i < s->n_listen ? s->listen[i] : SERVER_FRONTS_URL;
-    nng_listener l;
-    if ((rv = nng_listener_create(&l, srv->sock, url)) != 0 ||
-        (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)s->max_message_bytes)) != 0 ||
-        (rv = nng_listener_start(l, 0)) != 0)
-      return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", url, nng_strerror(rv));
-    if (i == s->n_listen)
-      conns_set_internal_listener(&srv->conns, (uint32_t)nng_listener_id(l));
+  srv->conns.tls_log_unverified = settings_tls_client_auth(s) == TLS_CLIENT_AUTH_OPTIONAL;
+  uint32_t id;
+  for (unsigned i = 0; i < s->n_listen; i++)
+    if (open_listener(srv, s->listen[i], &id, err) < 0)
+      return -1;
+  /* When HTTP fronts are served, theirs: in this process only, never
+   * idle-closed. */
+  if (s->http_fronts[0] != '\0') {
+    if (open_listener(srv, SERVER_FRONTS_URL, &id, err) < 0)
+      return -1;
+    conns_set_internal_listener(&srv->conns, id);
   }
   return 0;
 }
@@ -233,6 +249,7 @@ void server_drain(struct server *srv) {
     usleep(10 * 1000);
   usleep(100 * 1000);
   nng_close(srv->sock);
+  tls_listen_free(&srv->tls_listen);
 }
 
 void server_free(struct server *srv) {

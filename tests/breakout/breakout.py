@@ -16,10 +16,18 @@ root filesystem, the server's cgroup directories (sandboxd.<pid> in the
 memory, pids and cpuacct v1 hierarchies, or the v2 tree) removed after it
 exits. Needs root; without it a group skips (exit 77), or fails when CI=true.
 
+With SBX_BREAKOUT_FRONT=piston (ctest's breakout_piston_* entries) the same
+cases send their code through the Piston front instead (POST
+/api/v2/execute on --http-fronts piston, tests/lib/piston.py), with the
+same checks on the answer read back into sandbox-run's shape; a call that
+needs what the Piston API has no field for (a session, stdin piped to the
+client) still goes through sandbox-run, and is listed at the end. Those
+servers use uids 60600-60999 so that both passes may run at once.
+
 Attack programs print one JSON object; the host side compares it with what
 the isolation promises (docs/SECURITY.md has the map from family to group).
 
-With SBX_BREAKOUT_VIA=mcp (ctest's fronts_mcp_breakout_* entries) every case
+With SBX_BREAKOUT_FRONT=mcp (ctest's breakout_mcp_* entries) every case
 runs its code through the MCP front instead: the run_code tool of one
 sandbox-mcp per group (tests/lib/mcp_stdio.py turns sandbox-run's flags into
 tool arguments and the tool result back into sandbox-run's JSON), with the
@@ -38,10 +46,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import Server as ServiceServer, check, run_groups  # noqa: E402
+from harness import Server as ServiceServer, check, free_port, run_groups  # noqa: E402
 import mcp_stdio  # noqa: E402
+import piston  # noqa: E402
 
-VIA_MCP = os.environ.get("SBX_BREAKOUT_VIA") == "mcp"
+FRONT = os.environ.get("SBX_BREAKOUT_FRONT", "")
+NATIVE_CALLS = []  # in the Piston pass: calls that needed sandbox-run, and why
+VIA_MCP = FRONT == "mcp"
 
 TOKEN = f"sbxbreak{os.getpid()}x{time.monotonic_ns() % 100000}"
 HELLO = 'print("hello")\n'
@@ -83,6 +94,13 @@ class Server(ServiceServer):
     def __init__(self, bin_dir, uid_base, *extra, env=None):
         if VIA_MCP:
             uid_base = uid_base - 65000 + 61300
+        elif FRONT == "piston":
+            uid_base = uid_base - 65000 + 60600
+            self.http_port = free_port()
+            # A body cap above the largest RunCode message (8 MiB of
+            # stdin, say, as JSON), so the cases test the run, not the cap.
+            extra = (*extra, "--http-listen", f"http://127.0.0.1:{self.http_port}",
+                     "--http-fronts", "piston", "--http-max-body-bytes", str(64 << 20))
         super().__init__(bin_dir, uid_base, *extra, env=env)
         self.cgroup_dirs = server_cgroup_dirs(self.proc.pid)
         self.mcp = None
@@ -109,11 +127,17 @@ class Server(ServiceServer):
         return (PRELUDE if prelude else "") + code
 
     def run(self, code, *flags, url=None, stdin=None, timeout=90, prelude=True):
-        if self.mcp is None or url is not None:
-            return super().run(code, *flags, url=url, stdin=stdin, timeout=timeout,
-                               prelude=prelude)
-        args, adir = mcp_stdio.run_code_arguments(self.script_text(code, prelude=prelude), flags)
-        return mcp_stdio.sandbox_run_equivalent(self.mcp.tool("run_code", args, timeout), adir)
+        if self.mcp is not None and url is None:
+            args, adir = mcp_stdio.run_code_arguments(self.script_text(code, prelude=prelude),
+                                                      flags)
+            return mcp_stdio.sandbox_run_equivalent(self.mcp.tool("run_code", args, timeout),
+                                                    adir)
+        if FRONT == "piston" and url is None:
+            body, why = piston_body(self.script_text(code, prelude=prelude), flags, stdin)
+            if body is not None:
+                return 0, piston.as_sandbox_run(*piston.execute(self.http_port, body, timeout))
+            NATIVE_CALLS.append(why)
+        return super().run(code, *flags, url=url, stdin=stdin, timeout=timeout, prelude=prelude)
 
     def close_session(self, session_id):
         if self.mcp is None:
@@ -131,6 +155,35 @@ class Server(ServiceServer):
 
     def runs_total(self):
         return self.sbx("--info").get("runs_total")
+
+
+# sandbox-run's flags as Piston's fields: (field, how the value converts).
+PISTON_FLAGS = {"--timeout-ms": ("run_timeout", int), "--cpu-time-ms": ("run_cpu_time", int),
+                "--memory-mb": ("run_memory_limit", lambda v: int(v) << 20)}
+
+
+def piston_body(code, flags, stdin):
+    """The Piston request for a sandbox-run call, or (None, why not)."""
+    if stdin is not None:
+        return None, "stdin piped to sandbox-run"
+    body = piston.program(code, args=[])
+    flags = list(flags)
+    while flags:
+        flag, value = flags.pop(0), flags.pop(0) if flags else None
+        if flag in PISTON_FLAGS:
+            field, conv = PISTON_FLAGS[flag]
+            body[field] = conv(value)
+        elif flag == "--arg":
+            body["args"].append(value)
+        elif flag == "--stdin":
+            data = open(value, "rb").read()
+            try:
+                body["stdin"] = data.decode()
+            except UnicodeDecodeError:
+                return None, "--stdin with bytes that are not UTF-8"
+        else:
+            return None, flag
+    return body, None
 
 
 def result(out):
@@ -1412,7 +1465,11 @@ GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.sta
 
 
 def main():
-    return run_groups(GROUPS, "breakout_")
+    rc = run_groups(GROUPS, f"breakout_{FRONT}_" if FRONT else "breakout_")
+    if FRONT == "piston":
+        print(f"through the Piston front; {len(NATIVE_CALLS)} call(s) through sandbox-run "
+              f"(no Piston field for them): {sorted(set(NATIVE_CALLS))}")
+    return rc
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """A small MCP client over stdio for sandbox-mcp, for the Python suites that
 drive sandboxd through its MCP front (the breakout suite with
-SBX_BREAKOUT_VIA=mcp, bench/mcp_latency.py): newline-delimited JSON-RPC on
+SBX_BREAKOUT_FRONT=mcp, bench/mcp_latency.py): newline-delimited JSON-RPC on
 the child's stdin/stdout, the initialize handshake, and calls from several
 threads at once (a reader thread hands each response to its caller by id).
 

@@ -139,8 +139,19 @@ static void endpoint_urls_and_keys(void **state) {
   parse_ok("inproc://sandboxd-fronts", false, "inproc://sandboxd-fronts");
   parse_ok("tcp://sandboxd.default.svc.cluster.local:7878", true, NULL);
   parse_ok("tcp://localhost:1", true, NULL);
+  /* tls+tcp://: the scheme is part of the key (every client spells it so),
+   * the host is kept as written for the server name. */
+  parse_ok("tls+tcp://127.0.0.2:07878", false, "tls+tcp://127.0.0.2:7878");
+  parse_ok("tls+tcp://[0::1]:7878", false, "tls+tcp://[::1]:7878");
+  parse_ok("tls+tcp://sandboxd.mesh.test:7878", true, NULL);
   struct sbxc_target t;
   char err[256];
+  assert_int_equal(sbxc_target_parse("tls+tcp://[0::1]:7878", &t, err, sizeof(err)), 0);
+  assert_true(t.tls);
+  assert_string_equal(t.host, "0::1");
+  assert_int_equal(sbxc_target_parse("tcp://10.1.2.3:7878", &t, err, sizeof(err)), 0);
+  assert_false(t.tls);
+  assert_string_equal(t.host, "10.1.2.3");
   assert_int_equal(sbxc_target_parse("tcp://sbx-a_1.test:65535", &t, err, sizeof(err)), 0);
   assert_string_equal(t.host, "sbx-a_1.test");
   assert_int_equal(t.port, 65535);
@@ -156,8 +167,10 @@ static void endpoint_urls_and_keys(void **state) {
   parse_bad("tcp://user@host:1", "expected tcp://HOST:PORT");
   parse_bad("ipc://", "needs a socket path");
   parse_bad("inproc://", "needs a socket path or name");
-  parse_bad("tls+tcp://127.0.0.1:7878", "the C client has no TLS settings");
-  parse_bad("http://127.0.0.1:7878", "tcp://HOST:PORT, ipc://PATH or inproc://NAME only");
+  parse_bad("tls+tcp://127.0.0.1", "expected tls+tcp://HOST:PORT");
+  parse_bad("tls+tcp://[::1]", "expected tls+tcp://[IPv6]:PORT");
+  parse_bad("http://127.0.0.1:7878",
+            "tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc://PATH or inproc://NAME only");
   char huge[400];
   memset(huge, 'a', sizeof(huge));
   memcpy(huge, "ipc:///", 7);
@@ -170,12 +183,16 @@ static void address_keys(void **state) {
   struct in_addr a4;
   struct in6_addr a6;
   assert_int_equal(inet_pton(AF_INET, "10.0.0.7", &a4), 1);
-  assert_int_equal(sbxc_address_key(AF_INET, &a4, 7878, key, sizeof(key)), 0);
+  assert_int_equal(sbxc_address_key("tcp", AF_INET, &a4, 7878, key, sizeof(key)), 0);
   assert_string_equal(key, "tcp://10.0.0.7:7878");
+  assert_int_equal(sbxc_address_key("tls+tcp", AF_INET, &a4, 7878, key, sizeof(key)), 0);
+  assert_string_equal(key, "tls+tcp://10.0.0.7:7878");
   assert_int_equal(inet_pton(AF_INET6, "2001:db8:0:0:0:0:0:1", &a6), 1);
-  assert_int_equal(sbxc_address_key(AF_INET6, &a6, 7878, key, sizeof(key)), 0);
+  assert_int_equal(sbxc_address_key("tcp", AF_INET6, &a6, 7878, key, sizeof(key)), 0);
   assert_string_equal(key, "tcp://[2001:db8::1]:7878");
-  assert_int_equal(sbxc_address_key(AF_INET6, &a6, 7878, key, 10), -1);
+  assert_int_equal(sbxc_address_key("tls+tcp", AF_INET6, &a6, 7878, key, sizeof(key)), 0);
+  assert_string_equal(key, "tls+tcp://[2001:db8::1]:7878");
+  assert_int_equal(sbxc_address_key("tcp", AF_INET6, &a6, 7878, key, 10), -1);
 }
 
 static void key_sets(void **state) {

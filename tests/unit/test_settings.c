@@ -149,7 +149,8 @@ static void limits_table(void **state) {
   assert_int_equal(settings_check(&s, &err), 0);
 }
 
-/* --http-listen: http://host:port only, checked at load; --log-format. */
+/* --http-listen: http:// or https://host:port, checked at load (https://
+ * without --tls-cert and --tls-key too); --log-format. */
 static void operations(void **state) {
   struct server_settings s;
   char *a1[] = {"sandboxd", "--http-listen", "http://127.0.0.1:9090", "--log-format", "json", NULL};
@@ -166,9 +167,21 @@ static void operations(void **state) {
                    0);
   assert_string_equal(host, "localhost");
   assert_int_equal(port, 0);
-  const char *bad[] = {"https://127.0.0.1:9090", "tcp://127.0.0.1:9090", "http://127.0.0.1",
-                       "http://:9090",           "http://h:99999",       "http://h:90/metrics",
-                       "http://u@h:90",          "http://[::1]90"};
+  assert_int_equal(settings_http_listen_parts("https://[::1]:9443", host, sizeof host, &port, &err),
+                   0);
+  assert_string_equal(host, "::1");
+  assert_int_equal(port, 9443);
+  char *a3[] = {
+      "sandboxd", "--http-listen", "https://127.0.0.1:9443", "--tls-cert", "/c", "--tls-key", "/k",
+      NULL};
+  assert_int_equal(load(&s, 7, a3), 0);
+  assert_true(settings_http_listen_is_tls(s.http_listen));
+  char *a4[] = {"sandboxd", "--http-listen", "https://127.0.0.1:9443", NULL};
+  assert_int_equal(load(&s, 3, a4), -1);
+  assert_non_null(strstr(err.msg, "https:// needs --tls-cert"));
+  const char *bad[] = {"https://127.0.0.1", "tcp://127.0.0.1:9090", "http://127.0.0.1",
+                       "http://:9090",      "http://h:99999",       "http://h:90/metrics",
+                       "http://u@h:90",     "http://[::1]90"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char *a[] = {"sandboxd", "--http-listen", (char *)bad[i], NULL};
     assert_int_equal(load(&s, 3, a), -1);

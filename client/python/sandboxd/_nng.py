@@ -44,7 +44,6 @@ OPT_RECVMAXSZ = b"recv-size-max"
 OPT_RECONNMINT = b"reconnect-time-min"
 OPT_RECONNMAXT = b"reconnect-time-max"
 OPT_TLS_CONFIG = b"tls-config"
-OPT_TLS_SERVER_NAME = b"tls-server-name"
 
 TLS_MODE_CLIENT = 0
 TLS_AUTH_MODE_NONE = 0
@@ -120,6 +119,59 @@ _proto("nng_tls_config_ca_file", c_int, c_void_p, c_char_p)
 _proto("nng_tls_config_cert_key_file", c_int, c_void_p, c_char_p, c_char_p)
 _proto("nng_tls_config_auth_mode", c_int, c_void_p, c_int)
 _proto("nng_tls_config_server_name", c_int, c_void_p, c_char_p)
+_proto("nng_tls_config_own_cert", c_int, c_void_p, c_char_p, c_char_p, c_char_p)
+_proto("nng_stats_get", c_int, POINTER(c_void_p))
+_proto("nng_stats_free", None, c_void_p)
+_proto("nng_stat_child", c_void_p, c_void_p)
+_proto("nng_stat_next", c_void_p, c_void_p)
+_proto("nng_stat_name", c_char_p, c_void_p)
+_proto("nng_stat_type", c_int, c_void_p)
+_proto("nng_stat_value", ctypes.c_uint64, c_void_p)
+
+
+STAT_SCOPE = 0
+
+
+def _stat_children(node: int):
+    child = lib.nng_stat_child(node)
+    while child:
+        yield child
+        child = lib.nng_stat_next(child)
+
+
+def _dialer_scopes(node: int, out: Dict[int, int]) -> None:
+    """Every "dialer" scope below node, by its "id" statistic. (nng 1.5.2's
+    nng_stat_find_dialer matches the id only at the top of the tree and
+    returns the first dialer of the snapshot.)"""
+    if lib.nng_stat_type(node) == STAT_SCOPE and lib.nng_stat_name(node) == b"dialer":
+        for child in _stat_children(node):
+            if lib.nng_stat_name(child) == b"id":
+                out[lib.nng_stat_value(child)] = node
+    for child in _stat_children(node):
+        _dialer_scopes(child, out)
+
+
+def dialer_stats(dialers: Dict[str, int], names) -> Dict[str, Dict[str, int]]:
+    """nng's statistics of some dialers: {key: {name: value}} for dialers
+    {key: dialer id}; a dialer gone (or statistics off) is left out. nng
+    reports a failed dial to no callback; these counters are how a client
+    learns that its TLS handshakes fail."""
+    snap = c_void_p()
+    if lib.nng_stats_get(byref(snap)) != 0:
+        return {}
+    try:
+        scopes: Dict[int, int] = {}
+        _dialer_scopes(snap.value, scopes)
+        out = {}
+        for key, dialer in dialers.items():
+            node = scopes.get(dialer)
+            if node:
+                values = {lib.nng_stat_name(c).decode(): lib.nng_stat_value(c)
+                          for c in _stat_children(node)}
+                out[key] = {n: values.get(n, 0) for n in names}
+        return out
+    finally:
+        lib.nng_stats_free(snap)
 
 
 def strerror(errno: int) -> str:

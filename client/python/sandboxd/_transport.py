@@ -260,10 +260,23 @@ def session_score(session_id: str, key: str) -> int:
     return fnv1a32(f"{session_id}\0{key}".encode())
 
 
-class TLSConfig:
-    """nng's TLS client configuration, shared by every tls+tcp dialer."""
+def _read_pem(what: str, path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4 << 20)
+    except OSError as e:
+        raise ValueError(f"tls: {what} {path}: {e.strerror}") from None
 
-    def __init__(self, tls: TLS):
+
+class TLSConfig:
+    """One nng TLS client configuration: the CA, this client's certificate
+    and the server name to check. One per server name, not one per client:
+    in nng 1.5.2 the name lives in the configuration, and the dialer option
+    tls-server-name writes into the configuration the dialer holds, so
+    dialers sharing one would overwrite each other's name (and race a
+    handshake reading it)."""
+
+    def __init__(self, tls: TLS, server_name: str):
         cfg = c_void_p()
         rv = lib.nng_tls_config_alloc(byref(cfg), _nng.TLS_MODE_CLIENT)
         if rv == _nng.ENOTSUP:
@@ -272,22 +285,30 @@ class TLSConfig:
         _nng.check(rv, "tls: nng_tls_config_alloc")
         self.ptr = cfg.value
         try:
-            if tls.verify and not tls.ca_file:
-                raise ValueError("tls: verify=True needs ca_file (nng reads no system CA store)")
-            if tls.ca_file:
-                _nng.check(lib.nng_tls_config_ca_file(self.ptr, tls.ca_file.encode()),
-                           f"tls: ca_file {tls.ca_file}")
-            if tls.cert_key_file:
-                password = tls.key_password.encode() if tls.key_password else None
-                _nng.check(lib.nng_tls_config_cert_key_file(self.ptr, tls.cert_key_file.encode(),
-                                                            password),
-                           f"tls: cert_key_file {tls.cert_key_file}")
-            mode = _nng.TLS_AUTH_MODE_REQUIRED if tls.verify else _nng.TLS_AUTH_MODE_NONE
-            _nng.check(lib.nng_tls_config_auth_mode(self.ptr, mode), "tls: auth mode")
+            self._load(tls)
+            _nng.check(lib.nng_tls_config_server_name(self.ptr, server_name.encode()),
+                       f"tls: server name {server_name}")
         except Exception:
             self.free()
             raise
-        self.server_name = tls.server_name
+        self.server_name = server_name
+
+    def _load(self, tls: TLS) -> None:
+        if tls.ca_file:
+            _nng.check(lib.nng_tls_config_ca_file(self.ptr, tls.ca_file.encode()),
+                       f"tls: ca_file {tls.ca_file}")
+        password = tls.key_password.encode() if tls.key_password else None
+        if tls.cert_key_file:
+            _nng.check(lib.nng_tls_config_cert_key_file(self.ptr, tls.cert_key_file.encode(),
+                                                        password),
+                       f"tls: cert_key_file {tls.cert_key_file}")
+        if tls.cert_file:
+            cert = _read_pem("cert_file", tls.cert_file)
+            key = _read_pem("key_file", tls.key_file)
+            _nng.check(lib.nng_tls_config_own_cert(self.ptr, cert, key, password),
+                       f"tls: cert_file {tls.cert_file}, key_file {tls.key_file}")
+        mode = _nng.TLS_AUTH_MODE_REQUIRED if tls.verify else _nng.TLS_AUTH_MODE_NONE
+        _nng.check(lib.nng_tls_config_auth_mode(self.ptr, mode), "tls: auth mode")
 
     def free(self) -> None:
         if self.ptr:
@@ -295,11 +316,51 @@ class TLSConfig:
             self.ptr = None
 
 
+def check_tls(tls: TLS) -> None:
+    if tls.verify and not tls.ca_file:
+        raise ValueError("tls: verify=True needs ca_file (nng reads no system CA store)")
+    if tls.cert_key_file and (tls.cert_file or tls.key_file):
+        raise ValueError("tls: give cert_key_file (one file) or cert_file and key_file, not both")
+    if bool(tls.cert_file) != bool(tls.key_file):
+        raise ValueError("tls: cert_file and key_file go together")
+
+
+class TLSConfigs:
+    """The client's TLS configurations by server name: tls.server_name's
+    for every endpoint when set, else each URL's host's. Made when the
+    client opens, before any dialer starts, and never changed."""
+
+    def __init__(self, tls: TLS):
+        check_tls(tls)
+        self.tls = tls
+        self.by_name: Dict[str, TLSConfig] = {}
+
+    def for_host(self, host: str) -> TLSConfig:
+        name = self.tls.server_name or host
+        if name not in self.by_name:
+            self.by_name[name] = TLSConfig(self.tls, name)
+        return self.by_name[name]
+
+    def free(self) -> None:
+        for cfg in self.by_name.values():
+            cfg.free()
+        self.by_name = {}
+
+
+# nng's dialer error counters: "auth" (the handshake failed here, or the
+# server refused ours with an alert), "other", "disconnect", "proto" (the
+# server closed the connection during it). They also count the end of a
+# connection that had been made, so "connect" is taken off.
+TLS_FAILURE_STATS = ("auth", "other", "disconnect", "proto")
+
+
 class Endpoint:
     """One server address: its own REQ socket and dialer."""
 
-    def __init__(self, address: str, fleet: "Fleet", server_name: str = ""):
+    def __init__(self, address: str, fleet: "Fleet", tls_config: Optional[TLSConfig] = None):
         self.address = address
+        self.tls = tls_config is not None
+        self.dialer = 0  # its statistics say why a tls+tcp one does not connect
         self.pipes: Set[int] = set()
         self.in_flight = 0
         self.retired = False
@@ -310,23 +371,23 @@ class Endpoint:
         self._fleet = weakref.ref(fleet)
         self.sock = _nng.req_socket(self._on_pipe)
         try:
-            self._dial(fleet.tls_config, server_name)
+            self._dial(tls_config)
         except _nng.NngError:
             _nng.close_socket(self.sock)
             raise
 
-    def _dial(self, tls_config: Optional[TLSConfig], server_name: str) -> None:
+    def _dial(self, tls_config: Optional[TLSConfig]) -> None:
         dialer = c_uint32()
         _nng.check(lib.nng_dialer_create(byref(dialer), self.sock, self.address.encode()),
                    f"dialer for {self.address}")
+        self.dialer = dialer.value
         lib.nng_dialer_set_ms(dialer.value, _nng.OPT_RECONNMINT, RECONNECT_MIN_MS)
         lib.nng_dialer_set_ms(dialer.value, _nng.OPT_RECONNMAXT, RECONNECT_MAX_MS)
         if tls_config is not None:
+            # The configuration carries the server name (TLSConfigs); the
+            # dialer only holds it.
             _nng.check(lib.nng_dialer_set_ptr(dialer.value, _nng.OPT_TLS_CONFIG, tls_config.ptr),
                        f"tls config for {self.address}")
-            name = tls_config.server_name or server_name
-            _nng.check(lib.nng_dialer_set_string(dialer.value, _nng.OPT_TLS_SERVER_NAME,
-                                                 name.encode()), "tls server name")
         # Non-blocking: a server that is down now is dialed again and again.
         _nng.check(lib.nng_dialer_start(dialer.value, _nng.FLAG_NONBLOCK),
                    f"dialing {self.address}")
@@ -339,6 +400,22 @@ class Endpoint:
     @property
     def live(self) -> bool:
         return bool(self.pipes)
+
+
+def _state(ep: Endpoint, stats: Optional[Dict[str, int]]) -> str:
+    """connected, not connected, or for a tls+tcp endpoint why not."""
+    if ep.live:
+        return "connected"
+    failed = max(0, sum(stats.get(n, 0) for n in TLS_FAILURE_STATS)
+                 - stats.get("connect", 0)) if stats else 0
+    if failed:
+        return (f"not connected: {failed} TLS handshakes failed: the server's certificate does "
+                "not verify against ca_file or does not carry the server name (server_name, "
+                "else the URL's host), or the server refused this client's certificate (none, "
+                "another CA, expired)")
+    if stats and stats.get("refused"):
+        return "not connected: connection refused"
+    return "not connected"
 
 
 _open_fleets: "weakref.WeakSet[Fleet]" = weakref.WeakSet()
@@ -370,7 +447,14 @@ class Fleet:
         self._rr = 0
         self._sessions: "OrderedDict[str, str]" = OrderedDict()
         self._closed = False
-        self.tls_config = TLSConfig(tls) if tls is not None else None
+        self.tls_configs = TLSConfigs(tls) if tls is not None else None
+        self._tls: Dict[str, TLSConfig] = {}  # a tls+tcp target's URL -> its configuration
+        if self.tls_configs is not None:
+            try:  # every configuration before any dialer: a bad file fails here
+                self._tls = {t.url: self.tls_configs.for_host(t.host) for t in self._targets}
+            except Exception:
+                self.tls_configs.free()
+                raise
         _open_fleets.add(self)
         for t in self._targets:
             if t.kind == "name":
@@ -416,7 +500,7 @@ class Fleet:
         created = []
         for address in added:
             try:
-                created.append(Endpoint(address, self, server_name=wanted[address].host))
+                created.append(Endpoint(address, self, self._tls.get(wanted[address].url)))
             except _nng.NngError as e:
                 if target.kind == "fixed":
                     raise ValueError(f"endpoint {target.url}: {e}") from None
@@ -531,13 +615,19 @@ class Fleet:
     # -- reporting --
 
     def describe(self) -> str:
-        """What the fleet looks like, for an error saying no endpoint is connected."""
+        """What the fleet looks like, for an error saying no endpoint is
+        connected; for a tls+tcp one that is not, why (nng's statistics,
+        read without the lock)."""
+        with self._cond:
+            dialers = {a: ep.dialer for a, ep in self._active.items() if ep.tls and not ep.live}
+        stats = (_nng.dialer_stats(dialers, TLS_FAILURE_STATS + ("refused", "connect"))
+                 if dialers else {})
         with self._cond:
             parts = []
             for t in self._targets:
                 if t.kind == "name" and not t.addresses:
                     parts.append(f"{t.url} (no address: {t.resolve_error or 'not resolved'})")
-            parts += [f"{ep.address} ({'connected' if ep.live else 'not connected'})"
+            parts += [f"{ep.address} ({_state(ep, stats.get(ep.address))})"
                       for ep in self._active.values()]
         return ", ".join(parts) or "no endpoint"
 
@@ -559,6 +649,6 @@ class Fleet:
             self._cond.notify_all()
         for ep in eps:
             _nng.close_socket(ep.sock)
-        if self.tls_config is not None:
-            self.tls_config.free()
+        if self.tls_configs is not None:
+            self.tls_configs.free()  # each dialer held its own reference
         _open_fleets.discard(self)

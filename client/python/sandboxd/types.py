@@ -57,16 +57,22 @@ class FileURL:
 @dataclass(frozen=True)
 class TLS:
     """tls+tcp:// settings, handed to nng (Debian's libnng1 is built with
-    mbedTLS). ca_file: PEM CA chain to verify the server with; cert_key_file:
-    one PEM file with this client's certificate and key (for servers that ask
-    for one), key_password if the key is encrypted; server_name: the name to
-    verify, by default the endpoint's host name; verify=False turns
-    verification off (testing only)."""
+    mbedTLS; TLS 1.2). ca_file: PEM CA chain to verify the server with.
+    This client's certificate, for servers that ask for one
+    (--tls-client-auth): cert_file and key_file, two PEM files as sandboxd
+    and the C client take them, or cert_key_file, one PEM file holding both;
+    key_password if the key is encrypted. server_name: the name the
+    server's certificate must carry, by default each URL's host as written
+    (mbedTLS 2.28 matches it against the certificate's DNS names only, not
+    its IP addresses). verify=False turns verification of the server off
+    (testing only)."""
     ca_file: Optional[str] = None
     cert_key_file: Optional[str] = None
     key_password: Optional[str] = None
     server_name: Optional[str] = None
     verify: bool = True
+    cert_file: Optional[str] = None
+    key_file: Optional[str] = None
 
 
 @dataclass(frozen=True)

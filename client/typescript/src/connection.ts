@@ -89,7 +89,9 @@ export class SpConnection {
       const fail = (err: Error): void => {
         clearTimeout(timer);
         sock.destroy();
-        reject(new TransportError("connect", false, `${address.key}: ${err.message}`));
+        // OpenSSL's messages (a TLS alert from the server) end in a newline.
+        const why = err.message.trim().replace(/\s*\n\s*/g, " ");
+        reject(new TransportError("connect", false, `${address.key}: ${why}`));
       };
       const timer = setTimeout(
         () => fail(new Error(`no SP handshake within ${opts.connectTimeoutMs} ms`)),

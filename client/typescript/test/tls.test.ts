@@ -1,75 +1,62 @@
-/* tls.test.ts: tls+tcp:// framing. sandboxd has no TLS listener yet, so the
- * test builds a TLS-terminating relay from node:tls and node:net that
- * forwards to a real sandboxd's tcp port, with certificates made here by
- * openssl. It shows the SP exchange working through node:tls (handshake,
- * SNI and certificate checks, many calls in flight); it does not show
- * interoperation with nng's own TLS transport, which has no server here to
- * test against. uid base 54400. */
+/* tls.test.ts: tls+tcp:// against sandboxd's own TLS listener (nng's TLS
+ * transport over mbedTLS), with --tls-client-auth required and
+ * certificates made here by openssl (tests/lib/tls_certs.py): node:tls
+ * speaking to nng's TLS, SNI and the certificate checks by name and by IP,
+ * many calls in flight, and each refusal (a server certificate from
+ * another CA, a wrong name, no client certificate, one from another CA,
+ * an expired one) ending in UNAVAILABLE with nothing sent, nothing run,
+ * and the server still serving. uid base 58600. */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import * as net from "node:net";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import { after, before, test } from "node:test";
-import * as tls from "node:tls";
+import type * as tls from "node:tls";
 
 import { Client, SandboxError, Unavailable } from "../src/index.js";
-import { Sandboxd, tempDir } from "./helpers/sandboxd.js";
+import { Sandboxd, freePort, repoRoot, tempDir } from "./helpers/sandboxd.js";
 
 let s: Sandboxd;
-let relay: tls.Server;
-let relayPort = 0;
-let upstreamConnections = 0;
-let certs: { dir: string; ca: Buffer };
+let tlsPort = 0;
+let certs: Record<string, string>;
+const pem = (name: string): Buffer => readFileSync(certs[name]!);
 
-function makeCerts(): { dir: string; ca: Buffer } {
+/** The tests' certificates, made by openssl through the script every TLS
+ * test shares. */
+function makeCerts(): Record<string, string> {
   const dir = tempDir("sbx-ts-tls-");
-  const ossl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  ossl("req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=sandboxd test CA");
-  ossl("req", ...ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=sandbox.tls.test");
-  writeFileSync(path.join(dir, "ext.cnf"), "subjectAltName=DNS:sandbox.tls.test,IP:127.0.0.1\n");
-  ossl("x509", "-req", "-in", "srv.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.crt", "-days", "2", "-extfile", "ext.cnf");
-  return { dir, ca: readFileSync(path.join(dir, "ca.crt")) };
+  const script = path.join(repoRoot, "tests/lib/tls_certs.py");
+  return JSON.parse(execFileSync("/usr/bin/python3", [script, dir], { encoding: "utf8" })) as Record<string, string>;
 }
 
+/** The right client: the mesh's CA, a client certificate from it. */
+const good = (): tls.ConnectionOptions => ({ ca: pem("ca_crt"), cert: pem("client_crt"), key: pem("client_key") });
+
 before(async () => {
-  s = await Sandboxd.start({ uidBase: 54400, args: ["--workers", "2"] });
   certs = makeCerts();
-  const sandboxdPort = Number(new URL(s.tcp.replace("tcp:", "http:")).port);
-  relay = tls.createServer(
-    { key: readFileSync(path.join(certs.dir, "srv.key")), cert: readFileSync(path.join(certs.dir, "srv.crt")) },
-    (down) => {
-      // Only after a completed TLS handshake: count what reached sandboxd.
-      upstreamConnections++;
-      const up = net.connect(sandboxdPort, "127.0.0.1");
-      down.pipe(up);
-      up.pipe(down);
-      down.on("error", () => up.destroy());
-      up.on("error", () => down.destroy());
-      down.on("close", () => up.destroy());
-      up.on("close", () => down.destroy());
-    },
-  );
-  relay.on("tlsClientError", () => {});
-  await new Promise<void>((r) => relay.listen(0, "127.0.0.1", r));
-  relayPort = (relay.address() as net.AddressInfo).port;
+  tlsPort = await freePort();
+  s = await Sandboxd.start({
+    uidBase: 58600,
+    args: [
+      "--workers", "2",
+      "--listen", `tls+tcp://127.0.0.1:${tlsPort}`,
+      "--tls-cert", certs.server_crt!, "--tls-key", certs.server_key!,
+      "--tls-ca", certs.ca_crt!, "--tls-client-auth", "required",
+    ],
+  });
 });
 
 after(async () => {
-  await new Promise<void>((r) => relay.close(() => r()));
-  rmSync(certs.dir, { recursive: true, force: true });
   await s.cleanup();
 });
 
 test("tls+tcp:// by name (SNI and the certificate's DNS name), many calls in flight", { timeout: 90000 }, async () => {
-  const c = new Client(`tls+tcp://sandbox.tls.test:${relayPort}`, { tls: { ca: certs.ca }, resolver: async () => ["127.0.0.1"] });
+  const c = new Client(`tls+tcp://localhost:${tlsPort}`, { tls: good(), resolver: async () => ["127.0.0.1"] });
   try {
     assert.equal(await c.health(), "SERVING");
     const rs = await Promise.all(Array.from({ length: 6 }, (_, i) => c.runCode({ code: `print(${i} * 7)` })));
     assert.deepEqual(rs.map((r) => r.stdoutText), [0, 1, 2, 3, 4, 5].map((i) => `${i * 7}\n`));
-    assert.equal(rs[0]!.endpoint, `tls+tcp://127.0.0.1:${relayPort}`);
+    assert.equal(rs[0]!.endpoint, `tls+tcp://127.0.0.1:${tlsPort}`);
     // Over 4 KiB: the GetInfo size check runs through TLS too.
     const big = await c.runCode({ code: "print(len(open('mounts/f').read()))", files: [{ path: "f", content: "z".repeat(20000) }] });
     assert.equal(big.stdoutText, "20000\n");
@@ -80,7 +67,7 @@ test("tls+tcp:// by name (SNI and the certificate's DNS name), many calls in fli
 });
 
 test("tls+tcp:// by IP address: the certificate's IP SAN is checked", { timeout: 90000 }, async () => {
-  const c = new Client(`tls+tcp://127.0.0.1:${relayPort}`, { tls: { ca: certs.ca } });
+  const c = new Client(`tls+tcp://127.0.0.1:${tlsPort}`, { tls: good() });
   try {
     assert.equal((await c.runCode({ code: "print('ip')" })).stdoutText, "ip\n");
   } finally {
@@ -88,25 +75,40 @@ test("tls+tcp:// by IP address: the certificate's IP SAN is checked", { timeout:
   }
 });
 
-test("an untrusted certificate or a wrong name: UNAVAILABLE, nothing reaches the server", { timeout: 90000 }, async () => {
-  const before = upstreamConnections;
-  const cases: Array<[string, tls.ConnectionOptions, RegExp]> = [
-    [`tls+tcp://sandbox.tls.test:${relayPort}`, {}, /self[- ]signed|unable to (get|verify)/i],
-    [`tls+tcp://wrong.name.test:${relayPort}`, { ca: certs.ca }, /altnames|does not match|Hostname/i],
+test("refused either way: UNAVAILABLE, nothing sent, nothing ran, the server keeps serving", { timeout: 120000 }, async () => {
+  const runsBefore = s.runIds().length;
+  const cases: Array<[string, string, tls.ConnectionOptions, RegExp]> = [
+    ["the server's certificate from another CA", `tls+tcp://127.0.0.1:${tlsPort}`,
+      { ...good(), ca: pem("other_ca_crt") }, /unable to (get|verify)|self[- ]signed/i],
+    ["a wrong server name", `tls+tcp://wrong.name.test:${tlsPort}`, good(), /altnames|does not match|Hostname/i],
+    ["no client certificate", `tls+tcp://127.0.0.1:${tlsPort}`, { ca: pem("ca_crt") },
+      /disconnected before secure TLS|socket hang up|ECONNRESET|alert/i],
+    ["a client certificate from another CA", `tls+tcp://127.0.0.1:${tlsPort}`,
+      { ...good(), cert: pem("other_client_crt"), key: pem("other_client_key") }, /alert unknown ca/i],
+    ["an expired client certificate", `tls+tcp://127.0.0.1:${tlsPort}`,
+      { ...good(), cert: pem("expired_client_crt"), key: pem("expired_client_key") }, /alert certificate expired/i],
   ];
-  for (const [url, opts, why] of cases) {
-    const c = new Client(url, { tls: opts, resolver: async () => ["127.0.0.1"], waitForEndpointMs: 300 });
+  for (const [what, url, opts, why] of cases) {
+    const c = new Client(url, { tls: opts, resolver: async () => ["127.0.0.1"], waitForEndpointMs: 1000 });
     try {
-      const e = await c.runCode({ code: "print(1)" }).then(
-        () => assert.fail("should fail"),
+      const e = await c.runCode({ code: "print('must not run')" }).then(
+        () => assert.fail(`${what}: the call should fail`),
         (err: unknown) => err as SandboxError,
       );
-      assert.ok(e instanceof Unavailable, e.message);
-      assert.equal(e.mayHaveRun, false);
-      assert.match(e.message, why);
+      assert.ok(e instanceof Unavailable, `${what}: ${e.message}`);
+      assert.equal(e.mayHaveRun, false, what);
+      assert.match(e.message, why, what);
+      assert.match(e.message, /nothing was sent/, what);
     } finally {
       c.close();
     }
   }
-  assert.equal(upstreamConnections, before, "no connection got past TLS");
+  assert.equal(s.runIds().length, runsBefore, "nothing ran for a refused connection");
+  await s.waitLog("event=tls_handshake_failed", 5000);
+  const c = new Client(`tls+tcp://127.0.0.1:${tlsPort}`, { tls: good() });
+  try {
+    assert.equal((await c.runCode({ code: "print('still here')" })).stdoutText, "still here\n");
+  } finally {
+    c.close();
+  }
 });

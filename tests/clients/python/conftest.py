@@ -2,8 +2,8 @@
 
 Servers come from tests/lib/harness.py's Server (its
 own port, ipc socket, state dir and uid range). This suite's uid bases are
-53000-53999, so it can run beside other engineers' servers; each test file
-owns a block of them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
+53000-53999, and 58500-58999 for test_tls.py, so it can run beside other
+engineers' servers; each test file owns a block of them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
 names the build's bin directory.
 """
 import os
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 from harness import Server  # noqa: E402
 
 BIN_DIR = os.environ.get("SANDBOXD_BIN_DIR", os.path.join(REPO, "build", "bin"))
-UID_MIN, UID_MAX = 53000, 53999
+UID_RANGES = ((53000, 53999), (58500, 58999))
 
 
 class Servers:
@@ -29,7 +29,7 @@ class Servers:
         self.started = []
 
     def start(self, uid_base: int, *flags: str) -> Server:
-        assert UID_MIN <= uid_base <= UID_MAX - 10, uid_base
+        assert any(lo <= uid_base <= hi - 10 for lo, hi in UID_RANGES), uid_base
         s = Server(BIN_DIR, uid_base, *flags)
         self.started.append(s)
         return s
