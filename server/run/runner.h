@@ -60,6 +60,8 @@ struct run_call {
   struct session *session;      /* reserved at dispatch, NULL without session_id */
   bool session_created;
   uint64_t received_ms; /* monotonic, when the request arrived */
+  const char *request_id; /* the caller's, for the log ("" when none) */
+  const char *peer;       /* the caller's address, for the log */
 };
 
 struct run_scratch;
