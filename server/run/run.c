@@ -165,11 +165,11 @@ static void log_success(const struct run_call *call, unsigned slot, const struct
   log_request_id(call, rid, sizeof(rid));
   log_line(
       "run",
-      "request_id=\"%s\" method=RunCode peer=%s run_id=%s slot=%u session=%s status=OK "
+      "run_id=%s request_id=\"%s\" method=RunCode peer=%s slot=%u session=%s status=OK "
       "killed_by=%s exit_code=%d signal=%d "
       "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
       "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-      rid, call->peer != NULL ? call->peer : "?", sc->run_id, slot,
+      sc->run_id, rid, call->peer != NULL ? call->peer : "?", slot,
       call->req->session_id[0] != '\0' ? call->req->session_id : "-",
       killed_by_name(res->killed_by), res->exit_code, res->signal,
       (unsigned long long)(res->wall_time_us / 1000), (unsigned long long)(res->cpu_time_us / 1000),
@@ -187,9 +187,9 @@ static void log_failure(const struct run_call *call, unsigned slot, const char *
   char rid[72];
   log_request_id(call, rid, sizeof(rid));
   log_line("run",
-           "request_id=\"%s\" method=RunCode peer=%s run_id=%s slot=%u status=%s duration_ms=%llu "
+           "run_id=%s request_id=\"%s\" method=RunCode peer=%s slot=%u status=%s duration_ms=%llu "
            "error=\"%s\"",
-           rid, call->peer != NULL ? call->peer : "?", run_id, slot, sbx_code_name(err->code),
+           run_id, rid, call->peer != NULL ? call->peer : "?", slot, sbx_code_name(err->code),
            (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
 }
 

@@ -75,7 +75,8 @@ struct run_outcome {
   struct run_scratch *scratch; /* owns what resp points to */
 };
 
-/* Runs call on the worker's slot. Logs one line (event=run). */
+/* Runs call on the worker's slot. Logs one line (event=run), run_id its
+ * first field: tests and benches find runs by "event=run run_id=". */
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,
               struct run_outcome *out);
 void run_outcome_free(struct run_outcome *out);
