@@ -59,7 +59,7 @@ struct run_call {
   struct sandbox_limits limits; /* validated, defaults applied */
   struct session *session;      /* reserved at dispatch, NULL without session_id */
   bool session_created;
-  uint64_t received_ms; /* monotonic, when the request arrived */
+  uint64_t received_ms;   /* monotonic, when the request arrived */
   const char *request_id; /* the caller's, for the log ("" when none) */
   const char *peer;       /* the caller's address, for the log */
 };
