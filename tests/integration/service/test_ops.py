@@ -646,6 +646,16 @@ def group_ops_json_logs(b):
         check(out.get("killed_by") == "timeout", "a timeout run", out)
         rc, out = s.run(HELLO, "--timeout-ms", "-1")
         check(out.get("status") == "INVALID_ARGUMENT", "a refused call", out)
+        # A request id with a quote, a newline and an escape (the Python
+        # client's ids replaced): the log keeps one line per event.
+        py = ("import sandboxd, sandboxd._wire as w\n"
+              "w.new_request_id = lambda: 'evil\"\\nts=x event=forged\\x1b'\n"
+              f"r = sandboxd.Client({s.tcp!r}).run_code('print(7)', run_id='json-hostile-id')\n"
+              "print(r.stdout_text, end='')\n")
+        p = subprocess.run(["/usr/bin/python3", "-c", py], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, PYTHONPATH=os.path.join(b, "..",
+                                                                                    "python")))
+        check(p.stdout == "7\n", "a run whose request id is hostile", (p.stdout, p.stderr[-500:]))
     finally:
         check(s.stop() == 0, "server exits 0")
     lines = [l for l in s.log_text().splitlines() if l.strip()]
@@ -670,9 +680,23 @@ def group_ops_json_logs(b):
           "the run event with its fields (numbers as numbers)", ok)
     check(to.get("killed_by") == "timeout" and to.get("wall_ms", 0) >= 500
           and to.get("signal") == 9, "the timeout run's event", to)
-    check(len(runs) == 2, "no run event for the refused call", list(runs))
+    check(ok.get("method") == "RunCode" and re.match(r"127\.0\.0\.1:\d+$", ok.get("peer", ""))
+          and isinstance(ok.get("request_id"), str) and ok.get("request_id"),
+          "the run event names the request id, the method and the peer", ok)
+    check(len(runs) == 3, "no run event for the refused call", list(runs))
+    calls = [o for o in objs if o["event"] == "call"]
+    check(len(calls) == 1 and calls[0].get("status") == "INVALID_ARGUMENT"
+          and calls[0].get("method") == "RunCode" and calls[0].get("level") == "warning"
+          and re.match(r"127\.0\.0\.1:\d+$", calls[0].get("peer", ""))
+          and calls[0].get("request_id") and "timeout_ms" in calls[0].get("msg", "")
+          and isinstance(calls[0].get("duration_ms"), int),
+          "the refused call's event: request id, method, peer, status, why, duration", calls)
+    hostile = runs.get("json-hostile-id", {})
+    check(hostile.get("request_id") == "evil??ts=x event=forged?"
+          and "forged" not in events, "a hostile request id is logged printable, in its field",
+          hostile)
     stopped = [o for o in objs if o["event"] == "stopped"]
-    check(stopped and stopped[0].get("runs_total") == 2 and stopped[0].get("requests_total") == 3,
+    check(stopped and stopped[0].get("runs_total") == 3 and stopped[0].get("requests_total") == 4,
           "the stopped event's counters", stopped)
 
 
