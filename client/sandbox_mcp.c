@@ -31,7 +31,9 @@ static void usage(FILE *out) {
           "usage: sandbox-mcp [-e URL]... [--concurrency N] [--max-message-bytes N]\n"
           "                   [--retries N] [--connect-timeout-ms N] [--max-image-bytes N]\n"
           "                   [--max-resource-bytes N] [--max-attached-bytes N]\n"
-          "                   [--max-stream-text-bytes N] [-v]\n\n"
+          "                   [--max-stream-text-bytes N] [-v]\n"
+          "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
+          "                    [--tls-server-name NAME]]\n\n"
           "Serves the Model Context Protocol (revision %s) on stdin/stdout, one JSON-RPC\n"
           "message per line, with the tools run_code, list_session_files, preview_file and\n"
           "close_session, run by sandboxd at URL (default tcp://127.0.0.1:7878, or\n"
@@ -44,7 +46,13 @@ static void usage(FILE *out) {
           "  --max-resource-bytes N   one other file embedded in a result (default 256 KiB)\n"
           "  --max-attached-bytes N   all files of one result (default 4 MiB)\n"
           "  --max-stream-text-bytes N  stdout, stderr each in a result (default 64 KiB)\n"
-          "  -v                       one stderr line per message\n",
+          "  -v                       one stderr line per message\n"
+          "  --tls-ca FILE            tls+tcp://HOST:PORT endpoints: the PEM CA bundle the\n"
+          "                           server's certificate must chain to (then every -e is\n"
+          "                           tls+tcp://); --tls-cert/--tls-key: this client's PEM\n"
+          "                           certificate and unencrypted key, for servers that ask\n"
+          "                           for one; --tls-server-name: the name the server's\n"
+          "                           certificate must carry (default: each URL's host)\n",
           MCP_LATEST_PROTOCOL_VERSION);
 }
 
@@ -55,6 +63,7 @@ struct options {
   struct mcp_settings caps;
   int64_t concurrency, max_message_bytes, retries, connect_timeout_ms;
   bool verbose;
+  struct sbxc_tls tls; /* any field set: every endpoint is tls+tcp:// */
 };
 
 /* One message read, for a thread to answer. */
@@ -107,6 +116,10 @@ enum {
   OPT_ATTACHED,
   OPT_STREAM,
   OPT_HELP,
+  OPT_TLS_CA,
+  OPT_TLS_CERT,
+  OPT_TLS_KEY,
+  OPT_TLS_SERVER_NAME,
 };
 
 static const struct option long_options[] = {
@@ -119,6 +132,10 @@ static const struct option long_options[] = {
     {"max-attached-bytes", required_argument, NULL, OPT_ATTACHED},
     {"max-stream-text-bytes", required_argument, NULL, OPT_STREAM},
     {"help", no_argument, NULL, OPT_HELP},
+    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
     {NULL, 0, NULL, 0},
 };
 
@@ -150,6 +167,18 @@ static int take_option(struct options *o, int opt, const char *v) {
     return parse_size(v, "--max-attached-bytes", &o->caps.max_attached_bytes);
   case OPT_STREAM:
     return parse_size(v, "--max-stream-text-bytes", &o->caps.max_stream_text_bytes);
+  case OPT_TLS_CA:
+    o->tls.ca_file = v;
+    return 0;
+  case OPT_TLS_CERT:
+    o->tls.cert_file = v;
+    return 0;
+  case OPT_TLS_KEY:
+    o->tls.key_file = v;
+    return 0;
+  case OPT_TLS_SERVER_NAME:
+    o->tls.server_name = v;
+    return 0;
   }
   return -1;
 }
@@ -401,10 +430,18 @@ static int serve(mcp_server *mcp, const struct options *o) {
   return rc < 0 || sv.stdout_gone ? 1 : 0;
 }
 
+static bool tls_given(const struct sbxc_tls *t) {
+  return t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL ||
+         t->server_name != NULL;
+}
+
 static sbxc_client *open_client(const struct options *o) {
   char err[512];
   sbxc_client *client;
-  if (sbxc_client_open_many(&client, o->urls, o->n_urls, err, sizeof(err)) < 0) {
+  int rv = tls_given(&o->tls)
+               ? sbxc_client_open_tls(&client, o->urls, o->n_urls, &o->tls, err, sizeof(err))
+               : sbxc_client_open_many(&client, o->urls, o->n_urls, err, sizeof(err));
+  if (rv < 0) {
     fprintf(stderr, "sandbox-mcp: %s\n", err);
     return NULL;
   }
