@@ -192,7 +192,7 @@ static int open_socket(struct server *srv, struct sbx_error *err) {
       (rv = conns_watch(&srv->conns, srv->sock)) != 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "connection table: %s", nng_strerror(rv));
   srv->conns.tls_log_unverified = settings_tls_client_auth(s) == TLS_CLIENT_AUTH_OPTIONAL;
-  uint32_t id;
+  uint32_t id = 0;
   for (unsigned i = 0; i < s->n_listen; i++)
     if (open_listener(srv, s->listen[i], &id, err) < 0)
       return -1;

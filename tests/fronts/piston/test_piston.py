@@ -21,6 +21,10 @@ server/fronts/piston.c): the Piston API v2 as Piston's users reach it.
   each a 4xx naming the problem, nothing run, HTTP and the nng RPC still
   serving.
 
+- piston_https: over https:// with --tls-client-auth required, the front
+  runs code only for a client with a certificate from --tls-ca (403 and
+  nothing run without one).
+
 Each group starts its own sandboxd (uids 60200-60599) with the front on a
 free loopback port. Needs root (the engine does); without it the group
 skips (exit 77), or fails when CI=true.
@@ -425,6 +429,60 @@ def check_slow_and_big(s):
     c.close()
     check(closed and sent < len(request), "a connection sending one byte a second is cut off",
           (closed, sent, round(time.monotonic() - t0, 1)))
+
+
+# ---- over https:// with client certificates required ----
+
+def https_execute(port, certs, body, cert=None, key=None):
+    """POST /api/v2/execute over TLS: (status, parsed answer or raw)."""
+    import http.client
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(certs["ca_crt"])
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
+    c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
+    try:
+        c.request("POST", "/api/v2/execute", body=json.dumps(body).encode(),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        raw = r.read()
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            return r.status, {"raw": raw}
+    except (OSError, http.client.HTTPException, ssl.SSLError) as e:
+        return None, {"error": repr(e)}
+    finally:
+        c.close()
+
+
+def group_piston_https(b):
+    """--http-listen https:// with --tls-client-auth required: the front, like
+    /metrics, runs code only for a client with a certificate from --tls-ca."""
+    import tempfile
+    from tls_certs import make_certs
+    d = tempfile.mkdtemp(prefix="sbx-piston-certs-")
+    c = make_certs(d)
+    port = free_port()
+    s = Server(b, 60550, "--http-listen", f"https://127.0.0.1:{port}", "--http-fronts", "piston",
+               "--tls-cert", c["server_crt"], "--tls-key", c["server_enc_key"],
+               "--tls-key-password-file", c["key_password_txt"], "--tls-ca", c["ca_crt"])
+    try:
+        before = PistonServer.runs_total(s)
+        st, reply = https_execute(port, c, program(HELLO), c["client_crt"], c["client_key"])
+        check(st == 200 and reply.get("run", {}).get("stdout") == "hello\n",
+              "https: a client with a certificate from --tls-ca runs code", (st, reply))
+        for what, kw in (("no client certificate", {}),
+                         ("a certificate from another CA",
+                          dict(cert=c["other_client_crt"], key=c["other_client_key"]))):
+            st, reply = https_execute(port, c, program(HELLO), **kw)
+            check(st == 403, f"https: {what}: 403, nothing run", (st, reply))
+        check(PistonServer.runs_total(s) == before + 1, "https: only the admitted call ran",
+              (before, PistonServer.runs_total(s)))
+    finally:
+        check(s.stop() == 0, "sandboxd exits 0")
+        shutil.rmtree(d, ignore_errors=True)
 
 
 GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
