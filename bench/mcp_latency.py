@@ -7,7 +7,9 @@ libsandbox-client called in this process through ctypes (timed around
 sbxc_run_code), the two interleaved in random order so that a shared
 machine's noise hits both alike. Prints the medians and their ratio
 (goal <= 1.10), and with --http the same through /mcp (Streamable HTTP,
-one keep-alive connection).
+one keep-alive connection). native-pipe is the same C call made by a child
+process one line at a time over pipes: the process hop sandbox-mcp adds,
+without MCP, so mcp-stdio/native-pipe is the protocol's own cost.
 
     bench/mcp_latency.py [--bin-dir build/bin] [--lib-dir build/lib]
                          [--url tcp://HOST:PORT] [--samples 200] [--warmup 20] [--http]
@@ -22,6 +24,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +66,50 @@ class NativeClient:
         self.lib.sbxc_result_free(self.result)
         if rc != 0:
             sys.exit("native call failed")
+        return ms
+
+
+PIPE_DRIVER = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.sbxc_request_new.restype = ctypes.c_void_p
+lib.sbxc_client_open.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+lib.sbxc_request_set_code.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+lib.sbxc_run_code.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+lib.sbxc_result_free.argtypes = [ctypes.c_void_p]
+client = ctypes.c_void_p()
+err = ctypes.create_string_buffer(256)
+if lib.sbxc_client_open(ctypes.byref(client), sys.argv[2].encode(), err, 256) != 0:
+    sys.exit("sbxc_client_open: " + err.value.decode())
+req = lib.sbxc_request_new()
+code = b'print("hello")\n'
+lib.sbxc_request_set_code(req, code, len(code))
+result = ctypes.create_string_buffer(1024)
+for line in sys.stdin:
+    rc = lib.sbxc_run_code(client, req, result)
+    lib.sbxc_result_free(result)
+    sys.stdout.write("ok\n" if rc == 0 else "failed\n")
+    sys.stdout.flush()
+'''
+
+
+class PipeNativeCaller:
+    """The same C library call in a child process, one line per call over
+    pipes: the process hop sandbox-mcp adds too, without MCP. mcp-stdio
+    against this is the cost of the protocol itself."""
+
+    def __init__(self, lib_path, url):
+        self.proc = subprocess.Popen(["/usr/bin/python3", "-c", PIPE_DRIVER, lib_path, url],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def call(self):
+        t0 = time.perf_counter_ns()
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        if line != "ok\n":
+            sys.exit(f"native-pipe call failed: {line!r}")
         return ms
 
 
@@ -125,7 +172,8 @@ def main():
         server = harness.Server(a.bin_dir, 61900, *extra)
         url = server.tcp
     try:
-        callers = {"native": NativeClient(os.path.join(a.lib_dir, "libsandbox-client.so"), url),
+        lib = os.path.join(a.lib_dir, "libsandbox-client.so")
+        callers = {"native": NativeClient(lib, url), "native-pipe": PipeNativeCaller(lib, url),
                    "mcp-stdio": McpCaller(a.bin_dir, url)}
         if a.http:
             callers["mcp-http"] = HttpCaller(http_url)
@@ -147,7 +195,12 @@ def main():
             if k != "native":
                 print(f"ratio {k}/native: {statistics.median(samples[k]) / base:.3f} "
                       f"(medians; goal <= 1.10)")
+        print(f"ratio mcp-stdio/native-pipe: "
+              f"{statistics.median(samples['mcp-stdio']) / statistics.median(samples['native-pipe']):.3f}"
+              " (the protocol's own cost: both cross a process boundary)")
         callers["mcp-stdio"].mcp.close()
+        callers["native-pipe"].proc.stdin.close()
+        callers["native-pipe"].proc.wait(30)
     finally:
         if server is not None:
             server.stop()
