@@ -20,6 +20,13 @@ int sbx_method_index(const char *full_name) {
   return (int)index;
 }
 
+const char *sbx_method_name(int index) {
+  const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
+  if (index < 0 || (size_t)index >= desc->n_methods)
+    return "unknown";
+  return desc->methods[index].name;
+}
+
 /* Packs payload into a malloc'd buffer; *buf stays NULL for an empty one. */
 static int pack_payload(const ProtobufCMessage *payload, ProtobufCBinaryData *out) {
   out->len = 0;

@@ -27,6 +27,9 @@
  * service descriptor, checked against its method count; -1 when it is not a
  * method of this service. */
 int sbx_method_index(const char *full_name);
+/* The method's short name ("RunCode") by that index; "unknown" for -1 or
+ * an index out of range. */
+const char *sbx_method_name(int index);
 
 /* Packs payload (NULL = empty) into a new nng message holding an envelope.
  * Returns 0 or an nng error number. */

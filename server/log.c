@@ -31,8 +31,9 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 const char *log_level(const char *event) {
-  static const char *const warnings[] = {"warning", "connection_refused", "dropped",
-                                         "env_skipped_entries", "env_store_unknown_entry"};
+  static const char *const warnings[] = {
+      "warning", "connection_refused",  "dropped",
+      "call",    "env_skipped_entries", "env_store_unknown_entry"};
   if (ends_with(event, "_failed") || ends_with(event, "_error"))
     return "error";
   for (size_t i = 0; i < sizeof(warnings) / sizeof(warnings[0]); i++)
@@ -261,4 +262,18 @@ void log_line(const char *event, const char *fmt, ...) {
     free(line);
   }
   va_end(ap);
+}
+
+bool log_limit_take(struct log_limit *l, unsigned per_second, uint64_t *suppressed) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t sec = (uint64_t)now.tv_sec, seen = atomic_load(&l->second);
+  if (seen != sec && atomic_compare_exchange_strong(&l->second, &seen, sec))
+    atomic_store(&l->written, 0);
+  if (atomic_fetch_add(&l->written, 1) >= per_second) {
+    atomic_fetch_add(&l->suppressed, 1);
+    return false;
+  }
+  *suppressed = atomic_exchange(&l->suppressed, 0);
+  return true;
 }

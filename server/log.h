@@ -17,7 +17,10 @@
 #ifndef SBX_LOG_H
 #define SBX_LOG_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum log_format { LOG_FORMAT_LOGFMT, LOG_FORMAT_JSON };
 
@@ -31,6 +34,19 @@ void log_line(const char *event, const char *fmt, ...) __attribute__((format(pri
  * and its logfmt fields: malloc'd, NULL when out of memory. Pure: for the
  * unit tests. */
 char *log_render(enum log_format format, const char *ts, const char *event, const char *fields);
+
+/* A cap on how many lines of one kind are written a second, for events a
+ * client can cause at any rate (refused calls). Zeroed = ready. */
+struct log_limit {
+  _Atomic uint64_t second; /* the monotonic second being counted */
+  _Atomic uint64_t written;
+  _Atomic uint64_t suppressed; /* lines not written since the last one that was */
+};
+
+/* Whether one more line may be written this second (at most per_second);
+ * when so, *suppressed is how many were held back before it (and is reset).
+ * Lock-free; a few lines over the cap when threads race are allowed. */
+bool log_limit_take(struct log_limit *l, unsigned per_second, uint64_t *suppressed);
 
 /* "info", "warning" or "error": the level of an event, by its name. */
 const char *log_level(const char *event);

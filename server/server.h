@@ -19,6 +19,7 @@
 
 #include "call.h"
 #include "conns.h"
+#include "log.h"
 #include "error.h"
 #include "queue.h"
 #include "rpc_stats.h"
@@ -51,7 +52,8 @@ struct server {
   atomic_uint workers_alive; /* worker threads created and not yet ended */
   /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */
   atomic_uint_fast64_t requests_total, rejected_total;
-  struct rpc_stats stats; /* answers by method and status, refusals by reason */
+  struct rpc_stats stats;    /* answers by method and status, refusals by reason */
+  struct log_limit call_log; /* event=call lines (refused calls), a second */
 };
 
 /* transport.c: the listeners, contexts and workers started; the drain on

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "envelope.h"
 #include "metrics.h"
 #include "ops.h"
 #include "process.h"
@@ -57,7 +58,7 @@ static void write_requests(struct collect *c, const char *name) {
       if (v == 0)
         continue;
       struct metric_label l[] = {
-          {"method", m < RPC_STATS_METHODS ? desc->methods[m].name : "unknown"},
+          {"method", sbx_method_name(m < RPC_STATS_METHODS ? (int)m : -1)},
           {"code", sbx_code_name(code)},
       };
       metrics_sample_u64(c->out, name, l, 2, v);

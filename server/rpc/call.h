@@ -26,6 +26,8 @@ struct server_call {
   char request_id[128];
   int method;       /* the service's method index, -1 when the request named none */
   uint32_t pipe_id; /* the connection the request came on (conns.h) */
+  char peer[64];    /* its remote address, for the log (conns_peer_name) */
+  bool run_logged;  /* the run layer logged this call (event=run) */
   uint64_t deadline_unix_ms;
   uint64_t received_ms; /* monotonic */
   struct sbx_bounded_alloc alloc;

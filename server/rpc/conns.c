@@ -4,6 +4,8 @@
 #include "conns.h"
 #include "clock.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +93,32 @@ static void note_unverified(struct conns *c, nng_pipe p) {
            "optional\"",
            url != NULL ? url : "?", (unsigned long long)total);
   nng_strfree(url);
+}
+
+void conns_peer_name(nng_pipe pipe, char *buf, size_t len) {
+  nng_sockaddr sa;
+  char addr[INET6_ADDRSTRLEN] = "";
+  snprintf(buf, len, "?");
+  if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
+    return;
+  switch (sa.s_family) {
+  case NNG_AF_INET:
+    if (inet_ntop(AF_INET, &sa.s_in.sa_addr, addr, sizeof(addr)) != NULL)
+      snprintf(buf, len, "%s:%u", addr, (unsigned)ntohs(sa.s_in.sa_port));
+    break;
+  case NNG_AF_INET6:
+    if (inet_ntop(AF_INET6, sa.s_in6.sa_addr, addr, sizeof(addr)) != NULL)
+      snprintf(buf, len, "[%s]:%u", addr, (unsigned)ntohs(sa.s_in6.sa_port));
+    break;
+  case NNG_AF_IPC:
+    snprintf(buf, len, "ipc");
+    break;
+  case NNG_AF_INPROC:
+    snprintf(buf, len, "inproc");
+    break;
+  default:
+    break;
+  }
 }
 
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg) {

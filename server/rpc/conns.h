@@ -52,6 +52,10 @@ void conns_set_internal_listener(struct conns *c, uint32_t listener_id);
 /* Registers the pipe callbacks on sock (before any listener starts). */
 int conns_watch(struct conns *c, nng_socket sock);
 
+/* The peer of pipe for the log: "10.0.0.7:51234", "[::1]:51234", "ipc",
+ * "inproc", or "?" when nng cannot say. */
+void conns_peer_name(nng_pipe pipe, char *buf, size_t len);
+
 /* A request arrived on / its reply left for pipe (0: unknown, ignored). */
 void conns_call_begin(struct conns *c, uint32_t pipe_id);
 void conns_call_end(struct conns *c, uint32_t pipe_id);

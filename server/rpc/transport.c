@@ -17,10 +17,34 @@
 #include "handlers.h"
 #include "log.h"
 #include "server.h"
+#include "text.h"
 #include "worker.h"
+
+/* The refused calls a client can send at any rate: at most this many lines
+ * a second, the rest counted in the next line written. */
+#define CALL_LOG_PER_SECOND 20
+
+/* One line for a call answered with an error before or without a run (a
+ * run's own line, event=run, says how the run layer answered). */
+static void log_call(struct server_call *call, sbx_code status, const char *message) {
+  uint64_t suppressed = 0;
+  if (!log_limit_take(&call->srv->call_log, CALL_LOG_PER_SECOND, &suppressed))
+    return;
+  char rid[72], msg[200];
+  text_printable(call->request_id, strlen(call->request_id), rid, sizeof(rid), false);
+  text_printable(message, strcspn(message, "\n"), msg, sizeof(msg), false);
+  log_line("call",
+           "request_id=\"%s\" method=%s peer=%s status=%s duration_ms=%llu msg=\"%s\" "
+           "lines_suppressed=%llu",
+           rid, sbx_method_name(call->method), call->peer, sbx_code_name(status),
+           (unsigned long long)(sbx_monotonic_ms() - call->received_ms), msg,
+           (unsigned long long)suppressed);
+}
 
 void call_reply(struct server_call *call, sbx_code status, const char *message,
                 const ProtobufCMessage *payload) {
+  if (status != SBX_OK && !call->run_logged)
+    log_call(call, status, message);
   if (call->reply != NULL) {
     nng_msg_free(call->reply);
     call->reply = NULL;
@@ -109,6 +133,8 @@ static void call_received(struct server_call *call, int rv) {
   nng_msg *msg = nng_aio_get_msg(call->aio);
   nng_aio_set_msg(call->aio, NULL);
   call->pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+  conns_peer_name(nng_msg_get_pipe(msg), call->peer, sizeof(call->peer));
+  call->run_logged = false;
   conns_call_begin(&call->srv->conns, call->pipe_id);
   atomic_store(&call->state, CALL_BUSY);
   if (!call_handle(call, msg))

@@ -2,10 +2,13 @@
  * (not draining, its deadline not past, its client still connected), runs
  * it on its slot and answers it: results flow up from the run to here. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
+#include "envelope.h"
 #include "log.h"
 #include "server.h"
+#include "text.h"
 #include "worker.h"
 
 /* Ends a call taken from the queue (run, refused or dropped): its session
@@ -35,7 +38,10 @@ static void run(struct server *srv, unsigned slot, struct server_call *call) {
       .session = call->session,
       .session_created = call->session_created,
       .received_ms = call->received_ms,
+      .request_id = call->request_id,
+      .peer = call->peer,
   };
+  call->run_logged = true;
   struct run_outcome out;
   run_code(&srv->runner, slot, &rc, &out);
   if (out.ok)
@@ -59,10 +65,13 @@ void *worker_main(void *arg) {
              "the call waited in the queue past its deadline");
     } else if (!conns_alive(&srv->conns, call->pipe_id)) {
       /* Nobody can read the answer: running it would only use a worker. */
+      char rid[72];
+      text_printable(call->request_id, strlen(call->request_id), rid, sizeof(rid), false);
       log_line("dropped",
-               "request_id=\"%.64s\" reason=client_gone msg=\"the client's connection closed "
-               "while the call was queued; nothing ran\"",
-               call->request_id);
+               "request_id=\"%s\" method=%s peer=%s reason=client_gone msg=\"the client's "
+               "connection closed while the call was queued; nothing ran\"",
+               rid, sbx_method_name(call->method), call->peer);
+      call->run_logged = true; /* this line says it */
       refuse(call, RPC_REJECT_CLIENT_GONE, SBX_UNAVAILABLE, "the client went away");
     } else {
       run(srv, slot, call);

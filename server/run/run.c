@@ -152,15 +152,25 @@ static int run_steps(struct runner *r, unsigned slot, const struct run_call *cal
   return rc;
 }
 
+/* The caller's request id as the log may carry it (printable, no quotes). */
+static void log_request_id(const struct run_call *call, char *out, size_t len) {
+  const char *id = call->request_id != NULL ? call->request_id : "";
+  text_printable(id, strlen(id), out, len, false);
+}
+
 static void log_success(const struct run_call *call, unsigned slot, const struct run_scratch *sc,
                         uint64_t queue_ms) {
   const struct sandbox_result *res = &sc->result;
+  char rid[72];
+  log_request_id(call, rid, sizeof(rid));
   log_line(
       "run",
-      "run_id=%s slot=%u session=%s status=OK killed_by=%s exit_code=%d signal=%d "
+      "run_id=%s request_id=\"%s\" method=RunCode peer=%s slot=%u session=%s status=OK "
+      "killed_by=%s exit_code=%d signal=%d "
       "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
       "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-      sc->run_id, slot, call->req->session_id[0] != '\0' ? call->req->session_id : "-",
+      sc->run_id, rid, call->peer != NULL ? call->peer : "?", slot,
+      call->req->session_id[0] != '\0' ? call->req->session_id : "-",
       killed_by_name(res->killed_by), res->exit_code, res->signal,
       (unsigned long long)(res->wall_time_us / 1000), (unsigned long long)(res->cpu_time_us / 1000),
       (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len, sc->artifacts.n,
@@ -174,9 +184,13 @@ static void log_failure(const struct run_call *call, unsigned slot, const char *
                         const struct sbx_error *err) {
   char first[300];
   text_printable(err->msg, strcspn(err->msg, "\n"), first, sizeof(first), false);
-  log_line("run", "run_id=%s slot=%u status=%s duration_ms=%llu error=\"%s\"", run_id, slot,
-           sbx_code_name(err->code), (unsigned long long)(sbx_monotonic_ms() - call->received_ms),
-           first);
+  char rid[72];
+  log_request_id(call, rid, sizeof(rid));
+  log_line("run",
+           "run_id=%s request_id=\"%s\" method=RunCode peer=%s slot=%u status=%s duration_ms=%llu "
+           "error=\"%s\"",
+           run_id, rid, call->peer != NULL ? call->peer : "?", slot, sbx_code_name(err->code),
+           (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
 }
 
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,

@@ -59,7 +59,9 @@ struct run_call {
   struct sandbox_limits limits; /* validated, defaults applied */
   struct session *session;      /* reserved at dispatch, NULL without session_id */
   bool session_created;
-  uint64_t received_ms; /* monotonic, when the request arrived */
+  uint64_t received_ms;   /* monotonic, when the request arrived */
+  const char *request_id; /* the caller's, for the log ("" when none) */
+  const char *peer;       /* the caller's address, for the log */
 };
 
 struct run_scratch;
@@ -73,7 +75,8 @@ struct run_outcome {
   struct run_scratch *scratch; /* owns what resp points to */
 };
 
-/* Runs call on the worker's slot. Logs one line (event=run). */
+/* Runs call on the worker's slot. Logs one line (event=run), run_id its
+ * first field: tests and benches find runs by "event=run run_id=". */
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,
               struct run_outcome *out);
 void run_outcome_free(struct run_outcome *out);

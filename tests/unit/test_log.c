@@ -65,11 +65,30 @@ static void levels(void **state) {
   assert_string_equal(log_level("egress_failed"), "error");
 }
 
+/* log_limit: per_second lines, then none until the next second, whose first
+ * line learns how many were held back. */
+static void limit(void **state) {
+  (void)state;
+  struct log_limit l = {0};
+  uint64_t suppressed = 99;
+  for (int i = 0; i < 3; i++) {
+    assert_true(log_limit_take(&l, 3, &suppressed));
+    assert_int_equal(suppressed, 0);
+  }
+  assert_false(log_limit_take(&l, 3, &suppressed));
+  assert_false(log_limit_take(&l, 3, &suppressed));
+  atomic_store(&l.second, 0); /* as when the clock moved on */
+  assert_true(log_limit_take(&l, 3, &suppressed));
+  assert_int_equal(suppressed, 2);
+  assert_true(log_limit_take(&l, 3, &suppressed));
+  assert_int_equal(suppressed, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(logfmt_unchanged), cmocka_unit_test(json_run_event),
       cmocka_unit_test(json_odd_lines),   cmocka_unit_test(json_invalid_utf8),
-      cmocka_unit_test(levels),
+      cmocka_unit_test(levels),           cmocka_unit_test(limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,9 @@ import subprocess
 import sys
 
 W = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+sys.path.insert(0, os.path.join(W, "tests", "lib"))
+from mutate import run_mutations  # noqa: E402
+
 PYTHON = "/usr/bin/python3"  # Debian's, with pytest
 M = {
  "same endpoint always": ("client/fleet.c",
@@ -77,34 +80,8 @@ def run_guard(test):
     return p.returncode == 1, [l for l in p.stdout.splitlines() if l.startswith("E ")][:4]
 
 
-def build():
-    b = subprocess.run(["cmake", "--build", "build", "-j2"], cwd=W, capture_output=True, text=True)
-    if b.returncode != 0:
-        raise RuntimeError(f"build failed: {b.stdout[-1500:]}")
-
-
 def main():
-    only = sys.argv[1:]
-    for name, (f, a, b, tests) in M.items():
-        if only and not any(o in name for o in only):
-            continue
-        path = f"{W}/{f}"
-        with open(path) as fh:
-            src = fh.read()
-        assert src.count(a) == 1, (name, src.count(a))
-        try:
-            with open(path, "w") as fh:
-                fh.write(src.replace(a, b))
-            build()
-            for t in tests.split():
-                failed, detail = run_guard(t)
-                print(f"{'CAUGHT' if failed else 'MISSED':7} {name} by {t}", flush=True)
-                if os.environ.get("SHOW"):
-                    print("    " + "\n    ".join(detail))
-        finally:
-            with open(path, "w") as fh:
-                fh.write(src)
-    build()
+    run_mutations(W, M, run_guard, sys.argv[1:])
 
 
 if __name__ == "__main__":

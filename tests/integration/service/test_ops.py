@@ -564,12 +564,18 @@ def check_documented(m):
 
 # ---- a real Prometheus server scrapes it ----
 
-def start_prometheus(tmp, target_port):
+def start_prometheus(tmp, target_port, tls=None):
+    """A Prometheus server scraping 127.0.0.1:target_port every second;
+    tls: its tls_config (ca_file, cert_file, ...) to scrape over https."""
     port = free_port()
     config = os.path.join(tmp, "prometheus.yml")
+    scheme = ""
+    if tls is not None:
+        scheme = "    scheme: https\n    tls_config:\n" + "".join(
+            f"      {k}: {v}\n" for k, v in tls.items())
     with open(config, "w") as f:
         f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                "scrape_configs:\n  - job_name: sandboxd\n    static_configs:\n"
+                "scrape_configs:\n  - job_name: sandboxd\n" + scheme + "    static_configs:\n"
                 f"      - targets: ['127.0.0.1:{target_port}']\n")
     log = open(os.path.join(tmp, "prometheus.log"), "wb")
     proc = subprocess.Popen(["/usr/bin/prometheus", f"--config.file={config}",
@@ -577,6 +583,20 @@ def start_prometheus(tmp, target_port):
                              f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=log, stderr=subprocess.STDOUT)
     return proc, port
+
+
+def stop_prometheus(prom, tmp):
+    """Stops it (when started), shows its log after a failure, removes tmp."""
+    if prom is not None:
+        prom.terminate()
+        try:
+            prom.wait(20)
+        except subprocess.TimeoutExpired:
+            prom.kill()
+            prom.wait()
+        if FAILURES:
+            print(open(os.path.join(tmp, "prometheus.log"), errors="replace").read()[-3000:])
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def prom_query(port, query):
@@ -622,16 +642,7 @@ def group_ops_prometheus(b):
         got = wait_query_sum(port, 'sandboxd_runs_total{killed_by="timeout"}', 1)
         check(got == 1, "and the next scrape's timeout run by its label", got)
     finally:
-        if prom is not None:
-            prom.terminate()
-            try:
-                prom.wait(20)
-            except subprocess.TimeoutExpired:
-                prom.kill()
-                prom.wait()
-            if FAILURES:
-                print(open(os.path.join(tmp, "prometheus.log"), errors="replace").read()[-3000:])
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_prometheus(prom, tmp)
         s.stop()
 
 
@@ -646,6 +657,16 @@ def group_ops_json_logs(b):
         check(out.get("killed_by") == "timeout", "a timeout run", out)
         rc, out = s.run(HELLO, "--timeout-ms", "-1")
         check(out.get("status") == "INVALID_ARGUMENT", "a refused call", out)
+        # A request id with a quote, a newline and an escape (the Python
+        # client's ids replaced): the log keeps one line per event.
+        py = ("import sandboxd, sandboxd._wire as w\n"
+              "w.new_request_id = lambda: 'evil\"\\nts=x event=forged\\x1b'\n"
+              f"r = sandboxd.Client({s.tcp!r}).run_code('print(7)', run_id='json-hostile-id')\n"
+              "print(r.stdout_text, end='')\n")
+        p = subprocess.run(["/usr/bin/python3", "-c", py], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, PYTHONPATH=os.path.join(b, "..",
+                                                                                    "python")))
+        check(p.stdout == "7\n", "a run whose request id is hostile", (p.stdout, p.stderr[-500:]))
     finally:
         check(s.stop() == 0, "server exits 0")
     lines = [l for l in s.log_text().splitlines() if l.strip()]
@@ -670,9 +691,23 @@ def group_ops_json_logs(b):
           "the run event with its fields (numbers as numbers)", ok)
     check(to.get("killed_by") == "timeout" and to.get("wall_ms", 0) >= 500
           and to.get("signal") == 9, "the timeout run's event", to)
-    check(len(runs) == 2, "no run event for the refused call", list(runs))
+    check(ok.get("method") == "RunCode" and re.match(r"127\.0\.0\.1:\d+$", ok.get("peer", ""))
+          and isinstance(ok.get("request_id"), str) and ok.get("request_id"),
+          "the run event names the request id, the method and the peer", ok)
+    check(len(runs) == 3, "no run event for the refused call", list(runs))
+    calls = [o for o in objs if o["event"] == "call"]
+    check(len(calls) == 1 and calls[0].get("status") == "INVALID_ARGUMENT"
+          and calls[0].get("method") == "RunCode" and calls[0].get("level") == "warning"
+          and re.match(r"127\.0\.0\.1:\d+$", calls[0].get("peer", ""))
+          and calls[0].get("request_id") and "timeout_ms" in calls[0].get("msg", "")
+          and isinstance(calls[0].get("duration_ms"), int),
+          "the refused call's event: request id, method, peer, status, why, duration", calls)
+    hostile = runs.get("json-hostile-id", {})
+    check(hostile.get("request_id") == "evil??ts=x event=forged?"
+          and "forged" not in events, "a hostile request id is logged printable, in its field",
+          hostile)
     stopped = [o for o in objs if o["event"] == "stopped"]
-    check(stopped and stopped[0].get("runs_total") == 2 and stopped[0].get("requests_total") == 3,
+    check(stopped and stopped[0].get("runs_total") == 3 and stopped[0].get("requests_total") == 4,
           "the stopped event's counters", stopped)
 
 
