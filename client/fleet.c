@@ -161,9 +161,11 @@ int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_
   if (strlen(url) >= sizeof(out->url))
     return fail(err, errlen, "endpoint %.40s...: longer than %d bytes", url, SBXC_KEY_MAX - 1);
   snprintf(out->url, sizeof(out->url), "%s", url);
-  if (strncmp(url, "ipc://", 6) == 0) {
-    if (url[6] == '\0')
-      return fail(err, errlen, "endpoint %s: an ipc:// URL needs a socket path", url);
+  /* ipc://PATH and inproc://NAME (a server in this very process: the
+   * fronts of sandboxd) are one fixed address each, keyed as given. */
+  if (strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0) {
+    if (url[strlen(url) - 1] == '/')
+      return fail(err, errlen, "endpoint %s: needs a socket path or name", url);
     snprintf(out->fixed_key, sizeof(out->fixed_key), "%s", url);
     return 0;
   }
@@ -172,7 +174,9 @@ int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_
     out->tls = true;
     skip = 10;
   } else if (strncmp(url, "tcp://", 6) != 0) {
-    return fail(err, errlen, "endpoint %s: tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH only",
+    return fail(err, errlen,
+                "endpoint %s: tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc://PATH or inproc://NAME "
+                "only",
                 url);
   }
   return url[skip] == '[' ? parse_bracketed(url + skip, out, err, errlen)

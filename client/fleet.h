@@ -34,8 +34,8 @@
 
 /* ---- endpoint URLs and keys (pure; tests/unit/test_client.c) ---- */
 
-/* One URL as given. An ipc:// URL or an IP literal is one fixed address;
- * a host name is resolved (getaddrinfo) to its addresses. */
+/* One URL as given. An ipc:// or inproc:// URL or an IP literal is one
+ * fixed address; a host name is resolved (getaddrinfo) to its addresses. */
 struct sbxc_target {
   char url[SBXC_KEY_MAX];
   bool is_name;
@@ -46,7 +46,8 @@ struct sbxc_target {
 };
 
 /* Parses tcp://HOST:PORT and tls+tcp://HOST:PORT (HOST a name, an IPv4
- * address or [IPv6]) or ipc://PATH. Returns 0, or -1 with err. */
+ * address or [IPv6]), ipc://PATH or inproc://NAME. Returns 0, or -1 with
+ * err. */
 int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_t errlen);
 
 /* The key of one address, spelled as every client spells it:

@@ -103,7 +103,8 @@ typedef struct sbxc_client sbxc_client;
 typedef struct sbxc_request sbxc_request;
 
 /* A client of the servers at urls (n >= 1): tcp://HOST:PORT (HOST an IPv4
- * address, [IPv6] or a host name) or ipc://PATH (tls+tcp://: see
+ * address, [IPv6] or a host name), ipc://PATH, or inproc://NAME (a server in
+ * the same process: sandboxd's HTTP fronts reach it so) (tls+tcp://: see
  * sbxc_client_open_tls). A host name counts as one
  * endpoint per address it resolves to (a Kubernetes headless Service),
  * looked up again every 30 s at call time; a failed look-up keeps the

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "download.h"
+#include "fronts.h"
 #include "log.h"
 #include "ops.h"
 #include "server.h"
@@ -161,9 +162,9 @@ static void log_ready(const struct server *srv) {
 }
 
 /* The main thread waits for SIGTERM/SIGINT and, every tick, ends idle
- * sessions past their TTL, detaches the workspaces of ended ones and closes
- * idle connections. */
-static int wait_for_stop(struct server *srv, const sigset_t *stop_signals) {
+ * sessions past their TTL, detaches the workspaces of ended ones, closes
+ * idle connections and cuts off HTTP requests that trickle in too slowly. */
+static int wait_for_stop(struct server *srv, struct ops *ops, const sigset_t *stop_signals) {
   for (;;) {
     struct timespec tick = {0, 250 * 1000 * 1000};
     int sig = sigtimedwait(stop_signals, NULL, &tick);
@@ -175,15 +176,19 @@ static int wait_for_stop(struct server *srv, const sigset_t *stop_signals) {
     if (idle > 0)
       log_line("idle_connections_closed", "count=%zu idle_timeout_ms=%lld", idle,
                (long long)srv->settings.idle_timeout_ms);
+    ops_tick(ops);
   }
 }
 
 /* The operations listener, after the RPC side: when it cannot start, the
  * RPC side is drained again (nothing has been received yet) and the start
  * fails. */
-static int start_ops(struct server *srv, struct ops *ops, struct sbx_error *err) {
-  if (ops_add_routes(ops, srv, err) == 0 && ops_start_listener(ops, err) == 0)
+static int start_ops(struct server *srv, struct ops *ops, struct fronts *fronts,
+                     struct sbx_error *err) {
+  if (ops_add_routes(ops, srv, err) == 0 && fronts_add_routes(fronts, srv, &ops->http, err) == 0 &&
+      ops_start_listener(ops, err) == 0)
     return 0;
+  fronts_stop(fronts);
   server_drain(srv);
   server_free(srv);
   return -1;
@@ -239,8 +244,9 @@ int main(int argc, char **argv) {
 
   struct started st = {0};
   struct ops ops = {0};
+  struct fronts fronts = {0};
   rv = start(&srv, &st, &err);
-  if (rv == 0 && start_ops(&srv, &ops, &err) < 0)
+  if (rv == 0 && start_ops(&srv, &ops, &fronts, &err) < 0)
     rv = -1;
   if (rv < 0) {
     fprintf(stderr, "sandboxd: %s\n", err.msg);
@@ -248,10 +254,11 @@ int main(int argc, char **argv) {
     return rv == -2 ? 2 : 1;
   }
   log_ready(&srv);
-  int sig = wait_for_stop(&srv, &stop_signals);
+  int sig = wait_for_stop(&srv, &ops, &stop_signals);
   log_line("draining", "signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server_drain(&srv);
   ops_stop(&ops);
+  fronts_stop(&fronts);
   server_free(&srv);
   undo_start(&srv, &st, false);
   log_stopped(&srv);

@@ -29,6 +29,11 @@
 #include "tls_files.h"
 #include "tls_listen.h"
 
+/* The fronts (server/fronts/) call RunCode through the C client on this
+ * listener of the same socket: the same decoding, validation, queue, limits
+ * and counters as any call, and no port. */
+#define SERVER_FRONTS_URL "inproc://sandboxd-fronts"
+
 struct server {
   struct server_settings settings;
   struct sandbox_engine *engine;

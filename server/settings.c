@@ -173,19 +173,31 @@ static const struct setting_def setting_defs[] = {
              "or required (a certificate from --tls-ca, or no connection)"},
     {"http-listen", SETTING_STRING, STR(http_listen), 0, 0, .def_text = "off",
      .help = "http://host:port or https://host:port (with --tls-cert, --tls-key and, for "
-             "client certificates, --tls-ca) of the operations listener: /metrics (Prometheus), "
-             "/healthz, /readyz; GET and HEAD only"},
+             "client certificates, --tls-ca) of the HTTP listener: /metrics (Prometheus), "
+             "/healthz, /readyz, and the fronts of --http-fronts"},
+    {"http-fronts", SETTING_STRING, STR(http_fronts), 0, 0, .def_text = "none",
+     .help = "comma-separated fronts served on --http-listen, each onto RunCode: piston (the "
+             "Piston API v2 at /api/v2/); they run code for anyone who reaches the listener (over "
+             "https:// with "
+             "--tls-client-auth required: only for clients with a certificate from --tls-ca)"},
     {"http-max-connections", SETTING_INT, OFF(http_max_connections), 0, 1, 65536, .def = 64,
-     .help = "connections the operations listener holds at once; past it new ones are closed"},
+     .help = "connections the HTTP listener holds at once (each a thread); past it new ones are "
+             "closed"},
     {"http-max-connections-per-ip", SETTING_INT, OFF(http_max_connections_per_ip), 0, 1, 65536,
-     .def = 16, .help = "connections to the operations listener from one address"},
+     .def = 16, .help = "connections to the HTTP listener from one address"},
     {"http-timeout-s", SETTING_INT, OFF(http_timeout_s), 0, 1, 3600, .def = 10,
-     .help = "an operations connection with no byte received or sent for this long (a stalled "
+     .help = "an HTTP connection with no byte received or sent for this long (a stalled "
              "request, an idle keep-alive) is closed"},
     {"http-max-request-bytes", SETTING_INT, OFF(http_max_request_bytes), 0, 4096, 1 << 20,
      .def = 16384,
-     .help = "request line and headers an operations request may have (414 or 431 past it); no "
-             "request body is accepted (413)"},
+     .help = "request line and headers an HTTP request may have (414 or 431 past it)"},
+    {"http-max-body-bytes", SETTING_INT, OFF(http_max_body_bytes), 0, 1024, 1LL << 30,
+     .def = 2LL << 20,
+     .help = "a request body a front takes (413 past it, before it is read); routes of "
+             "operations take none"},
+    {"http-request-timeout-s", SETTING_INT, OFF(http_request_timeout_s), 0, 1, 3600, .def = 30,
+     .help = "a request's line, headers and body must all arrive within this long of the "
+             "connection's opening or its previous response; a slower client is cut off"},
     {"log-format", SETTING_STRING, STR(log_format), 0, 0, .def_str = "logfmt",
      .help = "the log on stderr: logfmt (key=value) or json (one object per line)"},
 };
@@ -458,6 +470,27 @@ int settings_http_listen_parts(const char *url, char *host, size_t host_len, uns
   return 0;
 }
 
+/* The fronts sandboxd knows (server/fronts/fronts.c serves them). */
+static const char *const known_fronts[] = {"piston"};
+
+static int check_http_fronts(const struct server_settings *s, struct sbx_error *err) {
+  if (s->http_fronts[0] != '\0' && s->http_listen[0] == '\0')
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "http-fronts: \"%s\" needs --http-listen to be served on", s->http_fronts);
+  const char *p = s->http_fronts;
+  while (*p != '\0') {
+    size_t n = strcspn(p, ","), k = 0;
+    while (k < sizeof(known_fronts) / sizeof(known_fronts[0]) &&
+           !(strlen(known_fronts[k]) == n && strncmp(known_fronts[k], p, n) == 0))
+      k++;
+    if (k == sizeof(known_fronts) / sizeof(known_fronts[0]))
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "http-fronts: \"%.*s\" is not a front (known: piston)", (int)n, p);
+    p += n + (p[n] == ',');
+  }
+  return 0;
+}
+
 /* The operations listener and the log format. */
 static int check_operations(const struct server_settings *s, struct sbx_error *err) {
   if (strcmp(s->log_format, "logfmt") != 0 && strcmp(s->log_format, "json") != 0)
@@ -468,7 +501,7 @@ static int check_operations(const struct server_settings *s, struct sbx_error *e
   if (s->http_listen[0] != '\0' &&
       settings_http_listen_parts(s->http_listen, host, sizeof(host), &port, err) < 0)
     return sbx_error_wrap(err, "http-listen");
-  return 0;
+  return check_http_fronts(s, err);
 }
 
 int settings_check(const struct server_settings *s, struct sbx_error *err) {

@@ -109,7 +109,10 @@ struct server_settings {
   int64_t http_max_connections;       /* open at once; past it new ones are closed */
   int64_t http_max_connections_per_ip;
   int64_t http_timeout_s;         /* a connection idle (or a request stalled) this long closes */
-  int64_t http_max_request_bytes; /* request line and headers; no body is accepted */
+  int64_t http_max_request_bytes; /* request line and headers */
+  int64_t http_max_body_bytes;    /* a POST body to a front; past it 413 */
+  int64_t http_request_timeout_s; /* a whole request (line, headers, body) must arrive in this */
+  char http_fronts[64];           /* comma-separated fronts on http_listen: "piston"; "" = none */
   char log_format[16];            /* logfmt or json */
 };
 

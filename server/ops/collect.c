@@ -7,6 +7,7 @@
  * scrape takes no lock on anyone's hot path beyond the brief ones those
  * layers' own count functions take. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "envelope.h"
@@ -18,6 +19,7 @@
 struct collect {
   FILE *out;
   struct server *srv;
+  struct http_listener *http;
   struct process_figures proc;
 };
 
@@ -183,6 +185,45 @@ static double connections_idle_closed(struct collect *c) {
   return (double)idle;
 }
 
+/* Only the pairs that happened, per route ("none": no route took the path). */
+static void write_http_counts(struct collect *c, const char *name, const char *route,
+                              const struct http_counts *counts) {
+  for (size_t slot = 0; slot < HTTP_CODE_SLOTS; slot++) {
+    uint64_t v = atomic_load_explicit(&counts->by_code[slot], memory_order_relaxed);
+    if (v == 0)
+      continue;
+    char code[8];
+    unsigned status = http_counted_code(slot);
+    if (status != 0)
+      snprintf(code, sizeof(code), "%u", status);
+    else
+      snprintf(code, sizeof(code), "other");
+    struct metric_label l[] = {{"route", route}, {"code", code}};
+    metrics_sample_u64(c->out, name, l, 2, v);
+  }
+}
+
+static void write_http_requests(struct collect *c, const char *name) {
+  for (size_t i = 0; i < c->http->n_routes; i++)
+    write_http_counts(c, name, c->http->routes[i].path, &c->http->routes[i].answers);
+  write_http_counts(c, name, "none", &c->http->unrouted);
+}
+
+static void write_http_cut(struct collect *c, const char *name) {
+  struct metric_label slow[] = {{"reason", "request_timeout"}};
+  struct metric_label body[] = {{"reason", "body_too_large"}};
+  metrics_sample_u64(c->out, name, slow, 1, atomic_load(&c->http->cut_slow_total));
+  metrics_sample_u64(c->out, name, body, 1, atomic_load(&c->http->cut_body_total));
+}
+
+static double http_connections(struct collect *c) {
+  return (double)http_listener_connections(c->http);
+}
+
+static double http_connections_total(struct collect *c) {
+  return (double)atomic_load(&c->http->connections_total);
+}
+
 static double draining(struct collect *c) {
   return atomic_load(&c->srv->draining) ? 1 : 0;
 }
@@ -275,6 +316,19 @@ static const struct metric_def metric_defs[] = {
     {"sandboxd_connections_idle_closed_total", "counter",
      "RPC connections closed after --idle-timeout-ms without a call.",
      VALUE(connections_idle_closed)},
+    {"sandboxd_http_requests_total", "counter",
+     "HTTP requests answered by the listener's routes (operations and fronts), by route (its "
+     "path or prefix; none: no route took the path) and status code; the listener's own "
+     "refusals of malformed requests (400, 414, 431) are not counted.",
+     WRITE(write_http_requests)},
+    {"sandboxd_http_connections", "gauge", "HTTP connections open (each holds one thread).",
+     VALUE(http_connections)},
+    {"sandboxd_http_connections_total", "counter", "HTTP connections accepted.",
+     VALUE(http_connections_total)},
+    {"sandboxd_http_connections_cut_total", "counter",
+     "HTTP connections cut off, by reason: request_timeout (a request not in within "
+     "--http-request-timeout-s), body_too_large (a chunked body past --http-max-body-bytes).",
+     WRITE(write_http_cut)},
     {"sandboxd_draining", "gauge", "1 while the server drains after SIGTERM or SIGINT.",
      VALUE(draining)},
     {"sandboxd_ready", "gauge", "1 when /readyz answers 200.", VALUE(ready)},
@@ -288,12 +342,12 @@ static const struct metric_def metric_defs[] = {
      "Start time of the process since unix epoch in seconds.", VALUE(proc_start)},
 };
 
-char *ops_metrics_text(struct server *srv, size_t *len) {
+char *ops_metrics_text(struct server *srv, struct http_listener *http, size_t *len) {
   char *text = NULL;
   FILE *out = open_memstream(&text, len);
   if (out == NULL)
     return NULL;
-  struct collect c = {.out = out, .srv = srv};
+  struct collect c = {.out = out, .srv = srv, .http = http};
   process_figures_read(&c.proc);
   for (size_t i = 0; i < sizeof(metric_defs) / sizeof(metric_defs[0]); i++) {
     const struct metric_def *d = &metric_defs[i];

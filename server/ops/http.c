@@ -1,8 +1,18 @@
-/* http.c: see http.h. Everything HTTP (parsing, limits, timeouts,
- * keep-alive, HEAD without a body) is libmicrohttpd's; this file binds the
- * socket, sets the limits in one place (listener_options, with the TLS
- * ones from http_tls.c for https://) and routes each request. Never reads a request
- * body and never blocks MHD's thread. */
+/* http.c: see http.h. Everything HTTP (parsing, limits, idle timeouts,
+ * keep-alive, chunked bodies, 100-continue, HEAD without a body) is
+ * libmicrohttpd's; this file binds the socket, sets the limits in one place
+ * (listener_options, with the TLS ones from http_tls.c for https://),
+ * routes each request, gathers a POST body within its cap, keeps the
+ * request clock of every connection and counts the answers. It never
+ * parses HTTP itself.
+ *
+ * Why a thread per connection: the fronts call RunCode through the C
+ * client, which blocks until the reply, and a run may take a minute. MHD's
+ * suspend/resume would need threads of ours to block in the client instead
+ * (one per run in flight, so just as many), plus the bookkeeping of resuming
+ * and of a daemon stopped with suspended connections. With a thread per
+ * connection the handler blocks where it is; the threads are bounded by the
+ * connection cap (--http-max-connections), each with a small stack. */
 #include "http.h"
 
 #include <errno.h>
@@ -12,11 +22,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "http_tls.h"
 #include "settings.h"
+
+/* Each connection thread's stack: handlers parse JSON with jansson, whose
+ * parser recurses up to 2048 levels (a few hundred bytes each). */
+#define HTTP_THREAD_STACK_BYTES ((size_t)2 << 20)
+
+/* One TCP connection: MHD's socket context, on the listener's list while
+ * open. reading_since_ms: when the request now arriving began to be
+ * awaited (the connection's opening, or the previous response); 0 while a
+ * handler has the request, or once the connection was cut off. */
+struct http_conn {
+  struct http_conn *prev, *next;
+  int fd;
+  uint64_t reading_since_ms;
+};
+
+/* One request: MHD's request context, from the first call of the access
+ * handler to MHD_OPTION_NOTIFY_COMPLETED. */
+struct http_exchange {
+  struct http_route *route;
+  bool takes_body;
+  bool chunked; /* no Content-Length: the cap is checked as the body comes */
+  char *body;
+  size_t len, cap;
+};
+
+static const unsigned counted_codes[] = {HTTP_COUNTED_CODES};
+_Static_assert(sizeof(counted_codes) / sizeof(counted_codes[0]) + 1 == HTTP_CODE_SLOTS,
+               "HTTP_CODE_SLOTS counts the codes and 'other'");
+
+unsigned http_counted_code(size_t slot) {
+  return slot >= 1 && slot < HTTP_CODE_SLOTS ? counted_codes[slot - 1] : 0;
+}
+
+size_t http_code_slot(unsigned status) {
+  for (size_t i = 0; i < sizeof(counted_codes) / sizeof(counted_codes[0]); i++)
+    if (counted_codes[i] == status)
+      return i + 1;
+  return 0;
+}
 
 int http_listener_route(struct http_listener *l, const char *path, unsigned methods,
                         http_handler_fn fn, void *ctx, struct sbx_error *err) {
@@ -26,10 +77,13 @@ int http_listener_route(struct http_listener *l, const char *path, unsigned meth
   if (path[0] != '/' || strlen(path) >= HTTP_ROUTE_PATH_MAX)
     return sbx_error_set(err, SBX_INTERNAL, 0, "http route %s: not a path of at most %d bytes",
                          path, HTTP_ROUTE_PATH_MAX - 1);
+  if ((methods & (HTTP_GET | HTTP_HEAD | HTTP_POST | HTTP_DELETE)) == 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "http route %s: no method", path);
   for (size_t i = 0; i < l->n_routes; i++)
     if (strcmp(l->routes[i].path, path) == 0)
       return sbx_error_set(err, SBX_INTERNAL, 0, "http route %s: already routed", path);
   struct http_route *r = &l->routes[l->n_routes++];
+  memset(r, 0, sizeof(*r));
   snprintf(r->path, sizeof(r->path), "%s", path);
   r->methods = methods;
   r->fn = fn;
@@ -53,6 +107,20 @@ const struct http_route *http_route_match(const struct http_route *routes, size_
   return best;
 }
 
+const char *http_request_header(const struct http_request *req, const char *name) {
+  return req->conn != NULL ? MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name) : NULL;
+}
+
+int http_response_header(struct http_response *resp, const char *name, const char *value) {
+  if (resp->n_headers >= HTTP_RESPONSE_HEADERS_MAX || strlen(value) >= HTTP_HEADER_VALUE_MAX ||
+      strpbrk(value, "\r\n") != NULL)
+    return -1;
+  struct http_header *h = &resp->headers[resp->n_headers++];
+  h->name = name;
+  snprintf(h->value, sizeof(h->value), "%s", value);
+  return 0;
+}
+
 void http_response_text(struct http_response *resp, unsigned status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -67,31 +135,117 @@ void http_response_text(struct http_response *resp, unsigned status, const char 
 }
 
 static unsigned method_bit(const char *method) {
-  if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
-    return HTTP_GET;
-  if (strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
-    return HTTP_HEAD;
+  static const struct {
+    const char *name;
+    unsigned bit;
+  } methods[] = {{MHD_HTTP_METHOD_GET, HTTP_GET},
+                 {MHD_HTTP_METHOD_HEAD, HTTP_HEAD},
+                 {MHD_HTTP_METHOD_POST, HTTP_POST},
+                 {MHD_HTTP_METHOD_DELETE, HTTP_DELETE}};
+  for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+    if (strcmp(method, methods[i].name) == 0)
+      return methods[i].bit;
   return 0;
 }
 
 static void allow_header(unsigned methods, char *buf, size_t len) {
-  snprintf(buf, len, "%s%s%s", methods & HTTP_GET ? "GET" : "",
-           (methods & HTTP_GET) && (methods & HTTP_HEAD) ? ", " : "",
-           methods & HTTP_HEAD ? "HEAD" : "");
+  static const char *const names[] = {"GET", "HEAD", "POST", "DELETE"};
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if ((methods & (1u << i)) != 0 && used < len)
+      used += (size_t)snprintf(buf + used, len - used, "%s%s", used > 0 ? ", " : "", names[i]);
 }
 
-/* Whether the request announces a body (none is accepted). */
-static bool has_body(struct MHD_Connection *conn) {
-  const char *cl =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-  const char *te =
-      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-  return te != NULL || (cl != NULL && strspn(cl, "0") != strlen(cl));
+/* ---- the connections' request clock ---- */
+
+static struct http_conn *conn_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return info != NULL ? info->socket_context : NULL;
 }
 
-/* Hands resp to MHD (which frees the body). */
+/* Starts (since > 0) or stops (0) the clock of conn's request. */
+static void conn_reading(struct http_listener *l, struct MHD_Connection *conn, uint64_t since) {
+  struct http_conn *c = conn_of(conn);
+  if (c == NULL)
+    return;
+  pthread_mutex_lock(&l->conns_lock);
+  c->reading_since_ms = since;
+  pthread_mutex_unlock(&l->conns_lock);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: the list follows the connections. MHD
+ * calls CLOSED before it closes the socket, so a socket on the list (under
+ * the lock) is still the connection's own. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  struct http_listener *l = cls;
+  struct http_conn *c = *socket_context;
+  pthread_mutex_lock(&l->conns_lock);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    c = calloc(1, sizeof(*c));
+    if (c != NULL) { /* out of memory: only the idle clock guards it */
+      c->fd = info != NULL ? info->connect_fd : -1;
+      c->reading_since_ms = sbx_monotonic_ms();
+      c->next = l->conns;
+      if (l->conns != NULL)
+        l->conns->prev = c;
+      l->conns = c;
+      l->n_conns++;
+    }
+    *socket_context = c;
+    atomic_fetch_add(&l->connections_total, 1);
+  } else if (c != NULL) {
+    if (c->prev != NULL)
+      c->prev->next = c->next;
+    else
+      l->conns = c->next;
+    if (c->next != NULL)
+      c->next->prev = c->prev;
+    l->n_conns--;
+    free(c);
+    *socket_context = NULL;
+  }
+  pthread_mutex_unlock(&l->conns_lock);
+}
+
+size_t http_listener_sweep(struct http_listener *l) {
+  if (l->daemon == NULL)
+    return 0;
+  size_t cut = 0;
+  uint64_t now = sbx_monotonic_ms();
+  pthread_mutex_lock(&l->conns_lock);
+  for (struct http_conn *c = l->conns; c != NULL; c = c->next)
+    if (c->reading_since_ms != 0 && now - c->reading_since_ms > l->request_timeout_ms &&
+        c->fd >= 0) {
+      shutdown(c->fd, SHUT_RDWR); /* its thread sees the end and closes it */
+      c->reading_since_ms = 0;
+      cut++;
+    }
+  pthread_mutex_unlock(&l->conns_lock);
+  atomic_fetch_add(&l->cut_slow_total, cut);
+  return cut;
+}
+
+size_t http_listener_connections(struct http_listener *l) {
+  if (l->daemon == NULL)
+    return 0;
+  pthread_mutex_lock(&l->conns_lock);
+  size_t n = l->n_conns;
+  pthread_mutex_unlock(&l->conns_lock);
+  return n;
+}
+
+/* ---- requests ---- */
+
+/* Hands resp to MHD (which frees the body) and counts it. */
 static enum MHD_Result send_response(struct MHD_Connection *conn, struct http_response *resp,
-                                     const char *allow) {
+                                     struct http_counts *counts, const char *allow) {
+  unsigned status = resp->status != 0 ? resp->status : 500;
+  atomic_fetch_add(&counts->by_code[http_code_slot(status)], 1);
   struct MHD_Response *r =
       resp->body != NULL
           ? MHD_create_response_from_buffer(resp->len, resp->body, MHD_RESPMEM_MUST_FREE)
@@ -104,75 +258,184 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct http_re
                           resp->content_type != NULL ? resp->content_type
                                                      : "text/plain; charset=utf-8");
   MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
   if (allow != NULL)
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-  enum MHD_Result rv = MHD_queue_response(conn, resp->status != 0 ? resp->status : 500, r);
+  for (size_t i = 0; i < resp->n_headers; i++)
+    MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
+  enum MHD_Result rv = MHD_queue_response(conn, status, r);
   MHD_destroy_response(r);
   return rv;
 }
 
-/* Why a request cannot be served, into resp (and its Allow header into
- * allow): no route (404), a method the route does not take (405), a body
- * (413). NULL route when refused. */
-static const struct http_route *route_or_refuse(const struct http_listener *l,
-                                                struct MHD_Connection *conn, const char *url,
-                                                const char *method, struct http_response *resp,
-                                                char *allow, size_t allow_len) {
-  const struct http_route *route = http_route_match(l->routes, l->n_routes, url);
+static const char *header(struct MHD_Connection *conn, const char *name) {
+  return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+/* Whether the request announces a body. */
+static bool has_body(struct MHD_Connection *conn) {
+  const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  return header(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL ||
+         (cl != NULL && strspn(cl, "0") != strlen(cl));
+}
+
+/* A body for a route that takes one: refused (413) when its announced
+ * length is over the cap; a chunked one is checked as it comes. */
+static bool body_fits(const struct http_listener *l, struct MHD_Connection *conn,
+                      struct http_exchange *x, struct http_response *resp) {
+  const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  x->chunked = cl == NULL;
+  if (cl == NULL)
+    return true;
+  errno = 0;
+  char *end;
+  unsigned long long n = strtoull(cl, &end, 10);
+  if (errno == 0 && *end == '\0' && n <= l->max_body_bytes)
+    return true;
+  http_response_text(resp, 413,
+                     "the request body is %s bytes, more than the %zu this server takes "
+                     "(--http-max-body-bytes)\n",
+                     cl, l->max_body_bytes);
+  return false;
+}
+
+/* Why a request to route (NULL: no route matched) cannot be served, into
+ * resp (and its Allow header into allow): no route (404), no verified
+ * client certificate where one is required (403), a method the route does
+ * not take (405), a cross-origin POST (403), a body where none is taken or
+ * one over the cap (413). False when refused. */
+static bool admit(const struct http_listener *l, const struct http_route *route,
+                  struct MHD_Connection *conn, const char *method, struct http_exchange *x,
+                  struct http_response *resp, char *allow, size_t allow_len) {
+  unsigned bit = method_bit(method);
   if (route == NULL) {
-    http_response_text(resp, MHD_HTTP_NOT_FOUND, "no such path\n");
-    return NULL;
+    http_response_text(resp, 404, "no such path\n");
+    return false;
   }
   if (l->client_cert_required && (route->methods & HTTP_ANY_CLIENT) == 0 &&
       !http_tls_client_verified(conn)) {
-    http_response_text(resp, MHD_HTTP_FORBIDDEN,
+    http_response_text(resp, 403,
                        "a client certificate from the server's --tls-ca, valid now, is required\n");
-    return NULL;
+    return false;
   }
-  if ((route->methods & method_bit(method)) == 0) {
+  if ((route->methods & bit) == 0) {
     allow_header(route->methods, allow, allow_len);
-    http_response_text(resp, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed; allowed: %s\n",
-                       allow);
-    return NULL;
+    http_response_text(resp, 405, "method not allowed; allowed: %s\n", allow);
+    return false;
   }
-  if (has_body(conn)) {
-    http_response_text(resp, MHD_HTTP_CONTENT_TOO_LARGE, "no request body is accepted\n");
-    return NULL;
+  x->takes_body = bit == HTTP_POST;
+  if (x->takes_body && header(conn, "Origin") != NULL) {
+    http_response_text(resp, 403,
+                       "a request with an Origin header (from a web page) is refused: this "
+                       "server runs code and answers no cross-origin request\n");
+    return false;
   }
-  return route;
+  if (!x->takes_body && has_body(conn)) {
+    http_response_text(resp, 413, "no request body is accepted\n");
+    return false;
+  }
+  return !x->takes_body || body_fits(l, conn, x, resp);
 }
 
-/* MHD's access handler. The first call comes once the request line and
- * headers are in: a request that cannot be served is refused there (MHD
- * then reads no body and closes the connection). Any other is answered on
- * the second call, which MHD makes at once, so the connection may be kept
- * alive (a response queued on the first call always closes it). */
+/* The first call, once the request line and headers are in: a request that
+ * cannot be served is refused here (MHD then reads no body and closes the
+ * connection); any other gets its exchange and is served on a later call. */
+static enum MHD_Result begin_request(struct http_listener *l, struct MHD_Connection *conn,
+                                     const char *url, const char *method, void **con_cls) {
+  struct http_exchange *x = calloc(1, sizeof(*x));
+  if (x == NULL)
+    return MHD_NO;
+  *con_cls = x;
+  struct http_route *route = (struct http_route *)http_route_match(l->routes, l->n_routes, url);
+  struct http_response resp = {0};
+  char allow[40] = "";
+  if (admit(l, route, conn, method, x, &resp, allow, sizeof(allow))) {
+    x->route = route;
+    return MHD_YES;
+  }
+  return send_response(conn, &resp, route != NULL ? &route->answers : &l->unrouted,
+                       allow[0] != '\0' ? allow : NULL);
+}
+
+/* A piece of the body: kept while within the cap. A chunked body past it
+ * cannot be answered any more (MHD takes no response mid-body): the
+ * connection is closed, and counted. */
+static enum MHD_Result take_body(struct http_listener *l, struct http_exchange *x, const char *data,
+                                 size_t *size) {
+  size_t n = *size;
+  *size = 0;
+  if (!x->takes_body) /* a body without framing headers: never handed, never taken */
+    return MHD_NO;
+  if (n > l->max_body_bytes - x->len) {
+    atomic_fetch_add(&l->cut_body_total, 1);
+    return MHD_NO;
+  }
+  if (x->len + n + 1 > x->cap) {
+    size_t cap = x->cap > 0 ? x->cap : 4096;
+    while (cap < x->len + n + 1)
+      cap *= 2;
+    char *p = realloc(x->body, cap);
+    if (p == NULL)
+      return MHD_NO;
+    x->body = p;
+    x->cap = cap;
+  }
+  memcpy(x->body + x->len, data, n);
+  x->len += n;
+  x->body[x->len] = '\0';
+  return MHD_YES;
+}
+
+/* The last call, with the whole request: the handler runs with the
+ * connection's clocks stopped (the client waits for us), then the idle
+ * clock starts again from now, so a long run does not time the answer out. */
+static enum MHD_Result serve_request(struct http_listener *l, struct MHD_Connection *conn,
+                                     struct http_exchange *x, const char *url, const char *method) {
+  struct http_route *route = x->route;
+  size_t len = strlen(route->path);
+  struct http_request req = {
+      method, url, route->path[len - 1] == '/' ? url + len : "", x->body != NULL ? x->body : "",
+      x->len, conn};
+  struct http_response resp = {0};
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_TIMEOUT);
+  unsigned timeout_s = info != NULL ? info->connection_timeout : 0;
+  conn_reading(l, conn, 0);
+  MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+  route->fn(route->ctx, &req, &resp);
+  MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, timeout_s);
+  return send_response(conn, &resp, &route->answers, NULL);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
-  const struct http_listener *l = cls;
-  struct http_response resp = {0};
-  char allow[32] = "";
-  const struct http_route *route =
-      route_or_refuse(l, conn, url, method, &resp, allow, sizeof(allow));
-  if (route != NULL && *con_cls == NULL) {
-    *con_cls = (void *)route; /* served on the next call */
-    return MHD_YES;
-  }
-  /* Body bytes without Content-Length or Transfer-Encoding cannot be
-   * framed (RFC 9112, 6.3), so MHD never hands any: were it to, the
-   * connection is closed. */
-  if (*upload_data_size != 0) {
-    free(resp.body);
-    return MHD_NO;
-  }
-  if (route != NULL) {
-    size_t len = strlen(route->path);
-    struct http_request req = {method, url, route->path[len - 1] == '/' ? url + len : ""};
-    route->fn(route->ctx, &req, &resp);
-  }
-  return send_response(conn, &resp, allow[0] != '\0' ? allow : NULL);
+  struct http_listener *l = cls;
+  struct http_exchange *x = *con_cls;
+  if (x == NULL)
+    return begin_request(l, conn, url, method, con_cls);
+  if (x->route == NULL) /* refused and answered: its body is never read */
+    return *upload_data_size != 0 ? MHD_NO : MHD_YES;
+  if (*upload_data_size != 0)
+    return take_body(l, x, upload_data, upload_data_size);
+  return serve_request(l, conn, x, url, method);
 }
+
+/* MHD_OPTION_NOTIFY_COMPLETED: the request is over (answered or not); the
+ * next one on a kept-alive connection is awaited from now. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  struct http_exchange *x = *con_cls;
+  if (x != NULL) {
+    free(x->body);
+    free(x);
+    *con_cls = NULL;
+  }
+  if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+    conn_reading(cls, conn, sbx_monotonic_ms());
+}
+
+/* ---- the listener ---- */
 
 /* A listening socket bound to host:port, non-blocking; -1 with err. */
 static int bind_socket(const char *url, const char *host, unsigned port, struct sbx_error *err) {
@@ -215,9 +478,10 @@ static unsigned bound_port(int fd) {
   return 0;
 }
 
-/* Every limit of the listener, in one place, and https://'s certificate,
- * key and CA (MHD_USE_TLS in the flags). */
-static void listener_options(const struct http_config *cfg, int fd, struct MHD_OptionItem *o) {
+/* Every limit and callback of the listener, in one place, and https://'s
+ * certificate, key and CA (MHD_USE_TLS in the flags). */
+static void listener_options(struct http_listener *l, const struct http_config *cfg, int fd,
+                             struct MHD_OptionItem *o) {
   size_t i = 0;
   if (cfg->tls != NULL)
     i += http_tls_options(cfg->tls, o);
@@ -229,6 +493,9 @@ static void listener_options(const struct http_config *cfg, int fd, struct MHD_O
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                                    (intptr_t)cfg->max_request_bytes, NULL};
   o[i++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 64, NULL};
+  o[i++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE, HTTP_THREAD_STACK_BYTES, NULL};
+  o[i++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, l};
+  o[i++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l};
   o[i] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 }
 
@@ -242,17 +509,27 @@ int http_listener_start(struct http_listener *l, const struct http_config *cfg,
   if (fd < 0)
     return -1;
   l->port = bound_port(fd);
-  struct MHD_OptionItem opts[8 + HTTP_TLS_OPTIONS_MAX];
-  listener_options(cfg, fd, opts);
+  l->max_body_bytes = cfg->max_body_bytes;
+  l->request_timeout_ms = (uint64_t)cfg->request_timeout_s * 1000;
+  int rc = pthread_mutex_init(&l->conns_lock, NULL);
+  if (rc != 0) {
+    close(fd);
+    return sbx_error_set(err, SBX_INTERNAL, rc, "http listen %s", cfg->url);
+  }
+  struct MHD_OptionItem opts[12 + HTTP_TLS_OPTIONS_MAX];
+  listener_options(l, cfg, fd, opts);
   l->tls = cfg->tls != NULL;
   l->client_cert_required = l->tls && cfg->tls->client_auth == TLS_CLIENT_AUTH_REQUIRED;
-  /* MHD's own thread, with epoll (MHD_USE_AUTO); no error log: a hostile
+  /* A thread per connection, polled with poll(); no error log: a hostile
    * client must not be able to fill ours. */
-  l->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | (l->tls ? MHD_USE_TLS : 0), 0, NULL,
-                               NULL, on_request, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+  l->daemon =
+      MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                           MHD_USE_POLL | (l->tls ? MHD_USE_TLS : 0),
+                       0, NULL, NULL, on_request, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
   if (l->daemon == NULL) {
     int e = errno;
     close(fd);
+    pthread_mutex_destroy(&l->conns_lock);
     return sbx_error_set(err, SBX_INTERNAL, e, "http listen %s: libmicrohttpd did not start",
                          cfg->url);
   }
@@ -262,6 +539,7 @@ int http_listener_start(struct http_listener *l, const struct http_config *cfg,
 void http_listener_stop(struct http_listener *l) {
   if (l->daemon == NULL)
     return;
-  MHD_stop_daemon(l->daemon); /* joins its thread; closes the connections and the socket */
+  MHD_stop_daemon(l->daemon); /* joins every thread; closes the connections and the socket */
   l->daemon = NULL;
+  pthread_mutex_destroy(&l->conns_lock);
 }

@@ -1,42 +1,77 @@
-/* http.h: the operations HTTP listener, and the routes served on it.
+/* http.h: the HTTP listener of sandboxd, and the routes served on it: the
+ * operations routes (/metrics, /healthz, /readyz) and the fronts
+ * (server/fronts/: the Piston API, MCP), which take request bodies and wait
+ * for runs.
  *
- * libmicrohttpd parses HTTP and runs the listener on its own polling thread
- * (MHD's internal thread: no thread per connection, no thread of ours).
- * Requests are capped (request line and headers within a per-connection
- * memory limit: 414 or 431 past it; no body: 413), connections too (in
- * total and per address: past either, closed at once), and a connection
- * that sends or reads nothing for the timeout (a stalled request, an idle
- * keep-alive) is closed.
+ * libmicrohttpd parses HTTP, with one thread per connection (MHD's
+ * MHD_USE_THREAD_PER_CONNECTION): a handler may block for as long as a run
+ * takes without holding up any other client, and the number of such
+ * threads is the connection cap. Requests are capped (request line and
+ * headers within a per-connection memory limit: 414 or 431 past it; a body
+ * only to a route that takes POST, within max_body_bytes: 413 past it,
+ * answered before the body is read), connections too (in total and per
+ * address: past either, closed at once). Two clocks cut a connection off:
+ * one that sends or reads nothing for timeout_s (MHD's own idle timeout),
+ * and one whose request (line, headers, body) has not all arrived within
+ * request_timeout_s of the connection's opening or its previous response
+ * (http_listener_sweep: a client sending one byte a second is not idle, but
+ * it is cut off). While a handler works, neither clock runs: the client is
+ * waiting for us.
  *
  * Routes map a path to a handler: an exact path ("/metrics"), or a prefix
  * when the path ends in '/' ("/api/v2/" serves "/api/v2/execute"); the
  * longest match wins. A path no route matches is 404; a method the route
- * does not take is 405 with an Allow header. Routes are added before the
- * listener starts and never change while it serves, so the listener's
- * thread reads them without a lock. A handler runs on that thread: it must
- * answer quickly and never wait on a run (a front that queues work answers
- * from what the queue gives back, as the RPC handlers do). */
+ * does not take is 405 with an Allow header; a POST carrying an Origin
+ * header (a browser's cross-origin or DNS-rebinding request: the fronts
+ * serve no pages and no CORS) is 403. Routes are added before the listener
+ * starts and never change while it serves, so its threads read them without
+ * a lock. Answers are counted per route and status (http_route_counts). */
 #ifndef SBX_OPS_HTTP_H
 #define SBX_OPS_HTTP_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 
 #define HTTP_ROUTES_MAX 32
 #define HTTP_ROUTE_PATH_MAX 64
+#define HTTP_RESPONSE_HEADERS_MAX 8
+#define HTTP_HEADER_VALUE_MAX 128
 
-/* The methods a route takes: a mask. HTTP_ANY_CLIENT is not a method: on
- * an https:// listener with --tls-client-auth required, such a route also
+/* The methods a route takes: a mask. A route that takes POST takes a body
+ * (the only method that does). HTTP_ANY_CLIENT is not a method: on an
+ * https:// listener with --tls-client-auth required, such a route also
  * serves clients without a verified certificate (the probes: a kubelet
  * shows none); every other route answers them 403. */
-enum { HTTP_GET = 1u << 0, HTTP_HEAD = 1u << 1, HTTP_ANY_CLIENT = 1u << 15 };
+enum {
+  HTTP_GET = 1u << 0,
+  HTTP_HEAD = 1u << 1,
+  HTTP_POST = 1u << 2,
+  HTTP_DELETE = 1u << 3,
+  HTTP_ANY_CLIENT = 1u << 15
+};
+
+struct MHD_Connection;
 
 struct http_request {
-  const char *method; /* as the client sent it: "GET", "HEAD" */
+  const char *method; /* as the client sent it: "GET", "POST" */
   const char *path;   /* the URL's path, without its query */
   const char *rest;   /* what follows the route's path ("" for an exact route) */
+  const char *body;   /* POST: the whole body, NUL-terminated (it may hold NULs); else "" */
+  size_t body_len;
+  struct MHD_Connection *conn; /* for http_request_header */
+};
+
+/* A request header (name case-insensitive), NULL when absent. */
+const char *http_request_header(const struct http_request *req, const char *name);
+
+struct http_header {
+  const char *name; /* a string that outlives the response (a literal) */
+  char value[HTTP_HEADER_VALUE_MAX];
 };
 
 struct http_response {
@@ -44,16 +79,37 @@ struct http_response {
   const char *content_type; /* NULL: text/plain; charset=utf-8 */
   char *body;               /* malloc'd, freed by the listener; NULL: empty */
   size_t len;
+  struct http_header headers[HTTP_RESPONSE_HEADERS_MAX]; /* besides Content-Type */
+  size_t n_headers;
 };
 
+/* Adds a header to resp (name a literal); -1 when the table is full or the
+ * value longer than HTTP_HEADER_VALUE_MAX - 1 bytes or not one line. */
+int http_response_header(struct http_response *resp, const char *name, const char *value);
+
+/* A handler: fills resp. It runs on its connection's own thread and may
+ * block (a front waits for its run here); it must not keep req or resp. */
 typedef void (*http_handler_fn)(void *ctx, const struct http_request *req,
                                 struct http_response *resp);
+
+/* Answers counted by status: the codes a listener gives, then any other. */
+#define HTTP_COUNTED_CODES                                                                         \
+  200, 201, 202, 204, 400, 401, 403, 404, 405, 406, 409, 411, 413, 415, 422, 429, 500, 501, 502,   \
+      503, 504
+enum { HTTP_CODE_SLOTS = 22 }; /* the codes above and "other" */
+struct http_counts {
+  _Atomic uint64_t by_code[HTTP_CODE_SLOTS];
+};
+/* The status of slot i (0 for "other"), and the slot of a status. */
+unsigned http_counted_code(size_t slot);
+size_t http_code_slot(unsigned status);
 
 struct http_route {
   char path[HTTP_ROUTE_PATH_MAX];
   unsigned methods;
   http_handler_fn fn;
   void *ctx;
+  struct http_counts answers;
 };
 
 struct tls_files;
@@ -63,33 +119,56 @@ struct http_config {
   const struct tls_files *tls; /* https://: the server's TLS files; NULL for http:// */
   unsigned max_connections;
   unsigned max_connections_per_ip;
-  unsigned timeout_s;
-  size_t max_request_bytes; /* MHD's memory per connection: request line and headers */
+  unsigned timeout_s;         /* idle: nothing sent or read */
+  unsigned request_timeout_s; /* a whole request, however slowly it trickles */
+  size_t max_request_bytes;   /* MHD's memory per connection: request line and headers */
+  size_t max_body_bytes;      /* a POST body */
 };
 
 struct MHD_Daemon;
+struct http_conn;
 
 struct http_listener {
   struct MHD_Daemon *daemon;
   struct http_route routes[HTTP_ROUTES_MAX];
   size_t n_routes;
   unsigned port; /* bound (the configured one, or the kernel's pick for port 0) */
+  size_t max_body_bytes;
+  uint64_t request_timeout_ms;
+  /* The open connections, for the request clock (http_listener_sweep). */
+  pthread_mutex_t conns_lock;
+  struct http_conn *conns;
+  size_t n_conns;
+  struct http_counts unrouted;        /* answers to paths no route takes (404) */
+  _Atomic uint64_t cut_slow_total;    /* request not in within request_timeout_s */
+  _Atomic uint64_t cut_body_total;    /* a chunked body past max_body_bytes */
+  _Atomic uint64_t connections_total; /* accepted, all time */
   bool tls;
   bool client_cert_required; /* https:// with --tls-client-auth required */
 };
 
 /* Adds a route (before http_listener_start). 0, or -1 with err (too many,
- * path too long or not starting with '/', or already routed). */
+ * path too long or not starting with '/', already routed, or no method). */
 int http_listener_route(struct http_listener *l, const char *path, unsigned methods,
                         http_handler_fn fn, void *ctx, struct sbx_error *err);
 
-/* Binds cfg->url and starts serving the routes on MHD's thread. 0, or -1
- * with err (the address, and why it could not be bound). */
+/* Binds cfg->url and starts serving the routes. 0, or -1 with err (the
+ * address, and why it could not be bound). */
 int http_listener_start(struct http_listener *l, const struct http_config *cfg,
                         struct sbx_error *err);
 
-/* Stops serving: open connections are closed, MHD's thread joined. Safe on
- * a listener that never started. */
+/* Cuts off the connections whose request has not arrived within the
+ * request timeout (a shutdown of their socket, which their thread sees at
+ * once); returns how many. Called every tick by the main thread. Safe on a
+ * listener that never started. */
+size_t http_listener_sweep(struct http_listener *l);
+
+/* Open connections now. */
+size_t http_listener_connections(struct http_listener *l);
+
+/* Stops serving: open connections are closed, every connection thread
+ * joined (a handler still working is waited for). Safe on a listener that
+ * never started. */
 void http_listener_stop(struct http_listener *l);
 
 /* The route serving path, NULL for none (exact match, or the longest

@@ -9,8 +9,9 @@
 #include "server.h"
 
 static void handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp) {
+  struct ops *ops = ctx;
   size_t len = 0;
-  char *text = ops_metrics_text(ctx, &len);
+  char *text = ops_metrics_text(ops->srv, &ops->http, &len);
   if (text == NULL) {
     http_response_text(resp, 500, "out of memory\n");
     return;
@@ -27,7 +28,7 @@ int ops_add_routes(struct ops *ops, struct server *srv, struct sbx_error *err) {
   /* The probes answer any client (a kubelet shows no certificate); the
    * metrics only a verified one when client certificates are required. */
   const unsigned probe = get | HTTP_ANY_CLIENT;
-  if (http_listener_route(&ops->http, "/metrics", get, handle_metrics, srv, err) < 0 ||
+  if (http_listener_route(&ops->http, "/metrics", get, handle_metrics, ops, err) < 0 ||
       http_listener_route(&ops->http, "/healthz", probe, ops_handle_healthz, srv, err) < 0 ||
       http_listener_route(&ops->http, "/readyz", probe, ops_handle_readyz, srv, err) < 0)
     return -1;
@@ -43,21 +44,30 @@ int ops_start_listener(struct ops *ops, struct sbx_error *err) {
       .max_connections = (unsigned)s->http_max_connections,
       .max_connections_per_ip = (unsigned)s->http_max_connections_per_ip,
       .timeout_s = (unsigned)s->http_timeout_s,
+      .request_timeout_s = (unsigned)s->http_request_timeout_s,
       .max_request_bytes = (size_t)s->http_max_request_bytes,
+      .max_body_bytes = (size_t)s->http_max_body_bytes,
       .tls = settings_http_listen_is_tls(s->http_listen) ? &ops->srv->tls : NULL,
   };
   if (http_listener_start(&ops->http, &cfg, err) < 0)
     return -1;
   log_line("http_listening",
            "url=%s port=%u tls=%s routes=%zu max_connections=%u max_connections_per_ip=%u "
-           "timeout_s=%u max_request_bytes=%zu",
+           "timeout_s=%u request_timeout_s=%u max_request_bytes=%zu max_body_bytes=%zu",
            s->http_listen, ops->http.port,
            cfg.tls == NULL                  ? "off"
            : ops->http.client_cert_required ? "on client_certificates=required_but_probes"
                                             : "on",
            ops->http.n_routes, cfg.max_connections, cfg.max_connections_per_ip, cfg.timeout_s,
-           cfg.max_request_bytes);
+           cfg.request_timeout_s, cfg.max_request_bytes, cfg.max_body_bytes);
   return 0;
+}
+
+void ops_tick(struct ops *ops) {
+  size_t cut = http_listener_sweep(&ops->http);
+  if (cut > 0)
+    log_line("http_slow_requests_cut", "count=%zu request_timeout_s=%lld", cut,
+             (long long)ops->srv->settings.http_request_timeout_s);
 }
 
 void ops_stop(struct ops *ops) {

@@ -1,9 +1,9 @@
 /* ops.h: the operations side of sandboxd: the HTTP listener (http.h) with
  * /metrics (collect.c), /healthz and /readyz (health.c). Operations read,
  * never act: every handler here reads counters and gauges the other layers
- * keep (struct server and what it holds) and starts no work. Other fronts
- * (a Piston-compatible API, MCP over HTTP) add their routes on the same
- * listener (ops_http) before ops_start_listener. */
+ * keep (struct server and what it holds) and starts no work. The fronts
+ * (server/fronts/: the Piston API, MCP) add their routes on the same
+ * listener (ops->http) before ops_start_listener, and go through RunCode. */
 #ifndef SBX_OPS_H
 #define SBX_OPS_H
 
@@ -26,13 +26,16 @@ int ops_add_routes(struct ops *ops, struct server *srv, struct sbx_error *err);
  * the RPC listeners, so a ready probe never sees a server that cannot take
  * calls. Logs event=http_listening. 0, or -1 with err. */
 int ops_start_listener(struct ops *ops, struct sbx_error *err);
+/* Every tick of the main thread: cuts off HTTP connections whose request
+ * did not arrive within --http-request-timeout-s (logged when any). */
+void ops_tick(struct ops *ops);
 /* In the drain, after the RPC side has drained (the probes say draining
  * until here) and before what the counters live in is freed. */
 void ops_stop(struct ops *ops);
 
-/* collect.c: the whole exposition (every family of sandboxd and of the
- * process), malloc'd; NULL when out of memory. */
-char *ops_metrics_text(struct server *srv, size_t *len);
+/* collect.c: the whole exposition (every family of sandboxd, of its HTTP
+ * listener http and of the process), malloc'd; NULL when out of memory. */
+char *ops_metrics_text(struct server *srv, struct http_listener *http, size_t *len);
 
 /* health.c: whether the server should get traffic: not draining, every
  * worker (engine slot) running, the queue not full. When not, why (one

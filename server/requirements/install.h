@@ -21,6 +21,7 @@
 #define INSTALL_PYTHON "/usr/bin/python3"
 
 struct install_info {
+  char python_version[32]; /* "3.11.2", whatever the package sources; "" unknown */
   bool available;
   char why_unavailable[256];
   /* The interpreter's own /usr/local site directory, on sys.path: every
@@ -44,8 +45,9 @@ struct installer {
 };
 
 /* At start, before any thread: asks /usr/bin/python3 (unsandboxed: the host's
- * own interpreter, no input from requests) for its version, platform, pip
- * and site directory; fingerprints the wheelhouse. Never fails the start:
+ * own interpreter, no input from requests) for its version (always: GetInfo
+ * reports it), platform, pip and site directory; fingerprints the
+ * wheelhouse. Never fails the start:
  * without pip or a package source, info->available is false and says why. */
 void install_probe(const struct server_settings *s, struct install_info *info);
 

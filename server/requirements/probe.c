@@ -122,13 +122,17 @@ void install_describe_index(const struct server_settings *s, char *out, size_t l
 
 void install_probe(const struct server_settings *s, struct install_info *info) {
   memset(info, 0, sizeof(*info));
+  char out[1024];
+  bool asked = run_probe(out, sizeof(out)) == 0;
+  if (asked) /* the first word: "3.11.2 linux-x86_64 cpython-311" */
+    snprintf(info->python_version, sizeof(info->python_version), "%.*s", (int)strcspn(out, " \n"),
+             out);
   if (s->offline != 0 && s->wheelhouse[0] == '\0' && s->requirements_allow_urls == 0) {
     unavailable(info, "no package source is configured (offline = 1, and no --wheelhouse or "
                       "--requirements-allow-urls)");
     return;
   }
-  char out[1024];
-  if (run_probe(out, sizeof(out)) < 0) {
+  if (!asked) {
     unavailable(info, "/usr/bin/python3 could not be asked for its version");
     return;
   }

@@ -158,6 +158,12 @@ static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
   nng_pipe_close(p);
 }
 
+void conns_set_internal_listener(struct conns *c, uint32_t listener_id) {
+  pthread_mutex_lock(&c->lock);
+  c->internal_listener = listener_id;
+  pthread_mutex_unlock(&c->lock);
+}
+
 int conns_watch(struct conns *c, nng_socket sock) {
   int rv = nng_pipe_notify(sock, NNG_PIPE_EV_ADD_PRE, pipe_event, c);
   if (rv == 0)
@@ -199,7 +205,8 @@ size_t conns_close_idle(struct conns *c) {
   uint64_t now = sbx_monotonic_ms();
   pthread_mutex_lock(&c->lock);
   for (size_t i = 0; i < c->n && n < sizeof(idle) / sizeof(idle[0]); i++)
-    if (c->items[i].calls == 0 && now - c->items[i].last_ms >= c->idle_timeout_ms)
+    if (c->items[i].calls == 0 && now - c->items[i].last_ms >= c->idle_timeout_ms &&
+        (c->internal_listener == 0 || c->items[i].listener_id != c->internal_listener))
       idle[n++] = c->items[i].pipe_id;
   c->idle_closed_total += n;
   pthread_mutex_unlock(&c->lock);

@@ -36,6 +36,7 @@ struct conns {
   uint64_t refused_total; /* connections closed at the cap */
   uint64_t idle_closed_total;
   uint64_t last_refusal_log_ms;
+  uint32_t internal_listener; /* its pipes (the fronts' client) are never idle-closed */
   /* --tls-client-auth optional: connections served without a verified
    * client certificate are counted and logged (one line a second at most). */
   bool tls_log_unverified;
@@ -45,6 +46,9 @@ struct conns {
 
 int conns_init(struct conns *c, unsigned max_per_listener, uint64_t idle_timeout_ms);
 void conns_destroy(struct conns *c);
+/* The listener of sandboxd's own fronts (inproc://): its connections live
+ * as long as the server and are never closed for idleness. */
+void conns_set_internal_listener(struct conns *c, uint32_t listener_id);
 /* Registers the pipe callbacks on sock (before any listener starts). */
 int conns_watch(struct conns *c, nng_socket sock);
 

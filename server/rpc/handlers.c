@@ -155,6 +155,7 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   char index[SETTINGS_URL_MAX];
   requirements_info(&srv->runner.installer, &resp, index, sizeof index);
   resp.requirements_index_url = index;
+  resp.python_version = srv->runner.installer.info.python_version;
   closure(&resp, closure_data);
 }
 

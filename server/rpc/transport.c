@@ -167,7 +167,8 @@ static void call_cb(void *arg) {
 }
 
 /* One listener; a tls+tcp:// one gets the TLS configuration first. */
-static int open_listener(struct server *srv, const char *url, struct sbx_error *err) {
+/* One listener of the socket on url, started; its id in *id. */
+static int open_listener(struct server *srv, const char *url, uint32_t *id, struct sbx_error *err) {
   nng_listener l;
   int rv;
   if ((rv = nng_listener_create(&l, srv->sock, url)) != 0 ||
@@ -178,6 +179,7 @@ static int open_listener(struct server *srv, const char *url, struct sbx_error *
     return -1;
   if ((rv = nng_listener_start(l, 0)) != 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "listen %s: %s", url, nng_strerror(rv));
+  *id = (uint32_t)nng_listener_id(l);
   return 0;
 }
 
@@ -190,9 +192,17 @@ static int open_socket(struct server *srv, struct sbx_error *err) {
       (rv = conns_watch(&srv->conns, srv->sock)) != 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "connection table: %s", nng_strerror(rv));
   srv->conns.tls_log_unverified = settings_tls_client_auth(s) == TLS_CLIENT_AUTH_OPTIONAL;
+  uint32_t id = 0;
   for (unsigned i = 0; i < s->n_listen; i++)
-    if (open_listener(srv, s->listen[i], err) < 0)
+    if (open_listener(srv, s->listen[i], &id, err) < 0)
       return -1;
+  /* When HTTP fronts are served, theirs: in this process only, never
+   * idle-closed. */
+  if (s->http_fronts[0] != '\0') {
+    if (open_listener(srv, SERVER_FRONTS_URL, &id, err) < 0)
+      return -1;
+    conns_set_internal_listener(&srv->conns, id);
+  }
   return 0;
 }
 

@@ -86,9 +86,7 @@ static int check_file(const Sandbox__V1__RunCodeRequest *req, size_t i,
                       const struct server_settings *s, struct sbx_error *err) {
   const Sandbox__V1__File *f = req->files[i];
   if (!validate_relative_path(f->path))
-    return REFUSE("files[%zu].path: must be a relative path (below mounts/) of at most 255 "
-                  "bytes without empty, \".\" or \"..\" components",
-                  i);
+    return REFUSE("files[%zu].path: " VALIDATE_RELATIVE_PATH_RULE, i);
   for (size_t j = 0; j < i; j++)
     if (strcmp(req->files[j]->path, f->path) == 0)
       return REFUSE("files[%zu].path: duplicate of files[%zu]", i, j);

@@ -28,5 +28,9 @@ int validate_session_id(const char *id, struct sbx_error *err);
 
 /* Relative path, components not empty, ".", ".."; at most 255 bytes. */
 bool validate_relative_path(const char *path);
+/* What validate_relative_path requires, in the words of its refusals. */
+#define VALIDATE_RELATIVE_PATH_RULE                                                                \
+  "must be a relative path (below mounts/) of at most 255 bytes without empty, \".\" or \"..\" "   \
+  "components"
 
 #endif

@@ -136,6 +136,7 @@ static void endpoint_urls_and_keys(void **state) {
   parse_ok("tcp://[FE80::A]:1", false, "tcp://[fe80::a]:1");
   parse_ok("ipc:///run/sandboxd.sock", false, "ipc:///run/sandboxd.sock");
   parse_ok("ipc://relative.sock", false, "ipc://relative.sock");
+  parse_ok("inproc://sandboxd-fronts", false, "inproc://sandboxd-fronts");
   parse_ok("tcp://sandboxd.default.svc.cluster.local:7878", true, NULL);
   parse_ok("tcp://localhost:1", true, NULL);
   /* tls+tcp://: the scheme is part of the key (every client spells it so),
@@ -165,9 +166,11 @@ static void endpoint_urls_and_keys(void **state) {
   parse_bad("tcp://a/b:1", "expected tcp://HOST:PORT");
   parse_bad("tcp://user@host:1", "expected tcp://HOST:PORT");
   parse_bad("ipc://", "needs a socket path");
+  parse_bad("inproc://", "needs a socket path or name");
   parse_bad("tls+tcp://127.0.0.1", "expected tls+tcp://HOST:PORT");
   parse_bad("tls+tcp://[::1]", "expected tls+tcp://[IPv6]:PORT");
-  parse_bad("http://127.0.0.1:7878", "tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH only");
+  parse_bad("http://127.0.0.1:7878",
+            "tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc://PATH or inproc://NAME only");
   char huge[400];
   memset(huge, 'a', sizeof(huge));
   memcpy(huge, "ipc:///", 7);

@@ -26,7 +26,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from harness import (FAILURES, Server, check, closed_by_peer, free_port,  # noqa: E402
-                     run_groups)
+                     run_groups, wait_log)
 
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 HELLO = 'print("hello")\n'
@@ -319,6 +319,132 @@ def check_drain(s):
     except OSError:
         refused = True
     check(refused, "the operations listener is closed after the drain")
+
+
+# ---- the listener's request bodies (for the fronts): caps, clocks, refusals ----
+
+EXECUTE = "/api/v2/execute"
+JSON_TYPE = {"Content-Type": "application/json"}
+
+
+def hello_body():
+    return json.dumps({"language": "python", "version": "*",
+                       "files": [{"content": HELLO}]}).encode()
+
+
+def check_still_serving(s, what):
+    """HTTP and the nng RPC both still answer, after what."""
+    st, h, body = s.http("POST", EXECUTE, JSON_TYPE, hello_body(), timeout=60)
+    ok = st == 200 and json.loads(body).get("run", {}).get("stdout") == "hello\n"
+    check(ok, f"after {what}: a run through the HTTP front answers", (st, body[:300]))
+    rc, out = s.run(HELLO)
+    check(out.get("stdout") == "hello\n", f"after {what}: a RunCode over nng answers", out)
+
+
+def runs_total(s):
+    m = s.metrics()
+    return sum(v for (name, lab), v in m.samples.items() if name == "sandboxd_runs_total")
+
+
+def group_ops_fronts_http(b):
+    """The listener with a front on it (--http-fronts piston): POST bodies
+    within --http-max-body-bytes (413 before the body is read), a request
+    that trickles in cut off after --http-request-timeout-s, Origin 403,
+    invalid JSON 400; nothing runs for any of them and both sides keep
+    serving."""
+    s = OpsServer(b, 60100, "--workers", "1", "--http-fronts", "piston",
+                  "--http-max-body-bytes", "65536", "--http-request-timeout-s", "3",
+                  "--http-timeout-s", "2")
+    try:
+        check_still_serving(s, "the start")
+        before = runs_total(s)
+        check_body_cap(s)
+        check_origin_and_json(s)
+        check_request_timeout(s)
+        check(runs_total(s) == before, "nothing ran for any refused request",
+              (before, runs_total(s)))
+        check_still_serving(s, "the refusals")
+        m = s.metrics()
+        check(m.get("sandboxd_http_requests_total", route=EXECUTE, code="413") == 1
+              and m.get("sandboxd_http_requests_total", route=EXECUTE, code="403") == 1
+              and m.get("sandboxd_http_requests_total", route=EXECUTE, code="200") == 2
+              and (m.get("sandboxd_http_requests_total", route=EXECUTE, code="400") or 0) >= 2,
+              "sandboxd_http_requests_total counts the answers by route and code",
+              {dict(lab)["code"]: v for (n, lab), v in m.samples.items()
+               if n == "sandboxd_http_requests_total" and dict(lab).get("route") == EXECUTE})
+        check(m.get("sandboxd_http_connections_cut_total", reason="request_timeout") >= 1
+              and m.get("sandboxd_http_connections_cut_total", reason="body_too_large") == 1,
+              "sandboxd_http_connections_cut_total counts the cut-offs by reason",
+              [m.get("sandboxd_http_connections_cut_total", reason=r)
+               for r in ("request_timeout", "body_too_large")])
+        check(wait_log(s, "event=http_slow_requests_cut"), "the cut-off is logged")
+    finally:
+        check(s.stop() == 0, "sandboxd exits 0")
+
+
+def check_body_cap(s):
+    # Announced over the cap: 413 at once, before a byte of the body is sent.
+    c = raw_connect(s.http_port, timeout=10)
+    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 10000000\r\n\r\n")
+    reply = c.recv(4096)
+    c.close()
+    check(reply.startswith(b"HTTP/1.1 413") and b"--http-max-body-bytes" in reply,
+          "a body announced over --http-max-body-bytes: 413 before it is sent", reply[:200])
+    # Exactly at the cap it is read (and is not JSON: 400).
+    st, h, body = s.http("POST", EXECUTE, JSON_TYPE, b"x" * 65536)
+    check(st == 400 and b"invalid JSON" in body, "a body of exactly the cap is read (400: not "
+          "JSON)", (st, body[:200]))
+    # Chunked, with no length announced: cut off once past the cap.
+    c = raw_connect(s.http_port, timeout=10)
+    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"x" * 16384
+    sent, closed = 0, False
+    try:
+        for _ in range(40):
+            c.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sent += len(chunk)
+        c.sendall(b"0\r\n\r\n")
+        closed = closed_by_peer(c, 5)
+    except OSError:
+        closed = True
+    c.close()
+    check(closed, "a chunked body past the cap: the connection is closed", sent)
+
+
+def check_origin_and_json(s):
+    st, h, body = s.http("POST", EXECUTE, {**JSON_TYPE, "Origin": "http://evil.example"},
+                         hello_body())
+    check(st == 403 and b"Origin" in body, "a POST with an Origin header (a browser's): 403",
+          (st, body[:200]))
+    st, h, body = s.http("POST", EXECUTE, JSON_TYPE, b'{"language": "python", ')
+    ok = st == 400 and json.loads(body).get("message", "").startswith("invalid JSON at line 1")
+    check(ok, "invalid JSON: 400 {message} saying where", (st, body[:200]))
+    st, h, body = s.http("GET", EXECUTE)
+    check(st == 405 and h.get("allow") == "POST", "GET on a POST route: 405, Allow: POST",
+          (st, h.get("allow")))
+
+
+def check_request_timeout(s):
+    """One byte a second is never idle for --http-timeout-s (2), but the
+    whole request must be in within --http-request-timeout-s (3)."""
+    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(hello_body()), hello_body()))
+    c = raw_connect(s.http_port, timeout=30)
+    t0 = time.monotonic()
+    sent, closed, reply = 0, False, b""
+    try:
+        while sent < len(request) and time.monotonic() - t0 < 20 and not closed:
+            c.sendall(request[sent:sent + 1])
+            sent += 1
+            closed = closed_by_peer(c, 0.7)
+    except OSError:
+        closed = True
+    c.close()
+    check(closed and sent < len(request),
+          "a request sent a byte at a time is cut off before it is all in",
+          (closed, sent, len(request), round(time.monotonic() - t0, 1)))
 
 
 # ---- /metrics: what the calls of each kind leave in it ----

@@ -1,0 +1,59 @@
+/* fronts.c: see fronts.h. Which fronts --http-fronts names, their one
+ * client, and its settings: no retries (a refusal is answered to the HTTP
+ * client, which decides), and a short wait for the inproc connection,
+ * which is up from the start. */
+#include "fronts.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "server.h"
+
+/* The inproc connection is up within milliseconds of the start; a call
+ * that finds none is past the end of a drain. */
+#define FRONTS_CONNECT_TIMEOUT_MS 2000
+
+static bool names_front(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p != '\0';) {
+    size_t len = strcspn(p, ",");
+    if (len == n && strncmp(p, name, n) == 0)
+      return true;
+    p += len + (p[len] == ',');
+  }
+  return false;
+}
+
+int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener *http,
+                      struct sbx_error *err) {
+  memset(f, 0, sizeof(*f));
+  f->srv = srv;
+  const char *list = srv->settings.http_fronts;
+  if (list[0] == '\0')
+    return 0;
+  snprintf(f->python_version, sizeof(f->python_version), "%s",
+           srv->runner.installer.info.python_version);
+  if (f->python_version[0] == '\0')
+    return sbx_error_set(err, SBX_INTERNAL, 0,
+                         "http-fronts: /usr/bin/python3 could not be asked for its version, "
+                         "which the fronts report");
+  char why[256];
+  if (sbxc_client_open(&f->client, SERVER_FRONTS_URL, why, sizeof(why)) < 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "http-fronts: client: %s", why);
+  sbxc_client_set_retries(f->client, 0);
+  sbxc_client_set_connect_timeout_ms(f->client, FRONTS_CONNECT_TIMEOUT_MS);
+  sbxc_client_set_max_request_bytes(f->client, (size_t)srv->settings.max_message_bytes);
+  if (names_front(list, "piston") && piston_add_routes(f, http, err) < 0)
+    return -1;
+  return 0;
+}
+
+void fronts_stop(struct fronts *f) {
+  if (f->client != NULL)
+    sbxc_client_close(f->client);
+  f->client = NULL;
+}
+
+bool fronts_draining(const struct fronts *f) {
+  return atomic_load(&f->srv->draining);
+}

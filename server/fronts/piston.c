@@ -1,0 +1,568 @@
+/* piston.c: the Piston API v2 (engineer-man/piston, docs/api-v2.md) onto
+ * RunCode: GET /api/v2/runtimes and POST /api/v2/execute.
+ *
+ * A thin translation, both ways. In: the request's JSON checked field by
+ * field (an unknown field or a wrong type is 400 naming it), the language
+ * and version matched against the one runtime we have (python at the
+ * interpreter's version), files, stdin, args and the run_* limits turned
+ * into one RunCode request. Out: RunCode's answer in Piston's shape, its
+ * killed_by as the status codes of isolate that Piston passes on (RE, SG,
+ * TO, OL, EL, XX). Everything else (limits, their maxima, file names,
+ * sizes, the queue) is RunCode's: this file checks no limit, so a value
+ * RunCode refuses is refused with RunCode's own message. It must never run
+ * anything but through the client. */
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fronts.h"
+#include "http_json.h"
+#include "semver.h"
+#include "text.h"
+#include "validate.h"
+
+#define PISTON_LANGUAGE "python"
+#define PISTON_MESSAGE_MAX 768
+
+/* Why a request is not run: the HTTP status and Piston's {message}. */
+struct piston_refusal {
+  unsigned status;
+  char message[PISTON_MESSAGE_MAX];
+};
+
+static int refuse(struct piston_refusal *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(struct piston_refusal *r, unsigned status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->message, sizeof(r->message), fmt, ap);
+  va_end(ap);
+  r->status = status;
+  return -1;
+}
+
+static const char *const execute_fields[] = {"language",
+                                             "version",
+                                             "files",
+                                             "stdin",
+                                             "args",
+                                             "run_timeout",
+                                             "compile_timeout",
+                                             "run_cpu_time",
+                                             "compile_cpu_time",
+                                             "run_memory_limit",
+                                             "compile_memory_limit",
+                                             NULL};
+static const char *const file_fields[] = {"name", "content", "encoding", NULL};
+
+/* ---- runtimes ---- */
+
+/* Piston's python package's aliases: py, py3, python3, python3.MINOR. */
+static json_t *aliases(const struct fronts *f) {
+  const char *v = f->python_version;
+  size_t end = strcspn(v, ".");
+  if (v[end] == '.')
+    end += 1 + strcspn(v + end + 1, ".");
+  char minor[48];
+  snprintf(minor, sizeof(minor), "python%.*s", (int)end, v);
+  return json_pack("[s,s,s,s]", "py", "py3", "python3", minor);
+}
+
+static bool language_known(const struct fronts *f, const char *language) {
+  if (strcmp(language, PISTON_LANGUAGE) == 0)
+    return true;
+  json_t *names = aliases(f);
+  bool known = false;
+  size_t i;
+  json_t *v;
+  json_array_foreach(names, i, v) known = known || strcmp(json_string_value(v), language) == 0;
+  json_decref(names);
+  return known;
+}
+
+static void handle_runtimes(void *ctx, const struct http_request *req, struct http_response *resp) {
+  (void)req;
+  const struct fronts *f = ctx;
+  http_response_json(resp, 200,
+                     json_pack("[{s:s,s:s,s:o}]", "language", PISTON_LANGUAGE, "version",
+                               f->python_version, "aliases", aliases(f)));
+}
+
+/* ---- execute: the request ---- */
+
+/* A limit: absent, null, 0 and -1 are the server's default (0 in RunCode);
+ * a number is taken in Piston's unit, its fraction dropped. */
+static int limit_field(const json_t *body, const char *name, int64_t *out,
+                       struct piston_refusal *r) {
+  const json_t *v = json_object_get(body, name);
+  *out = 0;
+  if (v == NULL || json_is_null(v))
+    return 0;
+  if (!json_is_number(v))
+    return refuse(r, 400, "If specified, %s must be a number (it is %s)", name,
+                  http_json_type_name(v));
+  double d = json_number_value(v);
+  if (d < -1 || (d < 0 && d > -1))
+    return refuse(r, 400, "%s must be non-negative, or -1 for the server's default", name);
+  if (d > 9.2e18)
+    return refuse(r, 400, "%s is too large", name);
+  *out = d < 0 ? 0 : (int64_t)d;
+  return 0;
+}
+
+/* The string field name of obj, or def when absent or null; NULL (with r)
+ * when it is something else. */
+static const char *string_field(const json_t *obj, const char *name, const char *where,
+                                const char *def, struct piston_refusal *r) {
+  const json_t *v = json_object_get(obj, name);
+  if (v == NULL || json_is_null(v))
+    return def;
+  if (!json_is_string(v)) {
+    refuse(r, 400, "%s%s must be a string (it is %s)", where, name, http_json_type_name(v));
+    return NULL;
+  }
+  return json_string_value(v);
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* A file's content as bytes (malloc'd in *out): utf8 as it is, base64 and
+ * hex decoded. -1 with r when it does not decode. */
+static int file_content(const json_t *content, const char *encoding, size_t i, uint8_t **out,
+                        size_t *len, struct piston_refusal *r) {
+  const char *s = json_string_value(content);
+  size_t n = json_string_length(content);
+  uint8_t *buf = malloc(n + 3);
+  if (buf == NULL)
+    return refuse(r, 500, "out of memory");
+  if (strcmp(encoding, "utf8") == 0) {
+    memcpy(buf, s, n);
+    *len = n;
+  } else if (strcmp(encoding, "hex") == 0) {
+    if (n % 2 != 0)
+      goto bad;
+    for (size_t k = 0; k < n; k += 2) {
+      int hi = hex_digit(s[k]), lo = hex_digit(s[k + 1]);
+      if (hi < 0 || lo < 0)
+        goto bad;
+      buf[k / 2] = (uint8_t)(hi << 4 | lo);
+    }
+    *len = n / 2;
+  } else { /* base64: whole quads, '=' padding only at the end */
+    if (n % 4 != 0 || n > INT32_MAX)
+      goto bad;
+    int got = EVP_DecodeBlock(buf, (const unsigned char *)s, (int)n);
+    if (got < 0)
+      goto bad;
+    size_t pad = n >= 2 && s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
+    *len = (size_t)got - pad;
+  }
+  *out = buf;
+  return 0;
+bad:
+  free(buf);
+  return refuse(r, 400, "files[%zu].content is not valid %s", i, encoding);
+}
+
+/* The launcher of a program with files beside it: every file is in
+ * /workspace/mounts/, the program is run from there as __main__ with its
+ * directory first on sys.path, as "python3 NAME ARGS" in a Piston job's
+ * directory would. The name goes in as hex: no quoting to get wrong. */
+static char *launcher(const char *name) {
+  size_t n = strlen(name);
+  char *hex = malloc(2 * n + 1);
+  if (hex == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++)
+    snprintf(hex + 2 * i, 3, "%02x", (unsigned char)name[i]);
+  char *code = NULL;
+  int rc = asprintf(&code,
+                    "import os, runpy, sys\n"
+                    "os.chdir('/workspace/mounts')\n"
+                    "sys.argv[0] = bytes.fromhex('%s').decode()\n"
+                    "sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))\n"
+                    "runpy.run_path(sys.argv[0], run_name='__main__')\n",
+                    hex);
+  free(hex);
+  return rc < 0 ? NULL : code;
+}
+
+/* One entry of files[], checked and decoded. */
+struct piston_file {
+  char name[512]; /* as given, or Piston's default "fileI.code" */
+  bool utf8;
+  uint8_t *data; /* malloc'd */
+  size_t len;
+};
+
+static int file_entry(const json_t *file, size_t i, struct piston_file *pf,
+                      struct piston_refusal *r) {
+  char where[32];
+  snprintf(where, sizeof(where), "files[%zu].", i);
+  if (!json_is_object(file))
+    return refuse(r, 400, "files[%zu] must be an object (it is %s)", i, http_json_type_name(file));
+  const char *unknown = http_json_unknown_key(file, file_fields);
+  if (unknown != NULL)
+    return refuse(r, 400, "files[%zu]: unknown field \"%s\" (known: name, content, encoding)", i,
+                  unknown);
+  const json_t *content = json_object_get(file, "content");
+  if (!json_is_string(content))
+    return refuse(r, 400, "files[%zu].content is required as a string", i);
+  const char *encoding = string_field(file, "encoding", where, "utf8", r);
+  if (encoding == NULL)
+    return -1;
+  if (strcmp(encoding, "utf8") != 0 && strcmp(encoding, "base64") != 0 &&
+      strcmp(encoding, "hex") != 0)
+    return refuse(r, 400, "files[%zu].encoding must be one of utf8, base64, hex", i);
+  pf->utf8 = strcmp(encoding, "utf8") == 0;
+  const json_t *name_v = json_object_get(file, "name");
+  const char *name = string_field(file, "name", where, "", r);
+  if (name == NULL)
+    return -1;
+  if (json_is_string(name_v) && strlen(name) != json_string_length(name_v))
+    return refuse(r, 400, "files[%zu].name must not hold a NUL character", i);
+  if (strlen(name) >= sizeof(pf->name))
+    return refuse(r, 400, "files[%zu].name is longer than %zu bytes", i, sizeof(pf->name) - 1);
+  if (name[0] != '\0')
+    snprintf(pf->name, sizeof(pf->name), "%s", name);
+  else /* Piston: no name, or an empty one, is fileI.code */
+    snprintf(pf->name, sizeof(pf->name), "file%zu.code", i);
+  return file_content(content, encoding, i, &pf->data, &pf->len, r);
+}
+
+/* files[]: the first is the program. One file of text (what RunCode's
+ * code, a string, can carry: UTF-8 without NUL) is the run's main.py, as
+ * from any client, its name checked as RunCode checks a file path. Any
+ * other set goes into the request as files at mounts/NAME (RunCode checks
+ * their names and sizes) and main.py is a launcher that runs the first of
+ * them from there, so the others are beside it. */
+static int add_files(sbxc_request *rq, const json_t *files, struct piston_refusal *r) {
+  size_t n = json_array_size(files), n_utf8 = 0;
+  char program[sizeof(((struct piston_file *)0)->name)] = "";
+  bool plain = false;
+  for (size_t i = 0; i < n; i++) {
+    struct piston_file pf = {0};
+    if (file_entry(json_array_get(files, i), i, &pf, r) < 0)
+      return -1;
+    n_utf8 += pf.utf8;
+    int rc = 0;
+    if (i == 0) {
+      snprintf(program, sizeof(program), "%s", pf.name);
+      plain = n == 1 && text_utf8_valid((const char *)pf.data, pf.len) &&
+              memchr(pf.data, 0, pf.len) == NULL;
+    }
+    if (plain && !validate_relative_path(pf.name))
+      rc = refuse(r, 400, "files[0].name: %s", VALIDATE_RELATIVE_PATH_RULE);
+    else if (plain)
+      rc = sbxc_request_set_code(rq, (const char *)pf.data, pf.len) < 0
+               ? refuse(r, 500, "out of memory")
+               : 0;
+    else if (sbxc_request_add_file(rq, pf.name, pf.data, pf.len) < 0)
+      rc = refuse(r, 500, "out of memory");
+    free(pf.data);
+    if (rc < 0)
+      return -1;
+  }
+  if (n_utf8 == 0)
+    return refuse(r, 400, "files must include at least one utf8 encoded file");
+  if (!plain) {
+    char *code = launcher(program);
+    int rc = code != NULL ? sbxc_request_set_code(rq, code, strlen(code)) : -1;
+    free(code);
+    if (rc < 0)
+      return refuse(r, 500, "out of memory");
+  }
+  return 0;
+}
+
+/* stdin (Piston adds a final newline when there is none) and args. */
+static int add_stdin_args(sbxc_request *rq, const json_t *body, struct piston_refusal *r) {
+  const json_t *in = json_object_get(body, "stdin");
+  if (in != NULL && !json_is_null(in)) {
+    if (!json_is_string(in))
+      return refuse(r, 400, "stdin must be a string (it is %s)", http_json_type_name(in));
+    size_t n = json_string_length(in);
+    char *data = malloc(n + 1);
+    if (data == NULL)
+      return refuse(r, 500, "out of memory");
+    memcpy(data, json_string_value(in), n);
+    if (n == 0 || data[n - 1] != '\n')
+      data[n++] = '\n';
+    int rc = sbxc_request_set_stdin(rq, data, n);
+    free(data);
+    if (rc < 0)
+      return refuse(r, 500, "out of memory");
+  } else if (sbxc_request_set_stdin(rq, "\n", 1) < 0) {
+    return refuse(r, 500, "out of memory");
+  }
+  const json_t *args = json_object_get(body, "args");
+  if (args == NULL || json_is_null(args))
+    return 0;
+  if (!json_is_array(args))
+    return refuse(r, 400, "args must be an array of strings (it is %s)", http_json_type_name(args));
+  size_t i;
+  const json_t *a;
+  json_array_foreach(args, i, a) {
+    if (!json_is_string(a))
+      return refuse(r, 400, "args[%zu] must be a string (it is %s)", i, http_json_type_name(a));
+    if (strlen(json_string_value(a)) != json_string_length(a))
+      return refuse(r, 400, "args[%zu] must not hold a NUL character", i);
+    if (sbxc_request_add_arg(rq, json_string_value(a)) < 0)
+      return refuse(r, 500, "out of memory");
+  }
+  return 0;
+}
+
+/* run_timeout, run_cpu_time (ms) and run_memory_limit (bytes) become the
+ * run's limits; compile_* are checked the same way and ignored (Python
+ * has no compile stage). */
+static int add_limits(sbxc_request *rq, const json_t *body, struct piston_refusal *r) {
+  struct sbxc_limits lim = {0};
+  int64_t ignored;
+  if (limit_field(body, "run_timeout", &lim.timeout_ms, r) < 0 ||
+      limit_field(body, "run_cpu_time", &lim.cpu_time_ms, r) < 0 ||
+      limit_field(body, "run_memory_limit", &lim.memory_bytes, r) < 0 ||
+      limit_field(body, "compile_timeout", &ignored, r) < 0 ||
+      limit_field(body, "compile_cpu_time", &ignored, r) < 0 ||
+      limit_field(body, "compile_memory_limit", &ignored, r) < 0)
+    return -1;
+  sbxc_request_set_limits(rq, &lim);
+  return 0;
+}
+
+/* The whole request into rq; -1 with r when it is refused. */
+static int execute_request(const struct fronts *f, const struct http_request *req, sbxc_request *rq,
+                           struct piston_refusal *r) {
+  if (http_body_type(req) == HTTP_BODY_OTHER)
+    return refuse(r, 415, "requests must be of type application/json");
+  char why[PISTON_MESSAGE_MAX - 64];
+  json_t *body = http_json_body_object(req, why, sizeof(why));
+  if (body == NULL)
+    return refuse(r, 400, "%s", why);
+  int rc = -1;
+  const char *unknown = http_json_unknown_key(body, execute_fields);
+  const json_t *language = json_object_get(body, "language");
+  const json_t *version = json_object_get(body, "version");
+  const json_t *files = json_object_get(body, "files");
+  char known[400];
+  if (unknown != NULL) {
+    http_json_names(execute_fields, known, sizeof(known));
+    refuse(r, 400, "unknown field \"%s\" (known: %s)", unknown, known);
+  } else if (!json_is_string(language) || json_string_length(language) == 0) {
+    refuse(r, 400, "language is required as a string");
+  } else if (!json_is_string(version) || json_string_length(version) == 0) {
+    refuse(r, 400, "version is required as a string");
+  } else if (!json_is_array(files)) {
+    refuse(r, 400, "files is required as an array");
+  } else if (!language_known(f, json_string_value(language)) ||
+             !semver_satisfies(f->python_version, json_string_value(version))) {
+    refuse(r, 400, "%s-%s runtime is unknown", json_string_value(language),
+           json_string_value(version));
+  } else if (add_files(rq, files, r) == 0 && add_stdin_args(rq, body, r) == 0 &&
+             add_limits(rq, body, r) == 0) {
+    rc = 0;
+  }
+  json_decref(body);
+  return rc;
+}
+
+/* ---- execute: the answer ---- */
+
+/* "SIGSEGV", or NULL for no signal. */
+static json_t *signal_name(int sig) {
+  const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+  if (abbrev == NULL)
+    return sig > 0 ? json_sprintf("SIG%d", sig) : json_null();
+  return json_sprintf("SIG%s", abbrev);
+}
+
+/* The run's output as Piston's stdout, stderr and output (invalid UTF-8
+ * replaced by U+FFFD). Piston's output interleaves the streams as they
+ * came; RunCode keeps them apart, so output is stdout followed by stderr. */
+static int add_output(json_t *run, const struct sbxc_result *res) {
+  size_t n_out = 0, n_err = 0;
+  char *out = text_utf8_repair(res->stdout_data, res->stdout_len, &n_out);
+  char *err = text_utf8_repair(res->stderr_data, res->stderr_len, &n_err);
+  char *both = out != NULL && err != NULL ? malloc(n_out + n_err + 1) : NULL;
+  int rc = -1;
+  if (both != NULL) {
+    memcpy(both, out, n_out);
+    memcpy(both + n_out, err, n_err);
+    rc = json_object_set_new(run, "stdout", json_stringn(out, n_out)) == 0 &&
+                 json_object_set_new(run, "stderr", json_stringn(err, n_err)) == 0 &&
+                 json_object_set_new(run, "output", json_stringn(both, n_out + n_err)) == 0
+             ? 0
+             : -1;
+  }
+  free(out);
+  free(err);
+  free(both);
+  return rc;
+}
+
+/* How the run ended in isolate's words, as Piston passes them on: status
+ * (null for a clean exit), message, exit code (null once a signal ended
+ * it) and signal. A memory kill is the OOM killer's SIGKILL: isolate (and
+ * so Piston) says SG with SIGKILL for it; only the message says why. */
+struct piston_outcome {
+  const char *status;
+  char message[128];
+  json_t *code, *signal;
+};
+
+static void outcome(const struct sbxc_result *res, struct piston_outcome *o) {
+  *o = (struct piston_outcome){NULL, "", NULL, NULL};
+  switch (res->killed_by) {
+  case SBXC_KILLED_BY_TIMEOUT:
+    o->status = "TO";
+    snprintf(o->message, sizeof(o->message), "Time limit exceeded");
+    o->signal = signal_name(SIGKILL);
+    break;
+  case SBXC_KILLED_BY_MEMORY:
+    o->status = "SG";
+    snprintf(o->message, sizeof(o->message),
+             "Caught fatal signal %d (out of memory: the run reached its memory limit)", SIGKILL);
+    o->signal = signal_name(SIGKILL);
+    break;
+  case SBXC_KILLED_BY_OUTPUT_LIMIT: {
+    bool err_only = res->stderr_truncated && !res->stdout_truncated;
+    o->status = err_only ? "EL" : "OL";
+    snprintf(o->message, sizeof(o->message), "%s length exceeded", err_only ? "stderr" : "stdout");
+    o->signal = signal_name(SIGKILL);
+    break;
+  }
+  default:
+    if (res->signal > 0) {
+      o->status = "SG";
+      snprintf(o->message, sizeof(o->message), "Caught fatal signal %d", res->signal);
+      o->signal = signal_name(res->signal);
+    } else if (res->exit_code != 0) {
+      o->status = "RE";
+      snprintf(o->message, sizeof(o->message), "Exited with error status %d", res->exit_code);
+    }
+  }
+  o->code = o->signal != NULL ? json_null() : json_integer(res->exit_code);
+  if (o->signal == NULL)
+    o->signal = json_null();
+}
+
+static json_t *run_object(const struct sbxc_result *res) {
+  json_t *run = json_object();
+  if (run == NULL || add_output(run, res) < 0) {
+    json_decref(run);
+    return NULL;
+  }
+  struct piston_outcome o;
+  outcome(res, &o);
+  json_t *rest =
+      json_pack("{s:o,s:o,s:s?,s:s?,s:I,s:I,s:I}", "code", o.code, "signal", o.signal, "message",
+                o.status != NULL ? o.message : NULL, "status", o.status, "cpu_time",
+                (json_int_t)res->cpu_time_ms, "wall_time", (json_int_t)res->wall_time_ms, "memory",
+                (json_int_t)res->peak_memory_bytes);
+  if (rest == NULL || json_object_update(run, rest) < 0) {
+    json_decref(rest);
+    json_decref(run);
+    return NULL;
+  }
+  json_decref(rest);
+  return run;
+}
+
+/* A run that failed inside the server (RunCode's INTERNAL, or a call
+ * whose fate is unknown): isolate's XX, with the reason as its message. */
+static json_t *internal_run(const char *message) {
+  return json_pack("{s:s,s:s,s:s,s:n,s:n,s:s,s:s,s:n,s:n,s:n}", "stdout", "", "stderr", "",
+                   "output", "", "code", "signal", "message", message, "status", "XX", "cpu_time",
+                   "wall_time", "memory");
+}
+
+/* RunCode's refusals in Piston's words: a bad request is 400 (RunCode's
+ * message names the RunCode field; the Piston field it came from is put
+ * first), a full queue or a draining server 503, a call past its
+ * deadline 504. */
+static void answer_refusal(struct http_response *resp, const struct sbxc_result *res) {
+  static const struct {
+    const char *rpc, *piston;
+  } fields[] = {{"limits.timeout_ms", "run_timeout"},
+                {"limits.cpu_time_ms", "run_cpu_time"},
+                {"limits.memory_bytes", "run_memory_limit"},
+                {"stdin", "stdin"},
+                {"args", "args"},
+                {"code", "files[0].content"}};
+  const char *msg = res->message;
+  if (res->status == SBXC_INVALID_ARGUMENT) {
+    if (strncmp(msg, "files[", 6) == 0 && strstr(msg, "].path") != NULL) {
+      const char *path = strstr(msg, "].path");
+      http_response_json_message(resp, 400, "%.*s.name%s", (int)(path - msg + 1), msg,
+                                 path + strlen("].path"));
+      return;
+    }
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+      if (strncmp(msg, fields[i].rpc, strlen(fields[i].rpc)) == 0) {
+        http_response_json_message(resp, 400, "%s: %s", fields[i].piston, msg);
+        return;
+      }
+    http_response_json_message(resp, 400, "%s", msg);
+    return;
+  }
+  unsigned status =
+      res->status == SBXC_RESOURCE_EXHAUSTED || res->status == SBXC_UNAVAILABLE ? 503 : 504;
+  http_response_json_message(resp, status, "%s", msg);
+}
+
+static void handle_execute(void *ctx, const struct http_request *req, struct http_response *resp) {
+  const struct fronts *f = ctx;
+  struct piston_refusal r = {0};
+  sbxc_request *rq = sbxc_request_new();
+  if (rq == NULL) {
+    http_response_json_message(resp, 500, "out of memory");
+    return;
+  }
+  if (execute_request(f, req, rq, &r) < 0) {
+    sbxc_request_free(rq);
+    http_response_json_message(resp, r.status, "%s", r.message);
+    return;
+  }
+  if (fronts_draining(f)) {
+    sbxc_request_free(rq);
+    http_response_json_message(resp, 503, "the server is shutting down; nothing ran");
+    return;
+  }
+  struct sbxc_result res;
+  sbxc_run_code(f->client, rq, &res);
+  sbxc_request_free(rq);
+  json_t *run = NULL;
+  if (res.status == SBXC_OK)
+    run = run_object(&res);
+  else if (res.status == SBXC_INTERNAL || res.status == SBXC_UNKNOWN)
+    run = internal_run(res.message);
+  else
+    answer_refusal(resp, &res);
+  if (run != NULL || res.status == SBXC_OK)
+    http_response_json(resp, 200,
+                       run != NULL ? json_pack("{s:o,s:s,s:s}", "run", run, "language",
+                                               PISTON_LANGUAGE, "version", f->python_version)
+                                   : NULL);
+  sbxc_result_free(&res);
+}
+
+int piston_add_routes(struct fronts *f, struct http_listener *http, struct sbx_error *err) {
+  if (http_listener_route(http, "/api/v2/runtimes", HTTP_GET | HTTP_HEAD, handle_runtimes, f, err) <
+          0 ||
+      http_listener_route(http, "/api/v2/execute", HTTP_POST, handle_execute, f, err) < 0)
+    return -1;
+  return 0;
+}
