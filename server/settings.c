@@ -178,13 +178,15 @@ static const struct setting_def setting_defs[] = {
     {"http-fronts", SETTING_STRING, STR(http_fronts), 0, 0, .def_text = "none",
      .help = "comma-separated fronts served on --http-listen, each onto RunCode: piston (the "
              "Piston API v2 at /api/v2/), mcp (the Model Context Protocol, Streamable HTTP at "
-             "/mcp); they run code for anyone who reaches the listener"},
+             "/mcp); they run code for anyone who reaches the listener (over https:// with "
+             "--tls-client-auth required: only for clients with a certificate from --tls-ca)"},
     {"http-max-connections", SETTING_INT, OFF(http_max_connections), 0, 1, 65536, .def = 64,
-     .help = "connections the operations listener holds at once; past it new ones are closed"},
+     .help = "connections the HTTP listener holds at once (each a thread); past it new ones are "
+             "closed"},
     {"http-max-connections-per-ip", SETTING_INT, OFF(http_max_connections_per_ip), 0, 1, 65536,
-     .def = 16, .help = "connections to the operations listener from one address"},
+     .def = 16, .help = "connections to the HTTP listener from one address"},
     {"http-timeout-s", SETTING_INT, OFF(http_timeout_s), 0, 1, 3600, .def = 10,
-     .help = "an operations connection with no byte received or sent for this long (a stalled "
+     .help = "an HTTP connection with no byte received or sent for this long (a stalled "
              "request, an idle keep-alive) is closed"},
     {"http-max-request-bytes", SETTING_INT, OFF(http_max_request_bytes), 0, 4096, 1 << 20,
      .def = 16384,

@@ -311,7 +311,19 @@ def check_concurrent_and_drain(s):
 
 # ---- bad input ----
 
+def check_bad_settings(b):
+    """--http-fronts names a front we have, and needs --http-listen."""
+    for args, want in ((["--http-fronts", "piston"], '"piston" needs --http-listen'),
+                       (["--http-listen", f"http://127.0.0.1:{free_port()}", "--http-fronts",
+                         "piston,nope"], '"nope" is not a front (known: piston)')):
+        p = subprocess.run([f"{b}/sandboxd", "--state-dir", "/nonexistent/sbx", *args],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 2 and want in p.stderr, f"settings {args[-1]!r}: exit 2, {want}",
+              (p.returncode, p.stderr))
+
+
 def group_piston_bad_input(b):
+    check_bad_settings(b)
     s = PistonServer(b, 60500, "--workers", "1", "--http-max-body-bytes", "100000",
                      "--http-request-timeout-s", "3")
     try:

@@ -22,9 +22,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 sys.path.insert(0, HERE)
-from harness import FAILURES, Server, check, free_port, run_groups  # noqa: E402
+from harness import Server, check, free_port, run_groups  # noqa: E402
 from tls_certs import make_certs  # noqa: E402
-from test_ops import parse_metrics, prom_query, wait_query_sum  # noqa: E402
+from test_ops import (parse_metrics, start_prometheus, stop_prometheus,  # noqa: E402
+                      wait_query_sum)
 
 
 class HttpsServer(Server):
@@ -129,35 +130,17 @@ def group_https_client_auth_required(b):
 def check_prometheus_over_tls(s, c):
     """A real Prometheus scrapes /metrics over TLS with a client certificate."""
     tmp = tempfile.mkdtemp(prefix="sbx-prom-tls-")
-    port = free_port()
-    config = os.path.join(tmp, "prometheus.yml")
-    with open(config, "w") as f:
-        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                "scrape_configs:\n  - job_name: sandboxd\n    scheme: https\n"
-                f"    tls_config:\n      ca_file: {c['ca_crt']}\n"
-                f"      cert_file: {c['client_crt']}\n      key_file: {c['client_key']}\n"
-                "      server_name: localhost\n"
-                f"    static_configs:\n      - targets: ['127.0.0.1:{s.http_port}']\n")
-    log = open(os.path.join(tmp, "prometheus.log"), "wb")
-    prom = subprocess.Popen(["/usr/bin/prometheus", f"--config.file={config}",
-                             f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    prom = None
     try:
+        prom, port = start_prometheus(tmp, s.http_port, tls={
+            "ca_file": c["ca_crt"], "cert_file": c["client_crt"], "key_file": c["client_key"],
+            "server_name": "localhost"})
         check(wait_query_sum(port, 'up{job="sandboxd"}', 1) == 1,
               "Prometheus scrapes sandboxd over https with its client certificate")
         got = wait_query_sum(port, "sandboxd_runs_total", 1)
         check(got == 1, "and reads sandboxd_runs_total back through its query API", got)
     finally:
-        prom.terminate()
-        try:
-            prom.wait(20)
-        except subprocess.TimeoutExpired:
-            prom.kill()
-            prom.wait()
-        if FAILURES:
-            print(open(os.path.join(tmp, "prometheus.log"), errors="replace").read()[-3000:])
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_prometheus(prom, tmp)
 
 
 def group_https_client_auth_none(b):

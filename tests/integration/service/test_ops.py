@@ -564,12 +564,18 @@ def check_documented(m):
 
 # ---- a real Prometheus server scrapes it ----
 
-def start_prometheus(tmp, target_port):
+def start_prometheus(tmp, target_port, tls=None):
+    """A Prometheus server scraping 127.0.0.1:target_port every second;
+    tls: its tls_config (ca_file, cert_file, ...) to scrape over https."""
     port = free_port()
     config = os.path.join(tmp, "prometheus.yml")
+    scheme = ""
+    if tls is not None:
+        scheme = "    scheme: https\n    tls_config:\n" + "".join(
+            f"      {k}: {v}\n" for k, v in tls.items())
     with open(config, "w") as f:
         f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                "scrape_configs:\n  - job_name: sandboxd\n    static_configs:\n"
+                "scrape_configs:\n  - job_name: sandboxd\n" + scheme + "    static_configs:\n"
                 f"      - targets: ['127.0.0.1:{target_port}']\n")
     log = open(os.path.join(tmp, "prometheus.log"), "wb")
     proc = subprocess.Popen(["/usr/bin/prometheus", f"--config.file={config}",
@@ -577,6 +583,20 @@ def start_prometheus(tmp, target_port):
                              f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=log, stderr=subprocess.STDOUT)
     return proc, port
+
+
+def stop_prometheus(prom, tmp):
+    """Stops it (when started), shows its log after a failure, removes tmp."""
+    if prom is not None:
+        prom.terminate()
+        try:
+            prom.wait(20)
+        except subprocess.TimeoutExpired:
+            prom.kill()
+            prom.wait()
+        if FAILURES:
+            print(open(os.path.join(tmp, "prometheus.log"), errors="replace").read()[-3000:])
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def prom_query(port, query):
@@ -622,16 +642,7 @@ def group_ops_prometheus(b):
         got = wait_query_sum(port, 'sandboxd_runs_total{killed_by="timeout"}', 1)
         check(got == 1, "and the next scrape's timeout run by its label", got)
     finally:
-        if prom is not None:
-            prom.terminate()
-            try:
-                prom.wait(20)
-            except subprocess.TimeoutExpired:
-                prom.kill()
-                prom.wait()
-            if FAILURES:
-                print(open(os.path.join(tmp, "prometheus.log"), errors="replace").read()[-3000:])
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_prometheus(prom, tmp)
         s.stop()
 
 
