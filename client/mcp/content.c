@@ -128,6 +128,8 @@ const char *mcp_image_type(const uint8_t *d, size_t n, const char *mime) {
 }
 
 bool mcp_is_text(const uint8_t *data, size_t len) {
+  if (len == 0) /* data may be NULL then */
+    return true;
   return memchr(data, '\0', len) == NULL && text_utf8_valid((const char *)data, len);
 }
 

@@ -72,7 +72,8 @@ static char *capped_stream(const char *name, const uint8_t *d, size_t len, size_
     return NULL;
   fprintf(f, "%s:\n", name);
   if (len <= cap) {
-    fwrite(d, 1, len, f);
+    if (len > 0) /* d may be NULL then */
+      fwrite(d, 1, len, f);
   } else {
     size_t head = cap / 2 - mcp_utf8_cut(d, cap / 2), tail = len - cap / 2;
     while (tail < len && (d[tail] & 0xc0) == 0x80)
