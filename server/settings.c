@@ -177,8 +177,8 @@ static const struct setting_def setting_defs[] = {
              "/healthz, /readyz, and the fronts of --http-fronts"},
     {"http-fronts", SETTING_STRING, STR(http_fronts), 0, 0, .def_text = "none",
      .help = "comma-separated fronts served on --http-listen, each onto RunCode: piston (the "
-             "Piston API v2 at /api/v2/); they run code for anyone who reaches the listener (over "
-             "https:// with "
+             "Piston API v2 at /api/v2/), mcp (the Model Context Protocol, Streamable HTTP at "
+             "/mcp); they run code for anyone who reaches the listener (over https:// with "
              "--tls-client-auth required: only for clients with a certificate from --tls-ca)"},
     {"http-max-connections", SETTING_INT, OFF(http_max_connections), 0, 1, 65536, .def = 64,
      .help = "connections the HTTP listener holds at once (each a thread); past it new ones are "
@@ -471,7 +471,7 @@ int settings_http_listen_parts(const char *url, char *host, size_t host_len, uns
 }
 
 /* The fronts sandboxd knows (server/fronts/fronts.c serves them). */
-static const char *const known_fronts[] = {"piston"};
+static const char *const known_fronts[] = {"piston", "mcp"};
 
 static int check_http_fronts(const struct server_settings *s, struct sbx_error *err) {
   if (s->http_fronts[0] != '\0' && s->http_listen[0] == '\0')
@@ -485,7 +485,7 @@ static int check_http_fronts(const struct server_settings *s, struct sbx_error *
       k++;
     if (k == sizeof(known_fronts) / sizeof(known_fronts[0]))
       return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "http-fronts: \"%.*s\" is not a front (known: piston)", (int)n, p);
+                           "http-fronts: \"%.*s\" is not a front (known: piston, mcp)", (int)n, p);
     p += n + (p[n] == ',');
   }
   return 0;

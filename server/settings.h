@@ -112,8 +112,8 @@ struct server_settings {
   int64_t http_max_request_bytes; /* request line and headers */
   int64_t http_max_body_bytes;    /* a POST body to a front; past it 413 */
   int64_t http_request_timeout_s; /* a whole request (line, headers, body) must arrive in this */
-  char http_fronts[64];           /* comma-separated fronts on http_listen: "piston"; "" = none */
-  char log_format[16];            /* logfmt or json */
+  char http_fronts[64]; /* comma-separated fronts on http_listen: "piston", "mcp"; "" = none */
+  char log_format[16];  /* logfmt or json */
 };
 
 /* Whether clients of a TLS listener must show a certificate. */

@@ -45,10 +45,13 @@ int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener
   sbxc_client_set_max_request_bytes(f->client, (size_t)srv->settings.max_message_bytes);
   if (names_front(list, "piston") && piston_add_routes(f, http, err) < 0)
     return -1;
+  if (names_front(list, "mcp") && mcp_front_add_routes(f, http, err) < 0)
+    return -1;
   return 0;
 }
 
 void fronts_stop(struct fronts *f) {
+  mcp_front_stop(f);
   if (f->client != NULL)
     sbxc_client_close(f->client);
   f->client = NULL;

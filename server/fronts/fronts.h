@@ -16,10 +16,13 @@
 
 struct server;
 
+struct mcp_server;
+
 struct fronts {
   struct server *srv;
   sbxc_client *client; /* to SERVER_FRONTS_URL; NULL when no front is served */
   char python_version[32];
+  struct mcp_server *mcp; /* mcp.c's core (client/mcp/) when the MCP front is served */
 };
 
 /* Adds the routes of every front --http-fronts names on http (before the
@@ -37,5 +40,9 @@ bool fronts_draining(const struct fronts *f);
 
 /* piston.c: the Piston API v2 (/api/v2/runtimes, /api/v2/execute). */
 int piston_add_routes(struct fronts *f, struct http_listener *http, struct sbx_error *err);
+
+/* mcp.c: the Model Context Protocol, Streamable HTTP (/mcp). */
+int mcp_front_add_routes(struct fronts *f, struct http_listener *http, struct sbx_error *err);
+void mcp_front_stop(struct fronts *f);
 
 #endif

@@ -315,7 +315,7 @@ def check_bad_settings(b):
     """--http-fronts names a front we have, and needs --http-listen."""
     for args, want in ((["--http-fronts", "piston"], '"piston" needs --http-listen'),
                        (["--http-listen", f"http://127.0.0.1:{free_port()}", "--http-fronts",
-                         "piston,nope"], '"nope" is not a front (known: piston)')):
+                         "piston,nope"], '"nope" is not a front (known: piston, mcp)')):
         p = subprocess.run([f"{b}/sandboxd", "--state-dir", "/nonexistent/sbx", *args],
                            capture_output=True, text=True, timeout=30)
         check(p.returncode == 2 and want in p.stderr, f"settings {args[-1]!r}: exit 2, {want}",

@@ -22,6 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+import mcp_stdio  # noqa: E402
 from harness import (Server, check, closed_by_peer, free_port, run_groups,  # noqa: E402
                      sp_connect, wait_log)
 from tls_certs import make_certs  # noqa: E402
@@ -122,6 +123,23 @@ def serves_the_right_client(s):
                        capture_output=True, text=True, timeout=120)
     summary = json.loads(p.stdout) if p.returncode == 0 else {"raw": p.stdout, "err": p.stderr}
     check(summary.get("status", {}).get("OK") == 6, "sandbox-bench: 6 of 6 OK over TLS", summary)
+    # sandbox-mcp (the MCP front over stdio) takes the same flags.
+    mcp = mcp_stdio.McpStdio(s.bin_dir, s.tls, *s.client())
+    try:
+        r = mcp.tool("run_code", {"code": HELLO})
+        check(not r.get("isError") and r["structuredContent"]["stdout"] == "hello\n",
+              "sandbox-mcp: run_code over TLS with the right client certificate", r)
+    finally:
+        check(mcp.close() == 0, "sandbox-mcp exits 0")
+    mcp = mcp_stdio.McpStdio(s.bin_dir, s.tls, *s.client(None), *CONNECT)
+    try:
+        r = mcp.tool("run_code", {"code": HELLO})
+        check(r.get("isError") and "UNAVAILABLE" in mcp_stdio.texts(r)
+              and REFUSED in mcp_stdio.texts(r),
+              "sandbox-mcp without a client certificate: a tool error, nothing sent",
+              mcp_stdio.texts(r))
+    finally:
+        mcp.close()
 
 
 def refuses_wrong_clients(s):

@@ -1,0 +1,120 @@
+/* mcp.h: sandboxd as a Model Context Protocol server (JSON-RPC 2.0, MCP
+ * revision 2025-11-25; 2025-06-18, 2025-03-26 and 2024-11-05 negotiated).
+ *
+ * The core is transport-free: one message's text in, the response's text
+ * out (or none, for a notification). It serves the tools run_code,
+ * list_session_files, preview_file and close_session by calling a sandboxd
+ * through the C client (sandbox_client.h), so it runs wherever a client
+ * does: in sandbox-mcp (stdio) and behind the server's HTTP listener
+ * (/mcp, mcp_http_handle). It keeps no state between messages (no
+ * initialize handshake is required before tools/call, which makes the HTTP
+ * front stateless) and may be called from several threads at once.
+ *
+ * Everything a run produced is hostile: output is capped and made valid
+ * UTF-8 before it becomes text, artifact names are escaped where they are
+ * shown and percent-encoded in URIs, and a file is an image only when its
+ * bytes say so. This library never runs code itself: every tool is one
+ * call of the C client. */
+#ifndef SBX_MCP_H
+#define SBX_MCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sandbox_client.h"
+
+/* The newest revision this server speaks, and every one it accepts. */
+#define MCP_LATEST_PROTOCOL_VERSION "2025-11-25"
+extern const char *const mcp_protocol_versions[];
+extern const size_t mcp_n_protocol_versions;
+
+/* The version the server answers a client that asked for requested: the
+ * same when supported, else the latest. */
+const char *mcp_negotiate_version(const char *requested);
+bool mcp_version_supported(const char *version);
+
+/* What one tool result may carry (bytes before base64). */
+struct mcp_settings {
+  size_t max_stream_text_bytes; /* stdout, stderr each: head and tail kept */
+  size_t max_image_bytes;       /* one image artifact sent as image content */
+  size_t max_resource_bytes;    /* one other artifact sent as an embedded resource */
+  size_t max_attached_bytes;    /* all images and resources of one result */
+  size_t preview_default_bytes; /* preview_file without max_bytes */
+  size_t preview_max_bytes;     /* the largest max_bytes preview_file takes */
+};
+
+/* The defaults: 64 KiB per stream, 1 MiB per image, 256 KiB per resource,
+ * 4 MiB in all, previews of 16 KiB up to 1 MiB. */
+void mcp_settings_default(struct mcp_settings *s);
+
+typedef struct mcp_server mcp_server;
+
+/* A server calling sandboxd through client (borrowed: it must outlive the
+ * server). NULL with err when out of memory. */
+mcp_server *mcp_server_new(sbxc_client *client, const struct mcp_settings *settings, char *err,
+                           size_t errlen);
+void mcp_server_free(mcp_server *s);
+
+/* How a message was taken. */
+enum mcp_outcome {
+  MCP_ANSWERED,  /* a request: *response holds its result or error */
+  MCP_NO_ANSWER, /* a notification or a response: nothing to send */
+  MCP_REFUSED,   /* not a message (parse error, invalid request without an
+                    id): *response holds a JSON-RPC error with id null */
+};
+
+/* Handles one JSON-RPC message (len bytes of text; need not be
+ * NUL-terminated). *response is a malloc'd JSON text on one line (no
+ * newline) or NULL for MCP_NO_ANSWER. Returns 0, or -1 when out of memory
+ * (then *response is NULL). Tool calls block for the call to sandboxd. */
+int mcp_handle_message(mcp_server *s, const char *text, size_t len, char **response,
+                       enum mcp_outcome *outcome);
+
+/* A JSON-RPC error response with id null (for a message a transport could
+ * not hand over whole, e.g. one over its size cap); malloc'd, NULL when out
+ * of memory. code: MCP_PARSE_ERROR etc. */
+char *mcp_error_text(int code, const char *message);
+
+#define MCP_PARSE_ERROR (-32700)
+#define MCP_INVALID_REQUEST (-32600)
+#define MCP_METHOD_NOT_FOUND (-32601)
+#define MCP_INVALID_PARAMS (-32602)
+#define MCP_INTERNAL_ERROR (-32603)
+
+/* Streamable HTTP (the MCP endpoint, stateless, JSON responses only): the
+ * part that is HTTP semantics, as a function, so that any HTTP server can
+ * host it. The caller passes the headers named here (NULL when absent). */
+struct mcp_http_request {
+  const char *method;           /* "POST", "GET", ... */
+  const char *origin;           /* Origin */
+  const char *protocol_version; /* MCP-Protocol-Version */
+  const char *content_type;     /* Content-Type */
+  const char *accept;           /* Accept */
+  const char *body;
+  size_t body_len;
+};
+
+struct mcp_http_response {
+  unsigned status;
+  const char *content_type; /* static; NULL when there is no body */
+  const char *allow;        /* the Allow header of a 405, else NULL */
+  char *body;               /* malloc'd (the caller frees it); NULL: no body */
+  size_t len;
+};
+
+struct mcp_http_settings {
+  size_t max_body_bytes; /* 413 past it (the listener should cap first) */
+};
+
+/* Answers one HTTP request to the MCP endpoint: POST with one JSON-RPC
+ * message -> 200 application/json (a request's response), 202 (a
+ * notification or response), 400 (not a message, or an unsupported
+ * MCP-Protocol-Version), 403 (any Origin header: browsers are not served,
+ * against DNS rebinding), 406 (Accept without JSON), 413,
+ * 415 (not application/json); GET and DELETE -> 405 (no server stream, no
+ * sessions to end). No Mcp-Session-Id is issued. resp is filled in every
+ * case; 500 when out of memory. */
+void mcp_http_handle(mcp_server *s, const struct mcp_http_settings *hs,
+                     const struct mcp_http_request *req, struct mcp_http_response *resp);
+
+#endif

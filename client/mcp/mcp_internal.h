@@ -1,0 +1,107 @@
+/* mcp_internal.h: what the files of the MCP core share: the server, the
+ * argument checks (args.c), the content blocks (content.c) and the tools
+ * (tools.c, run_code.c, result.c, session_tools.c). Not installed. */
+#ifndef SBX_MCP_INTERNAL_H
+#define SBX_MCP_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcp.h"
+
+struct mcp_server {
+  sbxc_client *client;
+  struct mcp_settings settings;
+  json_t *tools; /* the tools/list array, built once from tools.c's table */
+};
+
+/* Messages for the model name the argument ("arguments.files[1].path"):
+ * WHERE_MAX bounds those names, ERR_MAX the messages. */
+#define MCP_WHERE_MAX 96
+#define MCP_ERR_MAX 1024
+
+/* --- args.c: tool arguments, checked before anything is sent --------- */
+
+/* The JSON type of v as a schema names it ("string", "integer", ...). */
+const char *mcp_json_type(const json_t *v);
+/* -1 (err) when obj has a member not in known (NULL-terminated). */
+int mcp_args_known(const json_t *obj, const char *where, const char *const *known, char *err,
+                   size_t errlen);
+/* The string obj[key] (*s NULL when absent and !required); -1 (err) when
+ * required and absent, or not a string. */
+int mcp_arg_string(const json_t *obj, const char *where, const char *key, bool required,
+                   const char **s, size_t *len, char *err, size_t errlen);
+/* The integer obj[key] in lo..hi (a number with no fraction counts, as in
+ * JSON Schema); *present false when absent. */
+int mcp_arg_int(const json_t *obj, const char *where, const char *key, int64_t lo, int64_t hi,
+                int64_t *out, bool *present, char *err, size_t errlen);
+/* The array obj[key] (NULL when absent) of at most max items. */
+int mcp_arg_array(const json_t *obj, const char *where, const char *key, size_t max, json_t **out,
+                  char *err, size_t errlen);
+/* A relative path as sandboxd takes it: 1..255 bytes, no NUL, not
+ * absolute, no empty, "." or ".." component. */
+int mcp_check_path(const char *where, const char *path, size_t len, char *err, size_t errlen);
+/* A session id: [A-Za-z0-9._-]{1,64}, not "." or "..". */
+int mcp_check_session_id(const char *where, const char *id, size_t len, char *err, size_t errlen);
+/* A string without NUL bytes (C strings of the client stop at one). */
+int mcp_check_no_nul(const char *where, const char *s, size_t len, char *err, size_t errlen);
+/* s (len bytes, any) quoted for a message: printable ASCII, at most 64. */
+void mcp_quote(const char *s, size_t len, char *buf, size_t buflen);
+
+/* --- content.c: the blocks of a tool result --------------------------- */
+
+/* A text block of len bytes of data, invalid UTF-8 replaced by U+FFFD. */
+json_t *mcp_text_block_bytes(const void *data, size_t len);
+/* The same of a NUL-terminated text; _take frees it (NULL gives NULL). */
+json_t *mcp_text_block_take(char *text);
+json_t *mcp_text_block(const char *text);
+json_t *mcp_image_block(const uint8_t *data, size_t len, const char *mime);
+/* An embedded resource: text when as_text (data must be valid UTF-8),
+ * else a base64 blob. */
+json_t *mcp_resource_block(const char *uri, const char *mime, const uint8_t *data, size_t len,
+                           bool as_text);
+/* {content, isError} (content taken); NULL when out of memory. */
+json_t *mcp_tool_result(json_t *content, bool is_error);
+/* A result with isError and one text block: what the model is told when a
+ * call cannot be made as asked, so that it can correct the call. */
+json_t *mcp_tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* base64 (OpenSSL's EVP_EncodeBlock), malloc'd and NUL-terminated. */
+char *mcp_base64(const uint8_t *data, size_t len);
+/* Strict base64 (RFC 4648 alphabet, padding, newlines allowed) into a
+ * malloc'd buffer; -1 when it is not base64 or out of memory. */
+int mcp_base64_decode(const char *in, size_t len, uint8_t **out, size_t *out_len);
+
+/* The image type of data by its bytes (PNG, JPEG, GIF, WebP; SVG when the
+ * name says SVG and the text has an <svg element), or NULL. */
+const char *mcp_image_type(const uint8_t *data, size_t len, const char *mime);
+/* Valid UTF-8 with no NUL byte. */
+bool mcp_is_text(const uint8_t *data, size_t len);
+/* sandbox://KIND/ID/PATH with ID and every byte of PATH that is not
+ * unreserved or '/' percent-encoded; malloc'd. */
+char *mcp_uri(const char *kind, const char *id, const char *path);
+/* The last up-to-3 bytes of data that start an unfinished UTF-8 sequence
+ * (a preview cut mid-character): how many to drop. */
+size_t mcp_utf8_cut(const uint8_t *data, size_t len);
+
+/* --- tools ------------------------------------------------------------ */
+
+/* The tools/list array; NULL when out of memory (or a schema in tools.c
+ * does not parse, which the unit tests rule out). */
+json_t *mcp_tools_list(void);
+/* tools/call: the CallToolResult of tool name, or NULL with *unknown when
+ * there is no such tool (a protocol error) or out of memory. */
+json_t *mcp_tools_call(mcp_server *s, const char *name, size_t name_len, const json_t *args,
+                       bool *unknown);
+
+json_t *mcp_tool_run_code(mcp_server *s, const json_t *args);
+json_t *mcp_tool_list_session_files(mcp_server *s, const json_t *args);
+json_t *mcp_tool_preview_file(mcp_server *s, const json_t *args);
+json_t *mcp_tool_close_session(mcp_server *s, const json_t *args);
+
+/* result.c: a RunCode result (any status) as a CallToolResult. */
+json_t *mcp_run_result(const mcp_server *s, const struct sbxc_result *r);
+
+#endif

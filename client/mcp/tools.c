@@ -1,0 +1,197 @@
+/* tools.c: the tools this server offers: each one's name, description and
+ * JSON Schema (written as JSON, parsed by jansson once per server), and
+ * tools/call's dispatch. The descriptions are for a model deciding what
+ * to call: they say what the sandbox is, what comes back, and the limits. */
+#include <string.h>
+
+#include "mcp_internal.h"
+
+struct tool {
+  const char *name;
+  const char *title;
+  const char *description;
+  const char *input_schema;  /* JSON */
+  const char *output_schema; /* JSON, or NULL: no structuredContent */
+  bool read_only, destructive, idempotent, open_world;
+  json_t *(*call)(mcp_server *s, const json_t *args);
+};
+
+#define SESSION_ID_SCHEMA                                                                          \
+  "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9._-]{1,64}$\", "                               \
+  "\"description\": \"The session: a name you choose (1-64 of A-Z a-z 0-9 . _ -).\"}"
+
+static const char run_code_description[] =
+    "Run Python 3 code in an isolated sandbox (no network, its own filesystem) and get back "
+    "what it printed, how it ended, and the files it wrote to output/.\n"
+    "The code runs as /workspace/main.py with /workspace as its working directory. Input files "
+    "(files) appear under /workspace/mounts/. Every regular file the program leaves in "
+    "/workspace/output/ comes back: images (PNG, JPEG, GIF, WebP, SVG; e.g. a matplotlib figure "
+    "saved with plt.savefig('output/plot.png')) as images, other files as embedded resources.\n"
+    "Without session_id every run starts in a fresh, empty workspace that is gone afterwards. "
+    "With session_id the workspace (and its files) lives on between runs of that session until "
+    "close_session or a while without calls; one run per session at a time.\n"
+    "The result is an error (isError) when the program exited with a nonzero status, was "
+    "killed at a limit (timeout, memory, output) or by a signal, or the call was refused; the "
+    "text says which, with hints (e.g. a missing module to add to requirements).";
+
+static const char run_code_schema[] =
+    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"code\"],"
+    " \"properties\": {"
+    "  \"code\": {\"type\": \"string\", \"description\": \"The Python 3 program to run.\"},"
+    "  \"requirements\": {\"type\": \"array\", \"items\": {\"type\": \"string\"},"
+    "   \"description\": \"pip requirements to install first, each a plain specifier such as "
+    "'numpy' or 'pandas==2.2.2' (no options or URLs). Installed once per distinct set and cached."
+    "\"},"
+    "  \"files\": {\"type\": \"array\", \"description\": \"Input files, written under "
+    "/workspace/mounts/ before the run.\", \"items\": {\"type\": \"object\","
+    "   \"additionalProperties\": false, \"required\": [\"path\"], \"properties\": {"
+    "    \"path\": {\"type\": \"string\", \"description\": \"Relative path below mounts/, e.g. "
+    "'data/input.csv' (no '..', not absolute).\"},"
+    "    \"content\": {\"type\": \"string\", \"description\": \"The file's content (give content "
+    "or url).\"},"
+    "    \"encoding\": {\"type\": \"string\", \"enum\": [\"utf-8\", \"base64\"], \"description\":"
+    " \"How content is encoded: 'utf-8' text (default) or 'base64' for binary data.\"},"
+    "    \"url\": {\"type\": \"string\", \"description\": \"An http(s) URL the server downloads "
+    "the file from (give content or url).\"}}}},"
+    "  \"session_id\": " SESSION_ID_SCHEMA ","
+    "  \"stdin\": {\"type\": \"string\", \"description\": \"Text given to the program on standard "
+    "input.\"},"
+    "  \"stdin_encoding\": {\"type\": \"string\", \"enum\": [\"utf-8\", \"base64\"], "
+    "\"description\": \"How stdin is encoded: 'utf-8' text (default) or 'base64' for binary "
+    "data.\"},"
+    "  \"args\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": "
+    "\"Command-line arguments (sys.argv[1:]).\"},"
+    "  \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}, "
+    "\"description\": \"Environment variables for the program.\"},"
+    "  \"limits\": {\"type\": \"object\", \"additionalProperties\": false, \"description\": "
+    "\"Limits of this run; each left out takes the server's default, and the server refuses "
+    "values above its maximum.\", \"properties\": {"
+    "    \"timeout_ms\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"Wall-clock "
+    "time limit in milliseconds.\"},"
+    "    \"cpu_time_ms\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"CPU time "
+    "limit in milliseconds.\"},"
+    "    \"memory_mb\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"Memory limit "
+    "in MiB (or memory_bytes, not both).\"},"
+    "    \"memory_bytes\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"Memory "
+    "limit in bytes.\"},"
+    "    \"output_bytes\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"Limit of "
+    "stdout and stderr, each, in bytes.\"},"
+    "    \"max_processes\": {\"type\": \"integer\", \"minimum\": 1},"
+    "    \"disk_bytes\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"Size of the "
+    "workspace in bytes.\"},"
+    "    \"open_files\": {\"type\": \"integer\", \"minimum\": 1}}}}}";
+
+/* structuredContent of run_code (result.c: run_structured). */
+static const char run_code_output_schema[] =
+    "{\"type\": \"object\", \"required\": [\"status\", \"killed_by\", \"exit_code\", "
+    "\"signal\", \"run_id\", \"stdout\", \"stderr\", \"artifacts\"], \"properties\": {"
+    "  \"status\": {\"type\": \"string\", \"enum\": [\"ok\", \"error\", \"killed\"], "
+    "\"description\": \"ok: exit code 0; error: a nonzero exit code; killed: stopped at a limit "
+    "or by a signal.\"},"
+    "  \"killed_by\": {\"type\": \"string\", \"enum\": [\"none\", \"timeout\", \"memory\", "
+    "\"output_limit\", \"signal\"]},"
+    "  \"exit_code\": {\"type\": \"integer\"}, \"signal\": {\"type\": \"integer\"},"
+    "  \"run_id\": {\"type\": \"string\"}, \"session_id\": {\"type\": \"string\"},"
+    "  \"session_created\": {\"type\": \"boolean\"},"
+    "  \"wall_time_ms\": {\"type\": \"integer\"}, \"cpu_time_ms\": {\"type\": \"integer\"},"
+    "  \"peak_memory_bytes\": {\"type\": \"integer\"},"
+    "  \"stdout\": {\"type\": \"string\", \"description\": \"What the program printed (the "
+    "middle left out past the server's cap; invalid UTF-8 replaced).\"},"
+    "  \"stdout_truncated\": {\"type\": \"boolean\"},"
+    "  \"stderr\": {\"type\": \"string\"}, \"stderr_truncated\": {\"type\": \"boolean\"},"
+    "  \"feedback\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}},"
+    "  \"artifacts\": {\"type\": \"array\", \"items\": {\"type\": \"object\", \"required\": "
+    "[\"path\", \"mime\", \"size\", \"attached\"], \"properties\": {"
+    "    \"path\": {\"type\": \"string\"}, \"mime\": {\"type\": \"string\"},"
+    "    \"size\": {\"type\": \"integer\"},"
+    "    \"attached\": {\"type\": \"string\", \"enum\": [\"image\", \"text\", \"binary\", "
+    "\"omitted\", \"over_cap\"]}}}}}}";
+
+static const char list_description[] =
+    "List one directory of a session's workspace (/workspace: main.py, mounts/ with the input "
+    "files, output/ with what the program wrote). Not recursive; symlinks are shown, never "
+    "followed.";
+
+static const char list_schema[] =
+    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"session_id\"],"
+    " \"properties\": {\"session_id\": " SESSION_ID_SCHEMA ","
+    "  \"path\": {\"type\": \"string\", \"description\": \"A directory relative to /workspace, "
+    "e.g. 'output'; '' or '.' (default) for /workspace itself.\"}}}";
+
+static const char preview_description[] =
+    "Show a file of a session's workspace: text files as text (up to max_bytes from offset), "
+    "images (PNG, JPEG, GIF, WebP, SVG) as images, other files described by size.";
+
+static const char preview_schema[] =
+    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"session_id\", "
+    "\"path\"], \"properties\": {\"session_id\": " SESSION_ID_SCHEMA ","
+    "  \"path\": {\"type\": \"string\", \"description\": \"The file, relative to /workspace, e.g. "
+    "'output/result.csv'.\"},"
+    "  \"max_bytes\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"How much text "
+    "to show (default 16384).\"},"
+    "  \"offset\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Where to start "
+    "reading text (default 0).\"}}}";
+
+static const char close_description[] =
+    "End a session: its workspace and all its files are deleted. Later runs with the same "
+    "session_id start a new, empty session.";
+
+static const char close_schema[] =
+    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"session_id\"],"
+    " \"properties\": {\"session_id\": " SESSION_ID_SCHEMA "}}";
+
+static const struct tool tools[] = {
+    {"run_code", "Run Python code in a sandbox", run_code_description, run_code_schema,
+     run_code_output_schema, false, false, false, true, mcp_tool_run_code},
+    {"list_session_files", "List a session's files", list_description, list_schema, NULL, true,
+     false, true, false, mcp_tool_list_session_files},
+    {"preview_file", "Preview a session's file", preview_description, preview_schema, NULL, true,
+     false, true, false, mcp_tool_preview_file},
+    {"close_session", "Close a session", close_description, close_schema, NULL, false, true, true,
+     false, mcp_tool_close_session},
+};
+
+static json_t *tool_json(const struct tool *t) {
+  json_error_t jerr;
+  json_t *schema = json_loads(t->input_schema, JSON_REJECT_DUPLICATES, &jerr);
+  if (schema == NULL)
+    return NULL;
+  json_t *output = NULL;
+  if (t->output_schema != NULL &&
+      (output = json_loads(t->output_schema, JSON_REJECT_DUPLICATES, &jerr)) == NULL) {
+    json_decref(schema);
+    return NULL;
+  }
+  json_t *tool =
+      json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name, "title",
+                t->title, "description", t->description, "inputSchema", schema, "annotations",
+                "title", t->title, "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
+                "idempotentHint", t->idempotent, "openWorldHint", t->open_world);
+  if (tool != NULL && output != NULL && json_object_set_new(tool, "outputSchema", output) < 0) {
+    json_decref(tool);
+    return NULL;
+  }
+  if (tool == NULL)
+    json_decref(output);
+  return tool;
+}
+
+json_t *mcp_tools_list(void) {
+  json_t *list = json_array();
+  for (size_t i = 0; list != NULL && i < sizeof(tools) / sizeof(tools[0]); i++)
+    if (json_array_append_new(list, tool_json(&tools[i])) < 0) {
+      json_decref(list);
+      list = NULL;
+    }
+  return list;
+}
+
+json_t *mcp_tools_call(mcp_server *s, const char *name, size_t name_len, const json_t *args,
+                       bool *unknown) {
+  *unknown = false;
+  for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
+    if (strlen(tools[i].name) == name_len && memcmp(tools[i].name, name, name_len) == 0)
+      return tools[i].call(s, args);
+  *unknown = true;
+  return NULL;
+}

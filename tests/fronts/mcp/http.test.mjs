@@ -1,0 +1,125 @@
+/* http.test.mjs: the MCP front at /mcp on sandboxd's HTTP listener
+ * (--http-fronts mcp), driven by the official MCP SDK's Client and
+ * StreamableHTTPClientTransport: the same tool cases as over stdio; then
+ * raw requests for the transport's own rules: Origin (DNS rebinding),
+ * MCP-Protocol-Version, no session ids, GET and DELETE, media types, the
+ * body cap, malformed messages, notifications. Needs root (uid base 61200). */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+import { toolCases } from "./cases.mjs";
+import { Sandboxd } from "./lib.mjs";
+
+let server;
+let client;
+let endpoint;
+
+before(async () => {
+  server = await Sandboxd.start({
+    uidBase: 61200, httpListen: true,
+    args: ["--workers", "2", "--max-timeout-ms", "60000", "--http-fronts", "mcp", "--http-max-body-bytes", "65536"],
+  });
+  endpoint = `${server.http}/mcp`;
+  client = new Client({ name: "sandboxd-tests", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(endpoint)));
+});
+
+after(async () => {
+  await client?.close();
+  assert.equal(await server.stop(), 0, "sandboxd exits 0 on SIGTERM");
+});
+
+toolCases(() => ({ client, server }), "http");
+
+const JSON_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+const init = (version = "2025-11-25") => JSON.stringify({
+  jsonrpc: "2.0", id: 1, method: "initialize",
+  params: { protocolVersion: version, capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+});
+
+async function post(body, headers = {}) {
+  const r = await fetch(endpoint, { method: "POST", headers: { ...JSON_HEADERS, ...headers }, body });
+  const text = await r.text();
+  return { status: r.status, headers: r.headers, text, json: text && r.headers.get("content-type")?.startsWith("application/json") ? JSON.parse(text) : undefined };
+}
+
+test("http: initialize over raw POST: JSON answer, no session id issued, older revisions negotiated", async () => {
+  let r = await post(init());
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get("content-type"), /^application\/json/);
+  assert.equal(r.json.result.protocolVersion, "2025-11-25");
+  assert.equal(r.headers.get("mcp-session-id"), null, "a stateless server issues no session id");
+  r = await post(init("2025-03-26"));
+  assert.equal(r.json.result.protocolVersion, "2025-03-26");
+  r = await post(init("2099-01-01"));
+  assert.equal(r.json.result.protocolVersion, "2025-11-25");
+});
+
+test("http: a request with an Origin header is 403 (DNS rebinding), and nothing runs", async () => {
+  const before = server.runs();
+  const call = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "run_code", arguments: { code: "print(1)" } } });
+  for (const origin of ["http://evil.example", "http://127.0.0.1:1234", "null"]) {
+    const r = await post(call, { origin });
+    assert.equal(r.status, 403, origin);
+  }
+  const g = await fetch(endpoint, { method: "GET", headers: { origin: "http://evil.example", accept: "text/event-stream" } });
+  assert.equal(g.status, 403);
+  assert.equal(server.runs(), before);
+});
+
+test("http: MCP-Protocol-Version: supported ones served, others 400", async () => {
+  const ping = JSON.stringify({ jsonrpc: "2.0", id: 3, method: "ping" });
+  for (const v of ["2025-11-25", "2025-06-18", "2025-03-26"]) {
+    assert.equal((await post(ping, { "mcp-protocol-version": v })).status, 200, v);
+  }
+  const r = await post(ping, { "mcp-protocol-version": "1999-01-01" });
+  assert.equal(r.status, 400);
+  assert.match(r.json.error.message, /unsupported MCP-Protocol-Version "1999-01-01"/);
+  assert.equal((await post(ping)).status, 200, "no header: the server assumes a revision it speaks");
+});
+
+test("http: GET (no server stream) and DELETE (no sessions) are 405 with Allow: POST", async () => {
+  const g = await fetch(endpoint, { method: "GET", headers: { accept: "text/event-stream" } });
+  assert.equal(g.status, 405);
+  assert.equal(g.headers.get("allow"), "POST");
+  const d = await fetch(endpoint, { method: "DELETE", headers: { "mcp-session-id": "x" } });
+  assert.equal(d.status, 405);
+  assert.equal(d.headers.get("allow"), "POST");
+});
+
+test("http: media types, the body cap, malformed messages; the server keeps serving", async () => {
+  const before = server.runs();
+  let r = await post(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "ping" }), { "content-type": "text/plain" });
+  assert.equal(r.status, 415);
+  r = await post(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "ping" }), { accept: "text/html" });
+  assert.equal(r.status, 406);
+  r = await post(JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "run_code", arguments: { code: "#".repeat(70000) } } }));
+  assert.equal(r.status, 413);
+  r = await post("{not json");
+  assert.equal(r.status, 400);
+  assert.equal(r.json.error.code, -32700);
+  assert.equal(r.json.id, null);
+  r = await post(JSON.stringify([{ jsonrpc: "2.0", id: 6, method: "ping" }]));
+  assert.equal(r.status, 400);
+  assert.equal(r.json.error.code, -32600);
+  r = await post(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "no/such/method" }));
+  assert.equal(r.status, 200);
+  assert.equal(r.json.id, 7);
+  assert.equal(r.json.error.code, -32601);
+  r = await post(JSON.stringify({ jsonrpc: "2.0", id: 8, method: "tools/call", params: { name: "run_code", arguments: [] } }));
+  assert.equal(r.json.error.code, -32602);
+  r = await post(JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "nope", arguments: {} } }));
+  assert.equal(r.json.error.code, -32602);
+  r = await post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }));
+  assert.equal(r.status, 202);
+  assert.equal(r.text, "");
+  r = await post(JSON.stringify({ jsonrpc: "2.0", id: 10, result: {} }));
+  assert.equal(r.status, 202);
+  assert.equal(server.runs(), before, "nothing ran");
+  r = await post(JSON.stringify({ jsonrpc: "2.0", id: 11, method: "tools/call", params: { name: "run_code", arguments: { code: "print(6*7)" } } }));
+  assert.equal(r.status, 200);
+  assert.equal(r.json.result.structuredContent.stdout, "42\n");
+});

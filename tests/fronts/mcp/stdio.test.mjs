@@ -1,0 +1,112 @@
+/* stdio.test.mjs: sandbox-mcp over stdio, driven by the official MCP SDK's
+ * Client and StdioClientTransport, against a real sandboxd (uid base
+ * 61100); then raw lines for what the SDK never sends: bad JSON, an
+ * unknown method, bad params, batches, a line over the cap, and older
+ * protocol revisions. Needs root (sandboxd does). */
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { after, before, test } from "node:test";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+
+import { toolCases } from "./cases.mjs";
+import { binDir, RawMcp, Sandboxd } from "./lib.mjs";
+
+let server;
+let client;
+let transport;
+
+before(async () => {
+  server = await Sandboxd.start({ uidBase: 61100, args: ["--workers", "2", "--max-timeout-ms", "60000"] });
+  transport = new StdioClientTransport({ command: path.join(binDir, "sandbox-mcp"), args: ["-e", server.tcp], stderr: "pipe" });
+  client = new Client({ name: "sandboxd-tests", version: "1.0.0" });
+  await client.connect(transport);
+});
+
+after(async () => {
+  await client?.close();
+  assert.equal(await server.stop(), 0, "sandboxd exits 0 on SIGTERM");
+});
+
+toolCases(() => ({ client, server }), "stdio");
+
+test("stdio: the SDK negotiated its latest revision, which the server speaks", () => {
+  assert.equal(LATEST_PROTOCOL_VERSION, "2025-11-25");
+  assert.equal(transport._process !== undefined, true);
+});
+
+test("stdio: malformed messages get JSON-RPC errors and the server keeps serving", async () => {
+  const raw = new RawMcp(server.tcp, ["--max-message-bytes", "65536"]);
+  try {
+    let m = await raw.call(1, "initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } });
+    assert.equal(m.result.protocolVersion, "2025-11-25");
+    raw.send(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }));
+
+    raw.send("{this is not json");
+    m = await raw.next();
+    assert.equal(m.id, null);
+    assert.equal(m.error.code, -32700);
+
+    m = await raw.call(2, "tools/unknown_method", {});
+    assert.equal(m.id, 2);
+    assert.equal(m.error.code, -32601);
+    assert.match(m.error.message, /Method not found/);
+
+    m = await raw.call(3, "tools/call", { arguments: { code: "1" } });
+    assert.equal(m.error.code, -32602, "tools/call without a name");
+    m = await raw.call(4, "tools/call", { name: "run_code", arguments: "print(1)" });
+    assert.equal(m.error.code, -32602, "arguments not an object");
+    m = await raw.call(5, "tools/call", [1, 2]);
+    assert.equal(m.error.code, -32602, "params not an object");
+    m = await raw.call(6, "initialize", {});
+    assert.equal(m.error.code, -32602, "initialize without protocolVersion");
+
+    raw.send(JSON.stringify({ jsonrpc: "1.0", id: 7, method: "ping" }));
+    m = await raw.next();
+    assert.equal(m.error.code, -32600);
+    assert.equal(m.id, 7);
+    raw.send(JSON.stringify({ jsonrpc: "2.0", id: { x: 1 }, method: "ping" }));
+    m = await raw.next();
+    assert.equal(m.error.code, -32600);
+    assert.equal(m.id, null);
+    raw.send(JSON.stringify([{ jsonrpc: "2.0", id: 8, method: "ping" }]));
+    m = await raw.next();
+    assert.equal(m.error.code, -32600, "batches are not part of MCP since 2025-06-18");
+    raw.send(JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping", x: "y".repeat(70000) }));
+    m = await raw.next();
+    assert.equal(m.error.code, -32600);
+    assert.match(m.error.message, /over 65536 bytes/);
+    raw.send(JSON.stringify({ jsonrpc: "2.0", id: 10, result: {} })); // a response: no answer
+    raw.send(JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } }));
+
+    m = await raw.call(11, "tools/call", { name: "run_code", arguments: { code: "print(6*7)" } });
+    assert.equal(m.id, 11);
+    assert.equal(m.result.structuredContent.stdout, "42\n", "still serving after all of the above");
+    assert.equal(raw.rawOut.split("\n").filter(Boolean).length, 12, "one line per request, none for the rest");
+  } finally {
+    assert.equal(await raw.close(), 0, "exits 0 at the end of stdin");
+  }
+  assert.doesNotMatch(raw.stderr, /\{"jsonrpc"/, "nothing of the protocol on stderr");
+});
+
+test("stdio: older revisions are negotiated, unknown ones get the latest", async () => {
+  const raw = new RawMcp(server.tcp);
+  try {
+    for (const [asked, got] of [["2025-06-18", "2025-06-18"], ["2025-03-26", "2025-03-26"], ["2024-11-05", "2024-11-05"], ["2099-01-01", "2025-11-25"]]) {
+      const m = await raw.call(asked, "initialize", { protocolVersion: asked, capabilities: {}, clientInfo: { name: "raw", version: "1" } });
+      assert.equal(m.result.protocolVersion, got, asked);
+    }
+  } finally {
+    await raw.close();
+  }
+});
+
+test("stdio: parallel tool calls are served side by side", async () => {
+  const t0 = Date.now();
+  const calls = [1, 2, 3].map((i) => client.callTool({ name: "run_code", arguments: { code: `print(${i})` } }));
+  const rs = await Promise.all(calls);
+  assert.deepEqual(rs.map((r) => r.structuredContent.stdout), ["1\n", "2\n", "3\n"]);
+  assert.ok(Date.now() - t0 >= 0);
+});
