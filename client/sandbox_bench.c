@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_endpoints.h"
 #include "json.h"
 #include "sandbox_client.h"
 
@@ -195,17 +196,12 @@ static void print_summary_json(const struct bench *b, long concurrency, double e
   free(text);
 }
 
-#define MAX_URLS 64
-
 struct options {
-  const char *urls[MAX_URLS];
-  size_t n_urls;
-  char *env_urls; /* SANDBOX_URL, split in place */
+  struct cli_endpoints ep; /* -e, $SANDBOX_URL, the TLS flags */
   long concurrency, requests, timeout_ms, connect_timeout_ms, resolve_interval_ms, retries;
   double duration;
   bool json;
   const char *run_id_prefix, *record;
-  struct sbxc_tls tls; /* any field set: every endpoint is tls+tcp:// */
 };
 
 /* A whole number for flag, or -1 with a message (nothing partial: "2x"). */
@@ -236,49 +232,18 @@ static void usage(void) {
          "as sandbox-run has them.\n");
 }
 
-/* SANDBOX_URL (comma-separated) when no -e was given, else the default. */
-static int default_urls(struct options *o) {
-  const char *env = getenv("SANDBOX_URL");
-  if (o->n_urls > 0)
-    return 0;
-  if (env == NULL || env[0] == '\0') {
-    o->urls[o->n_urls++] = "tcp://127.0.0.1:7878";
-    return 0;
-  }
-  if ((o->env_urls = strdup(env)) == NULL)
-    return -1;
-  char *save = NULL;
-  for (char *u = strtok_r(o->env_urls, ",", &save); u != NULL; u = strtok_r(NULL, ",", &save)) {
-    if (o->n_urls == MAX_URLS)
-      return -1;
-    o->urls[o->n_urls++] = u;
-  }
-  return o->n_urls > 0 ? 0 : -1;
-}
-
 enum {
   OPT_CONNECT = 256,
   OPT_PREFIX,
   OPT_RECORD,
   OPT_RESOLVE,
   OPT_RETRIES,
-  OPT_TLS_CA,
-  OPT_TLS_CERT,
-  OPT_TLS_KEY,
-  OPT_TLS_SERVER_NAME
 };
 
 /* One option; -1 for a bad value, 1 for an unknown option. */
 static int take_option(struct options *o, int c, const char *v) {
   char *end;
   switch (c) {
-  case 'e':
-    if (o->n_urls == MAX_URLS) {
-      fprintf(stderr, "sandbox-bench: -e: at most %d endpoints\n", MAX_URLS);
-      return -1;
-    }
-    o->urls[o->n_urls++] = v;
-    return 0;
   case 'c':
     return parse_long("concurrency", v, &o->concurrency);
   case 'n':
@@ -306,20 +271,8 @@ static int take_option(struct options *o, int c, const char *v) {
   case 'j':
     o->json = true;
     return 0;
-  case OPT_TLS_CA:
-    o->tls.ca_file = v;
-    return 0;
-  case OPT_TLS_CERT:
-    o->tls.cert_file = v;
-    return 0;
-  case OPT_TLS_KEY:
-    o->tls.key_file = v;
-    return 0;
-  case OPT_TLS_SERVER_NAME:
-    o->tls.server_name = v;
-    return 0;
   }
-  return 1;
+  return cli_endpoints_option(&o->ep, "sandbox-bench", c, v);
 }
 
 /* 0 to go on, else the exit code: 0 after --help, 2 for bad arguments. */
@@ -335,10 +288,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"run-id-prefix", required_argument, NULL, OPT_PREFIX},
       {"record", required_argument, NULL, OPT_RECORD},
       {"retries", required_argument, NULL, OPT_RETRIES},
-      {"tls-ca", required_argument, NULL, OPT_TLS_CA},
-      {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-      {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-      {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
+      CLI_ENDPOINT_LONG_OPTIONS,
       {"json", no_argument, NULL, 'j'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -365,10 +315,8 @@ static int parse_options(int argc, char **argv, struct options *o) {
                     "--requests N or --duration S (see --help)\n");
     return 2;
   }
-  if (default_urls(o) < 0) {
-    fprintf(stderr, "sandbox-bench: SANDBOX_URL: no usable endpoint list\n");
+  if (cli_endpoints_finish(&o->ep, "sandbox-bench") < 0)
     return 2;
-  }
   return 0;
 }
 
@@ -446,11 +394,7 @@ static void free_bench(struct bench *b) {
 /* The client of the fleet, connected (or given up on) before the clock. */
 static int open_client(struct bench *b, const struct options *o) {
   char err[512];
-  const struct sbxc_tls *t = &o->tls;
-  bool tls =
-      t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL || t->server_name != NULL;
-  if ((tls ? sbxc_client_open_tls(&b->client, o->urls, o->n_urls, t, err, sizeof(err))
-           : sbxc_client_open_many(&b->client, o->urls, o->n_urls, err, sizeof(err))) < 0) {
+  if (cli_endpoints_open(&o->ep, &b->client, err, sizeof(err)) < 0) {
     fprintf(stderr, "sandbox-bench: %s\n", err);
     return -1;
   }
@@ -468,7 +412,7 @@ int main(int argc, char **argv) {
   struct options o;
   int rv = parse_options(argc, argv, &o);
   if (rv != 0) {
-    free(o.env_urls);
+    cli_endpoints_free(&o.ep);
     return rv < 0 ? 0 : rv;
   }
   static struct bench b;
@@ -476,22 +420,22 @@ int main(int argc, char **argv) {
   b.duration_s = o.duration;
   b.run_id_prefix = o.run_id_prefix;
   if (pthread_mutex_init(&b.lock, NULL) != 0) {
-    free(o.env_urls);
+    cli_endpoints_free(&o.ep);
     return 1;
   }
   if (o.record != NULL && (b.record = fopen(o.record, "we")) == NULL) {
     fprintf(stderr, "sandbox-bench: --record %s: %s\n", o.record, strerror(errno));
-    free(o.env_urls);
+    cli_endpoints_free(&o.ep);
     return 2;
   }
   if (load_requests(&b, argv + optind, (size_t)(argc - optind), o.timeout_ms) < 0) {
     free_bench(&b);
-    free(o.env_urls);
+    cli_endpoints_free(&o.ep);
     return 2;
   }
   if (open_client(&b, &o) < 0) {
     free_bench(&b);
-    free(o.env_urls);
+    cli_endpoints_free(&o.ep);
     return 1;
   }
   double elapsed = run_threads(&b, o.concurrency);
@@ -506,6 +450,6 @@ int main(int argc, char **argv) {
     print_summary_text(&b, o.concurrency, elapsed, rps, pct);
   int ok = b.by_status[SBXC_OK] == (long)b.n_lat;
   free_bench(&b);
-  free(o.env_urls);
+  cli_endpoints_free(&o.ep);
   return ok ? 0 : 1;
 }

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_endpoints.h"
 #include "mcp.h"
 #include "sandbox_client.h"
 
-#define MAX_URLS 64
 #define QUEUE_MAX 64
 #define MAX_THREADS 64
 
@@ -57,13 +57,10 @@ static void usage(FILE *out) {
 }
 
 struct options {
-  const char *urls[MAX_URLS];
-  size_t n_urls;
-  char *env_urls;
+  struct cli_endpoints ep; /* -e, $SANDBOX_URL, the TLS flags */
   struct mcp_settings caps;
   int64_t concurrency, max_message_bytes, retries, connect_timeout_ms;
   bool verbose;
-  struct sbxc_tls tls; /* any field set: every endpoint is tls+tcp:// */
 };
 
 /* One message read, for a thread to answer. */
@@ -116,10 +113,6 @@ enum {
   OPT_ATTACHED,
   OPT_STREAM,
   OPT_HELP,
-  OPT_TLS_CA,
-  OPT_TLS_CERT,
-  OPT_TLS_KEY,
-  OPT_TLS_SERVER_NAME,
 };
 
 static const struct option long_options[] = {
@@ -132,22 +125,12 @@ static const struct option long_options[] = {
     {"max-attached-bytes", required_argument, NULL, OPT_ATTACHED},
     {"max-stream-text-bytes", required_argument, NULL, OPT_STREAM},
     {"help", no_argument, NULL, OPT_HELP},
-    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
-    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
+    CLI_ENDPOINT_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
 static int take_option(struct options *o, int opt, const char *v) {
   switch (opt) {
-  case 'e':
-    if (o->n_urls == MAX_URLS) {
-      fprintf(stderr, "sandbox-mcp: -e: at most %d endpoints\n", MAX_URLS);
-      return -1;
-    }
-    o->urls[o->n_urls++] = v;
-    return 0;
   case 'v':
     o->verbose = true;
     return 0;
@@ -167,40 +150,8 @@ static int take_option(struct options *o, int opt, const char *v) {
     return parse_size(v, "--max-attached-bytes", &o->caps.max_attached_bytes);
   case OPT_STREAM:
     return parse_size(v, "--max-stream-text-bytes", &o->caps.max_stream_text_bytes);
-  case OPT_TLS_CA:
-    o->tls.ca_file = v;
-    return 0;
-  case OPT_TLS_CERT:
-    o->tls.cert_file = v;
-    return 0;
-  case OPT_TLS_KEY:
-    o->tls.key_file = v;
-    return 0;
-  case OPT_TLS_SERVER_NAME:
-    o->tls.server_name = v;
-    return 0;
   }
-  return -1;
-}
-
-/* SANDBOX_URL (comma-separated) when no -e was given, else the default. */
-static int default_urls(struct options *o) {
-  const char *env = getenv("SANDBOX_URL");
-  if (o->n_urls > 0)
-    return 0;
-  if (env == NULL || env[0] == '\0') {
-    o->urls[o->n_urls++] = "tcp://127.0.0.1:7878";
-    return 0;
-  }
-  if ((o->env_urls = strdup(env)) == NULL)
-    return -1;
-  char *save = NULL;
-  for (char *u = strtok_r(o->env_urls, ",", &save); u != NULL; u = strtok_r(NULL, ",", &save)) {
-    if (o->n_urls == MAX_URLS)
-      return -1;
-    o->urls[o->n_urls++] = u;
-  }
-  return o->n_urls > 0 ? 0 : -1;
+  return cli_endpoints_option(&o->ep, "sandbox-mcp", opt, v) == 0 ? 0 : -1;
 }
 
 /* 0, 1 after --help, 2 on a usage error. */
@@ -220,10 +171,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
     usage(stderr);
     return 2;
   }
-  if (default_urls(o) < 0) {
-    fprintf(stderr, "sandbox-mcp: SANDBOX_URL: no usable endpoint list (at most %d)\n", MAX_URLS);
+  if (cli_endpoints_finish(&o->ep, "sandbox-mcp") < 0)
     return 2;
-  }
   return 0;
 }
 
@@ -430,18 +379,10 @@ static int serve(mcp_server *mcp, const struct options *o) {
   return rc < 0 || sv.stdout_gone ? 1 : 0;
 }
 
-static bool tls_given(const struct sbxc_tls *t) {
-  return t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL ||
-         t->server_name != NULL;
-}
-
 static sbxc_client *open_client(const struct options *o) {
   char err[512];
   sbxc_client *client;
-  int rv = tls_given(&o->tls)
-               ? sbxc_client_open_tls(&client, o->urls, o->n_urls, &o->tls, err, sizeof(err))
-               : sbxc_client_open_many(&client, o->urls, o->n_urls, err, sizeof(err));
-  if (rv < 0) {
+  if (cli_endpoints_open(&o->ep, &client, err, sizeof(err)) < 0) {
     fprintf(stderr, "sandbox-mcp: %s\n", err);
     return NULL;
   }
@@ -456,7 +397,7 @@ int main(int argc, char **argv) {
   mcp_settings_default(&o.caps);
   int rc = parse_args(argc, argv, &o);
   if (rc != 0) {
-    free(o.env_urls);
+    cli_endpoints_free(&o.ep);
     return rc == 1 ? 0 : 2;
   }
   signal(SIGPIPE, SIG_IGN); /* a closed stdout is a failed write, then exit 1 */
@@ -467,13 +408,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sandbox-mcp: %s\n", err);
   if (mcp != NULL) {
     fprintf(stderr, "sandbox-mcp: serving MCP %s on stdio; sandboxd at %s%s\n",
-            MCP_LATEST_PROTOCOL_VERSION, o.urls[0], o.n_urls > 1 ? " and more" : "");
+            MCP_LATEST_PROTOCOL_VERSION, o.ep.urls[0], o.ep.n > 1 ? " and more" : "");
     rc = serve(mcp, &o);
   } else {
     rc = 1;
   }
   mcp_server_free(mcp);
   sbxc_client_close(client);
-  free(o.env_urls);
+  cli_endpoints_free(&o.ep);
   return rc;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "cli_endpoints.h"
 #include "client_internal.h"
 #include "json.h"
 #include "sandbox_client.h"
@@ -246,21 +247,15 @@ static void print_json(json_t *value) {
   print_text(sbxc_json_dump(value));
 }
 
-/* The most -e flags (or SANDBOX_URL entries) one command takes. */
-#define MAX_URLS 64
-
 /* Everything the command line asked for. */
 struct cli {
-  const char *urls[MAX_URLS];
-  size_t n_urls;
-  char *env_urls; /* SANDBOX_URL, split in place */
+  struct cli_endpoints ep; /* -e, $SANDBOX_URL, the TLS flags */
   struct sbxc_limits limits;
   sbxc_request *req;
   const char *artifacts_dir, *stdin_path, *session, *script;
   const char *close_session, *list_path, *read_path;
   int64_t offset, length, retries, max_request_bytes, connect_timeout_ms;
   bool json, health, info, endpoints;
-  struct sbxc_tls tls; /* any field set: every endpoint is tls+tcp:// */
 };
 
 enum {
@@ -293,10 +288,6 @@ enum {
   OPT_LENGTH,
   OPT_ENDPOINTS,
   OPT_CONNECT_TIMEOUT,
-  OPT_TLS_CA,
-  OPT_TLS_CERT,
-  OPT_TLS_KEY,
-  OPT_TLS_SERVER_NAME,
 };
 
 static const struct option cli_options[] = {
@@ -328,10 +319,7 @@ static const struct option cli_options[] = {
     {"length", required_argument, NULL, OPT_LENGTH},
     {"endpoints", no_argument, NULL, OPT_ENDPOINTS},
     {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
-    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
+    CLI_ENDPOINT_LONG_OPTIONS,
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -411,35 +399,9 @@ static int take_request_part(struct cli *c, int opt, char *v) {
   return 1; /* not a part of the request */
 }
 
-/* The TLS options (files are read when the client opens). */
-static int take_tls(struct cli *c, int opt, const char *v) {
-  switch (opt) {
-  case OPT_TLS_CA:
-    c->tls.ca_file = v;
-    return 0;
-  case OPT_TLS_CERT:
-    c->tls.cert_file = v;
-    return 0;
-  case OPT_TLS_KEY:
-    c->tls.key_file = v;
-    return 0;
-  case OPT_TLS_SERVER_NAME:
-    c->tls.server_name = v;
-    return 0;
-  }
-  return 1; /* not a TLS option */
-}
-
 /* The remaining options: how to call and what to print. */
 static int take_mode(struct cli *c, int opt, char *v) {
   switch (opt) {
-  case 'e':
-    if (c->n_urls == MAX_URLS) {
-      fprintf(stderr, "sandbox-run: -e: at most %d endpoints\n", MAX_URLS);
-      return -1;
-    }
-    c->urls[c->n_urls++] = v;
-    return 0;
   case OPT_ENDPOINTS:
     c->endpoints = true;
     return 0;
@@ -500,7 +462,7 @@ static int parse_args(int argc, char **argv, struct cli *c) {
     if (rc > 0)
       rc = take_request_part(c, opt, optarg);
     if (rc > 0)
-      rc = take_tls(c, opt, optarg);
+      rc = cli_endpoints_option(&c->ep, "sandbox-run", opt, optarg);
     if (rc > 0)
       rc = take_mode(c, opt, optarg);
     if (rc != 0) {
@@ -664,41 +626,10 @@ static int run_script(sbxc_client *client, const struct cli *c) {
   return status;
 }
 
-/* SANDBOX_URL, a comma-separated list, when no -e was given; else the
- * default endpoint. */
-static int default_urls(struct cli *c) {
-  const char *env = getenv("SANDBOX_URL");
-  if (c->n_urls > 0)
-    return 0;
-  if (env == NULL || env[0] == '\0') {
-    c->urls[c->n_urls++] = "tcp://127.0.0.1:7878";
-    return 0;
-  }
-  if ((c->env_urls = strdup(env)) == NULL)
-    return -1;
-  char *save = NULL;
-  for (char *u = strtok_r(c->env_urls, ",", &save); u != NULL; u = strtok_r(NULL, ",", &save)) {
-    if (c->n_urls == MAX_URLS) {
-      fprintf(stderr, "sandbox-run: SANDBOX_URL: at most %d endpoints\n", MAX_URLS);
-      return -1;
-    }
-    c->urls[c->n_urls++] = u;
-  }
-  return c->n_urls > 0 ? 0 : -1;
-}
-
-static bool tls_given(const struct sbxc_tls *t) {
-  return t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL ||
-         t->server_name != NULL;
-}
-
 static sbxc_client *open_client(const struct cli *c) {
   char err[512];
   sbxc_client *client;
-  int rv = tls_given(&c->tls)
-               ? sbxc_client_open_tls(&client, c->urls, c->n_urls, &c->tls, err, sizeof(err))
-               : sbxc_client_open_many(&client, c->urls, c->n_urls, err, sizeof(err));
-  if (rv < 0) {
+  if (cli_endpoints_open(&c->ep, &client, err, sizeof(err)) < 0) {
     fprintf(stderr, "sandbox-run: %s\n", err);
     return NULL;
   }
@@ -710,7 +641,7 @@ static sbxc_client *open_client(const struct cli *c) {
 
 static void free_cli(struct cli *c) {
   sbxc_request_free(c->req);
-  free(c->env_urls);
+  cli_endpoints_free(&c->ep);
 }
 
 int main(int argc, char **argv) {
@@ -721,10 +652,8 @@ int main(int argc, char **argv) {
     return EXIT_CALL_FAILED;
   }
   int rc = parse_args(argc, argv, &c);
-  if (rc == 0 && default_urls(&c) < 0) {
-    fprintf(stderr, "sandbox-run: SANDBOX_URL: no usable endpoint list\n");
+  if (rc == 0 && cli_endpoints_finish(&c.ep, "sandbox-run") < 0)
     rc = 2;
-  }
   if (rc != 0) {
     free_cli(&c);
     return rc == 1 ? 0 : 2;

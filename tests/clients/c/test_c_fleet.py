@@ -263,3 +263,22 @@ def _running(server):
     p = subprocess.run([f"{BIN_DIR}/sandbox-run", "-e", server.tcp, "--info"],
                        capture_output=True, text=True, timeout=30)
     return json.loads(p.stdout)["running"] if p.returncode == 0 else -1
+
+
+@pytest.mark.parametrize("tool", ["sandbox-run", "sandbox-bench", "sandbox-mcp"])
+def test_the_endpoint_list_is_capped_and_checked(tool):
+    """Every tool takes -e and $SANDBOX_URL alike (client/cli_endpoints.c):
+    at most 64 endpoints either way, and a SANDBOX_URL with none in it is
+    a usage error (exit 2) naming where the list came from."""
+    extra = {"sandbox-run": ["--health"], "sandbox-bench": ["-n", "1", "/dev/null"],
+             "sandbox-mcp": []}[tool]
+    many = ["tcp://127.0.0.1:1"] * 65
+    cases = [
+        ([a for u in many for a in ("-e", u)], {}, "-e: at most 64 endpoints"),
+        ([], {"SANDBOX_URL": ",".join(many)}, "SANDBOX_URL: at most 64 endpoints"),
+        ([], {"SANDBOX_URL": ",,"}, "SANDBOX_URL: no endpoint in"),
+    ]
+    for flags, env, want in cases:
+        p = subprocess.run([f"{BIN_DIR}/{tool}", *flags, *extra], capture_output=True, text=True,
+                           env=dict(os.environ, **env), stdin=subprocess.DEVNULL, timeout=30)
+        assert p.returncode == 2 and f"{tool}: {want}" in p.stderr, (flags[:2], env, p.stderr)
