@@ -83,13 +83,10 @@ def still_serving(s, what):
 # ---- the real npm client ----
 
 def npm_ci():
-    """node_modules as package-lock.json pins it (npm ci when it differs)."""
-    lock = os.path.join(HERE, "package-lock.json")
-    stamp = os.path.join(HERE, "node_modules", ".package-lock.json")
-    if os.path.exists(stamp) and os.path.getmtime(stamp) >= os.path.getmtime(lock):
-        return True
-    p = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=HERE, capture_output=True,
-                       text=True, timeout=300)
+    """node_modules as package-lock.json pins it (scripts/npm-ci: npm ci when
+    it differs)."""
+    p = subprocess.run([os.path.join(HERE, "..", "..", "..", "scripts", "npm-ci"), HERE],
+                       capture_output=True, text=True, timeout=300)
     return check(p.returncode == 0, "npm ci installs piston-client from the lockfile",
                  p.stderr[-2000:])
 
