@@ -126,6 +126,32 @@ def make_certs(d):
     return {n.replace(".", "_"): os.path.join(d, n) for n in names}
 
 
+def https_post_json(port, path, body, ca, cert=None, key=None, headers=None, timeout=60):
+    """POST body as JSON to 127.0.0.1:port over TLS, trusting ca and showing
+    cert/key when given: (status, parsed answer or {"raw": bytes}), or
+    (None, {"error": ...}) when the connection or handshake failed."""
+    import http.client
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(ca)
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
+    c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=timeout)
+    try:
+        c.request("POST", path, body=json.dumps(body).encode(),
+                  headers={"Content-Type": "application/json", **(headers or {})})
+        r = c.getresponse()
+        raw = r.read()
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            return r.status, {"raw": raw}
+    except (OSError, http.client.HTTPException, ssl.SSLError) as e:
+        return None, {"error": repr(e)}
+    finally:
+        c.close()
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: tls_certs.py DIR")

@@ -4,18 +4,15 @@ every front route, serves only a client with a certificate from --tls-ca;
 one without (or with another CA's) gets 403 and nothing runs. Raw MCP
 requests through Python's ssl (the SDK tests, tests/fronts/mcp/*.mjs, cover
 the protocol over plain http://). Needs root (uid base 61250)."""
-import http.client
-import json
 import os
 import shutil
-import ssl
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from harness import Server, check, free_port, run_groups  # noqa: E402
-from tls_certs import make_certs  # noqa: E402
+from tls_certs import https_post_json, make_certs  # noqa: E402
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "run_code", "arguments": {"code": 'print("hello")\n'}}}
@@ -23,25 +20,8 @@ CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
 
 def post(port, certs, body, cert=None, key=None):
     """POST /mcp over TLS: (status, parsed answer or the error)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(certs["ca_crt"])
-    if cert is not None:
-        ctx.load_cert_chain(cert, key)
-    c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
-    try:
-        c.request("POST", "/mcp", body=json.dumps(body).encode(),
-                  headers={"Content-Type": "application/json",
-                           "Accept": "application/json, text/event-stream"})
-        r = c.getresponse()
-        raw = r.read()
-        try:
-            return r.status, json.loads(raw)
-        except ValueError:
-            return r.status, {"raw": raw}
-    except (OSError, http.client.HTTPException, ssl.SSLError) as e:
-        return None, {"error": repr(e)}
-    finally:
-        c.close()
+    return https_post_json(port, "/mcp", body, certs["ca_crt"], cert, key,
+                           {"Accept": "application/json, text/event-stream"})
 
 
 def runs(s):

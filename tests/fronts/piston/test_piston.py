@@ -444,26 +444,8 @@ def check_slow_and_big(s):
 
 def https_execute(port, certs, body, cert=None, key=None):
     """POST /api/v2/execute over TLS: (status, parsed answer or raw)."""
-    import http.client
-    import ssl
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(certs["ca_crt"])
-    if cert is not None:
-        ctx.load_cert_chain(cert, key)
-    c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
-    try:
-        c.request("POST", "/api/v2/execute", body=json.dumps(body).encode(),
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        raw = r.read()
-        try:
-            return r.status, json.loads(raw)
-        except ValueError:
-            return r.status, {"raw": raw}
-    except (OSError, http.client.HTTPException, ssl.SSLError) as e:
-        return None, {"error": repr(e)}
-    finally:
-        c.close()
+    from tls_certs import https_post_json
+    return https_post_json(port, "/api/v2/execute", body, certs["ca_crt"], cert, key)
 
 
 def group_piston_https(b):
