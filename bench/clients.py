@@ -83,6 +83,30 @@ class PythonColumn:
         self.client.close()
 
 
+def interleave(columns, n_rounds, requests, goal):
+    """Rounds of every column in turn (the order reversed every other round,
+    after a warm-up of each), then each column's median latency as a ratio
+    to the "c" column's, and paired: each round against the C round of the
+    same pass, which cancels slow drifts of a shared machine's load."""
+    rounds = {c.name: [] for c in columns}
+    for c in columns:
+        c.round_median_s(2)
+    for i in range(n_rounds):
+        for c in columns if i % 2 == 0 else list(reversed(columns)):
+            rounds[c.name].append(c.round_median_s(requests))
+    base = statistics.median(rounds["c"])
+    print(f"rounds={n_rounds} requests_per_round={requests} concurrency=1 "
+          f"cpus={os.cpu_count()}")
+    for c in columns:
+        r = rounds[c.name]
+        med = statistics.median(r)
+        paired = statistics.median(x / y for x, y in zip(r, rounds["c"]))
+        spread = f"{min(r) * 1e3:.2f}..{max(r) * 1e3:.2f}"
+        note = "" if c.name == "c" else f" (goal <= {goal:.2f})"
+        print(f"latency median {c.name:>8}: {med * 1e3:7.2f} ms (round medians {spread}), "
+              f"ratio to c {med / base:.3f}, paired {paired:.3f}{note}")
+
+
 def start_server(bin_dir, uid_base):
     tmp = tempfile.mkdtemp(prefix="sbx-bench-clients-")
     with socket.socket() as s:
@@ -130,26 +154,7 @@ def main():
                                  "--json", HELLO]),
             PythonColumn(url, code),
         ]
-        rounds = {c.name: [] for c in columns}
-        for c in columns:  # warm both sides
-            c.round_median_s(2)
-        for i in range(a.rounds):
-            order = columns if i % 2 == 0 else list(reversed(columns))
-            for c in order:
-                rounds[c.name].append(c.round_median_s(a.requests))
-        base = statistics.median(rounds["c"])
-        # Each column's rounds next to the C rounds of the same pass: their
-        # ratios cancel slow drifts of a shared machine's load.
-        paired = {name: statistics.median(x / y for x, y in zip(r, rounds["c"]))
-                  for name, r in rounds.items()}
-        print(f"rounds={a.rounds} requests_per_round={a.requests} concurrency=1 "
-              f"cpus={os.cpu_count()}")
-        for c in columns:
-            med = statistics.median(rounds[c.name])
-            spread = f"{min(rounds[c.name]) * 1e3:.2f}..{max(rounds[c.name]) * 1e3:.2f}"
-            goal = "" if c.name == "c" else " (goal <= 1.05)"
-            print(f"latency median {c.name:>8}: {med * 1e3:7.2f} ms (round medians {spread}), "
-                  f"ratio to c {med / base:.3f}, paired {paired[c.name]:.3f}{goal}")
+        interleave(columns, a.rounds, a.requests, 1.05)
         py = next(c for c in columns if c.name == "python")
         print(f"python client CPU per call (this process, all threads): "
               f"{py.cpu_s / py.calls * 1e6:.0f} us")

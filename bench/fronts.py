@@ -27,7 +27,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
-from clients import HELLO, ExternalColumn  # noqa: E402
+from clients import HELLO, ExternalColumn, interleave  # noqa: E402
 from harness import SandboxdProcess, free_port  # noqa: E402
 
 
@@ -106,24 +105,7 @@ def main():
                                  "1", "--json", HELLO]),
             PistonColumn(server.http_port, code),
         ]
-        rounds = {c.name: [] for c in columns}
-        for c in columns:  # warm every side
-            c.round_median_s(2)
-        for i in range(a.rounds):
-            order = columns if i % 2 == 0 else list(reversed(columns))
-            for c in order:
-                rounds[c.name].append(c.round_median_s(a.requests))
-        base = statistics.median(rounds["c"])
-        paired = {name: statistics.median(x / y for x, y in zip(r, rounds["c"]))
-                  for name, r in rounds.items()}
-        print(f"rounds={a.rounds} requests_per_round={a.requests} concurrency=1 "
-              f"cpus={os.cpu_count()}")
-        for c in columns:
-            med = statistics.median(rounds[c.name])
-            spread = f"{min(rounds[c.name]) * 1e3:.2f}..{max(rounds[c.name]) * 1e3:.2f}"
-            goal = "" if c.name == "c" else " (goal <= 1.10)"
-            print(f"latency median {c.name:>8}: {med * 1e3:7.2f} ms (round medians {spread}), "
-                  f"ratio to c {med / base:.3f}, paired {paired[c.name]:.3f}{goal}")
+        interleave(columns, a.rounds, a.requests, 1.10)
     finally:
         for c in columns:
             c.close()
