@@ -134,6 +134,13 @@ def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def sanitized(bin_dir):
+    """Whether sandboxd was built with AddressSanitizer: its quarantine and
+    shadow memory make RSS no measure of what the server keeps."""
+    with open(os.path.join(bin_dir, "sandboxd"), "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def wait_until(pred, timeout=10.0, step=0.05):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -554,7 +561,11 @@ def group_streaming_watchers(b):
         bound = 32 * 3 + 4 + 32 * 0.5
         print(f"     server RSS: {base_rss / 1024:.0f} MiB before, peak {peak[0] / 1024:.0f} MiB "
               f"(+{grown_mib:.0f} MiB; bound {bound:.0f} MiB)")
-        check(grown_mib < bound, "the server's memory stays within the documented bound",
+        asan = sanitized(b)
+        if asan:
+            print("     (AddressSanitizer build: the RSS bounds are not checked, LeakSanitizer "
+                  "checks what is left at exit)")
+        check(asan or grown_mib < bound, "the server's memory stays within the documented bound",
               (grown_mib, bound))
         check(c.info().watchers == 0, "no watcher is left waiting", c.info().watchers)
         check(wait_until(lambda: c.info().started_runs == 0, 15),
@@ -569,7 +580,7 @@ def group_streaming_watchers(b):
         print(f"     server RSS after the first wave {rss1 / 1024:.0f} MiB, after the second "
               f"{rss2 / 1024:.0f} MiB")
         check(sum(1 for r in results if r and r[0] == OK and r[1]) == 32
-              and rss2 - rss1 < 16 * 1024,
+              and (asan or rss2 - rss1 < 16 * 1024),
               "a second wave of 32 leaves the server's memory where the first left it",
               (rss1, rss2))
 
