@@ -323,10 +323,10 @@ def group_streaming_cancel(b):
         st, msg, after = c.start("print('after')")
         c.follow(after)
         time.sleep(0.3)
-        log = s.log_text()
-        check("run_id=queued-one" not in log,
-              "the cancelled queued run never started (no run line, nothing ran)",
-              [ln for ln in log.splitlines() if "queued-one" in ln])
+        lines = [ln for ln in s.log_text().splitlines() if "run_id=queued-one" in ln]
+        check(len(lines) == 1 and "status=CANCELLED" in lines[0] and "slot=-" in lines[0],
+              "the cancelled queued run never started (its one log line: CANCELLED, no slot)",
+              lines)
         check(c.info().runs_total == runs_before + 2,
               "runs_total counts the cancelled sleeper and the next run, not the queued one",
               (runs_before, c.info().runs_total))
