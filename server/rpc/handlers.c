@@ -133,12 +133,25 @@ static void answer_from_runs(struct dispatch *d, enum runs_answer a,
     closure(NULL, d);
 }
 
+/* A call that may wait lets go of its request first (runs.h). */
+static void free_request(struct server_call *call) {
+  protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
+  call->input = NULL;
+}
+
 static void handle_watch_run(Sandbox__V1__Sandbox_Service *service,
                              const Sandbox__V1__WatchRunRequest *input,
                              Sandbox__V1__WatchRunResponse_Closure closure, void *closure_data) {
   struct server *srv = server_of(service);
   struct dispatch *d = closure_data;
-  answer_from_runs(d, runs_watch(&srv->runs, d->call, input, &d->err),
+  struct runs_watch_args args = {
+      .out_off = input->stdout_offset,
+      .err_off = input->stderr_offset,
+      .wait_ms = input->wait_ms,
+  };
+  snprintf(args.run_id, sizeof(args.run_id), "%s", input->run_id);
+  free_request(d->call);
+  answer_from_runs(d, runs_watch(&srv->runs, d->call, &args, &d->err),
                    (void (*)(const ProtobufCMessage *, void *))closure);
 }
 
@@ -147,7 +160,10 @@ static void handle_cancel_run(Sandbox__V1__Sandbox_Service *service,
                               Sandbox__V1__CancelRunResponse_Closure closure, void *closure_data) {
   struct server *srv = server_of(service);
   struct dispatch *d = closure_data;
-  answer_from_runs(d, runs_cancel(&srv->runs, srv, d->call, input->run_id, &d->err),
+  char run_id[ID_MAX + 2];
+  snprintf(run_id, sizeof(run_id), "%s", input->run_id);
+  free_request(d->call);
+  answer_from_runs(d, runs_cancel(&srv->runs, srv, d->call, run_id, &d->err),
                    (void (*)(const ProtobufCMessage *, void *))closure);
 }
 

@@ -493,7 +493,7 @@ static void wait_on(struct run_table *t, struct live_run *run, struct server_cal
 }
 
 enum runs_answer runs_watch(struct run_table *t, struct server_call *call,
-                            const Sandbox__V1__WatchRunRequest *in, struct sbx_error *err) {
+                            const struct runs_watch_args *in, struct sbx_error *err) {
   if (in->wait_ms > RUNS_MAX_WAIT_MS) {
     sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "wait_ms: at most %u", RUNS_MAX_WAIT_MS);
     return RUNS_REFUSED;
@@ -504,9 +504,9 @@ enum runs_answer runs_watch(struct run_table *t, struct server_call *call,
     pthread_mutex_unlock(&t->lock);
     return RUNS_REFUSED;
   }
-  call->wait.out_off = in->stdout_offset;
-  call->wait.err_off = in->stderr_offset;
-  bool news = in->stdout_offset < run->out.len || in->stderr_offset < run->err.len;
+  call->wait.out_off = in->out_off;
+  call->wait.err_off = in->err_off;
+  bool news = in->out_off < run->out.len || in->err_off < run->err.len;
   if (news || run->state == RUN_DONE || in->wait_ms == 0 || t->stopping) {
     reply_watch(run, call, NULL, false);
     pthread_mutex_unlock(&t->lock);

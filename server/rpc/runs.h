@@ -138,8 +138,16 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
  * WAITING: the table answers it later and the caller must not touch the
  * call again. */
 enum runs_answer { RUNS_REPLIED, RUNS_REFUSED, RUNS_WAITING };
+/* What a WatchRun asks, copied out of its request: a waiting call must not
+ * hold its request (the context's allocator is the next request's once the
+ * call is answered). */
+struct runs_watch_args {
+  char run_id[ID_MAX + 2]; /* one more: a longer id is seen as too long */
+  uint64_t out_off, err_off;
+  uint32_t wait_ms;
+};
 enum runs_answer runs_watch(struct run_table *t, struct server_call *call,
-                            const Sandbox__V1__WatchRunRequest *in, struct sbx_error *err);
+                            const struct runs_watch_args *in, struct sbx_error *err);
 enum runs_answer runs_cancel(struct run_table *t, struct server *srv, struct server_call *call,
                              const char *run_id, struct sbx_error *err);
 

@@ -503,6 +503,7 @@ def group_streaming_errors(b):
 def group_streaming_watchers(b):
     pb = load_pb2(b)
     s = Server(b, 40300, "--workers", "4", "--queue", "64", "--max-output-bytes", str(4 << 20),
+               "--max-started-runs", "40",
                "--run-result-ttl-s", "3")
     pid = s.proc.pid
     c = Streamer(s, pb)
