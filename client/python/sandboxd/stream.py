@@ -166,17 +166,20 @@ class RunStream(_Base):
         """The run's RunResult (waits for its end: see wait())."""
         return self.wait()
 
-    def cancel(self) -> None:
+    def cancel(self) -> str:
         """Cancels the run (CancelRun to the server it runs on) and returns
-        once the server says it has ended: its whole process tree is gone.
+        the run's state once the server answers: "done" when it has ended,
+        its whole process tree gone (the server answers "running" only when
+        --max-watchers calls already wait; the kill is on its way then).
         The stream then ends with result.killed_by == "cancelled", or raises
         Cancelled (nothing ran) when the run was still queued. Safe from
         another thread while the iteration waits for output. Nothing is sent
         once the stream has its outcome."""
         if self._p.complete:
-            return
-        self._client._drive(self._core.cancel_run(self._ep, self.run_id))
+            return "done"
+        state = self._client._drive(self._core.cancel_run(self._ep, self.run_id))
         self._cancelled = True
+        return state
 
     def close(self) -> None:
         """Cancels the run unless the stream reached its end or was
@@ -311,23 +314,24 @@ class AsyncRunStream(_Base):
 
     # -- cancelling --
 
-    async def cancel(self) -> None:
-        """Cancels the run and returns once the server says it has ended
-        (RunStream.cancel). Before StartRun was sent, nothing is sent and
-        the stream raises Cancelled (nothing ran); while StartRun is in
-        flight, its answer is awaited first."""
+    async def cancel(self) -> str:
+        """Cancels the run and returns its state once the server answers
+        (RunStream.cancel). Before StartRun was sent, nothing is sent
+        ("unstarted") and the stream raises Cancelled (nothing ran); while
+        StartRun is in flight, its answer is awaited first."""
         if self._p.complete:
-            return
+            return "done"
         if self._ep is None:
             if self._start_task is None:
                 self._cancelled_unstarted = True
-                return
+                return "unstarted"
             try:
                 await self.start()
             except errors.SandboxError:
-                return  # it did not start here: the stream raises why
-        await self._client._drive(self._core.cancel_run(self._ep, self.run_id))
+                return "unstarted"  # it did not start: the stream raises why
+        state = await self._client._drive(self._core.cancel_run(self._ep, self.run_id))
         self._cancelled = True
+        return state
 
     async def _cancel_shielded(self, quiet: bool) -> None:
         """cancel(), carried through even if the caller is cancelled (again)
