@@ -52,6 +52,8 @@ M = [
  ("leaving async with does not cancel", "stream.py", "            await self._cancel_shielded(quiet=exc_type is not None)", "            pass", None, None, None, "test_stream.py::test_leaving_async_with_early_cancels_the_run"),
  ("a cancelled task leaves the run going", "stream.py", "        except asyncio.CancelledError:\n            await self._cancel_shielded(quiet=True)\n            raise", "        except asyncio.CancelledError:\n            raise", None, None, None, "test_stream.py::test_cancelling_the_consuming_task_cancels_the_run"),
  ("watch reply timeout below wait_ms", "_core.py", "wait_ms + REPLY_MARGIN_MS", "wait_ms // 2", None, None, None, "test_stream.py::test_a_silent_run_is_watched_for_wait_ms"),
+ ("a cancelled task abandons StartRun", "stream.py", "            self._adopt(*await asyncio.shield(self._start_task))", "            self._adopt(*await self._start_task)", None, None, None, "test_stream.py::test_a_task_cancelled_while_its_stream_starts_cancels_the_run"),
+ ("watch errors say nothing ran", "_core.py", "        e.nothing_ran = False", "        pass", None, None, None, "test_stream.py::test_unknown_run_id_is_not_found"),
  ("async cancel sends nothing", "stream.py", "        state = await self._client._drive(self._core.cancel_run(self._ep, self.run_id))", "        state = 'done'", None, None, None, "test_stream.py::test_async_cancel_and_result"),
 ]
 only = sys.argv[1:]

@@ -25,6 +25,7 @@ awaits. So the at-most-once rules below cannot drift between the two:
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 from dataclasses import dataclass
@@ -298,7 +299,7 @@ class Core:
             raise errors.Unavailable(
                 f"run {run_id} lives on {address}, which is not one of this client's endpoints "
                 f"(now: {', '.join(self.fleet.endpoints()) or 'none'}); nothing was sent",
-                nothing_ran=True, endpoint=address, run_id=run_id)
+                endpoint=address, run_id=run_id)
         return run_id, ep, attempts
 
     def watch_run(self, ep: Endpoint, run_id: str, stdout_offset: int = 0,
@@ -312,13 +313,14 @@ class Core:
             raise ValueError("stdout_offset and stderr_offset: 0 or more")
         req = pb.WatchRunRequest(run_id=run_id, stdout_offset=stdout_offset,
                                  stderr_offset=stderr_offset, wait_ms=wait_ms)
-        reply, attempts = yield from self.call_at(
-            ep, _wire.WATCH_RUN, req.SerializeToString(), wait_ms + REPLY_MARGIN_MS,
-            run_id=run_id, after="the run goes on or has ended as it would have; watch again")
-        if reply.status != 0:
-            raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
-                                     attempts=attempts, run_id=run_id)
-        msg = _wire.parse_payload(pb.WatchRunResponse, reply, ep.address, attempts, run_id)
+        with _about_the_call():
+            reply, attempts = yield from self.call_at(
+                ep, _wire.WATCH_RUN, req.SerializeToString(), wait_ms + REPLY_MARGIN_MS,
+                run_id=run_id, after="a watch does not change the run")
+            if reply.status != 0:
+                raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
+                                         attempts=attempts, run_id=run_id)
+            msg = _wire.parse_payload(pb.WatchRunResponse, reply, ep.address, attempts, run_id)
         return _wire.run_update(msg, ep.address, start_attempts, run_id)
 
     def cancel_run(self, ep: Endpoint, run_id: str) -> Steps:
@@ -328,13 +330,14 @@ class Core:
         # The reply comes once the run has ended: a kill is quick, but a run
         # still installing requirements stops at its next step.
         _, reply_ms = self._budget(_wire.run_timeout_ms(None))
-        reply, attempts = yield from self.call_at(
-            ep, _wire.CANCEL_RUN, req.SerializeToString(), reply_ms, run_id=run_id,
-            after="the run may or may not have been cancelled")
-        if reply.status != 0:
-            raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
-                                     attempts=attempts, run_id=run_id)
-        msg = _wire.parse_payload(pb.CancelRunResponse, reply, ep.address, attempts, run_id)
+        with _about_the_call():
+            reply, attempts = yield from self.call_at(
+                ep, _wire.CANCEL_RUN, req.SerializeToString(), reply_ms, run_id=run_id,
+                after="the run may or may not have been cancelled")
+            if reply.status != 0:
+                raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
+                                         attempts=attempts, run_id=run_id)
+            msg = _wire.parse_payload(pb.CancelRunResponse, reply, ep.address, attempts, run_id)
         return _wire.run_state_name(msg.state)
 
     def health(self) -> Steps:
@@ -373,6 +376,18 @@ class Core:
         msg, _, _ = yield from self._ok_payload(pb.ReadFileResponse, _wire.READ_FILE,
                                                 req.SerializeToString(), session_id=session_id)
         return _wire.file_content(msg)
+
+
+@contextlib.contextmanager
+def _about_the_call():
+    """A WatchRun or CancelRun that failed says nothing of whether the run's
+    code ran (NOT_FOUND may be a run that ended and expired): nothing_ran is
+    False, whatever the status would mean for a RunCode."""
+    try:
+        yield
+    except errors.SandboxError as e:
+        e.nothing_ran = False
+        raise
 
 
 def _check_session_id(session_id) -> None:

@@ -234,7 +234,8 @@ def test_unknown_run_id_is_not_found(client, server):
     for run_id in ("no-such-run", "../not-an-id"):
         with pytest.raises(sandboxd.NotFound) as e:
             client.watch_run(run_id, wait_ms=0)
-        assert e.value.from_server and e.value.run_id == run_id
+        # It says nothing of whether a run of that id ran (it may have expired).
+        assert e.value.from_server and e.value.run_id == run_id and not e.value.nothing_ran
         with pytest.raises(sandboxd.NotFound):
             client.cancel_run(run_id)
 
@@ -298,6 +299,33 @@ def test_cancelling_the_consuming_task_cancels_the_run(server):
 
     update = asyncio.run(main())
     assert update.complete and update.result.killed_by == "cancelled", update
+
+
+def test_a_task_cancelled_while_its_stream_starts_cancels_the_run(server):
+    """The task is cancelled while StartRun is in flight: StartRun is left
+    to answer, and the run it started is cancelled before the
+    CancelledError goes on."""
+    async def main():
+        async with sandboxd.AsyncClient(server.tcp) as c:
+            s = c.stream(SLEEPER, limits=LONG)
+
+            async def consume():
+                async for chunk in s:
+                    pass
+
+            task = asyncio.ensure_future(consume())
+            await asyncio.sleep(0)  # the task waits for StartRun's answer now
+            assert s.state == "unstarted"
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return await c.watch_run(s.run_id, wait_ms=0)
+
+    update = asyncio.run(main())
+    assert update.complete, update
+    # Cancelled while queued (nothing ran) or once running (killed).
+    assert isinstance(update.error, sandboxd.Cancelled) or \
+        update.result.killed_by == "cancelled", update
 
 
 def test_async_cancel_and_result(server):
