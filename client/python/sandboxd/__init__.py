@@ -5,6 +5,11 @@
         r = c.run_code('print("hello")')
         print(r.stdout_text, r.killed_by, r.exit_code)
 
+        with c.stream("for i in range(3): print(i)") as s:
+            for chunk in s:                     # output as it arrives
+                print(chunk.stream, chunk.data, chunk.text)
+        print(s.result.exit_code)
+
 At-most-once: nothing is sent twice unless a server answered
 RESOURCE_EXHAUSTED or UNAVAILABLE (which prove nothing ran); a call that may
 have run raises Unknown or DeadlineExceeded and is never retried. docs/CLIENTS.md.
@@ -14,13 +19,15 @@ from .client import Client
 from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, FailedPrecondition,
                      Internal, InvalidArgument, NotFound, OutOfRange, PermissionDenied,
                      ResourceExhausted, SandboxError, Unavailable, Unimplemented, Unknown)
-from .types import (TLS, Artifact, FileContent, FileEntry, FileList, FileURL, Health, Isolation,
-                    Limits, RunResult, ServerInfo, UnsafePath)
+from .stream import AsyncRunStream, RunStream
+from .types import (TLS, Artifact, Chunk, FileContent, FileEntry, FileList, FileURL, Health,
+                    Isolation, Limits, RunResult, RunUpdate, ServerInfo, StartedRun, UnsafePath)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Artifact", "FileEntry",
+    "RunStream", "AsyncRunStream", "Chunk", "StartedRun", "RunUpdate",
     "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath",
     "SandboxError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",

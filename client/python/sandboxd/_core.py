@@ -16,10 +16,16 @@ awaits. So the at-most-once rules below cannot drift between the two:
   fails with nothing_ran=True and is not retried either;
 - before the first request over 4 KiB to an endpoint, that server's
   --max-message-bytes is asked once with GetInfo: nng would drop a larger
-  message with its connection, and the caller would see only a timeout.
+  message with its connection, and the caller would see only a timeout;
+- streaming (docs/STREAMING.md): StartRun chooses its endpoint as every call
+  does; WatchRun and CancelRun go to that same endpoint and nowhere else
+  (the run table is per server), retried there only on RESOURCE_EXHAUSTED
+  and UNAVAILABLE (a watch or a cancel runs nothing), and a watch waits for
+  its reply wait_ms plus REPLY_MARGIN_MS.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 from dataclasses import dataclass
@@ -28,12 +34,14 @@ from typing import Generator, List, Optional, Set, Tuple
 from . import _nng, _wire, errors
 from . import sandbox_pb2 as pb
 from ._transport import Endpoint, Fleet, Target, TransportFailure
-from .types import FileContent, FileList, Health, RunResult, ServerInfo
+from .types import FileContent, FileList, Health, RunResult, ServerInfo, StartedRun
 
 REPLY_MARGIN_MS = 5000
 SMALLEST_SERVER_CAP = 4096
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 RETRIABLE = (8, 14)  # RESOURCE_EXHAUSTED, UNAVAILABLE: nothing ran
+WATCH_WAIT_MS = 10_000  # a stream's long poll (the server takes up to 60000)
+MAX_WATCH_WAIT_MS = 60_000
 
 
 @dataclass
@@ -55,6 +63,7 @@ class Resolve:
 class WaitLive:
     endpoint: Optional[Endpoint]  # None: any endpoint
     timeout_s: float
+    pinned: bool = False  # a run lives there: wait for it even if it left the fleet
 
 
 @dataclass
@@ -191,6 +200,36 @@ class Core:
                 yield Sleep(backoff_s(attempt))
         raise AssertionError("unreachable")
 
+    def call_at(self, ep: Endpoint, method: str, payload: bytes, reply_ms: int, *,
+                run_id: str, after: str) -> Steps:
+        """Calls method on ep and nowhere else (WatchRun, CancelRun: the run
+        lives there); returns (Reply, attempts). RESOURCE_EXHAUSTED and
+        UNAVAILABLE are retried there, as neither call runs anything. after:
+        what an exchange without a reply leaves the caller knowing."""
+        for attempt in range(self.opts.retries + 1):
+            if self.fleet.closed:
+                raise errors.Cancelled("the client is closed; nothing was sent", nothing_ran=True,
+                                       endpoint=ep.address, attempts=attempt, run_id=run_id)
+            if not self.fleet.has_live(ep, pinned=True):
+                yield WaitLive(ep, self.opts.connect_timeout_s, pinned=True)
+                if not self.fleet.has_live(ep, pinned=True):
+                    raise errors.Unavailable(
+                        f"run {run_id} lives on {ep.address}, not connected within "
+                        f"{self.opts.connect_timeout_s:g} s; nothing was sent", nothing_ran=True,
+                        endpoint=ep.address, attempts=attempt, run_id=run_id)
+            queue_ms, _ = self._budget(0)
+            rid = _wire.new_request_id()
+            data = _wire.envelope(method, rid, _wire.now_unix_ms() + queue_ms, payload)
+            outcome = yield Exchange(ep, data, reply_ms)
+            if isinstance(outcome, TransportFailure):
+                raise transport_error(outcome, ep.address, attempt + 1, run_id,
+                                      self.fleet.closed, after=after)
+            reply = _wire.decode_reply(outcome, rid, ep.address, attempt + 1, run_id)
+            if reply.status not in RETRIABLE or attempt == self.opts.retries:
+                return reply, attempt + 1
+            yield Sleep(backoff_s(attempt))
+        raise AssertionError("unreachable")
+
     def _ok_payload(self, message_type, method: str, payload: bytes, run_timeout_ms: int = 0, *,
                     session_id: Optional[str] = None, run_id: str = "") -> Steps:
         reply, ep, attempts = yield from self.call(method, payload, run_timeout_ms,
@@ -213,6 +252,93 @@ class Core:
         if session:
             self.fleet.remember_session(session, ep)
         return _wire.run_result(msg, ep.address, attempts)
+
+    @staticmethod
+    def start_request(code: str, **kw) -> pb.RunCodeRequest:
+        """StartRun's request, checked as run_code's. The run id is made
+        here when the caller gives none (uuid4: 122 random bits from
+        os.urandom, as unguessable as the server's), so that a StartRun
+        whose reply was lost can still be named, watched and cancelled."""
+        req, _ = _wire.run_code_request(code, **kw)
+        if not req.run_id:
+            req.run_id = str(uuid.uuid4())
+        return req
+
+    def start_run(self, req: pb.RunCodeRequest) -> Steps:
+        """StartRun; returns (StartedRun, its Endpoint)."""
+        session = req.session_id or None
+        msg, ep, attempts = yield from self._ok_payload(
+            pb.StartRunResponse, _wire.START_RUN, req.SerializeToString(), session_id=session,
+            run_id=req.run_id)
+        if session:
+            self.fleet.remember_session(session, ep)
+        return StartedRun(run_id=msg.run_id or req.run_id, endpoint=ep.address,
+                          attempts=attempts), ep
+
+    def run_endpoint(self, run, endpoint: Optional[str]) -> Tuple[str, Endpoint, int]:
+        """(run id, the endpoint it lives on, StartRun's attempts) for a
+        StartedRun, or a run id str with endpoint= (an address of this
+        client's) or a client of one endpoint."""
+        if isinstance(run, StartedRun):
+            run_id, address, attempts = run.run_id, run.endpoint, run.attempts
+            if endpoint is not None and endpoint != address:
+                raise ValueError(f"run {run_id} lives on {address}, not {endpoint}")
+        elif isinstance(run, str):
+            run_id, address, attempts = run, endpoint, 1
+        else:
+            raise TypeError(f"run: a sandboxd.StartedRun or a run id str, "
+                            f"not {type(run).__name__}")
+        if address is None:
+            ep = self.fleet.only_endpoint()
+            if ep is None:
+                raise ValueError(f"run {run_id}: this client has several endpoints; say which "
+                                 "one the run lives on (endpoint=, the address StartRun went to)")
+            return run_id, ep, attempts
+        ep = self.fleet.find(address)
+        if ep is None:
+            raise errors.Unavailable(
+                f"run {run_id} lives on {address}, which is not one of this client's endpoints "
+                f"(now: {', '.join(self.fleet.endpoints()) or 'none'}); nothing was sent",
+                endpoint=address, run_id=run_id)
+        return run_id, ep, attempts
+
+    def watch_run(self, ep: Endpoint, run_id: str, stdout_offset: int = 0,
+                  stderr_offset: int = 0, wait_ms: int = WATCH_WAIT_MS,
+                  start_attempts: int = 1) -> Steps:
+        """One WatchRun on ep; returns a RunUpdate (a non-OK outcome in its
+        error, not raised). Raises for a status the watch itself got."""
+        if not isinstance(wait_ms, int) or not 0 <= wait_ms <= MAX_WATCH_WAIT_MS:
+            raise ValueError(f"wait_ms: 0 to {MAX_WATCH_WAIT_MS}, not {wait_ms!r}")
+        if stdout_offset < 0 or stderr_offset < 0:
+            raise ValueError("stdout_offset and stderr_offset: 0 or more")
+        req = pb.WatchRunRequest(run_id=run_id, stdout_offset=stdout_offset,
+                                 stderr_offset=stderr_offset, wait_ms=wait_ms)
+        with _about_the_call():
+            reply, attempts = yield from self.call_at(
+                ep, _wire.WATCH_RUN, req.SerializeToString(), wait_ms + REPLY_MARGIN_MS,
+                run_id=run_id, after="a watch does not change the run")
+            if reply.status != 0:
+                raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
+                                         attempts=attempts, run_id=run_id)
+            msg = _wire.parse_payload(pb.WatchRunResponse, reply, ep.address, attempts, run_id)
+        return _wire.run_update(msg, ep.address, start_attempts, run_id)
+
+    def cancel_run(self, ep: Endpoint, run_id: str) -> Steps:
+        """CancelRun on ep; returns the run's state name ("done" once it
+        has ended, which is when the server answers)."""
+        req = pb.CancelRunRequest(run_id=run_id)
+        # The reply comes once the run has ended: a kill is quick, but a run
+        # still installing requirements stops at its next step.
+        _, reply_ms = self._budget(_wire.run_timeout_ms(None))
+        with _about_the_call():
+            reply, attempts = yield from self.call_at(
+                ep, _wire.CANCEL_RUN, req.SerializeToString(), reply_ms, run_id=run_id,
+                after="the run may or may not have been cancelled")
+            if reply.status != 0:
+                raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
+                                         attempts=attempts, run_id=run_id)
+            msg = _wire.parse_payload(pb.CancelRunResponse, reply, ep.address, attempts, run_id)
+        return _wire.run_state_name(msg.state)
 
     def health(self) -> Steps:
         msg, ep, _ = yield from self._ok_payload(pb.HealthResponse, _wire.HEALTH, b"")
@@ -252,14 +378,28 @@ class Core:
         return _wire.file_content(msg)
 
 
+@contextlib.contextmanager
+def _about_the_call():
+    """A WatchRun or CancelRun that failed says nothing of whether the run's
+    code ran (NOT_FOUND may be a run that ended and expired): nothing_ran is
+    False, whatever the status would mean for a RunCode."""
+    try:
+        yield
+    except errors.SandboxError as e:
+        e.nothing_ran = False
+        raise
+
+
 def _check_session_id(session_id) -> None:
     if not isinstance(session_id, str):
         raise TypeError(f"session_id: a str, not {type(session_id).__name__}")
 
 
 def transport_error(f: TransportFailure, endpoint: str, attempts: int, run_id: str,
-                    closed: bool = False) -> errors.SandboxError:
-    """What an exchange without a reply means for the code."""
+                    closed: bool = False,
+                    after: str = "the code may or may not have run") -> errors.SandboxError:
+    """What an exchange without a reply means for the code (after: what it
+    means when the request left)."""
     reason = _nng.strerror(f.errno)
     kw = dict(endpoint=endpoint, attempts=attempts, run_id=run_id)
     if not f.sent:
@@ -269,9 +409,8 @@ def transport_error(f: TransportFailure, endpoint: str, attempts: int, run_id: s
         return errors.Unavailable(f"sending the request: {reason}; nothing was sent",
                                   nothing_ran=True, **kw)
     if f.errno == _nng.ETIMEDOUT:
-        return errors.DeadlineExceeded(f"no reply in time: {reason}; the code may or may not "
-                                       "have run", **kw)
+        return errors.DeadlineExceeded(f"no reply in time: {reason}; {after}", **kw)
     if f.errno == _nng.ECLOSED or closed:
-        return errors.Cancelled("the client was closed while waiting for the reply; the code "
-                                "may or may not have run", **kw)
-    return errors.Unknown(f"no reply: {reason}; the code may or may not have run", **kw)
+        return errors.Cancelled(f"the client was closed while waiting for the reply; {after}",
+                                **kw)
+    return errors.Unknown(f"no reply: {reason}; {after}", **kw)

@@ -535,18 +535,35 @@ class Fleet:
                 ep.pipes.discard(pipe)
             self._cond.notify_all()
 
-    def has_live(self, ep: Optional[Endpoint] = None) -> bool:
+    def has_live(self, ep: Optional[Endpoint] = None, pinned: bool = False) -> bool:
         with self._cond:
-            return self._closed or self._live_locked(ep)
+            return self._closed or self._live_locked(ep, pinned)
 
-    def _live_locked(self, ep: Optional[Endpoint]) -> bool:
+    def _live_locked(self, ep: Optional[Endpoint], pinned: bool = False) -> bool:
+        # pinned: a run lives on ep (WatchRun, CancelRun), so it is the one
+        # endpoint to use even when it has left the fleet (retired).
         if ep is not None:
-            return ep.live and not ep.retired
+            return ep.live and (pinned or not ep.retired)
         return any(e.live for e in self._active.values())
 
-    def wait_live(self, ep: Optional[Endpoint], timeout_s: float) -> bool:
+    def wait_live(self, ep: Optional[Endpoint], timeout_s: float, pinned: bool = False) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self._closed or self._live_locked(ep), timeout_s)
+            return self._cond.wait_for(lambda: self._closed or self._live_locked(ep, pinned),
+                                       timeout_s)
+
+    def find(self, address: str) -> Optional[Endpoint]:
+        """The endpoint of a server address, retired ones whose socket is
+        still open included; None when the client has none."""
+        with self._cond:
+            ep = self._active.get(address)
+            if ep is None:
+                ep = next((e for e in self._retired if e.address == address), None)
+            return ep
+
+    def only_endpoint(self) -> Optional[Endpoint]:
+        with self._cond:
+            eps = list(self._active.values())
+            return eps[0] if len(eps) == 1 else None
 
     # -- choosing --
 
@@ -597,7 +614,9 @@ class Fleet:
         with self._cond:
             ep.penalty_until = time.monotonic() + PENALTY_S
 
-    # -- calls in flight (a retired endpoint closes after its last call) --
+    # -- calls in flight (a retired endpoint closes after its last call; a
+    # stream holds one for its whole life, so its endpoint's socket stays
+    # open for its watches and cancel) --
 
     def acquire(self, ep: Endpoint) -> None:
         with self._cond:

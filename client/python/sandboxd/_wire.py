@@ -17,7 +17,7 @@ from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
 from . import errors
 from . import sandbox_pb2 as pb
 from .types import (Artifact, FileContent, FileEntry, FileList, FileURL, Health, Isolation,
-                    LIMIT_FIELDS, Limits, RunResult, ServerInfo, field_names)
+                    LIMIT_FIELDS, Limits, RunResult, RunUpdate, ServerInfo, field_names)
 
 SERVICE = "sandbox.v1.Sandbox"
 RUN_CODE = f"/{SERVICE}/RunCode"
@@ -26,8 +26,13 @@ GET_INFO = f"/{SERVICE}/GetInfo"
 CLOSE_SESSION = f"/{SERVICE}/CloseSession"
 LIST_FILES = f"/{SERVICE}/ListFiles"
 READ_FILE = f"/{SERVICE}/ReadFile"
+START_RUN = f"/{SERVICE}/StartRun"
+WATCH_RUN = f"/{SERVICE}/WatchRun"
+CANCEL_RUN = f"/{SERVICE}/CancelRun"
 
-_KILLED_BY_SHORT = {0: "none", 1: "timeout", 2: "memory", 3: "output_limit", 4: "signal"}
+_KILLED_BY_SHORT = {0: "none", 1: "timeout", 2: "memory", 3: "output_limit", 4: "signal",
+                    5: "cancelled"}
+_RUN_STATES = {0: "unspecified", 1: "queued", 2: "running", 3: "done"}
 _ENTRY_TYPES = {0: "other", 1: "file", 2: "directory", 3: "symlink"}
 
 _request_prefix = f"{os.getpid():x}-{secrets.token_hex(3)}"
@@ -196,6 +201,31 @@ def run_result(msg: pb.RunCodeResponse, endpoint: str, attempts: int) -> RunResu
         exit_code=msg.exit_code, signal=msg.signal, wall_time_ms=msg.wall_time_ms,
         cpu_time_ms=msg.cpu_time_ms, peak_memory_bytes=msg.peak_memory_bytes, artifacts=arts,
         feedback=tuple(msg.feedback), endpoint=endpoint, attempts=attempts)
+
+
+def run_state_name(value: int) -> str:
+    """"queued", "running", "done"; the proto name of a newer value."""
+    if value in _RUN_STATES:
+        return _RUN_STATES[value]
+    return enum_name(pb.RunState, value, "RUN_STATE_")
+
+
+def run_update(msg: pb.WatchRunResponse, endpoint: str, attempts: int, run_id: str) -> RunUpdate:
+    """One WatchRun reply. With complete, the outcome as RunCode would have
+    answered it: a RunResult for OK, else the exception run_code raises
+    (not raised here: the reply's last bytes come first)."""
+    result = error = None
+    if msg.complete:
+        if msg.status == 0:
+            result = run_result(msg.result, endpoint, attempts)
+        else:
+            error = errors.from_server(msg.status, msg.message, endpoint=endpoint,
+                                       attempts=attempts, run_id=run_id)
+    return RunUpdate(state=run_state_name(msg.state), stdout=msg.stdout, stderr=msg.stderr,
+                     stdout_offset=msg.stdout_offset, stderr_offset=msg.stderr_offset,
+                     stdout_truncated=msg.stdout_truncated,
+                     stderr_truncated=msg.stderr_truncated, complete=msg.complete,
+                     result=result, error=error)
 
 
 def file_list(msg: pb.ListFilesResponse) -> FileList:

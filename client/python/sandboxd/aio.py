@@ -10,7 +10,9 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._transport import Fleet, TransportFailure, addresses_from, exchange_async
-from .types import TLS, FileContent, FileList, Health, Limits, RunResult, ServerInfo
+from .stream import AsyncRunStream
+from .types import (TLS, FileContent, FileList, Health, Limits, RunResult, RunUpdate, ServerInfo,
+                    StartedRun)
 
 LIVE_POLL_S = 0.01
 
@@ -48,9 +50,9 @@ class AsyncClient:
         if isinstance(step, _core.WaitLive):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + step.timeout_s
-            while not fleet.has_live(step.endpoint) and loop.time() < deadline:
+            while not fleet.has_live(step.endpoint, step.pinned) and loop.time() < deadline:
                 await asyncio.sleep(LIVE_POLL_S)
-            return fleet.has_live(step.endpoint)
+            return fleet.has_live(step.endpoint, step.pinned)
         if isinstance(step, _core.Sleep):
             await asyncio.sleep(step.seconds)
             return None
@@ -76,6 +78,47 @@ class AsyncClient:
         return await self._drive(self._core.run_code(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
             session_id=session_id, run_id=run_id, limits=limits))
+
+    def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
+               stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
+               env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
+               run_id: Optional[str] = None,
+               limits: Union[Limits, Mapping[str, int], None] = None) -> AsyncRunStream:
+        """Client.stream as an async iterator (not a coroutine: StartRun is
+        sent when the stream is first iterated, entered or awaited):
+
+            async with client.stream(code) as s:
+                async for chunk in s:
+                    print(chunk.text, end="")
+            print(s.result.exit_code)
+
+        The arguments are checked here, and the run id is made here when
+        none is given."""
+        return AsyncRunStream(self, self._core.start_request(
+            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
+            session_id=session_id, run_id=run_id, limits=limits))
+
+    async def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
+                        stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
+                        env: Optional[Mapping[str, str]] = None,
+                        session_id: Optional[str] = None, run_id: Optional[str] = None,
+                        limits: Union[Limits, Mapping[str, int], None] = None) -> StartedRun:
+        req = self._core.start_request(
+            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
+            session_id=session_id, run_id=run_id, limits=limits)
+        return (await self._drive(self._core.start_run(req)))[0]
+
+    async def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,
+                        stderr_offset: int = 0, wait_ms: int = _core.WATCH_WAIT_MS, *,
+                        endpoint: Optional[str] = None) -> RunUpdate:
+        run_id, ep, attempts = self._core.run_endpoint(run, endpoint)
+        return await self._drive(self._core.watch_run(ep, run_id, stdout_offset, stderr_offset,
+                                                      wait_ms, attempts))
+
+    async def cancel_run(self, run: Union[StartedRun, str], *,
+                         endpoint: Optional[str] = None) -> str:
+        run_id, ep, _ = self._core.run_endpoint(run, endpoint)
+        return await self._drive(self._core.cancel_run(ep, run_id))
 
     async def health(self) -> Health:
         return await self._drive(self._core.health())

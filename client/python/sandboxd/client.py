@@ -8,7 +8,9 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._transport import Fleet, TransportFailure, exchange_blocking
-from .types import TLS, FileContent, FileList, Health, Limits, RunResult, ServerInfo
+from .stream import RunStream
+from .types import (TLS, FileContent, FileList, Health, Limits, RunResult, RunUpdate, ServerInfo,
+                    StartedRun)
 
 
 class Client:
@@ -56,7 +58,7 @@ class Client:
             finally:
                 fleet.release(step.endpoint)
         if isinstance(step, _core.WaitLive):
-            return fleet.wait_live(step.endpoint, step.timeout_s)
+            return fleet.wait_live(step.endpoint, step.timeout_s, step.pinned)
         if isinstance(step, _core.Sleep):
             time.sleep(step.seconds)
             return None
@@ -77,6 +79,59 @@ class Client:
         return self._drive(self._core.run_code(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
             session_id=session_id, run_id=run_id, limits=limits))
+
+    # ---- streaming and cancel (docs/STREAMING.md) ----
+
+    def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
+               stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
+               env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
+               run_id: Optional[str] = None,
+               limits: Union[Limits, Mapping[str, int], None] = None) -> RunStream:
+        """Starts code as run_code would (StartRun: refused with the same
+        exceptions) and returns a RunStream of its output as it arrives:
+
+            with client.stream(code) as s:
+                for chunk in s:
+                    print(chunk.text, end="")
+            print(s.result.exit_code)
+
+        Leaving the with block before the end cancels the run."""
+        req = self._core.start_request(
+            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
+            session_id=session_id, run_id=run_id, limits=limits)
+        started, ep = self._drive(self._core.start_run(req))
+        return RunStream(self, started, ep)
+
+    def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
+                  stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
+                  env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
+                  run_id: Optional[str] = None,
+                  limits: Union[Limits, Mapping[str, int], None] = None) -> StartedRun:
+        """StartRun alone: returns StartedRun(run_id, endpoint) as soon as
+        the server has queued the run. Watch and cancel it with watch_run
+        and cancel_run (they go to that endpoint)."""
+        req = self._core.start_request(
+            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
+            session_id=session_id, run_id=run_id, limits=limits)
+        return self._drive(self._core.start_run(req))[0]
+
+    def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,
+                  stderr_offset: int = 0, wait_ms: int = _core.WATCH_WAIT_MS, *,
+                  endpoint: Optional[str] = None) -> RunUpdate:
+        """One WatchRun: the output past the offsets, once there is some,
+        the run has ended, or wait_ms (0 to 60000) passed. run: a
+        StartedRun, or a run id with endpoint= the server address it lives
+        on (not needed when the client has one endpoint). A complete
+        update's outcome is in .result or .error (not raised)."""
+        run_id, ep, attempts = self._core.run_endpoint(run, endpoint)
+        return self._drive(self._core.watch_run(ep, run_id, stdout_offset, stderr_offset, wait_ms,
+                                                attempts))
+
+    def cancel_run(self, run: Union[StartedRun, str], *, endpoint: Optional[str] = None) -> str:
+        """CancelRun: returns the run's state ("done") once it has ended. A
+        run_code run can be cancelled too, by the run_id it was given."""
+        run_id, ep, _ = self._core.run_endpoint(run, endpoint)
+        return self._drive(self._core.cancel_run(ep, run_id))
 
     def health(self) -> Health:
         return self._drive(self._core.health())

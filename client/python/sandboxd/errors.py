@@ -20,8 +20,11 @@ CODE_NAMES: Dict[int, str] = {
 }
 
 # What a server's answer with this status means for the code (README, "The
-# protocol"): each of these is documented as "nothing ran".
-_SERVER_NOTHING_RAN = {3, 4, 5, 8, 9, 12, 13, 14}
+# protocol"): each of these is documented as "nothing ran". And from
+# docs/STREAMING.md: a server sends CANCELLED only for a run cancelled while
+# queued (it never started), and ALREADY_EXISTS for a StartRun whose run_id
+# is taken (the request was refused).
+_SERVER_NOTHING_RAN = {1, 3, 4, 5, 6, 8, 9, 12, 13, 14}
 
 
 def code_name(code: int) -> str:
@@ -65,7 +68,9 @@ class SandboxError(Exception):
 
 
 class Cancelled(SandboxError):
-    """The call was abandoned by this client (closed while it waited)."""
+    """From a server: the run was cancelled while queued and never started
+    (nothing ran). From this client: the call was abandoned (the client was
+    closed while it waited)."""
     code = 1
 
 
@@ -86,10 +91,13 @@ class DeadlineExceeded(SandboxError):
 
 
 class NotFound(SandboxError):
+    """No such session or path; for WatchRun and CancelRun, no such run in
+    the server's table (never started, its outcome already read, expired)."""
     code = 5
 
 
 class AlreadyExists(SandboxError):
+    """StartRun: a run with this run_id is in the server's table; nothing ran."""
     code = 6
 
 

@@ -99,9 +99,10 @@ class Artifact:
 @dataclass(frozen=True)
 class RunResult:
     """A run that happened: the code ran, whatever it did. killed_by is
-    "none", "timeout", "memory", "output_limit", "signal", or the proto name
+    "none", "timeout", "memory", "output_limit", "signal", "cancelled", or the proto name
     of a value this client does not know. endpoint is the server address the
-    call went to; attempts counts calls made, retries included."""
+    call went to; attempts counts calls made, retries included. "cancelled":
+    CancelRun (or a stream's cancel) killed the run's whole tree."""
     run_id: str
     session_id: str
     session_created: bool
@@ -137,6 +138,57 @@ class RunResult:
         """Saves every artifact whose content came back; returns the paths.
         Stops at the first unsafe path (UnsafePath) rather than skipping it."""
         return tuple(a.save(directory) for a in self.artifacts if not a.content_omitted)
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """What StartRun answered: the run's id and the server address it lives
+    on (WatchRun and CancelRun must go there); attempts counts StartRun
+    calls made, retries included."""
+    run_id: str
+    endpoint: str
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Output of a streamed run as it arrived: stream is "stdout" or
+    "stderr"; data the raw bytes (they may end inside a UTF-8 sequence);
+    offset where data starts in its stream; text the bytes decoded
+    incrementally per stream (a sequence split between chunks comes whole in
+    the later chunk's text, invalid UTF-8 becomes U+FFFD)."""
+    stream: str
+    data: bytes
+    text: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class RunUpdate:
+    """One WatchRun reply. state: "queued", "running", "done" (or the proto
+    name of a newer value). stdout/stderr: the bytes past the offsets asked,
+    starting at stdout_offset/stderr_offset. complete: the run is done and
+    this reply reached the end of both streams; then exactly one of result
+    (status OK) and error (the SandboxError run_code would raise, not
+    raised) is set, and outcome() returns or raises it."""
+    state: str
+    stdout: bytes = field(repr=False)
+    stderr: bytes = field(repr=False)
+    stdout_offset: int
+    stderr_offset: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+    complete: bool
+    result: Optional[RunResult] = field(repr=False)
+    error: Optional[Exception]
+
+    def outcome(self) -> RunResult:
+        if not self.complete:
+            raise ValueError(f"the run is {self.state}, not complete: no outcome yet")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 @dataclass(frozen=True)
@@ -213,11 +265,14 @@ class ServerInfo:
     environment_builds_total: int
     environment_build_failures_total: int
     endpoint: str
+    started_runs: int = 0  # StartRun runs in the server's run table now
+    watchers: int = 0      # WatchRun and CancelRun calls waiting now
 
 
 def field_names(cls) -> Tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-__all__ = ["Limits", "FileURL", "TLS", "Artifact", "RunResult", "FileEntry", "FileList",
-           "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath"]
+__all__ = ["Limits", "FileURL", "TLS", "Artifact", "RunResult", "StartedRun", "Chunk",
+           "RunUpdate", "FileEntry", "FileList", "FileContent", "Health", "Isolation",
+           "ServerInfo", "UnsafePath"]

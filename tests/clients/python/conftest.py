@@ -2,8 +2,9 @@
 
 Servers come from tests/lib/harness.py's Server (its
 own port, ipc socket, state dir and uid range). This suite's uid bases are
-53000-53999, and 58500-58999 for test_tls.py, so it can run beside other
-engineers' servers; each test file owns a block of them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
+53000-53999, 58500-58999 for test_tls.py and 41500-41999 for test_stream.py,
+so it can run beside other engineers' servers; each test file owns a block of
+them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
 names the build's bin directory.
 """
 import os
@@ -19,7 +20,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
 from harness import Server  # noqa: E402
 
 BIN_DIR = os.environ.get("SANDBOXD_BIN_DIR", os.path.join(REPO, "build", "bin"))
-UID_RANGES = ((53000, 53999), (58500, 58999))
+UID_RANGES = ((53000, 53999), (58500, 58999), (41500, 41999))
 
 
 class Servers:

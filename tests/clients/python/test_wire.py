@@ -13,6 +13,7 @@ import pytest
 
 import sandboxd
 from sandboxd import _wire, errors
+from sandboxd.stream import _Progress
 from sandboxd import sandbox_pb2 as pb
 
 from conftest import REPO
@@ -58,7 +59,7 @@ def decode_run(data):
 
 @pytest.mark.parametrize("value,name", [(0, "none"), (1, "timeout"), (2, "memory"),
                                         (3, "output_limit"), (4, "signal"),
-                                        (9, "KILLED_BY_9"), (1 << 20, f"KILLED_BY_{1 << 20}")])
+                                        (5, "cancelled"), (9, "KILLED_BY_9"), (1 << 20, f"KILLED_BY_{1 << 20}")])
 def test_killed_by_names_and_unknown_values(value, name):
     r = decode_run(run_reply(killed_by=value, stdout=b"\xff out", exit_code=-3))
     assert r.killed_by == name
@@ -245,3 +246,70 @@ def test_session_home_rule_vectors():
     assert home("s1", SESSION_KEYS) == "ipc:///run/sandboxd.sock"
     assert home("fleet-s", SESSION_KEYS) == "tcp://127.0.0.2:7878"
     assert home("notebook-42", SESSION_KEYS) == "tcp://127.0.0.3:7878"
+
+
+# ---- streaming: WatchRun replies, and what a stream makes of them ----
+
+def watch_update(complete=False, status=0, message="", **fields):
+    msg = pb.WatchRunResponse(complete=complete, status=status, message=message, **fields)
+    return _wire.run_update(msg, "tcp://x:1", 2, "run-1")
+
+
+def test_watch_replies_decode_with_their_outcome():
+    u = watch_update(state=2, stdout=b"a", stdout_offset=7, stderr_truncated=True)
+    assert (u.state, u.stdout, u.stdout_offset, u.stderr_truncated) == ("running", b"a", 7, True)
+    assert not u.complete and u.result is None and u.error is None
+    with pytest.raises(ValueError):
+        u.outcome()
+    ok = watch_update(complete=True, state=3, result=pb.RunCodeResponse(run_id="run-1",
+                                                                        killed_by=5))
+    assert ok.outcome().killed_by == "cancelled" and ok.outcome().attempts == 2
+    # A run cancelled while queued: CANCELLED from the server, nothing ran.
+    gone = watch_update(complete=True, state=3, status=1, message="cancelled; nothing ran")
+    assert gone.result is None and isinstance(gone.error, sandboxd.Cancelled)
+    assert gone.error.from_server and gone.error.nothing_ran and gone.error.run_id == "run-1"
+    with pytest.raises(sandboxd.Cancelled):
+        gone.outcome()
+    assert watch_update(state=9).state == "RUN_STATE_9"
+
+
+def test_progress_takes_each_byte_once_and_decodes_across_chunks():
+    p = _Progress()
+    p.apply(watch_update(state=2, stdout=b"caf\xc3", stderr=b"e"))
+    p.apply(watch_update(state=2, stdout=b"f\xc3\xa9\n", stdout_offset=2))  # from before ours
+    p.apply(watch_update(state=2, stdout=b"zz", stdout_offset=10))  # past ours: a gap
+    assert [(c.stream, c.data, c.text, c.offset) for c in p.pending] == [
+        ("stdout", b"caf\xc3", "caf", 0), ("stderr", b"e", "e", 0),
+        ("stdout", b"\xa9\n", "\u00e9\n", 4), ("stdout", b"zz", "zz", 10)]
+    assert p.offset == {"stdout": 12, "stderr": 1} and not p.complete
+    p.pending.clear()
+    # The last reply: a sequence the stream ends inside becomes U+FFFD.
+    p.apply(watch_update(complete=True, state=3, stdout=b"\xe2\x82", stdout_offset=12,
+                         result=pb.RunCodeResponse(stdout=b"whole")))
+    assert [(c.data, c.text) for c in p.pending] == [(b"\xe2\x82", "\ufffd")]
+    assert p.complete and p.outcome().stdout == b"whole"
+
+
+def test_watch_and_cancel_need_to_know_the_server():
+    with sandboxd.Client(["tcp://127.0.0.1:9", "tcp://127.0.0.1:10"],
+                         connect_timeout_s=0.2) as c:
+        with pytest.raises(ValueError, match="several endpoints"):
+            c.watch_run("run-1")
+        with pytest.raises(ValueError, match="several endpoints"):
+            c.cancel_run("run-1")
+        with pytest.raises(sandboxd.Unavailable, match="not one of this client's endpoints"):
+            c.cancel_run("run-1", endpoint="tcp://127.0.0.1:11")
+        with pytest.raises(sandboxd.Unavailable, match="run run-1 lives on tcp://127.0.0.1:10"):
+            c.watch_run(sandboxd.StartedRun("run-1", "tcp://127.0.0.1:10"))
+        with pytest.raises(ValueError, match="wait_ms"):
+            c.watch_run("run-1", wait_ms=60001, endpoint="tcp://127.0.0.1:9")
+        with pytest.raises(sandboxd.Unavailable, match="no endpoint connected"):
+            c.stream("print(1)")
+    ac = sandboxd.AsyncClient("tcp://127.0.0.1:9")
+    try:
+        s = ac.stream("print(1)", run_id="mine")  # checked and named, not sent yet
+        assert s.run_id == "mine" and s.state == "unstarted" and s.endpoint is None
+        with pytest.raises(TypeError):
+            ac.stream("print(1)", limits={"timeout_ms": "1"})
+    finally:
+        ac.close()
