@@ -133,8 +133,10 @@ static void reply_watch(struct live_run *run, struct server_call *call,
         resp.message = "out of memory reading the run's result";
       }
     }
-    if (run->started)
+    if (run->started) {
       run->expires_ms = min_u64(run->expires_ms, sbx_monotonic_ms() + RUNS_KEEP_AFTER_READ_MS);
+      run->delivered = true;
+    }
   }
   call_reply(call, SBX_OK, "", &resp.base);
   if (kept != NULL)
@@ -296,6 +298,15 @@ struct live_run *runs_add(struct run_table *t, struct server_call *call, bool st
     run_free(run);
     return NULL;
   }
+  /* Outcomes already read are only kept for a lost reply: they give way. */
+  struct live_run *evicted = NULL;
+  if (started && t->n_started >= t->max_started) {
+    for (struct live_run *r = t->runs; r != NULL; r = r->next)
+      if (r->started && r->delivered && !r->pinned && r->waiters == NULL)
+        evicted = r;
+    if (evicted != NULL)
+      unlink_run(t, evicted);
+  }
   if (started && t->n_started >= t->max_started) {
     pthread_mutex_unlock(&t->lock);
     sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
@@ -309,6 +320,7 @@ struct live_run *runs_add(struct run_table *t, struct server_call *call, bool st
   t->runs = run;
   t->n_started += started;
   pthread_mutex_unlock(&t->lock);
+  run_free(evicted);
   /* The request and what the handler reserved move to the record. */
   run->alloc = call->alloc;
   run->alloc.base.allocator_data = &run->alloc;

@@ -454,6 +454,13 @@ def group_streaming_errors(b):
               (st, msg, ids))
         for r in ["dup"] + ids:  # read before the 2 s TTL, then kept 5 s more
             c.follow(r)
+        # Outcomes already read give way to new runs at the cap (they are
+        # only kept for a lost reply): three more start at once.
+        more = [c.start("print('more')") for _ in range(3)]
+        check(all(st == OK for st, _, _ in more) and c.watch("dup", wait_ms=0)[0] == NOT_FOUND,
+              "at the cap, outcomes already read make room for new runs", more)
+        for _, _, r in more:
+            c.follow(r)
         st, msg, pl = w.call("RunCode", pb.RunCodeRequest(code="print(5)"), timeout=60)
         check(st == OK, "RunCode is not held to the started-runs cap", (st, msg))
         # The cap on waiting watchers (2): a third waiting watch is refused.
