@@ -150,18 +150,27 @@ def test_a_character_split_between_chunks_is_decoded_whole(make_server, tmp_path
     assert result["run_id"] == lines[0]["started"]["run_id"], lines
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_cancels_the_run_and_its_whole_tree(make_server, tmp_path, sig):
-    s = make_server(41100)
+@pytest.mark.parametrize("sig,fleet", [(signal.SIGINT, False), (signal.SIGTERM, False),
+                                       (signal.SIGINT, True)], ids=["SIGINT", "SIGTERM", "fleet"])
+def test_a_signal_cancels_the_run_and_its_whole_tree(make_server, tmp_path, sig, fleet):
+    """In a fleet the cancel goes to the run's server too: the fleet's own
+    choice would be the other one, the one without a watch in flight."""
+    servers = [make_server(41100)] + ([make_server(41110)] if fleet else [])
     run_id = f"cancel-{sig.name}"
-    p = start("-e", s.tcp, "--stream", "--timeout-ms", "60000", "--run-id", run_id,
-              script(tmp_path, FORKS))
+    p = start(*[a for s in servers for a in ("-e", s.tcp)], "--stream", "--json", "--timeout-ms",
+              "60000", "--run-id", run_id, script(tmp_path, FORKS))
     try:
-        assert p.stdout.readline() == b"ready\n"
+        where = json.loads(p.stdout.readline())["started"]["endpoint"]
+        s = next(s for s in servers if s.tcp == where)
+        seen = ""
+        while seen != "ready\n":  # print may write "ready" and "\n" apart
+            line = json.loads(p.stdout.readline())
+            assert list(line) == ["stdout"] and "ready\n".startswith(seen + line["stdout"]), line
+            seen += line["stdout"]
         assert len(slot_processes(s)) >= 4, slot_processes(s)  # the parent, three children
         t0 = time.monotonic()
         p.send_signal(sig)
-        rc, _, err = finish(p, 15)
+        rc, out, err = finish(p, 15)
         took = time.monotonic() - t0
     finally:
         if p.poll() is None:
@@ -170,7 +179,8 @@ def test_a_signal_cancels_the_run_and_its_whole_tree(make_server, tmp_path, sig)
     assert rc == 130, (rc, err)
     assert took < 3, took
     assert f"{sig.name}: cancelling run {run_id}" in err, err
-    assert "killed (cancelled)" in err, err
+    result = json.loads(out.splitlines()[-1])
+    assert result["killed_by"] == "cancelled" and result["stdout"] == "ready\n", result
     # The cancel's answer came once every process was gone: nothing left.
     assert slot_processes(s) == {}, slot_processes(s)
     assert wait_for(lambda: run_line(s, run_id) is not None, 10), s.log_text()[-2000:]
@@ -263,19 +273,24 @@ def test_streams_in_a_fleet_are_watched_where_they_started(make_server, tmp_path
     """sandbox-bench --stream over two servers: StartRun spreads the runs
     over both, and every run's watches go to the server that started it
     (elsewhere they would be NOT_FOUND): each stream completes, in chunks,
-    and ran once, on the endpoint it reports."""
+    and ran once, on the endpoint it reports. One call at a time first: the
+    fleet's own choice would then alternate, so a watch not pinned to its
+    run's endpoint would go to the other server; then four at once."""
     servers = [make_server(41200), make_server(41210)]
     keys = [s.tcp for s in servers]
     code = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
-    cmd, rec = bench_cmd(tmp_path, code, "-e", keys[0], "-e", keys[1], "--stream",
-                         "--concurrency", "4", "--requests", "16", "--run-id-prefix", "fs")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    calls = records(rec)
-    assert len(calls) == 16, (p.stdout, p.stderr)
-    assert [c for c in calls if c["status"] != "OK"] == [], calls
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert {c["endpoint"] for c in calls} == set(keys), calls
-    assert all(c["chunks"] >= 2 for c in calls), calls  # streamed, not one answer at the end
-    for c in calls:
-        where = [k for k, s in zip(keys, servers) if c["run_id"] in run_ids(s, "fs-")]
-        assert where == [c["endpoint"]], (c, where)
+    for concurrency, n in ((1, 6), (4, 12)):
+        prefix = f"fs{concurrency}"
+        cmd, rec = bench_cmd(tmp_path, code, "-e", keys[0], "-e", keys[1], "--stream",
+                             "--concurrency", str(concurrency), "--requests", str(n),
+                             "--run-id-prefix", prefix)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        calls = records(rec)
+        assert len(calls) == n, (p.stdout, p.stderr)
+        assert [c for c in calls if c["status"] != "OK"] == [], calls
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert {c["endpoint"] for c in calls} == set(keys), calls
+        assert all(c["chunks"] >= 2 for c in calls), calls  # streamed, not all at the end
+        for c in calls:
+            where = [k for k, s in zip(keys, servers) if c["run_id"] in run_ids(s, f"{prefix}-")]
+            assert where == [c["endpoint"]], (c, where)
