@@ -956,7 +956,7 @@ int main(int argc, char **argv) {
   else if (c.watch_id != NULL || c.cancel_id != NULL)
     rc = run_call(client, &c);
   else
-    rc = run_script(client, &c, streams ? &stream : NULL);
+    rc = run_script(client, &c, &stream);
   sbxc_client_close(client);
   free_cli(&c);
   return rc;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "calls.h"
+#include "client_internal.h"
 #include "fleet.h"
 #include "sandbox.pb-c.h"
 #include "sandbox_client.h"
@@ -156,15 +157,16 @@ struct watch_storage {
   char message[512];
 };
 
-/* The outcome of a complete answer into out, as sbxc_run_code fills it;
- * the RunCodeResponse moves from resp to out's storage. */
-static void outcome(Sandbox__V1__WatchRunResponse *resp, const sbxc_run *run,
+/* The outcome of a complete answer from endpoint into out, as
+ * sbxc_run_code fills it; the RunCodeResponse moves from resp to out's
+ * storage. */
+static void outcome(Sandbox__V1__WatchRunResponse *resp, const char *endpoint, unsigned attempts,
                     struct sbxc_result *out) {
   struct result_storage *st = sbxc_result_init(out);
   if (st == NULL)
     return;
-  out->attempts = run->attempts;
-  snprintf(st->endpoint, sizeof(st->endpoint), "%s", sbxc_endpoint_key(run->ep));
+  out->attempts = attempts;
+  snprintf(st->endpoint, sizeof(st->endpoint), "%s", endpoint);
   if (resp->status != SANDBOX__V1__CODE__OK) {
     out->status = resp->status;
     st->text = strdup(resp->message);
@@ -185,14 +187,22 @@ static void outcome(Sandbox__V1__WatchRunResponse *resp, const sbxc_run *run,
   sbxc_result_fill(st, out);
 }
 
-/* An OK WatchRun reply into out. */
-static int watch_answer(struct watch_storage *ws, const sbxc_run *run, struct sbxc_watch *out) {
+/* The reply envelope in ws (its status, else its WatchRunResponse) into
+ * out. Every byte of it came from the network: a malformed payload is an
+ * error, never a crash (tests/fuzz/fuzz_reply.c). */
+static int watch_answer(struct watch_storage *ws, const char *endpoint, unsigned attempts,
+                        struct sbxc_watch *out) {
+  if (ws->reply->status != SANDBOX__V1__CODE__OK) {
+    out->status = ws->reply->status;
+    out->message = ws->reply->message;
+    return -1;
+  }
   ws->resp = sandbox__v1__watch_run_response__unpack(NULL, ws->reply->payload.len,
                                                      ws->reply->payload.data);
   if (ws->resp == NULL) {
     out->status = SBXC_INTERNAL;
     snprintf(ws->message, sizeof(ws->message), "the reply from %s is not a valid WatchRunResponse",
-             sbxc_endpoint_key(run->ep));
+             endpoint);
     return -1;
   }
   Sandbox__V1__WatchRunResponse *r = ws->resp;
@@ -208,21 +218,43 @@ static int watch_answer(struct watch_storage *ws, const sbxc_run *run, struct sb
   out->stderr_truncated = r->stderr_truncated;
   out->complete = r->complete;
   if (r->complete)
-    outcome(r, run, &out->result);
+    outcome(r, endpoint, attempts, &out->result);
   return 0;
 }
 
-int sbxc_watch_run(sbxc_client *c, const sbxc_run *run, uint64_t stdout_offset,
-                   uint64_t stderr_offset, uint32_t wait_ms, struct sbxc_watch *out) {
+/* Zeroes out and gives it its storage; NULL (out says why) when out of
+ * memory. */
+static struct watch_storage *watch_init(struct sbxc_watch *out) {
   memset(out, 0, sizeof(*out));
   struct watch_storage *ws = calloc(1, sizeof(*ws));
   if (ws == NULL) {
     out->status = SBXC_INTERNAL;
     out->message = "out of memory";
-    return -1;
+    return NULL;
   }
   out->internal_ = ws;
   out->message = ws->message;
+  return ws;
+}
+
+int sbxc_watch_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_watch *out) {
+  struct watch_storage *ws = watch_init(out);
+  if (ws == NULL)
+    return -1;
+  ws->reply = sandbox__v1__reply_envelope__unpack(NULL, len, buf);
+  if (ws->reply == NULL) {
+    out->status = SBXC_INTERNAL;
+    return fail(ws->message, sizeof(ws->message),
+                "the reply is not a valid sandbox.v1.ReplyEnvelope");
+  }
+  return watch_answer(ws, "", 0, out);
+}
+
+int sbxc_watch_run(sbxc_client *c, const sbxc_run *run, uint64_t stdout_offset,
+                   uint64_t stderr_offset, uint32_t wait_ms, struct sbxc_watch *out) {
+  struct watch_storage *ws = watch_init(out);
+  if (ws == NULL)
+    return -1;
   if (run->client != c) {
     out->status = SBXC_INVALID_ARGUMENT;
     return fail(ws->message, sizeof(ws->message), "the run's handle is of another client");
@@ -244,12 +276,7 @@ int sbxc_watch_run(sbxc_client *c, const sbxc_run *run, uint64_t stdout_offset,
     out->status = call.code;
     return -1;
   }
-  if (ws->reply->status != SANDBOX__V1__CODE__OK) {
-    out->status = ws->reply->status;
-    out->message = ws->reply->message;
-    return -1;
-  }
-  return watch_answer(ws, run, out);
+  return watch_answer(ws, sbxc_endpoint_key(run->ep), run->attempts, out);
 }
 
 void sbxc_watch_free(struct sbxc_watch *w) {
