@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "envelope.h"
+#include "calls.h"
 #include "clock.h"
 #include "client_internal.h"
 #include "fleet.h"
@@ -34,20 +35,6 @@
  * (which may have gone since) before the call asks the fleet again. A send
  * that did not complete never left: asking again is safe. */
 #define SBXC_SEND_SLICE_MS 500
-
-struct sbxc_client {
-  struct sbxc_fleet *fleet;
-  unsigned retries;
-  uint64_t queue_wait_ms;
-  uint64_t connect_timeout_ms; /* SBXC_CONNECT_TIMEOUT_CALL: the call's own timeout */
-  size_t max_request_bytes;
-  _Atomic unsigned long requests; /* numbers the request ids */
-};
-
-struct sbxc_request {
-  Sandbox__V1__RunCodeRequest msg;
-  Sandbox__V1__Limits limits;
-};
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
                                                       ...) {
@@ -335,22 +322,6 @@ void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
 
 /* ---- calls ---- */
 
-/* One request, one reply, on a fresh context. Returns the decoded reply
- * envelope, or NULL with *code/err saying why no reply was had. */
-/* One call and its retries: what it sends, where it went, how it ended. */
-struct call {
-  const char *method;
-  const ProtobufCMessage *payload;
-  uint64_t run_timeout_ms;
-  const char *session_id;      /* NULL: none */
-  struct sbxc_key_set tried;   /* endpoints that refused it or never got it */
-  char endpoint[SBXC_KEY_MAX]; /* where the last attempt went; "" before */
-  unsigned attempts;
-  int code; /* why there is no reply */
-  char *err;
-  size_t errlen;
-};
-
 static size_t server_max_bytes(sbxc_client *c, struct sbxc_endpoint *ep);
 
 static Sandbox__V1__ReplyEnvelope *unpack_reply(const uint8_t *buf, size_t len) {
@@ -420,10 +391,13 @@ static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *
   return reply;
 }
 
-/* How long to wait for the reply: the queue budget, the run's own time and
- * a margin (nng counts in int32 ms). */
+/* How long to wait for the reply: the call's own (WatchRun, CancelRun), or
+ * the queue budget, the run's own time and a margin (nng counts in int32
+ * ms). */
 static nng_duration reply_timeout_ms(const sbxc_client *c, const struct call *call) {
-  uint64_t ms = c->queue_wait_ms + call->run_timeout_ms + SBXC_REPLY_MARGIN_MS;
+  uint64_t ms = call->reply_ms != 0
+                    ? call->reply_ms
+                    : c->queue_wait_ms + call->run_timeout_ms + SBXC_REPLY_MARGIN_MS;
   return ms > INT32_MAX ? INT32_MAX : (nng_duration)ms;
 }
 
@@ -482,6 +456,17 @@ static bool retriable(const Sandbox__V1__ReplyEnvelope *reply) {
          reply->status == SANDBOX__V1__CODE__UNAVAILABLE;
 }
 
+/* The endpoint for one attempt: the run's own (pinned), or the fleet's
+ * choice by route. */
+static int acquire(sbxc_client *c, const struct call *call, const struct sbxc_route *route,
+                   struct sbxc_endpoint **ep) {
+  if (call->pinned == NULL)
+    return sbxc_fleet_acquire(c->fleet, route, ep, call->err, call->errlen);
+  *ep = call->pinned;
+  return sbxc_fleet_acquire_held(c->fleet, call->pinned, route->wait_until_ms, call->err,
+                                 call->errlen);
+}
+
 /* One attempt: an endpoint from the fleet and the request to it. A request
  * that never left is given to the fleet again (elsewhere when it can) while
  * the wait for a connection lasts; one that left is never sent elsewhere. */
@@ -492,7 +477,7 @@ static Sandbox__V1__ReplyEnvelope *attempt(sbxc_client *c, struct call *call) {
   struct sbxc_route route = {call->session_id, &call->tried, sbx_monotonic_ms() + wait};
   for (;;) {
     struct sbxc_endpoint *ep;
-    if (sbxc_fleet_acquire(c->fleet, &route, &ep, call->err, call->errlen) < 0) {
+    if (acquire(c, call, &route, &ep) < 0) {
       call->code = SBXC_UNAVAILABLE;
       call->endpoint[0] = '\0'; /* this attempt went nowhere */
       return NULL;
@@ -502,6 +487,10 @@ static Sandbox__V1__ReplyEnvelope *attempt(sbxc_client *c, struct call *call) {
     Sandbox__V1__ReplyEnvelope *reply = call_on(c, ep, call, &not_sent);
     if (reply != NULL && reply->status == SANDBOX__V1__CODE__UNAVAILABLE)
       sbxc_fleet_avoid_draining(c->fleet, ep);
+    if (reply != NULL && call->keep_endpoint && reply->status == SANDBOX__V1__CODE__OK) {
+      sbxc_fleet_hold(c->fleet, ep); /* before the release: never reaped between */
+      call->held = ep;
+    }
     sbxc_fleet_release(c->fleet, ep);
     if (not_sent || (reply != NULL && retriable(reply)))
       (void)sbxc_key_set_add(&call->tried, call->endpoint); /* out of memory: a preference lost */
@@ -512,7 +501,8 @@ static Sandbox__V1__ReplyEnvelope *attempt(sbxc_client *c, struct call *call) {
 
 /* The call with retries of the answers that prove nothing ran: on an
  * endpoint it has not tried when there is one (then at once), else (and
- * always for a session, which stays where it lives) after a pause. */
+ * always for a session or a run, which stay where they live) after a
+ * pause. */
 static Sandbox__V1__ReplyEnvelope *call_with_retries(sbxc_client *c, struct call *call) {
   for (unsigned n = 0;; n++) {
     call->attempts = n + 1;
@@ -520,14 +510,13 @@ static Sandbox__V1__ReplyEnvelope *call_with_retries(sbxc_client *c, struct call
     if (reply == NULL || !retriable(reply) || n >= c->retries)
       return reply;
     sandbox__v1__reply_envelope__free_unpacked(reply, NULL);
-    if (call->session_id != NULL || !sbxc_fleet_untried_live(c->fleet, &call->tried))
+    if (call->session_id != NULL || call->pinned != NULL ||
+        !sbxc_fleet_untried_live(c->fleet, &call->tried))
       backoff(n);
   }
 }
 
-/* A call as every method makes it; a session is remembered where it was
- * answered. */
-static Sandbox__V1__ReplyEnvelope *call_method(sbxc_client *c, struct call *call) {
+Sandbox__V1__ReplyEnvelope *sbxc_call_method(sbxc_client *c, struct call *call) {
   if (call->session_id != NULL && call->session_id[0] == '\0')
     call->session_id = NULL;
   Sandbox__V1__ReplyEnvelope *reply = call_with_retries(c, call);
@@ -537,14 +526,6 @@ static Sandbox__V1__ReplyEnvelope *call_method(sbxc_client *c, struct call *call
   sbxc_key_set_free(&call->tried);
   return reply;
 }
-
-struct result_storage {
-  Sandbox__V1__ReplyEnvelope *reply;
-  Sandbox__V1__RunCodeResponse *resp;
-  struct sbxc_artifact *artifacts;
-  char message[512];
-  char endpoint[SBXC_KEY_MAX];
-};
 
 /* Fills out from a RunCode reply (st->reply, owned by st). Every byte of it
  * came from the network: a malformed payload is an error, never a crash
@@ -564,7 +545,12 @@ static int result_from_reply(struct result_storage *st, struct sbxc_result *out)
     snprintf(st->message, sizeof(st->message), "the reply is not a valid RunCodeResponse");
     return -1;
   }
+  return sbxc_result_fill(st, out);
+}
+
+int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out) {
   Sandbox__V1__RunCodeResponse *r = st->resp;
+  out->status = SBXC_OK;
   out->run_id = r->run_id;
   out->session_id = r->session_id;
   out->stdout_data = r->stdout.data;
@@ -586,6 +572,7 @@ static int result_from_reply(struct result_storage *st, struct sbxc_result *out)
     st->artifacts = calloc(r->n_artifacts, sizeof(*st->artifacts));
     if (st->artifacts == NULL) {
       out->status = SBXC_INTERNAL;
+      out->message = st->message;
       snprintf(st->message, sizeof(st->message), "out of memory");
       return -1;
     }
@@ -601,7 +588,7 @@ static int result_from_reply(struct result_storage *st, struct sbxc_result *out)
   return 0;
 }
 
-static struct result_storage *result_init(struct sbxc_result *out) {
+struct result_storage *sbxc_result_init(struct sbxc_result *out) {
   memset(out, 0, sizeof(*out));
   struct result_storage *st = calloc(1, sizeof(*st));
   if (st == NULL) {
@@ -615,7 +602,7 @@ static struct result_storage *result_init(struct sbxc_result *out) {
 }
 
 int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *out) {
-  struct result_storage *st = result_init(out);
+  struct result_storage *st = sbxc_result_init(out);
   if (st == NULL)
     return -1;
   uint64_t run_timeout =
@@ -627,7 +614,7 @@ int sbxc_run_code(sbxc_client *c, const sbxc_request *req, struct sbxc_result *o
                       .code = SBXC_INTERNAL,
                       .err = st->message,
                       .errlen = sizeof(st->message)};
-  st->reply = call_method(c, &call);
+  st->reply = sbxc_call_method(c, &call);
   out->attempts = call.attempts;
   snprintf(st->endpoint, sizeof(st->endpoint), "%s", call.endpoint);
   if (st->reply == NULL) {
@@ -643,7 +630,7 @@ const char *sbxc_result_endpoint(const struct sbxc_result *result) {
 }
 
 int sbxc_result_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_result *out) {
-  struct result_storage *st = result_init(out);
+  struct result_storage *st = sbxc_result_init(out);
   if (st == NULL)
     return -1;
   st->reply = unpack_reply(buf, len);
@@ -663,6 +650,7 @@ void sbxc_result_free(struct sbxc_result *result) {
     if (st->reply != NULL)
       sandbox__v1__reply_envelope__free_unpacked(st->reply, NULL);
     free(st->artifacts);
+    free(st->text);
     free(st);
   }
   memset(result, 0, sizeof(*result));
@@ -682,7 +670,7 @@ static ProtobufCMessage *simple_call_status(sbxc_client *c, const char *method,
                       .errlen = errlen};
   if (status != NULL)
     *status = SBXC_INTERNAL;
-  Sandbox__V1__ReplyEnvelope *reply = call_method(c, &call);
+  Sandbox__V1__ReplyEnvelope *reply = sbxc_call_method(c, &call);
   if (reply == NULL) {
     if (status != NULL)
       *status = call.code;
@@ -838,6 +826,7 @@ SAME_KILLED_BY(TIMEOUT);
 SAME_KILLED_BY(MEMORY);
 SAME_KILLED_BY(OUTPUT_LIMIT);
 SAME_KILLED_BY(SIGNAL);
+SAME_KILLED_BY(CANCELLED);
 
 const char *sbxc_killed_by_name(int killed_by) {
   return killed_by_name(killed_by);

@@ -13,6 +13,12 @@
  * out->status and out->message otherwise. Free out with sbxc_result_free. */
 int sbxc_result_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_result *out);
 
+/* Decodes a WatchRun reply envelope into out, as sbxc_watch_run does after
+ * the call (the outcome's endpoint ""). Returns 0 for an OK reply, -1
+ * with out->status and out->message otherwise. Free out with
+ * sbxc_watch_free. */
+int sbxc_watch_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_watch *out);
+
 /* The result as sandbox-run --json prints it: one JSON object, valid UTF-8
  * whatever the output bytes were (invalid sequences become U+FFFD).
  * malloc'd, NULL when out of memory. */

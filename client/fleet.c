@@ -45,8 +45,9 @@ struct sbxc_endpoint {
   uint32_t pipes[MAX_PIPES]; /* nng_pipe_id of each connection now */
   size_t n_pipes;
   unsigned in_flight;
+  unsigned held; /* handles of runs started here (sbxc_run): they keep it open */
   uint64_t avoid_until_ms;
-  bool retired;                 /* no target holds its key: no new calls, closed after the last */
+  bool retired; /* no target holds its key: no new calls, closed after the last call and hold */
   uint64_t tls_failed, refused; /* its dialer's failures, when a call last gave up */
 };
 
@@ -384,12 +385,18 @@ static int list_append(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
   return 0;
 }
 
-/* Removes and returns a retired endpoint without calls in flight (any
- * retired one once the fleet is closed), or NULL. */
+/* A retired endpoint nothing uses any more: no call in flight, no run
+ * handle holding it. */
+static bool idle_retired(const struct sbxc_endpoint *ep) {
+  return ep->retired && ep->in_flight == 0 && ep->held == 0;
+}
+
+/* Removes and returns an idle retired endpoint (any retired one once the
+ * fleet is closed), or NULL. */
 static struct sbxc_endpoint *take_idle_retired(struct sbxc_fleet *f) {
   for (size_t i = 0; i < f->n_eps; i++) {
     struct sbxc_endpoint *ep = f->eps[i];
-    if (ep->retired && (ep->in_flight == 0 || f->closed)) {
+    if (ep->retired && (idle_retired(ep) || f->closed)) {
       memmove(&f->eps[i], &f->eps[i + 1], (f->n_eps - i - 1) * sizeof(*f->eps));
       f->n_eps--;
       return ep;
@@ -905,10 +912,78 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
 void sbxc_fleet_release(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
   pthread_mutex_lock(&f->lock);
   ep->in_flight--;
-  bool idle_retired = ep->retired && ep->in_flight == 0;
+  bool idle = idle_retired(ep);
   pthread_mutex_unlock(&f->lock);
-  if (idle_retired)
+  if (idle)
     fleet_reap(f);
+}
+
+/* ---- runs: held endpoints ---- */
+
+void sbxc_fleet_hold(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  pthread_mutex_lock(&f->lock);
+  ep->held++;
+  pthread_mutex_unlock(&f->lock);
+}
+
+int sbxc_fleet_hold_key(struct sbxc_fleet *f, const char *key, struct sbxc_endpoint **out,
+                        char *err, size_t errlen) {
+  struct sbxc_endpoint *found = NULL;
+  size_t n = 0;
+  pthread_mutex_lock(&f->lock);
+  for (size_t i = 0; i < f->n_eps; i++) {
+    struct sbxc_endpoint *ep = f->eps[i];
+    if (ep->retired || (key != NULL && strcmp(ep->key, key) != 0))
+      continue;
+    found = ep;
+    n++;
+  }
+  if (found != NULL && n == 1)
+    found->held++;
+  pthread_mutex_unlock(&f->lock);
+  if (found != NULL && n == 1) {
+    *out = found;
+    return 0;
+  }
+  if (key != NULL)
+    return fail(err, errlen, "%s is not an endpoint of this client", key);
+  return fail(err, errlen,
+              "this client has %zu endpoints: name the one the run lives on (it lives on the "
+              "server that started it)",
+              n);
+}
+
+void sbxc_fleet_unhold(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  pthread_mutex_lock(&f->lock);
+  ep->held--;
+  bool idle = idle_retired(ep);
+  pthread_mutex_unlock(&f->lock);
+  if (idle)
+    fleet_reap(f);
+}
+
+int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep, uint64_t wait_until_ms,
+                            char *err, size_t errlen) {
+  uint64_t start = sbx_monotonic_ms();
+  pthread_mutex_lock(&f->lock);
+  for (;;) {
+    if (f->closed) {
+      pthread_mutex_unlock(&f->lock);
+      return fail(err, errlen, "the client is closed; nothing was sent");
+    }
+    if (ep->n_pipes > 0) { /* retired or not: the run lives there */
+      ep->in_flight++;
+      pthread_mutex_unlock(&f->lock);
+      return 0;
+    }
+    if (sbx_monotonic_ms() >= wait_until_ms)
+      break;
+    wait_for_change(f, wait_until_ms);
+  }
+  pthread_mutex_unlock(&f->lock);
+  return fail(err, errlen,
+              "the run lives on %s, which was not connected within %llu ms; nothing was sent",
+              ep->key, (unsigned long long)(sbx_monotonic_ms() - start));
 }
 
 bool sbxc_fleet_untried_live(struct sbxc_fleet *f, const struct sbxc_key_set *tried) {

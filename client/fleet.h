@@ -113,6 +113,25 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
                        struct sbxc_endpoint **out, char *err, size_t errlen);
 void sbxc_fleet_release(struct sbxc_fleet *f, struct sbxc_endpoint *ep);
 
+/* Runs (docs/STREAMING.md): a started run lives on the server that
+ * started it, so its WatchRun and CancelRun calls go to that endpoint
+ * only. A run handle holds its endpoint: a held endpoint whose name no
+ * longer resolves to it stays open (retired: no other call goes there)
+ * until the last hold and call are gone. Holds are not calls in flight. */
+/* ep is acquired (the StartRun that went there): hold it too. */
+void sbxc_fleet_hold(struct sbxc_fleet *f, struct sbxc_endpoint *ep);
+/* Holds the current endpoint whose key is key, or with key NULL the only
+ * endpoint of the fleet. Returns 0, or -1 with err (no such endpoint;
+ * several when key is NULL). */
+int sbxc_fleet_hold_key(struct sbxc_fleet *f, const char *key, struct sbxc_endpoint **out,
+                        char *err, size_t errlen);
+void sbxc_fleet_unhold(struct sbxc_fleet *f, struct sbxc_endpoint *ep);
+/* Acquires the held ep itself for one call once it is connected, waiting
+ * until the monotonic wait_until_ms; release it with sbxc_fleet_release.
+ * Returns 0, or -1 with err (nothing was sent). */
+int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep, uint64_t wait_until_ms,
+                            char *err, size_t errlen);
+
 /* True when a connected endpoint is not in tried. */
 bool sbxc_fleet_untried_live(struct sbxc_fleet *f, const struct sbxc_key_set *tried);
 /* ep answered UNAVAILABLE: it is draining; avoid it for a second. */

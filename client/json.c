@@ -13,6 +13,20 @@ json_t *sbxc_json_text(const void *data, size_t len) {
   return text != NULL ? json_stringn_nocheck(text, n) : NULL;
 }
 
+size_t sbxc_utf8_incomplete_tail(const void *data, size_t len) {
+  const unsigned char *p = data;
+  for (size_t back = 1; back <= 3 && back <= len; back++) {
+    unsigned char b = p[len - back];
+    if ((b & 0xC0) == 0x80)
+      continue; /* a continuation byte: its lead is further back */
+    if (b >= 0xF5)
+      return 0; /* never a lead: the repair replaces it */
+    size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
 json_t *sbxc_json_cstring(const char *s) {
   return s != NULL ? sbxc_json_text(s, strlen(s)) : json_string("");
 }

@@ -19,6 +19,11 @@ json_t *sbxc_json_cstring(const char *s);
  * lists are never written by hand, so a new field appears by itself. */
 json_t *sbxc_json_message(const ProtobufCMessage *m);
 
+/* How many bytes at the end of data (0 to 3) begin a UTF-8 sequence that
+ * is not complete yet: a stream decoded chunk by chunk holds them back for
+ * the next chunk, so a character split between chunks is not replaced. */
+size_t sbxc_utf8_incomplete_tail(const void *data, size_t len);
+
 /* Compact text of value, which it takes and releases; NULL when value is
  * NULL or out of memory. */
 char *sbxc_json_dump(json_t *value);

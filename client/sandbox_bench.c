@@ -3,7 +3,8 @@
  * to one server or a fleet (-e repeated); no retries, so RESOURCE_EXHAUSTED
  * shows up in the counts. Prints throughput, p50/p90/p99/max latency, counts
  * by status and by killed_by; --record writes one JSON line per call (where
- * it went, how it ended). */
+ * it went, how it ended). --stream makes each call a StartRun and the
+ * WatchRun loop (sbxc_follow_run) instead of one RunCode. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -20,7 +21,7 @@
 #include "sandbox_client.h"
 
 #define MAX_STATUS 17
-#define MAX_KILLED 5
+#define MAX_KILLED 6
 
 struct bench {
   sbxc_client *client;
@@ -31,6 +32,7 @@ struct bench {
   long timeout_ms;
   const char *run_id_prefix; /* NULL: the server names each run */
   FILE *record;              /* NULL: no per-call lines */
+  bool stream;               /* StartRun + WatchRun instead of RunCode */
   long total;                /* --requests; -1 with a duration */
   double duration_s;         /* --duration; 0 with a count */
   atomic_long next;          /* requests handed out */
@@ -100,24 +102,26 @@ static const sbxc_request *request_for(struct bench *b, long i, const char *run_
   return *own;
 }
 
-/* One JSON line for call i (b->lock held). */
+/* One JSON line for call i (b->lock held); chunks: output chunks a
+ * streamed call saw (0 otherwise). */
 static void record_call(struct bench *b, long i, const char *run_id, const struct sbxc_result *r,
-                        double t0, double ms) {
-  char *line = sbxc_json_dump(json_pack(
-      "{s:I, s:o, s:s, s:o, s:I, s:f, s:f, s:o, s:s, s:i, s:i}", "i", (json_int_t)i, "run_id",
-      sbxc_json_cstring(r->status == SBXC_OK ? r->run_id : run_id), "status",
-      sbxc_status_name(r->status), "endpoint", sbxc_json_cstring(sbxc_result_endpoint(r)),
-      "attempts", (json_int_t)r->attempts, "start_ms", t0 * 1000.0, "latency_ms", ms, "error",
-      sbxc_json_cstring(r->status == SBXC_OK ? "" : r->message), "killed_by",
-      r->status == SBXC_OK ? sbxc_killed_by_name(r->killed_by) : "", "exit_code",
-      r->status == SBXC_OK ? r->exit_code : 0, "script", (int)(i % (long)b->n_requests_kinds)));
+                        double t0, double ms, long chunks) {
+  char *line = sbxc_json_dump(
+      json_pack("{s:I, s:o, s:s, s:o, s:I, s:f, s:f, s:o, s:s, s:i, s:i, s:I}", "i", (json_int_t)i,
+                "run_id", sbxc_json_cstring(r->status == SBXC_OK ? r->run_id : run_id), "status",
+                sbxc_status_name(r->status), "endpoint", sbxc_json_cstring(sbxc_result_endpoint(r)),
+                "attempts", (json_int_t)r->attempts, "start_ms", t0 * 1000.0, "latency_ms", ms,
+                "error", sbxc_json_cstring(r->status == SBXC_OK ? "" : r->message), "killed_by",
+                r->status == SBXC_OK ? sbxc_killed_by_name(r->killed_by) : "", "exit_code",
+                r->status == SBXC_OK ? r->exit_code : 0, "script",
+                (int)(i % (long)b->n_requests_kinds), "chunks", (json_int_t)chunks));
   if (line == NULL || fprintf(b->record, "%s\n", line) < 0 || fflush(b->record) != 0)
     fprintf(stderr, "sandbox-bench: --record: call %ld not written\n", i);
   free(line);
 }
 
 static void count_call(struct bench *b, long i, const char *run_id, const struct sbxc_result *r,
-                       double t0, double ms) {
+                       double t0, double ms, long chunks) {
   pthread_mutex_lock(&b->lock);
   if (b->n_lat == b->cap_lat) {
     size_t cap = b->cap_lat ? b->cap_lat * 2 : 1024;
@@ -133,8 +137,25 @@ static void count_call(struct bench *b, long i, const char *run_id, const struct
   if (r->status == SBXC_OK && r->killed_by >= 0 && r->killed_by < MAX_KILLED)
     b->by_killed[r->killed_by]++;
   if (b->record != NULL)
-    record_call(b, i, run_id, r, t0, ms);
+    record_call(b, i, run_id, r, t0, ms, chunks);
   pthread_mutex_unlock(&b->lock);
+}
+
+static void count_chunk(void *user, int stream, const uint8_t *data, size_t len) {
+  (void)stream, (void)data, (void)len;
+  (*(long *)user)++;
+}
+
+/* One streamed call: StartRun, then its watches to the end; r as
+ * sbxc_run_code fills it. */
+static void stream_call(struct bench *b, const sbxc_request *req, struct sbxc_result *r,
+                        long *chunks) {
+  sbxc_run *run;
+  if (sbxc_start_run(b->client, req, &run, r) < 0)
+    return;
+  sbxc_result_free(r);
+  sbxc_follow_run(b->client, run, 10000, count_chunk, chunks, r);
+  sbxc_run_free(run);
 }
 
 static void *bench_thread(void *arg) {
@@ -156,8 +177,12 @@ static void *bench_thread(void *arg) {
     }
     double t0 = now_s();
     struct sbxc_result r;
-    sbxc_run_code(b->client, req, &r);
-    count_call(b, i, run_id, &r, t0, (now_s() - t0) * 1000.0);
+    long chunks = 0;
+    if (b->stream)
+      stream_call(b, req, &r, &chunks);
+    else
+      sbxc_run_code(b->client, req, &r);
+    count_call(b, i, run_id, &r, t0, (now_s() - t0) * 1000.0, chunks);
     sbxc_result_free(&r);
     sbxc_request_free(own);
   }
@@ -200,7 +225,7 @@ struct options {
   struct cli_endpoints ep; /* -e, $SANDBOX_URL, the TLS flags */
   long concurrency, requests, timeout_ms, connect_timeout_ms, resolve_interval_ms, retries;
   double duration;
-  bool json;
+  bool json, stream;
   const char *run_id_prefix, *record;
 };
 
@@ -221,12 +246,14 @@ static void usage(void) {
          "                     [--timeout-ms N] [--connect-timeout-ms N] [--run-id-prefix P]\n"
          "                     [--record FILE] [--resolve-interval-ms N] [--retries N]\n"
          "                     [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
-         "                      [--tls-server-name NAME]] [--json] SCRIPT...\n\n"
+         "                      [--tls-server-name NAME]] [--json] [--stream] SCRIPT...\n\n"
          "Several -e (or a comma-separated $SANDBOX_URL) form a fleet; the clock starts once\n"
          "every endpoint is connected or --connect-timeout-ms (default 5000) has passed.\n"
          "--run-id-prefix P names call i's run P-i; --record FILE writes one JSON line per\n"
          "call: i, run_id, status, endpoint, attempts, start_ms (CLOCK_MONOTONIC), latency_ms,\n"
-         "error, killed_by, exit_code, script (the SCRIPT's index).\n"
+         "error, killed_by, exit_code, script (the SCRIPT's index), chunks.\n"
+         "--stream: each call is StartRun and WatchRun to its end (chunks: the output chunks\n"
+         "it saw), the latency the whole of it.\n"
          "--retries: of RESOURCE_EXHAUSTED/UNAVAILABLE answers (default 0: they are counted).\n"
          "tls+tcp:// endpoints: --tls-ca (needed), --tls-cert/--tls-key, --tls-server-name,\n"
          "as sandbox-run has them.\n");
@@ -238,6 +265,7 @@ enum {
   OPT_RECORD,
   OPT_RESOLVE,
   OPT_RETRIES,
+  OPT_STREAM,
 };
 
 /* One option; -1 for a bad value, 1 for an unknown option. */
@@ -271,6 +299,9 @@ static int take_option(struct options *o, int c, const char *v) {
   case 'j':
     o->json = true;
     return 0;
+  case OPT_STREAM:
+    o->stream = true;
+    return 0;
   }
   return cli_endpoints_option(&o->ep, "sandbox-bench", c, v);
 }
@@ -288,6 +319,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"run-id-prefix", required_argument, NULL, OPT_PREFIX},
       {"record", required_argument, NULL, OPT_RECORD},
       {"retries", required_argument, NULL, OPT_RETRIES},
+      {"stream", no_argument, NULL, OPT_STREAM},
       CLI_ENDPOINT_LONG_OPTIONS,
       {"json", no_argument, NULL, 'j'},
       {"help", no_argument, NULL, 'h'},
@@ -419,6 +451,7 @@ int main(int argc, char **argv) {
   b.total = o.requests;
   b.duration_s = o.duration;
   b.run_id_prefix = o.run_id_prefix;
+  b.stream = o.stream;
   if (pthread_mutex_init(&b.lock, NULL) != 0) {
     cli_endpoints_free(&o.ep);
     return 1;

@@ -29,6 +29,9 @@ extern "C" {
 /* gRPC's status codes, as on the wire. */
 enum sbxc_status {
   SBXC_OK = 0,
+  /* The run was cancelled (sbxc_cancel_run) before it started: nothing
+   * ran. */
+  SBXC_CANCELLED = 1,
   /* The call may or may not have run: the connection broke after the
    * request was sent. Never retried, and never means "nothing ran". */
   SBXC_UNKNOWN = 2,
@@ -49,6 +52,7 @@ enum sbxc_killed_by {
   SBXC_KILLED_BY_MEMORY = 2,
   SBXC_KILLED_BY_OUTPUT_LIMIT = 3,
   SBXC_KILLED_BY_SIGNAL = 4,
+  SBXC_KILLED_BY_CANCELLED = 5, /* sbxc_cancel_run killed the whole tree */
 };
 
 /* 0 = the server's default. Signed: the server names bad values. */
@@ -213,6 +217,114 @@ int sbxc_list_files_json(sbxc_client *client, const char *session_id, const char
 int sbxc_read_file(sbxc_client *client, const char *session_id, const char *path, uint64_t offset,
                    uint64_t length, uint8_t **data, size_t *len, uint64_t *size, bool *eof,
                    int *status, char *err, size_t errlen);
+
+/* ---- Streaming and cancel (docs/STREAMING.md) ----
+ *
+ * sbxc_start_run queues a run and answers at once with a handle; the run's
+ * output is read while it runs with sbxc_watch_run (a long poll), or with
+ * sbxc_follow_run (the whole loop); sbxc_cancel_run stops it, from any
+ * thread, also while a watch of it waits.
+ *
+ * A run lives on the server that started it: the handle remembers that
+ * endpoint, and its watches and cancels go there and nowhere else (they
+ * wait for it to connect, up to the connect timeout, and are retried there
+ * only). It keeps that endpoint's connection open even when a host name no
+ * longer resolves to it. The handle is immutable: calls with it may be made
+ * from several threads at once. Free it with sbxc_run_free after its last
+ * call, and before sbxc_client_close. */
+typedef struct sbxc_run sbxc_run;
+
+enum sbxc_run_state {
+  SBXC_RUN_QUEUED = 1,  /* waiting for a worker */
+  SBXC_RUN_RUNNING = 2, /* preparing (requirements, files) or running */
+  SBXC_RUN_DONE = 3,    /* ended: its outcome can be read */
+};
+
+/* Calls StartRun: the request is validated and queued like sbxc_run_code's
+ * (same endpoint choice, session rule and retries of answers that prove
+ * nothing ran). Returns 0 with *run, or -1 with *run NULL. result (NULL:
+ * not wanted) is filled either way, free it with sbxc_result_free: status,
+ * message, attempts and sbxc_result_endpoint as sbxc_run_code fills them
+ * for a call that was refused or failed; on success status SBXC_OK and
+ * run_id, nothing else. A reply lost after the request left (UNKNOWN,
+ * DEADLINE_EXCEEDED) means the run may have started: with a run_id of your
+ * own in the request it can still be found (sbxc_run_attach). */
+int sbxc_start_run(sbxc_client *client, const sbxc_request *req, sbxc_run **run,
+                   struct sbxc_result *result);
+/* A handle of a run started elsewhere (another process, or a RunCode call
+ * with a run_id set: it can be watched and cancelled while it runs), on
+ * endpoint (a key as sbxc_result_endpoint spells it), or with endpoint NULL
+ * on the client's only endpoint. Nothing is sent. Returns 0, or -1 with err
+ * (no such endpoint; endpoint NULL with several). */
+int sbxc_run_attach(sbxc_client *client, const char *run_id, const char *endpoint, sbxc_run **run,
+                    char *err, size_t errlen);
+const char *sbxc_run_id(const sbxc_run *run);
+/* The endpoint the run lives on ("tcp://10.0.0.7:7878"). */
+const char *sbxc_run_endpoint(const sbxc_run *run);
+void sbxc_run_free(sbxc_run *run);
+
+/* One WatchRun answer. */
+struct sbxc_watch {
+  int status;          /* of the WatchRun call: SBXC_OK, or NOT_FOUND, ... */
+  const char *message; /* why, when status != SBXC_OK; "" otherwise */
+  /* Valid when status == SBXC_OK: */
+  int state; /* enum sbxc_run_state */
+  /* The output past the offsets asked for (at most 256 KiB of each stream
+   * per answer: ask again from the new offsets), as raw bytes (a UTF-8
+   * sequence may be split between two answers), and where each starts. */
+  const uint8_t *stdout_data;
+  size_t stdout_len;
+  uint64_t stdout_offset;
+  const uint8_t *stderr_data;
+  size_t stderr_len;
+  uint64_t stderr_offset;
+  bool stdout_truncated; /* the stream reached the run's output limit */
+  bool stderr_truncated;
+  /* The run is done and the caller has all of its output: result holds
+   * its outcome exactly as sbxc_run_code would have filled it (status
+   * SBXC_CANCELLED when it was cancelled before it started; killed_by
+   * SBXC_KILLED_BY_CANCELLED when it was cancelled while running), with
+   * the run's endpoint as sbxc_result_endpoint. It is freed with the watch;
+   * to keep it, copy the struct and zero w.result. */
+  bool complete;
+  struct sbxc_result result;
+  void *internal_; /* owned storage; freed by sbxc_watch_free */
+};
+
+/* Calls WatchRun on the run's endpoint: answers as soon as the run has
+ * output past the offsets, has ended, or wait_ms (at most 60000; 0: at
+ * once) has passed. The call waits for the reply wait_ms + 5 s. Always
+ * fills out (free it with sbxc_watch_free); returns 0 when out->status ==
+ * SBXC_OK, -1 otherwise (NOT_FOUND: an unknown run id, or its outcome was
+ * read more than 5 s ago or expired). Watching changes nothing on the
+ * server: a failed watch may be made again. */
+int sbxc_watch_run(sbxc_client *client, const sbxc_run *run, uint64_t stdout_offset,
+                   uint64_t stderr_offset, uint32_t wait_ms, struct sbxc_watch *out);
+void sbxc_watch_free(struct sbxc_watch *w);
+
+/* Calls CancelRun on the run's endpoint: a queued run never starts, a
+ * running one's whole process tree is killed. The answer comes once the
+ * run has ended (the server waits up to 10 s for that; the call waits 15
+ * s); *state (NULL: not wanted) is then SBXC_RUN_DONE. Cancelling a run that
+ * has ended changes nothing. Returns 0, or -1 with *status (NULL: not
+ * wanted; NOT_FOUND for an unknown run) and err. Safe from another thread
+ * while a watch of the run waits. */
+int sbxc_cancel_run(sbxc_client *client, const sbxc_run *run, int *state, int *status, char *err,
+                    size_t errlen);
+
+/* Which stream an output chunk is of. */
+enum sbxc_stream { SBXC_STDOUT = 1, SBXC_STDERR = 2 };
+/* Called with each chunk of output as it arrives, in order per stream. */
+typedef void (*sbxc_output_fn)(void *user, int stream, const uint8_t *data, size_t len);
+
+/* The client's loop of docs/STREAMING.md: watches run (each watch waiting
+ * up to wait_ms) until it is complete, calling on_output (NULL: none) with
+ * every chunk, then fills result as sbxc_run_code would have (its stdout
+ * and stderr hold the whole output again). A watch call that fails ends the
+ * loop with its status and message in result (the run itself may go on).
+ * Returns 0 when result->status == SBXC_OK, -1 otherwise. */
+int sbxc_follow_run(sbxc_client *client, const sbxc_run *run, uint32_t wait_ms,
+                    sbxc_output_fn on_output, void *user, struct sbxc_result *result);
 
 /* "OK", "RESOURCE_EXHAUSTED", ...; "none", "timeout", ... */
 const char *sbxc_status_name(int status);

@@ -1,13 +1,19 @@
 /* sandbox-run: runs one script through sandboxd and prints what it printed.
  * Plain mode passes stdout and stderr through as bytes and exits with the
  * program's status (124 on timeout, 128+N for signal N, 125 when the call
- * itself failed); --json prints one object with text fields (invalid UTF-8
- * replaced). */
+ * itself failed, 130 when it was cancelled); --json prints one object with
+ * text fields (invalid UTF-8 replaced). --stream writes the output as it
+ * arrives, and Ctrl-C or SIGTERM cancels the run: the signals are taken by
+ * a thread of ours with sigwait (blocked everywhere else, before nng starts
+ * its threads), which sends the CancelRun while the main thread's watch
+ * waits. No nng call is ever made from a signal handler. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +27,11 @@
 #include "sandbox_client.h"
 
 #define EXIT_CALL_FAILED 125
+/* A cancelled run, as a shell reports a command ended by Ctrl-C. */
+#define EXIT_CANCELLED 130
+/* How long each of --stream's watches waits for news. A cancel does not
+ * wait for it: it goes from the signal thread at once. */
+#define STREAM_WAIT_MS 10000
 
 static void usage(FILE *out) {
   fprintf(
@@ -32,14 +43,21 @@ static void usage(FILE *out) {
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
       "                   [--max-request-bytes N] [--connect-timeout-ms N]\n"
       "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
-      "                    [--tls-server-name NAME]] [--json] SCRIPT|-\n"
+      "                    [--tls-server-name NAME]] [--json] [--stream] SCRIPT|-\n"
+      "       sandbox-run [-e URL] --watch RUN_ID | --cancel RUN_ID\n"
       "       sandbox-run [-e URL]... --health | --info | --endpoints\n"
       "       sandbox-run [-e URL]... --close-session ID\n"
       "       sandbox-run [-e URL]... --session ID --list-files PATH|.\n"
       "       sandbox-run [-e URL]... --session ID --read-file PATH [--offset N] [--length N]\n\n"
       "Runs SCRIPT (or code read from stdin for -) in sandboxd and prints its stdout and\n"
       "stderr. Exits with the program's status: 124 when it timed out, 128+N when signal\n"
-      "N ended it, 125 when the call failed. Default URL: tcp://127.0.0.1:7878\n"
+      "N ended it, 125 when the call failed, 130 when the run was cancelled.\n"
+      "--stream writes the output as it arrives (raw bytes; with --json one JSON line per\n"
+      "chunk, then the result object); Ctrl-C or SIGTERM cancels the run (exit 130), a\n"
+      "second one exits at once without waiting for the cancel's answer. --watch RUN_ID\n"
+      "follows a run started elsewhere (a RunCode with --run-id while it runs) the same\n"
+      "way (Ctrl-C just stops watching); --cancel RUN_ID cancels it. Both need the one\n"
+      "endpoint the run lives on. Default URL: tcp://127.0.0.1:7878\n"
       "(or $SANDBOX_URL, a comma-separated list). Several -e form a fleet: a call goes\n"
       "to a connected endpoint, a session's to the endpoint holding it. Retries only\n"
       "answers that prove nothing ran. --endpoints prints each endpoint address and\n"
@@ -223,8 +241,12 @@ static void save_artifacts(const char *dir, const struct sbxc_result *r) {
 }
 
 static int exit_status(const struct sbxc_result *r) {
+  if (r->status == SBXC_CANCELLED) /* cancelled before it started */
+    return EXIT_CANCELLED;
   if (r->status != SBXC_OK)
     return EXIT_CALL_FAILED;
+  if (r->killed_by == SBXC_KILLED_BY_CANCELLED)
+    return EXIT_CANCELLED;
   if (r->killed_by == SBXC_KILLED_BY_TIMEOUT)
     return 124;
   if (r->signal != 0)
@@ -254,8 +276,9 @@ struct cli {
   sbxc_request *req;
   const char *artifacts_dir, *stdin_path, *session, *script;
   const char *close_session, *list_path, *read_path;
+  const char *watch_id, *cancel_id; /* --watch, --cancel */
   int64_t offset, length, retries, max_request_bytes, connect_timeout_ms;
-  bool json, health, info, endpoints;
+  bool json, health, info, endpoints, stream;
 };
 
 enum {
@@ -288,6 +311,9 @@ enum {
   OPT_LENGTH,
   OPT_ENDPOINTS,
   OPT_CONNECT_TIMEOUT,
+  OPT_STREAM,
+  OPT_WATCH,
+  OPT_CANCEL,
 };
 
 static const struct option cli_options[] = {
@@ -319,6 +345,9 @@ static const struct option cli_options[] = {
     {"length", required_argument, NULL, OPT_LENGTH},
     {"endpoints", no_argument, NULL, OPT_ENDPOINTS},
     {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"stream", no_argument, NULL, OPT_STREAM},
+    {"watch", required_argument, NULL, OPT_WATCH},
+    {"cancel", required_argument, NULL, OPT_CANCEL},
     CLI_ENDPOINT_LONG_OPTIONS,
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -418,6 +447,15 @@ static int take_mode(struct cli *c, int opt, char *v) {
   case OPT_JSON:
     c->json = true;
     return 0;
+  case OPT_STREAM:
+    c->stream = true;
+    return 0;
+  case OPT_WATCH:
+    c->watch_id = v;
+    return 0;
+  case OPT_CANCEL:
+    c->cancel_id = v;
+    return 0;
   case OPT_HEALTH:
     c->health = true;
     return 0;
@@ -471,7 +509,8 @@ static int parse_args(int argc, char **argv, struct cli *c) {
     }
   }
   bool session_call = c->close_session != NULL || c->list_path != NULL || c->read_path != NULL;
-  if (!session_call && !c->health && !c->info && !c->endpoints) {
+  bool run_call = c->watch_id != NULL || c->cancel_id != NULL;
+  if (!session_call && !run_call && !c->health && !c->info && !c->endpoints) {
     if (optind != argc - 1) {
       usage(stderr);
       return 2;
@@ -593,37 +632,276 @@ static int load_inputs(const struct cli *c) {
   return 0;
 }
 
-static void print_plain(const struct sbxc_result *r) {
-  if (r->status != SBXC_OK) {
+/* Plain mode's lines on stderr: why the call failed, or why the program
+ * was killed. */
+static void print_summary(const struct sbxc_result *r) {
+  if (r->status != SBXC_OK)
     fprintf(stderr, "sandbox-run: %s: %s\n", sbxc_status_name(r->status), r->message);
-    return;
-  }
-  fflush(stdout);
-  write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
-  write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
-  if (r->killed_by != SBXC_KILLED_BY_NONE)
+  else if (r->killed_by != SBXC_KILLED_BY_NONE)
     fprintf(stderr, "sandbox-run: killed (%s): %s\n", sbxc_killed_by_name(r->killed_by),
             r->n_feedback > 0 ? r->feedback[0] : "");
 }
 
-static int run_script(sbxc_client *client, const struct cli *c) {
+static void print_plain(const struct sbxc_result *r) {
+  if (r->status == SBXC_OK) {
+    fflush(stdout);
+    write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
+    write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
+  }
+  print_summary(r);
+}
+
+/* The end of a run in every mode: --json's object, else plain mode's
+ * output (unless it was streamed already) and summary; the artifacts; the
+ * exit status. Frees result. */
+static int finish_run(const struct cli *c, struct sbxc_result *result, bool streamed) {
+  if (c->json)
+    print_text(sbxc_result_json(result));
+  else if (streamed)
+    print_summary(result);
+  else
+    print_plain(result);
+  fflush(stdout);
+  if (result->status == SBXC_OK && c->artifacts_dir != NULL)
+    save_artifacts(c->artifacts_dir, result);
+  int status = exit_status(result);
+  sbxc_result_free(result);
+  return status;
+}
+
+/* ---- --stream, --watch, --cancel ---- */
+
+/* The output as it arrives: raw bytes to our own stdout and stderr, or
+ * with --json one line per chunk, {"stdout": text} or {"stderr": text},
+ * each stream decoded across chunks (a character split between two is
+ * held back, not replaced). */
+struct stream_out {
+  bool json;
+  uint8_t held[2][4];
+  size_t n_held[2];
+};
+
+static void print_chunk_json(int stream, const uint8_t *data, size_t len) {
+  print_json(
+      json_pack("{s:o}", stream == SBXC_STDOUT ? "stdout" : "stderr", sbxc_json_text(data, len)));
+  fflush(stdout);
+}
+
+static void on_output(void *user, int stream, const uint8_t *data, size_t len) {
+  struct stream_out *o = user;
+  if (!o->json) {
+    write_all(stream == SBXC_STDOUT ? STDOUT_FILENO : STDERR_FILENO, data, len);
+    return;
+  }
+  int i = stream == SBXC_STDOUT ? 0 : 1;
+  size_t total = o->n_held[i] + len;
+  cleanup_free uint8_t *buf = malloc(total);
+  if (buf == NULL) {
+    fprintf(stderr, "sandbox-run: out of memory\n");
+    return;
+  }
+  memcpy(buf, o->held[i], o->n_held[i]);
+  memcpy(buf + o->n_held[i], data, len);
+  size_t tail = sbxc_utf8_incomplete_tail(buf, total);
+  if (total > tail)
+    print_chunk_json(stream, buf, total - tail);
+  memcpy(o->held[i], buf + total - tail, tail);
+  o->n_held[i] = tail;
+}
+
+/* The end of the streams: what was held back is not going to complete. */
+static void flush_held(struct stream_out *o) {
+  for (int i = 0; i < 2; i++)
+    if (o->n_held[i] > 0)
+      print_chunk_json(i == 0 ? SBXC_STDOUT : SBXC_STDERR, o->held[i], o->n_held[i]);
+}
+
+/* --stream: the run and the signals that cancel it. SIGINT and SIGTERM are
+ * blocked in every thread; signal_thread takes them with sigwait. The
+ * first sends the CancelRun (from that thread, while the main thread's
+ * watch waits; or from the main thread when StartRun has not answered
+ * yet); from then on a second ends sandbox-run at once. */
+struct stream_ctl {
+  sbxc_client *client;
+  sigset_t signals; /* SIGINT, SIGTERM */
+  pthread_t thread;
+  bool thread_started;
+  pthread_mutex_t lock;
+  const sbxc_run *run; /* NULL until StartRun has answered */
+  int signal;          /* the first SIGINT or SIGTERM; 0 before */
+  bool cancelling;     /* the CancelRun is on its way (or sent) */
+  bool done;           /* the run's result is in: the thread ends */
+};
+
+/* The only signal handler, installed after the first signal: nothing but
+ * async-signal-safe calls. */
+static void exit_at_once(int sig) {
+  (void)sig;
+  static const char msg[] =
+      "sandbox-run: interrupted again: exiting without waiting for the cancel's answer\n";
+  ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  (void)w;
+  _exit(EXIT_CANCELLED);
+}
+
+/* Blocks SIGINT, SIGTERM and SIGUSR1 (the main thread's "done" to
+ * signal_thread) in this thread and every thread made after it: called
+ * before the client opens. */
+static void block_stream_signals(struct stream_ctl *s) {
+  sigemptyset(&s->signals);
+  sigaddset(&s->signals, SIGINT);
+  sigaddset(&s->signals, SIGTERM);
+  sigset_t all = s->signals;
+  sigaddset(&all, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+}
+
+static void send_cancel(struct stream_ctl *s, const sbxc_run *run) {
+  fprintf(stderr, "sandbox-run: %s: cancelling run %s (once more to exit at once)\n",
+          s->signal == SIGINT ? "SIGINT" : "SIGTERM", sbxc_run_id(run));
+  char err[512];
+  if (sbxc_cancel_run(s->client, run, NULL, NULL, err, sizeof(err)) < 0)
+    fprintf(stderr, "sandbox-run: cancel: %s\n", err);
+}
+
+/* The run to cancel now, when there is one and nobody cancels it yet. */
+static const sbxc_run *claim_cancel(struct stream_ctl *s) {
+  pthread_mutex_lock(&s->lock);
+  const sbxc_run *run = s->signal != 0 && !s->cancelling ? s->run : NULL;
+  if (run != NULL)
+    s->cancelling = true;
+  pthread_mutex_unlock(&s->lock);
+  return run;
+}
+
+/* sigwait on set until a signal of it other than SIGUSR1 comes (returned),
+ * or done is set (0). */
+static int wait_signal(struct stream_ctl *s, const sigset_t *set) {
+  for (;;) {
+    int sig;
+    if (sigwait(set, &sig) != 0)
+      return 0;
+    pthread_mutex_lock(&s->lock);
+    bool done = s->done;
+    if (!done && sig != SIGUSR1 && s->signal == 0)
+      s->signal = sig;
+    pthread_mutex_unlock(&s->lock);
+    if (done)
+      return 0;
+    if (sig != SIGUSR1)
+      return sig;
+  }
+}
+
+static void *signal_thread(void *arg) {
+  struct stream_ctl *s = arg;
+  sigset_t set = s->signals, usr1;
+  sigaddset(&set, SIGUSR1);
+  if (wait_signal(s, &set) == 0)
+    return NULL;
+  struct sigaction sa = {.sa_handler = exit_at_once};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  pthread_sigmask(SIG_UNBLOCK, &s->signals, NULL); /* in this thread: the next one exits */
+  const sbxc_run *run = claim_cancel(s);
+  if (run != NULL)
+    send_cancel(s, run);
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  wait_signal(s, &usr1);
+  return NULL;
+}
+
+static void stop_signal_thread(struct stream_ctl *s) {
+  if (!s->thread_started)
+    return;
+  pthread_mutex_lock(&s->lock);
+  s->done = true;
+  pthread_mutex_unlock(&s->lock);
+  pthread_kill(s->thread, SIGUSR1);
+  pthread_join(s->thread, NULL); /* after a cancel in flight has its answer */
+}
+
+/* --stream: StartRun, then the output as it arrives, then the end as the
+ * other modes print it. */
+static int stream_script(sbxc_client *client, const struct cli *c, struct stream_ctl *s) {
+  s->client = client;
+  if (pthread_mutex_init(&s->lock, NULL) != 0 ||
+      pthread_create(&s->thread, NULL, signal_thread, s) != 0) {
+    fprintf(stderr, "sandbox-run: cannot start the thread that cancels on Ctrl-C\n");
+    return EXIT_CALL_FAILED;
+  }
+  s->thread_started = true;
+  struct sbxc_result result;
+  sbxc_run *run;
+  if (sbxc_start_run(client, c->req, &run, &result) < 0) {
+    stop_signal_thread(s);
+    return finish_run(c, &result, true);
+  }
+  if (c->json) {
+    print_json(json_pack("{s:{s:o, s:o}}", "started", "run_id", sbxc_json_cstring(result.run_id),
+                         "endpoint", sbxc_json_cstring(sbxc_run_endpoint(run))));
+    fflush(stdout);
+  }
+  sbxc_result_free(&result);
+  pthread_mutex_lock(&s->lock);
+  s->run = run;
+  pthread_mutex_unlock(&s->lock);
+  const sbxc_run *now = claim_cancel(s); /* a signal came during StartRun */
+  if (now != NULL)
+    send_cancel(s, now);
+  struct stream_out out = {.json = c->json};
+  sbxc_follow_run(client, run, STREAM_WAIT_MS, on_output, &out, &result);
+  if (c->json)
+    flush_held(&out);
+  stop_signal_thread(s);
+  sbxc_run_free(run);
+  return finish_run(c, &result, true);
+}
+
+/* --watch RUN_ID: a run started elsewhere, followed like --stream's (a
+ * signal ends sandbox-run as it would any program: watching changes
+ * nothing on the server). --cancel RUN_ID: cancels it. */
+static int run_call(sbxc_client *client, const struct cli *c) {
+  char err[512];
+  sbxc_run *run;
+  const char *id = c->watch_id != NULL ? c->watch_id : c->cancel_id;
+  if (sbxc_run_attach(client, id, NULL, &run, err, sizeof(err)) < 0) {
+    fprintf(stderr, "sandbox-run: %s: %s\n", c->watch_id != NULL ? "--watch" : "--cancel", err);
+    return 2;
+  }
+  int rc = 0;
+  if (c->watch_id != NULL) {
+    struct stream_out out = {.json = c->json};
+    struct sbxc_result result;
+    sbxc_follow_run(client, run, STREAM_WAIT_MS, on_output, &out, &result);
+    if (c->json)
+      flush_held(&out);
+    rc = finish_run(c, &result, true);
+  } else {
+    int code = SBXC_OK, state = 0;
+    if (sbxc_cancel_run(client, run, &state, &code, err, sizeof(err)) < 0)
+      rc = session_call_failed(c, code, err);
+    else if (c->json)
+      printf("{\"status\":\"OK\",\"state\":\"%s\"}\n", state == SBXC_RUN_DONE ? "done" : "running");
+  }
+  sbxc_run_free(run);
+  return rc;
+}
+
+static int run_script(sbxc_client *client, const struct cli *c, struct stream_ctl *s) {
   int rc = load_inputs(c);
   if (rc != 0) {
     if (rc == EXIT_CALL_FAILED)
       fprintf(stderr, "sandbox-run: out of memory\n");
     return rc;
   }
+  if (c->stream)
+    return stream_script(client, c, s);
   struct sbxc_result result;
   sbxc_run_code(client, c->req, &result);
-  if (c->json)
-    print_text(sbxc_result_json(&result));
-  else
-    print_plain(&result);
-  if (result.status == SBXC_OK && c->artifacts_dir != NULL)
-    save_artifacts(c->artifacts_dir, &result);
-  int status = exit_status(&result);
-  sbxc_result_free(&result);
-  return status;
+  return finish_run(c, &result, false);
 }
 
 static sbxc_client *open_client(const struct cli *c) {
@@ -658,6 +936,12 @@ int main(int argc, char **argv) {
     free_cli(&c);
     return rc == 1 ? 0 : 2;
   }
+  struct stream_ctl stream = {0};
+  bool streams = c.stream && !c.endpoints && !c.health && !c.info && c.close_session == NULL &&
+                 c.list_path == NULL && c.read_path == NULL && c.watch_id == NULL &&
+                 c.cancel_id == NULL;
+  if (streams)
+    block_stream_signals(&stream); /* before nng makes its threads */
   sbxc_client *client = open_client(&c);
   if (client == NULL) {
     free_cli(&c);
@@ -669,8 +953,10 @@ int main(int argc, char **argv) {
     rc = session_call(client, &c);
   else if (c.health || c.info)
     rc = health_and_info(client, &c);
+  else if (c.watch_id != NULL || c.cancel_id != NULL)
+    rc = run_call(client, &c);
   else
-    rc = run_script(client, &c);
+    rc = run_script(client, &c, &stream);
   sbxc_client_close(client);
   free_cli(&c);
   return rc;

@@ -1,7 +1,9 @@
 /* fuzz_reply: libFuzzer harness over what the client does with a reply's
  * bytes (a hostile or broken server, or anything on the path): the envelope
  * and RunCodeResponse decoding of libsandbox-client, exactly as
- * sbxc_run_code runs it, then sandbox-run's JSON rendering of the result.
+ * sbxc_run_code runs it, then sandbox-run's JSON rendering of the result;
+ * and the same bytes as a WatchRun reply (sbxc_watch_run's decoding, the
+ * outcome of a complete one rendered the same way).
  * Invariants: no crash or sanitizer report, a NUL-terminated message, and
  * JSON that is valid UTF-8 with every control character escaped, whatever
  * bytes the output, names and feedback held. */
@@ -53,25 +55,39 @@ static bool valid_json_text(const unsigned char *s) {
   return true;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  struct sbxc_result r;
-  int rc = sbxc_result_from_reply_bytes(data, size, &r);
+/* The result's checks and its JSON; rc as the decoding returned it. */
+static void check_result(struct sbxc_result *r, int rc, size_t size) {
   require(rc == 0 || rc == -1, "returns 0 or -1");
-  require(r.message != NULL && strlen(r.message) <= size + 512,
+  require(r->message != NULL && strlen(r->message) <= size + 512,
           "message is a NUL-terminated string from the reply or the client");
   if (rc == 0) {
-    require(r.status == SBXC_OK, "an accepted reply has status OK");
-    require(r.n_artifacts == 0 || r.artifacts != NULL, "artifacts present when counted");
-    require(r.stdout_len == 0 || r.stdout_data != NULL, "stdout present when counted");
+    require(r->status == SBXC_OK, "an accepted reply has status OK");
+    require(r->n_artifacts == 0 || r->artifacts != NULL, "artifacts present when counted");
+    require(r->stdout_len == 0 || r->stdout_data != NULL, "stdout present when counted");
   } else {
-    require(r.status != SBXC_OK || r.message[0] != '\0', "a failure says why");
+    require(r->status != SBXC_OK || r->message[0] != '\0', "a failure says why");
   }
-  char *json = sbxc_result_json(&r);
+  char *json = sbxc_result_json(r);
   require(json != NULL, "JSON rendered");
   size_t len = strlen(json);
   require(len >= 2 && json[0] == '{' && json[len - 1] == '}', "one JSON object");
   require(valid_json_text((const unsigned char *)json), "JSON is valid UTF-8, controls escaped");
   free(json);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  struct sbxc_result r;
+  check_result(&r, sbxc_result_from_reply_bytes(data, size, &r), size);
   sbxc_result_free(&r);
+
+  struct sbxc_watch w;
+  int rc = sbxc_watch_from_reply_bytes(data, size, &w);
+  require(rc == 0 || rc == -1, "watch: returns 0 or -1");
+  require(w.message != NULL && strlen(w.message) <= size + 512, "watch: a NUL-terminated message");
+  require(rc == -1 || (w.stdout_len == 0 || w.stdout_data != NULL), "watch: stdout when counted");
+  require(rc == -1 || (w.stderr_len == 0 || w.stderr_data != NULL), "watch: stderr when counted");
+  if (rc == 0 && w.complete)
+    check_result(&w.result, w.result.status == SBXC_OK ? 0 : -1, size);
+  sbxc_watch_free(&w);
   return 0;
 }

@@ -4,7 +4,8 @@ valid request envelopes for every method of sandbox.v1.Sandbox, using every
 field of RunCodeRequest, plus a few near misses (NUL in a path, unknown
 method). tests/fuzz/corpus_reply/ (fuzz_reply): RunCode reply envelopes, OK
 with every field of RunCodeResponse (invalid UTF-8 output, artifacts with
-odd names), and error statuses. The protobuf wire format is encoded by hand
+odd names), and error statuses; WatchRun reply envelopes (a chunk, complete
+with a result, complete with a refusal). The protobuf wire format is encoded by hand
 (no protobuf package needed):
     /usr/bin/python3 tests/fuzz/make_corpus.py
 """
@@ -139,6 +140,15 @@ REPLY_SEEDS = {
     "invalid_argument": reply(3, message="limits.timeout_ms: must be at most 60000"),
     "failed_precondition_bad_utf8": reply(9, message=b"download failed: \xc3\x28"),
     "ok_bad_payload": reply(0, b"\x0a\xff\xff\xff\xff\x0f"),
+    # WatchRunResponse: state 1, stdout 2, stderr 3, offsets 4 and 5, truncated 6 and 7,
+    # complete 8, status 9, message 10, result 11.
+    "watch_chunk": reply(0, field_varint(1, 2) + field_bytes(2, b"caf\xc3") + field_bytes(3, "e")
+                         + field_varint(4, 10) + field_varint(5, 3)),
+    "watch_complete": reply(0, field_varint(1, 3) + field_varint(6, 1) + field_varint(8, 1)
+                            + field_bytes(11, run_response(b"ok\n", killed_by=5, exit_code=-1))),
+    "watch_complete_cancelled": reply(0, field_varint(1, 3) + field_varint(8, 1)
+                                      + field_varint(9, 1) + field_bytes(10, "cancelled; nothing ran")),
+    "watch_not_found": reply(5, message="run_id: no such run here"),
 }
 
 

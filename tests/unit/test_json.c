@@ -31,6 +31,20 @@ static void strings(void **state) {
   check_text(NULL, 0, "\"\"");
 }
 
+/* A stream decoded chunk by chunk holds back a sequence's first bytes. */
+static void incomplete_tail(void **state) {
+  assert_int_equal(sbxc_utf8_incomplete_tail("", 0), 0);
+  assert_int_equal(sbxc_utf8_incomplete_tail("abc", 3), 0);
+  assert_int_equal(sbxc_utf8_incomplete_tail("caf\xc3", 4), 1);
+  assert_int_equal(sbxc_utf8_incomplete_tail("caf\xc3\xa9", 5), 0);
+  assert_int_equal(sbxc_utf8_incomplete_tail("\xe2\x82", 2), 2);
+  assert_int_equal(sbxc_utf8_incomplete_tail("\xe2\x82\xac", 3), 0);
+  assert_int_equal(sbxc_utf8_incomplete_tail("x\xf0\x9f\x98", 4), 3);
+  assert_int_equal(sbxc_utf8_incomplete_tail("\xf0\x9f\x98\x80", 4), 0);
+  assert_int_equal(sbxc_utf8_incomplete_tail("\x80\x80\x80\x80", 4), 0); /* no lead: invalid */
+  assert_int_equal(sbxc_utf8_incomplete_tail("\xff", 1), 0);
+}
+
 static void messages(void **state) {
   Sandbox__V1__Limits lim = SANDBOX__V1__LIMITS__INIT;
   lim.memory_bytes = 1 << 20;
@@ -85,7 +99,7 @@ static void oneof(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(strings), cmocka_unit_test(messages),
-                                     cmocka_unit_test(oneof)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(strings), cmocka_unit_test(incomplete_tail),
+                                     cmocka_unit_test(messages), cmocka_unit_test(oneof)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Mutation checks of the C client's fleet tests (not run by ctest; as root,
+"""Mutation checks of the C client's fleet and streaming tests (not run by ctest; as root,
 after ./scripts/build): each entry breaks one behaviour in client/ in place,
 rebuilds build/, runs the tests that guard it, and prints CAUGHT when they
 fail as they must, MISSED when they pass anyway; the source is restored and
@@ -62,18 +62,64 @@ M = {
    "    drop(p, p->oldest);\n    at = slot_of",
    "    drop(p, p->newest);\n    at = slot_of",
    "unit"),
+ # Streaming and cancel (test_c_stream.py).
+ "watches go where the fleet picks": ("client/stream.c",
+   "                      .reply_ms = (uint64_t)wait_ms + SBXC_WATCH_MARGIN_MS,\n                      .pinned = run->ep,\n",
+   "                      .reply_ms = (uint64_t)wait_ms + SBXC_WATCH_MARGIN_MS,\n",
+   "stream:test_streams_in_a_fleet_are_watched_where_they_started"),
+ "cancels go where the fleet picks": ("client/stream.c",
+   "                        .reply_ms = SBXC_CANCEL_REPLY_MS,\n                        .pinned = run->ep,\n",
+   "                        .reply_ms = SBXC_CANCEL_REPLY_MS,\n",
+   "stream:test_a_signal_cancels_the_run_and_its_whole_tree"),
+ "a refused watch read as an answer": ("client/stream.c",
+   "  if (ws->reply->status != SANDBOX__V1__CODE__OK) {",
+   "  if (false) {",
+   "stream:test_an_unknown_run_id_is_not_found"),
+ "Ctrl-C sends no cancel": ("client/sandbox_run.c",
+   "  if (sbxc_cancel_run(s->client, run, NULL, NULL, err, sizeof(err)) < 0)",
+   "  if ((void)run, 0)",
+   "stream:test_a_signal_cancels_the_run_and_its_whole_tree"),
+ "signals not blocked (the default action kills sandbox-run)": ("client/sandbox_run.c",
+   "  pthread_sigmask(SIG_BLOCK, &all, NULL);",
+   "  (void)all;",
+   "stream:test_a_signal_cancels_the_run_and_its_whole_tree"),
+ "a second Ctrl-C waits": ("client/sandbox_run.c",
+   "  sigaction(SIGINT, &sa, NULL);\n  sigaction(SIGTERM, &sa, NULL);\n",
+   "",
+   "stream:test_a_second_ctrl_c_exits_without_waiting"),
+ "cancelled exits 128+9": ("client/sandbox_run.c",
+   "  if (r->killed_by == SBXC_KILLED_BY_CANCELLED)\n    return EXIT_CANCELLED;\n",
+   "",
+   "stream:test_a_signal_cancels_the_run_and_its_whole_tree stream:test_watch_and_cancel_a_run_by_its_id"),
+ "no UTF-8 hold-back": ("client/json.c",
+   "    return need > back ? back : 0;",
+   "    return need > back ? 0 : 0;",
+   "unit:json stream:test_a_character_split_between_chunks_is_decoded_whole"),
+ "offsets not advanced": ("client/stream.c",
+   "    *offset = start + len;",
+   "    (void)start;",
+   "stream:test_output_arrives_while_the_program_runs"),
+ "output only at the end": ("client/stream.c",
+   "    if (on_output != NULL)\n      on_output(user, stream, data + skip, len - (size_t)skip);",
+   "    if (on_output != NULL && len > 1 << 30)\n      on_output(user, stream, data + skip, len - (size_t)skip);",
+   "stream:test_output_arrives_while_the_program_runs stream:test_streams_in_a_fleet_are_watched_where_they_started"),
 }
 
 
 def run_guard(test):
-    """(failed, detail lines) for one guard: "unit" or "py:TEST_NAME"."""
-    if test == "unit":
-        p = subprocess.run([f"{W}/build/bin/unit_client"], capture_output=True, text=True)
+    """(failed, detail lines) for one guard: "unit" (unit_client), "unit:NAME"
+    (unit_NAME), "py:TEST_NAME" (test_c_fleet.py) or "stream:TEST_NAME"
+    (test_c_stream.py)."""
+    if test == "unit" or test.startswith("unit:"):
+        name = test[5:] or "client"
+        p = subprocess.run([f"{W}/build/bin/unit_{name}"], capture_output=True, text=True)
         return p.returncode != 0, [l for l in p.stdout.splitlines() if "FAILED" in l][:3]
+    kind, name = test.split(":", 1)
+    path = {"py": "test_c_fleet.py", "stream": "test_c_stream.py"}[kind]
     env = dict(os.environ, SANDBOXD_BIN_DIR=f"{W}/build/bin", PYTHONDONTWRITEBYTECODE="1")
     p = subprocess.run([PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x",
                         "--tb=short", "--rootdir", f"{W}/tests/clients/c",
-                        f"{W}/tests/clients/c/test_c_fleet.py::{test[3:]}"],
+                        f"{W}/tests/clients/c/{path}::{name}"],
                        env=env, capture_output=True, text=True, timeout=600)
     if p.returncode not in (0, 1):  # not a test failure: pytest itself could not run
         raise RuntimeError(f"pytest exited {p.returncode}: {p.stdout[-800:]} {p.stderr[-800:]}")
