@@ -3,8 +3,10 @@
  * a request, through the folders:
  *   rpc/transport.c  receive (nng contexts, aio callbacks), answer
  *   rpc/decode.c     the envelope and the request, bounded
- *   rpc/handlers.c   each method; RunCode validated (rpc/validate.c) and
- *                    queued (rpc/queue.c)
+ *   rpc/handlers.c   each method; RunCode and StartRun validated
+ *                    (rpc/validate.c), made a record of the run table
+ *                    (rpc/runs.c) and queued (rpc/queue.c); WatchRun and
+ *                    CancelRun answered or left waiting by the run table
  *   rpc/worker.c     a worker takes the call, runs it (run/) and answers
  *   run/             the run: inputs (requirements/, fetch/), workspace
  *                    (workspace/), the engine (sandbox/), the response */
@@ -24,6 +26,7 @@
 #include "queue.h"
 #include "rpc_stats.h"
 #include "runner.h"
+#include "runs.h"
 #include "sandbox.pb-c.h"
 #include "settings.h"
 #include "tls_files.h"
@@ -45,7 +48,9 @@ struct server {
   struct conns conns;
   struct server_call *calls;
   size_t n_calls;
-  struct work_queue queue;
+  struct work_queue queue; /* of struct live_run, for the workers */
+  struct run_table runs;   /* every run from dispatch to end; started ones' outcomes */
+  bool runs_ready;
   pthread_t *workers;
   unsigned n_workers;
   atomic_bool draining;

@@ -56,7 +56,7 @@ struct server_settings {
   unsigned n_listen;
   int64_t workers;  /* worker slots, each owning one engine slot */
   int64_t queue;    /* calls waiting for a worker; past it RESOURCE_EXHAUSTED */
-  int64_t contexts; /* nng contexts receiving; 0 = workers + queue + 16 */
+  int64_t contexts; /* nng contexts receiving; 0 = workers + queue + 16 + max_watchers */
   char state_dir[PATH_MAX];
   char backend[16]; /* auto, v2, v1, rlimit */
   char cgroup_parent[PATH_MAX];
@@ -74,6 +74,9 @@ struct server_settings {
   int64_t workspace_inodes;        /* nr_inodes of each workspace tmpfs */
   int64_t max_sessions;            /* past it the least recently used idle one ends */
   int64_t session_ttl_s;           /* idle time after which a session ends */
+  int64_t max_started_runs;        /* StartRun runs in the run table at once */
+  int64_t run_result_ttl_s;        /* an unread outcome is kept this long */
+  int64_t max_watchers;            /* WatchRun/CancelRun calls waiting at once */
   int64_t max_file_bytes;          /* each input file, inline or downloaded */
   int64_t download_timeout_ms;     /* each download, redirects included */
   char download_hosts[1024];       /* comma-separated allowlist; "" = any host */

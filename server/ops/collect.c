@@ -130,6 +130,18 @@ static double sessions_limit(struct collect *c) {
   return (double)c->srv->settings.max_sessions;
 }
 
+static double started_runs(struct collect *c) {
+  size_t started, waiting;
+  runs_counts(&c->srv->runs, &started, &waiting);
+  return (double)started;
+}
+
+static double watchers(struct collect *c) {
+  size_t started, waiting;
+  runs_counts(&c->srv->runs, &started, &waiting);
+  return (double)waiting;
+}
+
 static double environments(struct collect *c) {
   struct installer *in = &c->srv->runner.installer;
   size_t n = 0;
@@ -309,6 +321,11 @@ static const struct metric_def metric_defs[] = {
     {"sandboxd_sessions", "gauge", "Sessions open (each holds a workspace).", VALUE(sessions)},
     {"sandboxd_sessions_limit", "gauge", "Sessions kept at most (--max-sessions).",
      VALUE(sessions_limit)},
+    {"sandboxd_started_runs", "gauge",
+     "StartRun runs in the run table: queued, running, or ended with the outcome not yet read.",
+     VALUE(started_runs)},
+    {"sandboxd_watchers", "gauge", "WatchRun and CancelRun calls waiting for news of a run.",
+     VALUE(watchers)},
     {"sandboxd_connections", "gauge", "RPC client connections open.", VALUE(connections)},
     {"sandboxd_connections_refused_total", "counter",
      "RPC connections closed at once because their listener was at --max-connections.",

@@ -212,6 +212,7 @@ static void pip_hint(const struct server_settings *s, const struct sandbox_resul
     snprintf(hint, len, "could not install the requirements: pip was killed by signal %d",
              r->signal);
     return;
+  case SANDBOX_KILLED_BY_CANCELLED: /* an install has no cancel fd */
   case SANDBOX_KILLED_BY_NONE:
     break;
   }

@@ -15,6 +15,7 @@
 
 struct server;
 struct session;
+struct live_run;
 
 enum call_state { CALL_IDLE, CALL_RECV, CALL_BUSY, CALL_SEND };
 
@@ -36,6 +37,15 @@ struct server_call {
   struct session *session;      /* RunCode with session_id: reserved at dispatch */
   bool session_created;
   nng_msg *reply;
+  /* WatchRun and CancelRun while they wait for news of a run (runs.c),
+   * under the run table's lock. */
+  struct {
+    struct live_run *run; /* NULL: not waiting */
+    struct server_call *next;
+    uint64_t deadline_ms; /* monotonic */
+    uint64_t out_off, err_off;
+    bool cancel;
+  } wait;
 };
 
 /* Builds call->reply; when it cannot be built, a minimal INTERNAL reply. */

@@ -44,44 +44,111 @@ static struct server *server_of(Sandbox__V1__Sandbox_Service *service) {
   return container_of(service, struct server, service);
 }
 
-/* RunCode: validated, its session reserved, queued; or refused. */
-static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
-                            const Sandbox__V1__RunCodeRequest *input,
-                            Sandbox__V1__RunCodeResponse_Closure closure, void *closure_data) {
-  struct server *srv = server_of(service);
-  struct dispatch *d = closure_data;
+/* RunCode and StartRun: validated, the session reserved, a record of the
+ * run table made and queued; or refused (nothing ran). Returns the record
+ * when it was queued (still pinned: runs_publish lets go), NULL when the
+ * call was answered through closure. */
+static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
+                                     const Sandbox__V1__RunCodeRequest *input, bool started,
+                                     void (*closure)(const ProtobufCMessage *, void *)) {
+  void *closure_data = d;
   struct server_call *call = d->call;
   call->session = NULL;
   call->session_created = false;
   if (validate_run_request(input, &srv->settings, &call->limits, &d->err) < 0) {
     closure(NULL, closure_data);
-    return;
+    return NULL;
   }
   const struct install_info *info = &srv->runner.installer.info;
   if (input->n_requirements > 0 && !info->available) {
     sbx_error_set(&d->err, SBX_FAILED_PRECONDITION, 0,
                   "requirements: this server cannot install packages: %s", info->why_unavailable);
     closure(NULL, closure_data);
-    return;
+    return NULL;
   }
   if (input->session_id[0] != '\0' &&
       session_reserve(&srv->runner.sessions, input->session_id, &call->session,
                       &call->session_created, &d->err) < 0) {
     closure(NULL, closure_data);
-    return;
+    return NULL;
   }
-  d->queued = work_queue_push(&srv->queue, call);
-  if (d->queued)
-    return; /* a worker answers it */
+  struct live_run *run = runs_add(&srv->runs, call, started, &d->err);
+  if (run != NULL && work_queue_push(&srv->queue, run))
+    return run;
+  if (run != NULL) {
+    runs_give_back(&srv->runs, run, call);
+    rpc_stats_reject(&srv->stats, RPC_REJECT_QUEUE_FULL);
+    sbx_error_set(&d->err, SBX_RESOURCE_EXHAUSTED, 0,
+                  "all %u workers busy and the queue of %lld is full; retry later", srv->n_workers,
+                  (long long)srv->settings.queue);
+  }
   if (call->session != NULL) {
     session_release(&srv->runner.sessions, call->session);
     call->session = NULL;
   }
-  rpc_stats_reject(&srv->stats, RPC_REJECT_QUEUE_FULL);
-  sbx_error_set(&d->err, SBX_RESOURCE_EXHAUSTED, 0,
-                "all %u workers busy and the queue of %lld is full; retry later", srv->n_workers,
-                (long long)srv->settings.queue);
   closure(NULL, closure_data);
+  return NULL;
+}
+
+/* RunCode: the worker's end of the run answers it (runs_finish). */
+static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
+                            const Sandbox__V1__RunCodeRequest *input,
+                            Sandbox__V1__RunCodeResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  struct live_run *run =
+      dispatch_run(srv, d, input, false, (void (*)(const ProtobufCMessage *, void *))closure);
+  if (run == NULL)
+    return;
+  d->queued = true; /* the run table answers it */
+  runs_publish(&srv->runs, run);
+}
+
+/* StartRun: answered with the run id once the run is queued. */
+static void handle_start_run(Sandbox__V1__Sandbox_Service *service,
+                             const Sandbox__V1__RunCodeRequest *input,
+                             Sandbox__V1__StartRunResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  struct live_run *run =
+      dispatch_run(srv, d, input, true, (void (*)(const ProtobufCMessage *, void *))closure);
+  if (run == NULL)
+    return;
+  char run_id[ID_MAX + 1];
+  memcpy(run_id, run->run_id, sizeof(run_id));
+  runs_publish(&srv->runs, run);
+  Sandbox__V1__StartRunResponse resp = SANDBOX__V1__START_RUN_RESPONSE__INIT;
+  resp.run_id = run_id;
+  closure(&resp, closure_data);
+}
+
+/* WatchRun and CancelRun: the run table answers now or when there is news. */
+static void answer_from_runs(struct dispatch *d, enum runs_answer a,
+                             void (*closure)(const ProtobufCMessage *, void *)) {
+  if (a == RUNS_WAITING)
+    d->queued = true;
+  else if (a == RUNS_REPLIED)
+    d->answered = true; /* the reply is built on the call */
+  else
+    closure(NULL, d);
+}
+
+static void handle_watch_run(Sandbox__V1__Sandbox_Service *service,
+                             const Sandbox__V1__WatchRunRequest *input,
+                             Sandbox__V1__WatchRunResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  answer_from_runs(d, runs_watch(&srv->runs, d->call, input, &d->err),
+                   (void (*)(const ProtobufCMessage *, void *))closure);
+}
+
+static void handle_cancel_run(Sandbox__V1__Sandbox_Service *service,
+                              const Sandbox__V1__CancelRunRequest *input,
+                              Sandbox__V1__CancelRunResponse_Closure closure, void *closure_data) {
+  struct server *srv = server_of(service);
+  struct dispatch *d = closure_data;
+  answer_from_runs(d, runs_cancel(&srv->runs, srv, d->call, input->run_id, &d->err),
+                   (void (*)(const ProtobufCMessage *, void *))closure);
 }
 
 static void handle_health(Sandbox__V1__Sandbox_Service *service,
@@ -156,6 +223,10 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   requirements_info(&srv->runner.installer, &resp, index, sizeof index);
   resp.requirements_index_url = index;
   resp.python_version = srv->runner.installer.info.python_version;
+  size_t started, waiting;
+  runs_counts(&srv->runs, &started, &waiting);
+  resp.started_runs = (uint32_t)started;
+  resp.watchers = (uint32_t)waiting;
   closure(&resp, closure_data);
 }
 
@@ -305,12 +376,18 @@ void handlers_init(struct server *srv) {
   srv->service.close_session = handle_close_session;
   srv->service.list_files = handle_list_files;
   srv->service.read_file = handle_read_file;
+  srv->service.start_run = handle_start_run;
+  srv->service.watch_run = handle_watch_run;
+  srv->service.cancel_run = handle_cancel_run;
 }
 
 bool handlers_dispatch(struct server *srv, struct server_call *call, unsigned method_index) {
   struct dispatch d = {.call = call};
   const ProtobufCMethodDescriptor *m = &srv->service.base.descriptor->methods[method_index];
-  if (atomic_load(&srv->draining) && strcmp(m->name, "Health") != 0) {
+  /* Draining: the runs in progress end, and may be watched and cancelled
+   * until they do; nothing new starts. */
+  if (atomic_load(&srv->draining) && strcmp(m->name, "Health") != 0 &&
+      strcmp(m->name, "WatchRun") != 0 && strcmp(m->name, "CancelRun") != 0) {
     rpc_stats_reject(&srv->stats, RPC_REJECT_DRAINING);
     sbx_error_set(&d.err, SBX_UNAVAILABLE, 0, "server is shutting down");
     dispatch_closure(NULL, &d);

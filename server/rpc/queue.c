@@ -83,6 +83,21 @@ size_t work_queue_take_queued(struct work_queue *q, void **out, size_t max) {
   return n;
 }
 
+bool work_queue_remove(struct work_queue *q, void *item) {
+  pthread_mutex_lock(&q->lock);
+  bool found = false;
+  for (size_t i = 0; i < q->len; i++) {
+    if (!found && q->items[(q->head + i) % q->slots] == item)
+      found = true;
+    if (found && i + 1 < q->len)
+      q->items[(q->head + i) % q->slots] = q->items[(q->head + i + 1) % q->slots];
+  }
+  if (found)
+    q->len--;
+  pthread_mutex_unlock(&q->lock);
+  return found;
+}
+
 void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running) {
   pthread_mutex_lock(&q->lock);
   *queued = q->len;

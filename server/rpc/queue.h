@@ -35,6 +35,9 @@ void work_queue_close(struct work_queue *q);
 /* Removes up to max queued items (oldest first) into out, without counting
  * them as running; returns how many. */
 size_t work_queue_take_queued(struct work_queue *q, void **out, size_t max);
+/* Takes item out of the queue when it is still there (it will not be
+ * popped); false when a popper has it already. */
+bool work_queue_remove(struct work_queue *q, void *item);
 void work_queue_counts(struct work_queue *q, size_t *queued, size_t *running);
 /* Whether a push now would fail (the queue is full, or closed). */
 bool work_queue_full(struct work_queue *q);

@@ -17,10 +17,9 @@ void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why) {
 
 const char *rpc_rejection_name(enum rpc_rejection why) {
   static const char *const names[RPC_REJECT_N] = {
-      [RPC_REJECT_QUEUE_FULL] = "queue_full",
-      [RPC_REJECT_DRAINING] = "draining",
-      [RPC_REJECT_CLIENT_GONE] = "client_gone",
-      [RPC_REJECT_DEADLINE] = "deadline_exceeded",
+      [RPC_REJECT_QUEUE_FULL] = "queue_full",   [RPC_REJECT_DRAINING] = "draining",
+      [RPC_REJECT_CLIENT_GONE] = "client_gone", [RPC_REJECT_DEADLINE] = "deadline_exceeded",
+      [RPC_REJECT_CANCELLED] = "cancelled",
   };
   return why < RPC_REJECT_N ? names[why] : "unknown";
 }

@@ -18,6 +18,7 @@ enum rpc_rejection {
   RPC_REJECT_DRAINING,    /* the server is shutting down */
   RPC_REJECT_CLIENT_GONE, /* the client's connection closed while queued */
   RPC_REJECT_DEADLINE,    /* the call's deadline passed while queued */
+  RPC_REJECT_CANCELLED,   /* CancelRun took it out of the queue */
   RPC_REJECT_N
 };
 
@@ -30,7 +31,8 @@ struct rpc_stats {
  * named none the service has (or did not decode). */
 void rpc_stats_reply(struct rpc_stats *s, int method, int code);
 void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why);
-/* "queue_full", "draining", "client_gone", "deadline_exceeded". */
+/* "queue_full", "draining", "client_gone", "deadline_exceeded",
+ * "cancelled". */
 const char *rpc_rejection_name(enum rpc_rejection why);
 
 #endif

@@ -208,7 +208,8 @@ static int open_socket(struct server *srv, struct sbx_error *err) {
 
 static int open_contexts(struct server *srv, struct sbx_error *err) {
   const struct server_settings *s = &srv->settings;
-  srv->n_calls = (size_t)(s->contexts > 0 ? s->contexts : s->workers + s->queue + 16);
+  srv->n_calls =
+      (size_t)(s->contexts > 0 ? s->contexts : s->workers + s->queue + 16 + s->max_watchers);
   srv->calls = calloc(srv->n_calls, sizeof(*srv->calls));
   if (srv->calls == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "contexts");
@@ -243,8 +244,14 @@ static int start_workers(struct server *srv, struct sbx_error *err) {
 }
 
 int server_start(struct server *srv, struct sbx_error *err) {
-  if (work_queue_init(&srv->queue, (size_t)srv->settings.queue, srv->n_workers) < 0)
+  const struct server_settings *s = &srv->settings;
+  if (work_queue_init(&srv->queue, (size_t)s->queue, srv->n_workers) < 0 ||
+      runs_init(&srv->runs, (size_t)s->max_started_runs, (size_t)s->max_watchers,
+                (uint64_t)s->run_result_ttl_s * 1000u) < 0)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "queue");
+  srv->runs_ready = true;
+  if (runs_start(&srv->runs, err) < 0)
+    return -1;
   handlers_init(srv);
   if (open_socket(srv, err) < 0 || open_contexts(srv, err) < 0 || start_workers(srv, err) < 0)
     return -1;
@@ -270,6 +277,8 @@ void server_drain(struct server *srv) {
   worker_refuse_queued(srv);
   for (unsigned i = 0; i < srv->n_workers; i++)
     pthread_join(srv->workers[i], NULL);
+  /* Every run has ended: nothing waits on one any more. */
+  runs_stop(&srv->runs);
   /* Let the last replies reach their pipes before closing the socket. */
   for (int i = 0; i < 200 && calls_in_flight(srv) > 0; i++)
     usleep(10 * 1000);
@@ -287,5 +296,9 @@ void server_free(struct server *srv) {
   free(srv->calls);
   free(srv->workers);
   work_queue_destroy(&srv->queue);
+  if (srv->runs_ready) {
+    runs_stop(&srv->runs);
+    runs_destroy(&srv->runs);
+  }
   conns_destroy(&srv->conns);
 }

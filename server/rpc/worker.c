@@ -1,6 +1,8 @@
-/* worker.c: a worker takes a call from the queue, checks it may still run
- * (not draining, its deadline not past, its client still connected), runs
- * it on its slot and answers it: results flow up from the run to here. */
+/* worker.c: a worker takes a run from the queue, checks it may still start
+ * (not draining, its deadline not past, a RunCode's client still
+ * connected, not cancelled), runs it on its slot with its output and
+ * cancel wired to the run table, and ends it there: the table answers the
+ * RunCode call and whoever watches. Results flow up from the run to here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,44 +13,47 @@
 #include "text.h"
 #include "worker.h"
 
-/* Ends a call taken from the queue (run, refused or dropped): its session
- * and request are released and its reply sent. */
-static void finish(struct server *srv, struct server_call *call) {
-  if (call->session != NULL) {
-    session_release(&srv->runner.sessions, call->session);
-    call->session = NULL;
-  }
-  protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
-  call->input = NULL;
-  call_send(call);
+/* A run that never started: counted, and why into out. */
+static void refuse(struct server *srv, struct run_outcome *out, enum rpc_rejection reason,
+                   sbx_code code, const char *why) {
+  rpc_stats_reject(&srv->stats, reason);
+  sbx_error_set(&out->err, code, 0, "%s", why);
 }
 
-static void refuse(struct server_call *call, enum rpc_rejection reason, sbx_code code,
-                   const char *why) {
-  rpc_stats_reject(&call->srv->stats, reason);
-  struct sbx_error err;
-  sbx_error_set(&err, code, 0, "%s", why);
-  call_reply_not_run(call, &err);
-}
-
-static void run(struct server *srv, unsigned slot, struct server_call *call) {
-  struct run_call rc = {
-      .req = (const Sandbox__V1__RunCodeRequest *)call->input,
-      .limits = call->limits,
-      .session = call->session,
-      .session_created = call->session_created,
-      .received_ms = call->received_ms,
-      .request_id = call->request_id,
-      .peer = call->peer,
+static void run(struct server *srv, unsigned slot, struct live_run *lr, struct run_outcome *out) {
+  struct sandbox_stream stream = {
+      .on_output = runs_on_output,
+      .arg = lr,
+      .cancel_fd = lr->cancel_fd,
   };
-  call->run_logged = true;
-  struct run_outcome out;
-  run_code(&srv->runner, slot, &rc, &out);
-  if (out.ok)
-    call_reply(call, SBX_OK, "", &out.resp.base);
-  else
-    call_reply_not_run(call, &out.err);
-  run_outcome_free(&out);
+  struct run_call rc = {
+      .req = lr->req,
+      .run_id = lr->run_id,
+      .method = sbx_method_name(lr->method),
+      .limits = lr->limits,
+      .session = lr->session,
+      .session_created = lr->session_created,
+      .received_ms = lr->received_ms,
+      .request_id = lr->request_id,
+      .peer = lr->peer,
+      .stream = &stream,
+  };
+  if (lr->call != NULL)
+    lr->call->run_logged = true;
+  run_code(&srv->runner, slot, &rc, out);
+}
+
+/* A RunCode whose client went away while it was queued: nobody can read
+ * the answer, and running it would only use a worker. */
+static void drop_client_gone(struct server *srv, struct live_run *lr, struct run_outcome *out) {
+  char rid[72];
+  text_printable(lr->request_id, strlen(lr->request_id), rid, sizeof(rid), false);
+  log_line("dropped",
+           "request_id=\"%s\" method=%s peer=%s reason=client_gone msg=\"the client's "
+           "connection closed while the call was queued; nothing ran\"",
+           rid, sbx_method_name(lr->method), lr->peer);
+  lr->call->run_logged = true; /* this line says it */
+  refuse(srv, out, RPC_REJECT_CLIENT_GONE, SBX_UNAVAILABLE, "the client went away");
 }
 
 void *worker_main(void *arg) {
@@ -56,28 +61,27 @@ void *worker_main(void *arg) {
   struct server *srv = w->srv;
   unsigned slot = w->slot;
   free(w);
-  struct server_call *call;
-  while ((call = work_queue_pop(&srv->queue)) != NULL) {
+  struct live_run *lr;
+  while ((lr = work_queue_pop(&srv->queue)) != NULL) {
+    struct run_outcome out;
+    memset(&out, 0, sizeof(out));
     if (atomic_load(&srv->draining)) {
-      refuse(call, RPC_REJECT_DRAINING, SBX_UNAVAILABLE, "server is shutting down");
-    } else if (call->deadline_unix_ms != 0 && sbx_now_unix_ms() > call->deadline_unix_ms) {
-      refuse(call, RPC_REJECT_DEADLINE, SBX_DEADLINE_EXCEEDED,
+      refuse(srv, &out, RPC_REJECT_DRAINING, SBX_UNAVAILABLE, "server is shutting down");
+    } else if (lr->deadline_unix_ms != 0 && sbx_now_unix_ms() > lr->deadline_unix_ms) {
+      refuse(srv, &out, RPC_REJECT_DEADLINE, SBX_DEADLINE_EXCEEDED,
              "the call waited in the queue past its deadline");
-    } else if (!conns_alive(&srv->conns, call->pipe_id)) {
-      /* Nobody can read the answer: running it would only use a worker. */
-      char rid[72];
-      text_printable(call->request_id, strlen(call->request_id), rid, sizeof(rid), false);
-      log_line("dropped",
-               "request_id=\"%s\" method=%s peer=%s reason=client_gone msg=\"the client's "
-               "connection closed while the call was queued; nothing ran\"",
-               rid, sbx_method_name(call->method), call->peer);
-      call->run_logged = true; /* this line says it */
-      refuse(call, RPC_REJECT_CLIENT_GONE, SBX_UNAVAILABLE, "the client went away");
+    } else if (lr->call != NULL && !conns_alive(&srv->conns, lr->pipe_id)) {
+      drop_client_gone(srv, lr, &out);
+    } else if (!runs_begin(&srv->runs, lr)) {
+      refuse(srv, &out, RPC_REJECT_CANCELLED, SBX_CANCELLED,
+             "the run was cancelled (CancelRun) before it started");
     } else {
-      run(srv, slot, call);
+      run(srv, slot, lr, &out);
     }
+    /* Not running any more before anyone hears of it (GetInfo's count). */
     work_queue_done(&srv->queue);
-    finish(srv, call);
+    runs_finish(&srv->runs, srv, lr, out.ok ? &out.resp : NULL, out.ok ? NULL : &out.err);
+    run_outcome_free(&out);
   }
   atomic_fetch_sub(&srv->workers_alive, 1);
   return NULL;
@@ -88,7 +92,9 @@ void worker_refuse_queued(struct server *srv) {
   size_t n;
   while ((n = work_queue_take_queued(&srv->queue, queued, 64)) > 0)
     for (size_t i = 0; i < n; i++) {
-      refuse(queued[i], RPC_REJECT_DRAINING, SBX_UNAVAILABLE, "server is shutting down");
-      finish(srv, queued[i]);
+      struct run_outcome out;
+      memset(&out, 0, sizeof(out));
+      refuse(srv, &out, RPC_REJECT_DRAINING, SBX_UNAVAILABLE, "server is shutting down");
+      runs_finish(&srv->runs, srv, queued[i], NULL, &out.err);
     }
 }

@@ -57,6 +57,9 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
     feedback_add(fb, "killed by signal %d (SIG%s)", r->signal, name != NULL ? name : "?");
     break;
   }
+  case SANDBOX_KILLED_BY_CANCELLED:
+    feedback_add(fb, "cancelled (CancelRun); every process of the run was killed");
+    break;
   case SANDBOX_KILLED_BY_NONE:
     if (r->signal != 0) {
       const char *name = sigabbrev_np(r->signal);

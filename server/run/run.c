@@ -4,10 +4,10 @@
  * the workspace is hostile after the run (see workspace.c). Returns the
  * outcome; never answers the call itself. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uuid/uuid.h>
 
 #include "clock.h"
 #include "killed_by.h"
@@ -118,6 +118,7 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
       .n_mounts = sc->pkg_env != NULL ? 1 : 0,
       .limits = call->limits,
       .group = call->session != NULL ? call->session->group : 0,
+      .stream = call->stream,
   };
   struct sandbox_error se = {0};
   if (sandbox_run(r->engine, slot, &spec, &sc->result, &se) < 0)
@@ -127,6 +128,14 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
   atomic_fetch_add(&r->runs_total, 1);
   count_run(&r->stats, &sc->result);
   return 0;
+}
+
+/* Whether the run was cancelled (its cancel fd is readable). */
+static bool cancel_pending(const struct run_call *call) {
+  if (call->stream == NULL || call->stream->cancel_fd < 0)
+    return false;
+  struct pollfd p = {.fd = call->stream->cancel_fd, .events = POLLIN};
+  return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
 /* The run itself, from inputs to response; -1 with err when it could not
@@ -139,6 +148,11 @@ static int run_steps(struct runner *r, unsigned slot, const struct run_call *cal
       run_prepare_requirements(r, slot, call, sc, err) < 0 ||
       run_fetch_files(r, call, sc, err) < 0 || run_check_session_memory(r, call, err) < 0)
     return -1;
+  /* Installing and downloading take a while: a cancel during them ends the
+   * run here, before its code starts. */
+  if (cancel_pending(call))
+    return sbx_error_set(err, SBX_CANCELLED, 0,
+                         "the run was cancelled (CancelRun) before its code started");
   char dir_name[32];
   int ws_fd = run_acquire_workspace(r, slot, call, dir_name, sizeof(dir_name), err);
   if (ws_fd < 0)
@@ -165,11 +179,11 @@ static void log_success(const struct run_call *call, unsigned slot, const struct
   log_request_id(call, rid, sizeof(rid));
   log_line(
       "run",
-      "run_id=%s request_id=\"%s\" method=RunCode peer=%s slot=%u session=%s status=OK "
+      "run_id=%s request_id=\"%s\" method=%s peer=%s slot=%u session=%s status=OK "
       "killed_by=%s exit_code=%d signal=%d "
       "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
       "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-      sc->run_id, rid, call->peer != NULL ? call->peer : "?", slot,
+      sc->run_id, rid, call->method, call->peer != NULL ? call->peer : "?", slot,
       call->req->session_id[0] != '\0' ? call->req->session_id : "-",
       killed_by_name(res->killed_by), res->exit_code, res->signal,
       (unsigned long long)(res->wall_time_us / 1000), (unsigned long long)(res->cpu_time_us / 1000),
@@ -187,10 +201,11 @@ static void log_failure(const struct run_call *call, unsigned slot, const char *
   char rid[72];
   log_request_id(call, rid, sizeof(rid));
   log_line("run",
-           "run_id=%s request_id=\"%s\" method=RunCode peer=%s slot=%u status=%s duration_ms=%llu "
+           "run_id=%s request_id=\"%s\" method=%s peer=%s slot=%u status=%s duration_ms=%llu "
            "error=\"%s\"",
-           run_id, rid, call->peer != NULL ? call->peer : "?", slot, sbx_code_name(err->code),
-           (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
+           run_id, rid, call->method, call->peer != NULL ? call->peer : "?", slot,
+           sbx_code_name(err->code), (unsigned long long)(sbx_monotonic_ms() - call->received_ms),
+           first);
 }
 
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,
@@ -200,14 +215,7 @@ void run_code(struct runner *r, unsigned slot, const struct run_call *call,
   memset(out, 0, sizeof(*out));
   sandbox__v1__run_code_response__init(&out->resp);
   struct run_scratch *sc = calloc(1, sizeof(*sc));
-  char run_id[ID_MAX + 1];
-  if (call->req->run_id[0] != '\0') {
-    snprintf(run_id, sizeof(run_id), "%s", call->req->run_id);
-  } else {
-    uuid_t uu;
-    uuid_generate_random(uu);
-    uuid_unparse_lower(uu, run_id);
-  }
+  const char *run_id = call->run_id;
   if (sc == NULL) {
     sbx_error_set(&out->err, SBX_INTERNAL, ENOMEM, "run");
     log_failure(call, slot, run_id, &out->err);

@@ -56,12 +56,17 @@ struct runner {
 /* A validated RunCode call, as the worker hands it over. */
 struct run_call {
   const Sandbox__V1__RunCodeRequest *req;
+  const char *run_id;           /* the request's, or the one the server made */
+  const char *method;           /* "RunCode" or "StartRun", for the log */
   struct sandbox_limits limits; /* validated, defaults applied */
   struct session *session;      /* reserved at dispatch, NULL without session_id */
   bool session_created;
   uint64_t received_ms;   /* monotonic, when the request arrived */
   const char *request_id; /* the caller's, for the log ("" when none) */
   const char *peer;       /* the caller's address, for the log */
+  /* Output as it comes and the cancel fd (the run table's); NULL: none. A
+   * cancel before the code starts ends the call with CANCELLED. */
+  const struct sandbox_stream *stream;
 };
 
 struct run_scratch;

@@ -550,6 +550,8 @@ static void classify(const struct supervise *s, const struct cgroup_run_stats *s
     r->cpu_time_exceeded = s->cause == SUPERVISE_CAUSE_CPU_TIMEOUT;
   } else if (s->cause == SUPERVISE_CAUSE_OUTPUT_LIMIT)
     r->killed_by = SANDBOX_KILLED_BY_OUTPUT_LIMIT;
+  else if (s->cause == SUPERVISE_CAUSE_CANCELLED)
+    r->killed_by = SANDBOX_KILLED_BY_CANCELLED;
   else if (st->oom_killed)
     r->killed_by = SANDBOX_KILLED_BY_MEMORY;
   else if (r->signal == SIGXCPU ||
@@ -723,6 +725,10 @@ static int run_supervise(struct engine_run *r, struct sandbox_error *err) {
   sv->cpu_limit_ms = r->limits.cpu_time_ms;
   sv->cgroups = &r->e->cgroups;
   sv->slot = r->slot;
+  const struct sandbox_stream *st = r->spec->stream;
+  sv->on_output = st != NULL ? st->on_output : NULL;
+  sv->output_arg = st != NULL ? st->arg : NULL;
+  sv->cancel_fd = st != NULL ? st->cancel_fd : -1;
   return supervise_run(sv, err);
 }
 

@@ -35,6 +35,7 @@ enum sandbox_killed_by {
   SANDBOX_KILLED_BY_MEMORY = 2,
   SANDBOX_KILLED_BY_OUTPUT_LIMIT = 3,
   SANDBOX_KILLED_BY_SIGNAL = 4,
+  SANDBOX_KILLED_BY_CANCELLED = 5, /* the caller's cancel_fd became readable */
 };
 
 enum sandbox_backend {
@@ -60,6 +61,19 @@ struct sandbox_mount {
   const char *target; /* path inside the sandbox, absolute, no "..", not "/" */
 };
 
+/* Watching a run as it goes (docs/STREAMING.md). on_output is called on
+ * the thread in sandbox_run with each piece of output as it is read, after
+ * the output limit is applied (stream 1 = stdout, 2 = stderr); it must not
+ * block. When cancel_fd (an eventfd or a pipe's read end) becomes readable,
+ * the whole tree is killed at once and the result says
+ * SANDBOX_KILLED_BY_CANCELLED; a cancel_fd already readable at the start
+ * kills the run before its program can do anything of note. */
+struct sandbox_stream {
+  void (*on_output)(void *arg, int stream, const uint8_t *data, size_t len);
+  void *arg;
+  int cancel_fd; /* -1: none */
+};
+
 struct sandbox_spec {
   const char *const *argv;   /* NULL-terminated; argv[0] is an absolute path */
   const char *const *env;    /* NULL-terminated "K=V" added to the minimum */
@@ -81,6 +95,7 @@ struct sandbox_spec {
    * and what it leaves charged, counts in the group. */
   uint64_t group;
   int netns_fd; /* with network only; anything but a network namespace is EINVAL */
+  const struct sandbox_stream *stream; /* NULL: output only in the result, no cancel */
 };
 
 struct sandbox_result {

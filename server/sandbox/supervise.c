@@ -28,9 +28,11 @@ static void kill_run(struct supervise *s, enum supervise_cause cause) {
   s->cgroups->backend->kill_all(s->cgroups, s->slot);
 }
 
-/* Appends up to the limit; returns false when the stream went over it. */
-static bool stream_append(struct supervise_stream *st, const uint8_t *buf, size_t n,
-                          uint64_t limit) {
+/* Appends up to the limit; returns false when the stream went over it.
+ * *took: how many bytes of buf were stored. */
+static bool stream_append(struct supervise_stream *st, const uint8_t *buf, size_t n, uint64_t limit,
+                          size_t *took) {
+  *took = 0;
   if (st->truncated)
     return true;
   size_t room = st->len < limit ? (size_t)(limit - st->len) : 0;
@@ -50,6 +52,7 @@ static bool stream_append(struct supervise_stream *st, const uint8_t *buf, size_
     }
     memcpy(st->data + st->len, buf, take);
     st->len += take;
+    *took = take;
   }
   if (n > take) {
     st->truncated = true;
@@ -75,7 +78,11 @@ static void read_stream(struct supervise *s, int *fd, struct supervise_stream *s
       *fd = -1;
       return;
     }
-    if (!stream_append(st, buf, (size_t)n, s->output_limit))
+    size_t took;
+    bool within = stream_append(st, buf, (size_t)n, s->output_limit, &took);
+    if (took > 0 && s->on_output != NULL)
+      s->on_output(s->output_arg, st == &s->out ? 1 : 2, buf, took);
+    if (!within)
       kill_run(s, SUPERVISE_CAUSE_OUTPUT_LIMIT);
   }
 }
@@ -180,13 +187,13 @@ static void close_fd(int *fd) {
 /* This round's poll set: the pidfd always, the pipes still open, and where
  * each sits in pfd (-1: not polled). */
 struct poll_set {
-  struct pollfd pfd[5];
-  int n, i_pid, i_out, i_err, i_in, i_rep;
+  struct pollfd pfd[6];
+  int n, i_pid, i_out, i_err, i_in, i_rep, i_cancel;
 };
 
 static void poll_set_build(const struct supervise *s, struct poll_set *ps) {
   ps->n = 0;
-  ps->i_out = ps->i_err = ps->i_in = ps->i_rep = -1;
+  ps->i_out = ps->i_err = ps->i_in = ps->i_rep = ps->i_cancel = -1;
   ps->pfd[ps->n] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
   ps->i_pid = ps->n++;
   if (s->stdout_fd >= 0) {
@@ -204,6 +211,11 @@ static void poll_set_build(const struct supervise *s, struct poll_set *ps) {
   if (s->report_fd >= 0) {
     ps->pfd[ps->n] = (struct pollfd){.fd = s->report_fd, .events = POLLIN};
     ps->i_rep = ps->n++;
+  }
+  /* Until the run is killed: a cancel fd stays readable. */
+  if (s->cancel_fd >= 0 && s->cause == SUPERVISE_CAUSE_NONE) {
+    ps->pfd[ps->n] = (struct pollfd){.fd = s->cancel_fd, .events = POLLIN};
+    ps->i_cancel = ps->n++;
   }
 }
 
@@ -230,6 +242,8 @@ static int supervise_step(struct supervise *s, struct cpu_watch *cpu, struct san
     write_stdin(s);
   if (ps.i_rep >= 0 && ps.pfd[ps.i_rep].revents)
     read_reports(s);
+  if (ps.i_cancel >= 0 && ps.pfd[ps.i_cancel].revents)
+    kill_run(s, SUPERVISE_CAUSE_CANCELLED);
   return ps.pfd[ps.i_pid].revents ? 1 : 0;
 }
 

@@ -18,6 +18,7 @@ enum supervise_cause {
   SUPERVISE_CAUSE_WALL_TIMEOUT,
   SUPERVISE_CAUSE_CPU_TIMEOUT,
   SUPERVISE_CAUSE_OUTPUT_LIMIT,
+  SUPERVISE_CAUSE_CANCELLED,
 };
 
 struct supervise_stream {
@@ -36,6 +37,10 @@ struct supervise {
   struct cgroup_manager *cgroups;
   unsigned slot;
   struct timespec start;
+  /* Optional: output as it is stored, and the cancel fd (-1: none). */
+  void (*on_output)(void *arg, int stream, const uint8_t *data, size_t len);
+  void *output_arg;
+  int cancel_fd;
   /* Out. */
   struct supervise_stream out, err;
   enum supervise_cause cause; /* the first reason the supervisor killed the run */

@@ -204,3 +204,45 @@ def run_groups(groups, prefix, failures=None):
     print(f"{len(failures)} failure(s)" if failures else "all passed",
           f"({time.monotonic() - t0:.1f} s)")
     return 1 if failures else 0
+
+
+class WireCaller:
+    """One REQ peer over a raw TCP connection: call(method, request) sends
+    one request envelope and returns (status, message, payload bytes).
+    Messages come from the build's generated sandbox_pb2 (pb2_dir, e.g.
+    build/python). One call at a time per caller; open one per thread."""
+
+    def __init__(self, port, pb2, timeout=30):
+        self.pb2 = pb2
+        self.sock = sp_connect(port, timeout=timeout)
+        self.timeout = timeout
+        self.next_id = 1
+
+    def call(self, method, request, timeout=None):
+        import struct
+        env = self.pb2.RequestEnvelope(method=f"/sandbox.v1.Sandbox/{method}",
+                                       payload=request.SerializeToString())
+        body = env.SerializeToString()
+        rid = 0x80000000 | self.next_id
+        self.next_id += 1
+        self.sock.sendall(struct.pack(">QI", len(body) + 4, rid) + body)
+        t = timeout or self.timeout
+        n = struct.unpack(">Q", recv_exact(self.sock, 8, t))[0]
+        data = recv_exact(self.sock, n, t)
+        if struct.unpack(">I", data[:4])[0] != rid:
+            raise ConnectionError("reply to another request")
+        rep = self.pb2.ReplyEnvelope.FromString(data[4:])
+        return rep.status, rep.message, rep.payload
+
+    def close(self):
+        self.sock.close()
+
+
+def load_pb2(bin_dir):
+    """The generated sandbox_pb2 of the build whose binaries are in bin_dir."""
+    import importlib.util
+    path = os.path.join(bin_dir, "..", "python", "sandboxd", "sandbox_pb2.py")
+    spec = importlib.util.spec_from_file_location("sandbox_pb2", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
