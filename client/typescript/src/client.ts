@@ -72,6 +72,9 @@ const SP_REQUEST_ID_BYTES = 4;
  * largest wait_ms the contract allows. */
 const DEFAULT_WATCH_WAIT_MS = 10000;
 const MAX_WATCH_WAIT_MS = 60000;
+/** How long sandboxd holds a CancelRun for the run to end before it
+ * answers with the state then (server/rpc/runs.h, RUNS_CANCEL_WAIT_MS). */
+const SERVER_CANCEL_WAIT_MS = 10000;
 
 export interface ClientOptions {
   /** Retries of RESOURCE_EXHAUSTED/UNAVAILABLE (default 3; 0 = never). */
@@ -232,6 +235,10 @@ export interface ServerInfo {
   environmentBytes: number;
   environmentBuildsTotal: number;
   environmentBuildFailuresTotal: number;
+  /** StartRun runs in the server's run table, and WatchRun/CancelRun calls
+   * waiting there now (docs/STREAMING.md). */
+  startedRuns: number;
+  watchers: number;
 }
 
 export type FileType = "file" | "directory" | "symlink" | "other";
@@ -310,6 +317,8 @@ interface Started {
   runId: string;
   endpoint: Endpoint;
   attempts: number;
+  /** Watches refused in a row for --max-watchers (watchStarted's backoff). */
+  refusals: number;
 }
 
 let requestCounter = 0;
@@ -480,6 +489,8 @@ export class Client {
       environmentBytes: Number(r.environmentBytes),
       environmentBuildsTotal: Number(r.environmentBuildsTotal),
       environmentBuildFailuresTotal: Number(r.environmentBuildFailuresTotal),
+      startedRuns: r.startedRuns,
+      watchers: r.watchers,
     };
   }
 
@@ -547,7 +558,7 @@ export class Client {
         attempts: answer.attempts,
       });
     }
-    return { runId: answer.response.runId, endpoint: answer.endpointRef, attempts: answer.attempts };
+    return { runId: answer.response.runId, endpoint: answer.endpointRef, attempts: answer.attempts, refusals: 0 };
   }
 
   private async watchOn(
@@ -571,25 +582,30 @@ export class Client {
     return answer.response;
   }
 
-  /** A stream's watch. A watch refused by the server (RESOURCE_EXHAUSTED:
-   * --max-watchers are waiting; UNAVAILABLE) is asked again on the same
-   * endpoint, with backoff, for up to waitForEndpointMs; any failure says
-   * the run may have run (it was started). */
+  /** A stream's watch. RESOURCE_EXHAUSTED (--max-watchers calls wait
+   * already) gets what the server suggests: after a backoff, a watch with
+   * wait_ms 0, answered at once and never refused for the cap; the backoff
+   * grows while the refusals go on, so a full server is polled at most
+   * every retryMaxMs. Any other failure ends the stream, saying the code
+   * may have run (it was started). */
   private async watchStarted(s: Started, out: number, err: number, waitMs: number): Promise<WatchRunResponse> {
-    let refusedAt: number | undefined;
-    for (let attempt = 0; ; attempt++) {
+    let wait = waitMs;
+    for (;;) {
       try {
-        return await this.watchOn(s.endpoint, s.runId, BigInt(out), BigInt(err), waitMs);
+        const w = await this.watchOn(s.endpoint, s.runId, BigInt(out), BigInt(err), wait);
+        if (wait > 0) {
+          s.refusals = 0;
+        }
+        return w;
       } catch (e) {
         if (!(e instanceof SandboxError)) {
           throw e;
         }
-        refusedAt ??= performance.now();
-        const refused = e.fromServer && (e.code === Code.RESOURCE_EXHAUSTED || e.code === Code.UNAVAILABLE);
-        if (!refused || performance.now() - refusedAt >= this.settings.waitForEndpointMs) {
+        if (!(e.fromServer && e.code === Code.RESOURCE_EXHAUSTED && wait > 0)) {
           throw mayHaveRunAfterAll(e);
         }
-        await this.backoff(attempt, undefined);
+        await this.backoff(s.refusals++, undefined);
+        wait = 0;
       }
     }
   }
@@ -601,6 +617,7 @@ export class Client {
       output: CancelRunResponseSchema,
       request: create(CancelRunRequestSchema, { runId }),
       runTimeoutMs: 0,
+      replyTimeoutMs: SERVER_CANCEL_WAIT_MS + this.settings.replyMarginMs,
       endpoint,
       signal,
     });
