@@ -30,6 +30,8 @@ import {
 } from "./errors.js";
 import { type Endpoint, type EndpointStatus, Fleet, type Resolver } from "./fleet.js";
 import {
+  CancelRunRequestSchema,
+  CancelRunResponseSchema,
   CloseSessionRequestSchema,
   CloseSessionResponseSchema,
   FileEntry_Type,
@@ -42,8 +44,6 @@ import {
   LimitsSchema,
   ListFilesRequestSchema,
   ListFilesResponseSchema,
-  CancelRunRequestSchema,
-  CancelRunResponseSchema,
   ReadFileRequestSchema,
   ReadFileResponseSchema,
   ReplyEnvelopeSchema,
@@ -422,7 +422,9 @@ export class Client {
     const { runId, endpoint } = this.endpointOf(run);
     const waitMs = from.waitMs ?? 0;
     checkWaitMs(waitMs, 0);
-    const w = await this.watchOn(endpoint, runId, toUint64("stdout_offset", from.stdoutOffset ?? 0), toUint64("stderr_offset", from.stderrOffset ?? 0), waitMs, opts.signal);
+    const stdoutOffset = toUint64("stdout_offset", from.stdoutOffset ?? 0);
+    const stderrOffset = toUint64("stderr_offset", from.stderrOffset ?? 0);
+    const w = await this.watchOn(endpoint, runId, stdoutOffset, stderrOffset, waitMs, opts.signal);
     const key = endpoint.address.key;
     return {
       state: runStateName(w.state),

@@ -113,10 +113,14 @@ export class RunStream implements AsyncIterable<OutputChunk> {
    * the signal fires). Before StartRun was sent, nothing is sent at all and
    * the stream ends with Cancelled. Resolves when the server says the run
    * has ended (nothing of it is alive then), or at once when it had already
-   * ended here; rejects when CancelRun itself failed.
+   * ended here; rejects when CancelRun itself failed (the connection lost,
+   * no reply in time): `result` still says how the run ended.
    */
   cancel(): Promise<void> {
-    this.cancelling ??= this.sendCancel();
+    if (this.cancelling === null) {
+      this.cancelling = this.sendCancel();
+      this.cancelling.catch(() => {}); // `void run.cancel()` must not crash the process
+    }
     return this.cancelling;
   }
 
