@@ -98,7 +98,7 @@ static const struct setting_def setting_defs[] = {
      .help = "files and directories a workspace may hold"},
     {"max-sessions", SETTING_INT, OFF(max_sessions), 0, 0, 65536, .def = 64,
      .help = "sessions kept; past it the least recently used idle one ends"},
-    {"max-started-runs", SETTING_INT, OFF(max_started_runs), 0, 1, 65536, .def = 64,
+    {"max-started-runs", SETTING_INT, OFF(max_started_runs), 0, 1, 65536, .def = 32,
      .help = "StartRun runs kept at once (queued, running, or ended with the outcome not yet "
              "read); past it StartRun is RESOURCE_EXHAUSTED"},
     {"run-result-ttl-s", SETTING_INT, OFF(run_result_ttl_s), 0, 1, 86400, .def = 60,

@@ -11,6 +11,7 @@
 #include <uuid/uuid.h>
 
 #include "clock.h"
+#include "envelope.h"
 #include "server.h"
 
 /* Calls answered under the lock, sent after it: linked through wait.next. */
@@ -440,6 +441,16 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
   struct server_call *call = run->call;
   run->call = NULL;
   pthread_mutex_unlock(&t->lock);
+  /* A started run that never ran: its one line (a RunCode call's refusal
+   * is its call's line). */
+  if (err != NULL && call == NULL && !run->logged) {
+    struct run_call rc = {.run_id = run->run_id,
+                          .method = sbx_method_name(run->method),
+                          .received_ms = run->received_ms,
+                          .request_id = run->request_id,
+                          .peer = run->peer};
+    run_log_failure(&rc, -1, err);
+  }
   /* The session is free for its next call before anyone hears of the end. */
   if (run->session != NULL) {
     session_release(&srv->runner.sessions, run->session);

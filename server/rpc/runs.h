@@ -60,6 +60,7 @@ struct live_run {
   bool hidden; /* added, not yet queued: not found by WatchRun or CancelRun */
   bool pinned; /* the handler still holds it (until runs_publish) */
   bool cancel_requested;
+  bool logged;   /* run_code ran it, and wrote its event=run line */
   int cancel_fd; /* eventfd, readable once cancelled */
   /* The request, as the handler validated it (moved from the call). */
   struct sbx_bounded_alloc alloc;

@@ -40,6 +40,7 @@ static void run(struct server *srv, unsigned slot, struct live_run *lr, struct r
   };
   if (lr->call != NULL)
     lr->call->run_logged = true;
+  lr->logged = true;
   run_code(&srv->runner, slot, &rc, out);
 }
 

@@ -194,16 +194,17 @@ static void log_success(const struct run_call *call, unsigned slot, const struct
 
 /* The log gets the message's first line, printable, so it stays one logfmt
  * line (a failed install's message holds pip's output). */
-static void log_failure(const struct run_call *call, unsigned slot, const char *run_id,
-                        const struct sbx_error *err) {
-  char first[300];
+void run_log_failure(const struct run_call *call, int slot, const struct sbx_error *err) {
+  char first[300], slot_text[16] = "-";
+  if (slot >= 0)
+    snprintf(slot_text, sizeof(slot_text), "%d", slot);
   text_printable(err->msg, strcspn(err->msg, "\n"), first, sizeof(first), false);
   char rid[72];
   log_request_id(call, rid, sizeof(rid));
   log_line("run",
-           "run_id=%s request_id=\"%s\" method=%s peer=%s slot=%u status=%s duration_ms=%llu "
+           "run_id=%s request_id=\"%s\" method=%s peer=%s slot=%s status=%s duration_ms=%llu "
            "error=\"%s\"",
-           run_id, rid, call->method, call->peer != NULL ? call->peer : "?", slot,
+           call->run_id, rid, call->method, call->peer != NULL ? call->peer : "?", slot_text,
            sbx_code_name(err->code), (unsigned long long)(sbx_monotonic_ms() - call->received_ms),
            first);
 }
@@ -218,13 +219,13 @@ void run_code(struct runner *r, unsigned slot, const struct run_call *call,
   const char *run_id = call->run_id;
   if (sc == NULL) {
     sbx_error_set(&out->err, SBX_INTERNAL, ENOMEM, "run");
-    log_failure(call, slot, run_id, &out->err);
+    run_log_failure(call, (int)slot, &out->err);
     return;
   }
   snprintf(sc->run_id, sizeof(sc->run_id), "%s", run_id);
   out->scratch = sc;
   if (run_steps(r, slot, call, sc, &out->resp, &out->err) < 0) {
-    log_failure(call, slot, run_id, &out->err);
+    run_log_failure(call, (int)slot, &out->err);
     run_outcome_free(out);
     return;
   }

@@ -85,6 +85,9 @@ struct run_outcome {
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,
               struct run_outcome *out);
 void run_outcome_free(struct run_outcome *out);
+/* The event=run line of a run that ended before its code ran (run_code
+ * writes it for its own failures): slot -1 when no worker took it. */
+void run_log_failure(const struct run_call *call, int slot, const struct sbx_error *err);
 
 /* At start, after the engine, before any thread (runner.c): the workspace
  * root (what a crashed server left there detached), one workspace per slot,

@@ -209,8 +209,8 @@ def run_groups(groups, prefix, failures=None):
 class WireCaller:
     """One REQ peer over a raw TCP connection: call(method, request) sends
     one request envelope and returns (status, message, payload bytes).
-    Messages come from the build's generated sandbox_pb2 (pb2_dir, e.g.
-    build/python). One call at a time per caller; open one per thread."""
+    Messages come from the build's generated sandbox_pb2 (load_pb2). One
+    call at a time per caller; open one per thread."""
 
     def __init__(self, port, pb2, timeout=30):
         self.pb2 = pb2
