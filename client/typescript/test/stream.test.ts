@@ -362,6 +362,9 @@ test("one worker: a run aborted while queued never starts (Cancelled, nothing ra
     assert.ok(ranOk(b, "ts-q-occupy") && ranOk(b, "ts-q-after"), b.log());
     assert.ok(!ranOk(b, "ts-q-cancelled"), "the cancelled run never ran");
     assert.ok(!ranOk(b, "ts-q-late"));
+    const lines = (id: string): string[] => b.log().split("\n").filter((l) => l.includes(`event=run run_id=${id} `));
+    assert.match(lines("ts-q-cancelled").join("\n"), /^[^\n]* status=CANCELLED [^\n]*$/, "its one line says it was cancelled");
+    assert.match(lines("ts-q-late").join("\n"), /^[^\n]* status=DEADLINE_EXCEEDED [^\n]*$/);
   } finally {
     side.close();
     c.close();
