@@ -29,6 +29,20 @@ breaks = [
  ("generated code edited by hand", "src/gen/sandbox_pb.ts", "// @generated from file sandbox.proto", "// @generated from file sandbox.proto (edited)", "unit", "generated code"),
  ("killed_by of a newer server crashes", "src/result.ts", "  return KILLED_BY[value] ?? `killed_by_${value}`;", "  const n = KILLED_BY[value]; if (n === undefined) throw new Error('bad killed_by'); return n;", "unit", "killed_by"),
  ("an abandoned call said to have not run", "src/client.ts", "        details(false, err.sent),", "        details(false, false),", "faults", "AbortSignal"),
+ # streams (src/stream.ts and the stream calls of src/client.ts)
+ ("a watch sent wherever the fleet picks, not where its start went", "src/client.ts", "      replyTimeoutMs: waitMs + this.settings.replyMarginMs,\n      endpoint,\n", "      replyTimeoutMs: waitMs + this.settings.replyMarginMs,\n", "stream", "a fleet"),
+ ("a cancel sent wherever the fleet picks", "src/client.ts", "      replyTimeoutMs: SERVER_CANCEL_WAIT_MS + this.settings.replyMarginMs,\n      endpoint,\n", "      replyTimeoutMs: SERVER_CANCEL_WAIT_MS + this.settings.replyMarginMs,\n", "stream", "a fleet"),
+ ("a watch awaited only its wait_ms's margin", "src/client.ts", "      replyTimeoutMs: waitMs + this.settings.replyMarginMs,", "      replyTimeoutMs: this.settings.replyMarginMs,", "stream", "awaited longer"),
+ ("the AbortSignal not listened to", "src/stream.ts", '      signal?.addEventListener("abort", this.onAbort, { once: true });', "", "stream", "AbortSignal"),
+ ("CancelRun sent on every cancel()", "src/stream.ts", "    if (this.cancelling === null) {", "    if (true) {", "stream", "AbortSignal"),
+ ("leaving a for await early does not cancel", "src/stream.ts", "      await this.cancel().catch(() => {", "      await Promise.resolve().catch(() => {", "stream", "for await early"),
+ ("an overlapping reply repeated", "src/stream.ts", "data: start >= have ? data : data.subarray(have - start) }", "data }", "unit", "overlapping"),
+ ("text decoded chunk by chunk (no stream mode)", "src/stream.ts", "decode(r.value.data, { stream: true })", "decode(r.value.data)", "stream", "decodes a character split"),
+ ("killed_by cancelled not named", "src/result.ts", '"signal", "cancelled"];', '"signal"];', "stream", "runCode is cancelled"),
+ ("a failed outcome ends the iteration quietly", "src/stream.ts", "          throw this.failure;", "          return DONE;", "stream", "while queued"),
+ ("an outcome's status not mapped to its error class", "src/client.ts", "    throw errorFor(w.status, w.message, { fromServer: true, mayHaveRun: false, endpoint, attempts });", "    throw errorFor(Code.UNKNOWN, w.message, { fromServer: true, mayHaveRun: false, endpoint, attempts });", "stream", "while queued"),
+ ("a watch refused for --max-watchers ends the stream", "src/client.ts", "        if (!(e.fromServer && e.code === Code.RESOURCE_EXHAUSTED && wait > 0)) {", "        if (true) {", "stream", "max-watchers"),
+ ("CancelRun sent before StartRun answered", "src/stream.ts", "      await this.started;\n    } catch {\n      return; // it never started", "      void this.started;\n    } catch {\n      return; // it never started", "unit", "StartRun is on its way"),
 ]
 only = sys.argv[1:] 
 for i, (what, f, old, new, group, name) in enumerate(breaks):

@@ -11,7 +11,11 @@
  * - a request over 4 KiB is checked against the server's --max-message-bytes
  *   (asked once per endpoint with GetInfo) and this client's own cap: nng
  *   drops an oversized message with its connection, so it is refused here
- *   with INVALID_ARGUMENT and nothing is sent. */
+ *   with INVALID_ARGUMENT and nothing is sent.
+ * Streams (docs/STREAMING.md; stream.ts has the loop): StartRun chooses its
+ * endpoint like any call; WatchRun and CancelRun go to that same endpoint
+ * (the run table is per server) and never move. A WatchRun's reply is
+ * awaited its wait_ms + replyMarginMs. */
 import { create, type DescMessage, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import type { ConnectionOptions as TlsOptions } from "node:tls";
 
@@ -21,10 +25,13 @@ import {
   codeName,
   type ErrorDetails,
   errorFor,
+  mayHaveRunAfterAll,
   SandboxError,
 } from "./errors.js";
 import { type Endpoint, type EndpointStatus, Fleet, type Resolver } from "./fleet.js";
 import {
+  CancelRunRequestSchema,
+  CancelRunResponseSchema,
   CloseSessionRequestSchema,
   CloseSessionResponseSchema,
   FileEntry_Type,
@@ -43,9 +50,15 @@ import {
   RequestEnvelopeSchema,
   RunCodeRequestSchema,
   RunCodeResponseSchema,
+  RunState,
   Sandbox,
+  StartRunResponseSchema,
+  WatchRunRequestSchema,
+  type WatchRunResponse,
+  WatchRunResponseSchema,
 } from "./gen/sandbox_pb.js";
 import { RunResult } from "./result.js";
+import { type RunCalls, RunStream } from "./stream.js";
 
 /** The smallest --max-message-bytes a server accepts: requests up to this
  * size never need the server's own cap. */
@@ -55,6 +68,13 @@ const SMALLEST_SERVER_CAP = 4096;
 const UNKNOWN_RUN_TIMEOUT_MS = 60000;
 /** The SP request id REQ puts before the envelope: counted by the server's cap. */
 const SP_REQUEST_ID_BYTES = 4;
+/** A stream's WatchRun long poll (docs/STREAMING.md's loop), and the
+ * largest wait_ms the contract allows. */
+const DEFAULT_WATCH_WAIT_MS = 10000;
+const MAX_WATCH_WAIT_MS = 60000;
+/** How long sandboxd holds a CancelRun for the run to end before it
+ * answers with the state then (server/rpc/runs.h, RUNS_CANCEL_WAIT_MS). */
+const SERVER_CANCEL_WAIT_MS = 10000;
 
 export interface ClientOptions {
   /** Retries of RESOURCE_EXHAUSTED/UNAVAILABLE (default 3; 0 = never). */
@@ -89,8 +109,61 @@ export interface ClientOptions {
 export interface CallOptions {
   /** Stops waiting. Before the request left: Cancelled, nothing sent. After:
    * Cancelled with mayHaveRun = true. It does NOT cancel a run on the
-   * server (no such call exists yet): the code may run to its end. */
+   * server: the code may run to its end (stream() and cancelRun() do). For
+   * startRun it only stops a request not yet sent (the run id it answers
+   * may be the only handle on the run). */
   signal?: AbortSignal;
+}
+
+export interface StreamOptions {
+  /** Aborting it cancels the run (CancelRun, once), like RunStream.cancel(). */
+  signal?: AbortSignal;
+  /** wait_ms of each WatchRun long poll: how long the server holds a watch
+   * with no news (default 10000, 1..60000). Output is answered as soon as
+   * it is there whatever this is; it only sets how often an idle run is
+   * asked about again. */
+  waitMs?: number;
+}
+
+/** Where a started run lives: watchRun and cancelRun need both (a run is in
+ * the run table of the server that started it). */
+export interface RunHandle {
+  runId: string;
+  /** The endpoint key StartRun went to ("tcp://10.0.0.7:7878"). */
+  endpoint: string;
+}
+
+export interface StartedRun extends RunHandle {
+  /** Calls StartRun took (RESOURCE_EXHAUSTED/UNAVAILABLE retries). */
+  attempts: number;
+}
+
+export type RunStateName = "queued" | "running" | "done" | "unspecified";
+
+export interface WatchFrom {
+  /** Bytes of each stream the caller already has (default 0). */
+  stdoutOffset?: number;
+  stderrOffset?: number;
+  /** How long the server may hold the call with no news (default 0: answer
+   * at once; at most 60000). The reply is awaited this + replyMarginMs. */
+  waitMs?: number;
+}
+
+/** One WatchRun reply. */
+export interface RunUpdate {
+  state: RunStateName;
+  /** The output past the offsets asked for (at most 256 KiB of each). */
+  stdout: Uint8Array;
+  stderr: Uint8Array;
+  /** Where stdout and stderr above start in their streams. */
+  stdoutOffset: number;
+  stderrOffset: number;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  /** The run has ended and this reply reaches the end of both streams. */
+  complete: boolean;
+  /** With complete: the outcome (an outcome other than OK rejects instead). */
+  result: RunResult | undefined;
 }
 
 export interface LimitsInput {
@@ -162,6 +235,10 @@ export interface ServerInfo {
   environmentBytes: number;
   environmentBuildsTotal: number;
   environmentBuildFailuresTotal: number;
+  /** StartRun runs in the server's run table, and WatchRun/CancelRun calls
+   * waiting there now (docs/STREAMING.md). */
+  startedRuns: number;
+  watchers: number;
 }
 
 export type FileType = "file" | "directory" | "symlink" | "other";
@@ -191,6 +268,9 @@ const METHOD = {
   closeSession: methodName(Sandbox.method.closeSession.name),
   listFiles: methodName(Sandbox.method.listFiles.name),
   readFile: methodName(Sandbox.method.readFile.name),
+  startRun: methodName(Sandbox.method.startRun.name),
+  watchRun: methodName(Sandbox.method.watchRun.name),
+  cancelRun: methodName(Sandbox.method.cancelRun.name),
 };
 
 function methodName(name: string): string {
@@ -215,14 +295,30 @@ interface CallSpec<I extends DescMessage, O extends DescMessage> {
   runTimeoutMs: number;
   sessionId?: string | undefined;
   signal?: AbortSignal | undefined;
-  /** GetInfo for the size check: one try, on this endpoint only. */
+  /** The signal only stops the call before it is sent (StartRun). */
+  keepWhenSent?: boolean | undefined;
+  /** The reply is awaited this long instead of queue wait + run timeout +
+   * margin (WatchRun: its wait_ms + margin). */
+  replyTimeoutMs?: number | undefined;
+  /** One try, on this endpoint only (the size check's GetInfo; WatchRun
+   * and CancelRun, on the endpoint their StartRun went to). */
   endpoint?: Endpoint | undefined;
 }
 
 interface Answer<O extends DescMessage> {
   response: MessageShape<O>;
   endpoint: string;
+  endpointRef: Endpoint;
   attempts: number;
+}
+
+/** A run as a stream sees it once StartRun has answered. */
+interface Started {
+  runId: string;
+  endpoint: Endpoint;
+  attempts: number;
+  /** Watches refused in a row for --max-watchers (watchStarted's backoff). */
+  refusals: number;
 }
 
 let requestCounter = 0;
@@ -258,18 +354,7 @@ export class Client {
    * (look at killedBy and exitCode); rejects with a SandboxError when the
    * call failed. */
   async runCode(params: RunCodeParams, opts: CallOptions = {}): Promise<RunResult> {
-    const request = create(RunCodeRequestSchema, {
-      code: params.code,
-      requirements: [...(params.requirements ?? [])],
-      files: (params.files ?? []).map(fileMessage),
-      runId: params.runId ?? "",
-      sessionId: params.sessionId ?? "",
-      stdin: bytesOf(params.stdin),
-      args: [...(params.args ?? [])],
-      env: { ...(params.env ?? {}) },
-      limits: limitsMessage(params.limits ?? {}),
-      runtime: params.runtime ?? "",
-    });
+    const request = runCodeRequest(params);
     const timeout = Number(request.limits?.timeoutMs ?? 0n);
     const answer = await this.call({
       method: METHOD.runCode,
@@ -281,6 +366,85 @@ export class Client {
       signal: opts.signal,
     });
     return new RunResult(answer.response, answer.endpoint, answer.attempts);
+  }
+
+  /**
+   * Runs code and streams its output as it comes (docs/STREAMING.md): an
+   * async iterable of chunks with `runId`, `cancel()` and `result` (see
+   * RunStream). StartRun is sent at once and goes where runCode would;
+   * WatchRun and CancelRun go to the same endpoint. Aborting
+   * `opts.signal`, calling cancel(), or leaving a `for await` early cancels
+   * the run on the server.
+   */
+  stream(params: RunCodeParams, opts: StreamOptions = {}): RunStream {
+    const waitMs = opts.waitMs ?? DEFAULT_WATCH_WAIT_MS;
+    let run: Started | undefined;
+    const started = (): Started => {
+      if (run === undefined) {
+        throw new Error("RunStream: a call before StartRun answered"); // stream.ts never does
+      }
+      return run;
+    };
+    const calls: RunCalls = {
+      start: async (signal) => {
+        checkWaitMs(waitMs, 1);
+        run = await this.start(params, signal);
+        return run.runId;
+      },
+      watch: (out, err) => this.watchStarted(started(), out, err, waitMs),
+      cancel: async () => {
+        const s = started();
+        await this.cancelOn(s.endpoint, s.runId).catch((e: unknown) => {
+          throw e instanceof SandboxError ? mayHaveRunAfterAll(e) : e;
+        });
+      },
+      outcome: (w) => {
+        const s = started();
+        return outcomeOf(w, s.endpoint.address.key, s.attempts);
+      },
+    };
+    return new RunStream(calls, opts.signal);
+  }
+
+  /** StartRun: the run is validated and queued; its id and endpoint come
+   * back at once. Refused as runCode would be (nothing ran). Follow it with
+   * watchRun until `complete` (or use stream(), which does). */
+  async startRun(params: RunCodeParams, opts: CallOptions = {}): Promise<StartedRun> {
+    const s = await this.start(params, opts.signal);
+    return { runId: s.runId, endpoint: s.endpoint.address.key, attempts: s.attempts };
+  }
+
+  /** One WatchRun, on the endpoint of `run` (a bare run id only when this
+   * client has a single endpoint). A complete reply whose outcome is not OK
+   * rejects with runCode's error for it; NotFound for a run the server does
+   * not hold (never started, already read, expired). */
+  async watchRun(run: string | RunHandle, from: WatchFrom = {}, opts: CallOptions = {}): Promise<RunUpdate> {
+    const { runId, endpoint } = this.endpointOf(run);
+    const waitMs = from.waitMs ?? 0;
+    checkWaitMs(waitMs, 0);
+    const stdoutOffset = toUint64("stdout_offset", from.stdoutOffset ?? 0);
+    const stderrOffset = toUint64("stderr_offset", from.stderrOffset ?? 0);
+    const w = await this.watchOn(endpoint, runId, stdoutOffset, stderrOffset, waitMs, opts.signal);
+    const key = endpoint.address.key;
+    return {
+      state: runStateName(w.state),
+      stdout: w.stdout,
+      stderr: w.stderr,
+      stdoutOffset: Number(w.stdoutOffset),
+      stderrOffset: Number(w.stderrOffset),
+      stdoutTruncated: w.stdoutTruncated,
+      stderrTruncated: w.stderrTruncated,
+      complete: w.complete,
+      result: w.complete ? outcomeOf(w, key, 1) : undefined,
+    };
+  }
+
+  /** CancelRun on the endpoint of `run`: resolves (with the run's state,
+   * "done") once the run has ended and nothing of it is alive; a queued run
+   * never starts. Cancelling an ended run changes nothing. */
+  async cancelRun(run: string | RunHandle, opts: CallOptions = {}): Promise<RunStateName> {
+    const { runId, endpoint } = this.endpointOf(run);
+    return runStateName(await this.cancelOn(endpoint, runId, opts.signal));
   }
 
   async health(opts: CallOptions = {}): Promise<HealthStatus> {
@@ -327,6 +491,8 @@ export class Client {
       environmentBytes: Number(r.environmentBytes),
       environmentBuildsTotal: Number(r.environmentBuildsTotal),
       environmentBuildFailuresTotal: Number(r.environmentBuildFailuresTotal),
+      startedRuns: r.startedRuns,
+      watchers: r.watchers,
     };
   }
 
@@ -373,6 +539,117 @@ export class Client {
   /** Closes every connection once its calls are done; no new calls. */
   close(): void {
     this.fleet.close();
+  }
+
+  private async start(params: RunCodeParams, signal: AbortSignal | undefined): Promise<Started> {
+    const answer = await this.call({
+      method: METHOD.startRun,
+      input: RunCodeRequestSchema,
+      output: StartRunResponseSchema,
+      request: runCodeRequest(params),
+      runTimeoutMs: 0,
+      sessionId: params.sessionId,
+      signal,
+      keepWhenSent: true,
+    });
+    if (answer.response.runId === "") {
+      throw errorFor(Code.INTERNAL, "StartRun answered OK without a run_id", {
+        fromServer: false,
+        mayHaveRun: true,
+        endpoint: answer.endpoint,
+        attempts: answer.attempts,
+      });
+    }
+    return { runId: answer.response.runId, endpoint: answer.endpointRef, attempts: answer.attempts, refusals: 0 };
+  }
+
+  private async watchOn(
+    endpoint: Endpoint,
+    runId: string,
+    stdoutOffset: bigint,
+    stderrOffset: bigint,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<WatchRunResponse> {
+    const answer = await this.call({
+      method: METHOD.watchRun,
+      input: WatchRunRequestSchema,
+      output: WatchRunResponseSchema,
+      request: create(WatchRunRequestSchema, { runId, stdoutOffset, stderrOffset, waitMs }),
+      runTimeoutMs: 0,
+      replyTimeoutMs: waitMs + this.settings.replyMarginMs,
+      endpoint,
+      signal,
+    });
+    return answer.response;
+  }
+
+  /** A stream's watch. RESOURCE_EXHAUSTED (--max-watchers calls wait
+   * already) gets what the server suggests: after a backoff, a watch with
+   * wait_ms 0, answered at once and never refused for the cap; the backoff
+   * grows while the refusals go on, so a full server is polled at most
+   * every retryMaxMs. Any other failure ends the stream, saying the code
+   * may have run (it was started). */
+  private async watchStarted(s: Started, out: number, err: number, waitMs: number): Promise<WatchRunResponse> {
+    let wait = waitMs;
+    for (;;) {
+      try {
+        const w = await this.watchOn(s.endpoint, s.runId, BigInt(out), BigInt(err), wait);
+        if (wait > 0) {
+          s.refusals = 0;
+        }
+        return w;
+      } catch (e) {
+        if (!(e instanceof SandboxError)) {
+          throw e;
+        }
+        if (!(e.fromServer && e.code === Code.RESOURCE_EXHAUSTED && wait > 0)) {
+          throw mayHaveRunAfterAll(e);
+        }
+        await this.backoff(s.refusals++, undefined);
+        wait = 0;
+      }
+    }
+  }
+
+  private async cancelOn(endpoint: Endpoint, runId: string, signal?: AbortSignal): Promise<RunState> {
+    const answer = await this.call({
+      method: METHOD.cancelRun,
+      input: CancelRunRequestSchema,
+      output: CancelRunResponseSchema,
+      request: create(CancelRunRequestSchema, { runId }),
+      runTimeoutMs: 0,
+      replyTimeoutMs: SERVER_CANCEL_WAIT_MS + this.settings.replyMarginMs,
+      endpoint,
+      signal,
+    });
+    return answer.response.state;
+  }
+
+  /** The endpoint a run lives on: the handle's, or with a bare run id this
+   * client's only endpoint. Refused here (nothing sent) otherwise. */
+  private endpointOf(run: string | RunHandle): { runId: string; endpoint: Endpoint } {
+    const nothingSent = { fromServer: false, mayHaveRun: false };
+    const all = this.fleet.endpoints().filter((e) => !e.removed);
+    if (typeof run === "string") {
+      if (all.length !== 1) {
+        throw errorFor(
+          Code.INVALID_ARGUMENT,
+          `run ${run}: this client has ${all.length} endpoints, and a run lives on the server that started it: pass the {runId, endpoint} startRun returned; nothing was sent`,
+          nothingSent,
+        );
+      }
+      return { runId: run, endpoint: all[0]! };
+    }
+    const endpoint = all.find((e) => e.address.key === run.endpoint);
+    if (endpoint === undefined) {
+      throw errorFor(
+        Code.UNAVAILABLE,
+        `run ${run.runId}: ${run.endpoint} is not one of this client's endpoints (any more); nothing was sent`,
+        { ...nothingSent, endpoint: run.endpoint },
+      );
+    }
+    return { runId: run.runId, endpoint };
   }
 
   private simple<I extends DescMessage, O extends DescMessage>(
@@ -427,10 +704,13 @@ export class Client {
         }),
       );
       await this.checkSize(envelope.length, lease.endpoint, spec, details(false, false));
-      const timeoutMs = this.settings.queueWaitMs + spec.runTimeoutMs + this.settings.replyMarginMs;
+      const timeoutMs = spec.replyTimeoutMs ?? this.settings.queueWaitMs + spec.runTimeoutMs + this.settings.replyMarginMs;
       let replyBytes: Buffer;
       try {
-        replyBytes = await lease.conn.request(envelope, timeoutMs, spec.signal);
+        if (spec.keepWhenSent === true && spec.signal?.aborted === true) {
+          throw new TransportError("aborted", false, "aborted before the request was sent");
+        }
+        replyBytes = await lease.conn.request(envelope, timeoutMs, spec.keepWhenSent === true ? undefined : spec.signal);
       } catch (err) {
         throw transportError(err, details);
       }
@@ -449,7 +729,7 @@ export class Client {
         this.fleet.pinSession(spec.sessionId, lease.endpoint);
       }
       const response = decode(spec.output, reply.payload, spec.output.typeName, details(false, true));
-      return { response, endpoint: key, attempts: attempt };
+      return { response, endpoint: key, endpointRef: lease.endpoint, attempts: attempt };
     } finally {
       this.fleet.release(lease.endpoint);
     }
@@ -583,6 +863,63 @@ function decode<O extends DescMessage>(schema: O, bytes: Uint8Array, what: strin
     return fromBinary(schema, bytes);
   } catch {
     throw errorFor(Code.INTERNAL, `the reply is not a valid ${what}`, details);
+  }
+}
+
+function runCodeRequest(params: RunCodeParams) {
+  return create(RunCodeRequestSchema, {
+    code: params.code,
+    requirements: [...(params.requirements ?? [])],
+    files: (params.files ?? []).map(fileMessage),
+    runId: params.runId ?? "",
+    sessionId: params.sessionId ?? "",
+    stdin: bytesOf(params.stdin),
+    args: [...(params.args ?? [])],
+    env: { ...(params.env ?? {}) },
+    limits: limitsMessage(params.limits ?? {}),
+    runtime: params.runtime ?? "",
+  });
+}
+
+/** A complete WatchRun reply's outcome, as runCode would have answered:
+ * the result with OK, else the same error (the server said so: nothing
+ * ran, as for runCode). */
+function outcomeOf(w: WatchRunResponse, endpoint: string, attempts: number): RunResult {
+  if (w.status !== Code.OK) {
+    throw errorFor(w.status, w.message, { fromServer: true, mayHaveRun: false, endpoint, attempts });
+  }
+  if (w.result === undefined) {
+    throw errorFor(Code.INTERNAL, "a complete WatchRun reply with status OK carries no result", {
+      fromServer: false,
+      mayHaveRun: true,
+      endpoint,
+      attempts,
+    });
+  }
+  return new RunResult(w.result, endpoint, attempts);
+}
+
+function runStateName(s: RunState): RunStateName {
+  switch (s) {
+    case RunState.QUEUED:
+      return "queued";
+    case RunState.RUNNING:
+      return "running";
+    case RunState.DONE:
+      return "done";
+    default:
+      return "unspecified";
+  }
+}
+
+/** wait_ms: an integer from `min` (1 for a stream: 0 would poll without
+ * pause) to 60000, the contract's cap; refused here, nothing sent. */
+function checkWaitMs(v: number, min: number): void {
+  if (!Number.isSafeInteger(v) || v < min || v > MAX_WATCH_WAIT_MS) {
+    throw errorFor(Code.INVALID_ARGUMENT, `wait_ms: ${v} is not an integer from ${min} to ${MAX_WATCH_WAIT_MS}; nothing was sent`, {
+      fromServer: false,
+      mayHaveRun: false,
+    });
   }
 }
 

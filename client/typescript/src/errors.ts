@@ -135,3 +135,16 @@ export function errorFor(code: number, message: string, details: ErrorDetails): 
   const Cls = BY_CODE.get(code) ?? SandboxError;
   return new Cls(code, message, details);
 }
+
+/** The same error, saying the code may have run. A call made after a run
+ * was started (WatchRun, CancelRun) that fails proves nothing about the
+ * run: a NOT_FOUND or a refused connection then does not mean "nothing
+ * ran". */
+export function mayHaveRunAfterAll(e: SandboxError): SandboxError {
+  if (e.mayHaveRun) {
+    return e;
+  }
+  const prefix = `${codeName(e.code)}: `;
+  const message = e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message;
+  return errorFor(e.code, message, { fromServer: e.fromServer, mayHaveRun: true, endpoint: e.endpoint, attempts: e.attempts });
+}

@@ -11,8 +11,14 @@ export {
   type HealthStatus,
   type LimitsInput,
   type RunCodeParams,
+  type RunHandle,
+  type RunStateName,
+  type RunUpdate,
   type ServerInfo,
   type ServerLimits,
+  type StartedRun,
+  type StreamOptions,
+  type WatchFrom,
 } from "./client.js";
 export {
   Aborted,
@@ -36,3 +42,4 @@ export {
 } from "./errors.js";
 export { type EndpointState, type EndpointStatus, type Resolver } from "./fleet.js";
 export { Artifact, type KilledBy, type KilledByName, RunResult, type SaveReport } from "./result.js";
+export { type OutputChunk, type OutputStreamName, RunStream, type TextChunk } from "./stream.js";

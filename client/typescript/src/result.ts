@@ -10,11 +10,12 @@ import * as path from "node:path";
 
 import type { Artifact as ArtifactMessage, RunCodeResponse } from "./gen/sandbox_pb.js";
 
-export type KilledByName = "none" | "timeout" | "memory" | "output_limit" | "signal";
+export type KilledByName = "none" | "timeout" | "memory" | "output_limit" | "signal" | "cancelled";
 /** A value a newer server may send is passed through as "killed_by_<n>". */
 export type KilledBy = KilledByName | `killed_by_${number}`;
 
-const KILLED_BY: readonly KilledByName[] = ["none", "timeout", "memory", "output_limit", "signal"];
+/** Indexed by the wire value (proto/sandbox.proto's KilledBy). */
+const KILLED_BY: readonly KilledByName[] = ["none", "timeout", "memory", "output_limit", "signal", "cancelled"];
 
 export function killedByName(value: number): KilledBy {
   return KILLED_BY[value] ?? `killed_by_${value}`;

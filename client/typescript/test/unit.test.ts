@@ -13,8 +13,9 @@ import { create } from "@bufbuild/protobuf";
 
 import { parseEndpointUrl } from "../src/address.js";
 import { fnv1a, sessionScore } from "../src/fleet.js";
-import { ArtifactSchema } from "../src/gen/sandbox_pb.js";
+import { ArtifactSchema, RunCodeResponseSchema, RunState, WatchRunResponseSchema } from "../src/gen/sandbox_pb.js";
 import { Artifact, Client, InvalidArgument, RunResult, Unavailable, Unknown } from "../src/index.js";
+import { type RunCalls, RunStream } from "../src/stream.js";
 import { checkPeerHeader, encodeRequest, FrameDecoder, SP_PROTOCOL_REP, SP_PROTOCOL_REQ, spHeader, splitReply, WireError } from "../src/wire.js";
 import { repoRoot, tempDir } from "./helpers/sandboxd.js";
 
@@ -91,6 +92,69 @@ test("killed_by: named values, and a future value passed through, not a crash", 
   assert.equal(r.killedBy, "killed_by_7");
   assert.equal(r.killedByCode, 7);
   assert.equal(r.stdoutText, "\ufffdA");
+  assert.equal(new RunResult(create(RunCodeResponseSchema, { killedBy: 5 }), "tcp://x:1", 1).killedBy, "cancelled");
+});
+
+/* ---- RunStream's loop over scripted calls: what a real server never
+ * does (an overlapping reply) or cannot be timed to do (an abort while
+ * StartRun is on its way). Against servers: stream.test.ts. ---- */
+
+function scripted(replies: Array<{ out?: string; at?: number; complete?: boolean }>) {
+  const log: string[] = [];
+  let release: (id: string) => void = () => {};
+  const calls: RunCalls = {
+    start: (signal) => {
+      log.push(`start aborted=${signal.aborted}`);
+      return new Promise((resolve) => {
+        release = resolve;
+      });
+    },
+    watch: async (out) => {
+      const r = replies.shift() ?? { complete: true };
+      log.push(`watch ${out}`);
+      const stdout = new TextEncoder().encode(r.out ?? "");
+      return create(WatchRunResponseSchema, { state: r.complete === true ? RunState.DONE : RunState.RUNNING, stdout, stdoutOffset: BigInt(r.at ?? out), complete: r.complete === true });
+    },
+    cancel: async () => {
+      log.push("cancel");
+    },
+    outcome: () => new RunResult(create(RunCodeResponseSchema, { runId: "r1", killedBy: 5 }), "tcp://x:1", 1),
+  };
+  return { calls, log, started: (id: string) => release(id) };
+}
+
+test("RunStream: an overlapping reply is cut where this stream's output ends; nothing is repeated", async () => {
+  const s = scripted([{ out: "abc" }, { out: "bcde", at: 1 }, { out: "", at: 5, complete: true }]);
+  const stream = new RunStream(s.calls);
+  s.started("r1");
+  const got: string[] = [];
+  for await (const c of stream) {
+    got.push(Buffer.from(c.data).toString());
+  }
+  assert.deepEqual(got, ["abc", "de"]);
+  assert.deepEqual(s.log, ["start aborted=false", "watch 0", "watch 3", "watch 5"]);
+  assert.equal((await stream.result).killedBy, "cancelled");
+});
+
+test("RunStream: an abort while StartRun is on its way waits for its answer, then cancels once", async () => {
+  const s = scripted([{ out: "x" }]);
+  const ac = new AbortController();
+  const stream = new RunStream(s.calls, ac.signal);
+  ac.abort();
+  void stream.cancel();
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(s.log, ["start aborted=false"], "no CancelRun before the run id is known");
+  s.started("r1");
+  assert.equal(await stream.runId, "r1");
+  await stream.cancel();
+  await stream.result;
+  assert.equal(s.log.filter((l) => l === "cancel").length, 1, s.log.join(", "));
+  // An aborted signal before stream(): StartRun's signal is aborted (it sends nothing).
+  const before = scripted([]);
+  const gone = new AbortController();
+  gone.abort();
+  void new RunStream(before.calls, gone.signal);
+  assert.deepEqual(before.log, ["start aborted=true"]);
 });
 
 test("artifacts: saveTo refuses paths that leave the directory, and symlinks on the way", async () => {

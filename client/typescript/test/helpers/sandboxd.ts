@@ -1,9 +1,11 @@
 /* sandboxd.ts (tests): starts a real sandboxd for a test, as
  * tests/integration/service/test_service.py's Server does: its own port,
- * ipc socket, state dir (a temp dir) and uid range (54000-54999 belong to
- * these tests), ready when its log says event=ready. Never a stand-in. */
+ * ipc socket, state dir (a temp dir) and uid range, ready when its log
+ * says event=ready. Never a stand-in. uid ranges of these tests (a server
+ * takes uid_base..uid_base+workers): 54000-54999 (methods, faults, fleet,
+ * tls, the benchmark), 42000-42499 (stream). */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, chmodSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, chmodSync, rmSync } from "node:fs";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
@@ -215,4 +217,26 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs 
     await sleep(25);
   }
   return false;
+}
+
+/** The processes (pid and name) whose real, effective, saved or fs uid is
+ * in [lo, hi]: what runs as a server's slot uids, read from /proc. */
+export function processesOfUids(lo: number, hi: number): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) {
+      continue;
+    }
+    let status: string;
+    try {
+      status = readFileSync(`/proc/${pid}/status`, "utf8");
+    } catch {
+      continue; // gone meanwhile
+    }
+    const uids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/m.exec(status);
+    if (uids !== null && uids.slice(1).some((u) => Number(u) >= lo && Number(u) <= hi)) {
+      found.push(`${pid} ${/^Name:\s+(.*)$/m.exec(status)?.[1] ?? "?"}`);
+    }
+  }
+  return found;
 }
