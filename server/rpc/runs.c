@@ -468,8 +468,6 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
     session_release(&srv->runner.sessions, run->session);
     run->session = NULL;
   }
-  protobuf_c_message_free_unpacked(&run->req->base, &run->alloc.base);
-  run->req = NULL;
   if (call != NULL) {
     if (err == NULL)
       call_reply(call, SBX_OK, "", &resp->base);
@@ -477,6 +475,9 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
       call_reply_not_run(call, err);
     outbox_add(&o, call);
   }
+  /* Only now: resp points into the request (its session_id). */
+  protobuf_c_message_free_unpacked(&run->req->base, &run->alloc.base);
+  run->req = NULL;
   outbox_send(&o);
   if (gone)
     run_free(run);
