@@ -17,6 +17,9 @@ import tempfile
 import time
 
 FAILURES = []
+# Scratch directories of this process's servers (logs, state, scripts):
+# removed by run_groups when the group passed, kept (and named) when not.
+SCRATCH_DIRS = []
 SP_HEADER_REQ = b"\x00SP\x00\x00\x30\x00\x00"  # nng's SP header: protocol 0x30 = REQ
 
 
@@ -94,6 +97,7 @@ class Server(SandboxdProcess):
         self.bin_dir = bin_dir
         self.uid_base = uid_base
         self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
+        SCRATCH_DIRS.append(self.tmp)
         os.chmod(self.tmp, 0o755)
         self.port = free_port()
         self.tcp = f"tcp://127.0.0.1:{self.port}"
@@ -203,7 +207,22 @@ def run_groups(groups, prefix, failures=None):
         failures.append(f"exception: {e}")
     print(f"{len(failures)} failure(s)" if failures else "all passed",
           f"({time.monotonic() - t0:.1f} s)")
+    clean_scratch(keep=bool(failures))
     return 1 if failures else 0
+
+
+def clean_scratch(keep):
+    """The servers' scratch directories: named when kept (a failure), else
+    removed; one with a mount still below it (a server that did not stop
+    cleanly) is always kept."""
+    import shutil
+    with open("/proc/mounts") as f:
+        mounts = [line.split()[1] for line in f]
+    for d in SCRATCH_DIRS:
+        if keep or any(m.startswith(d + "/") for m in mounts):
+            print(f"kept {d} (the servers' logs and state)")
+        else:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class WireCaller:
