@@ -17,9 +17,9 @@ import tempfile
 import time
 
 FAILURES = []
-# Scratch directories of this process's servers (logs, state, scripts):
-# removed by run_groups when the group passed, kept (and named) when not.
-SCRATCH_DIRS = []
+# This process's servers: their scratch directories (logs, state, scripts)
+# are removed by clean_scratch when the tests passed, kept when not.
+SERVERS = []
 SP_HEADER_REQ = b"\x00SP\x00\x00\x30\x00\x00"  # nng's SP header: protocol 0x30 = REQ
 
 
@@ -97,7 +97,7 @@ class Server(SandboxdProcess):
         self.bin_dir = bin_dir
         self.uid_base = uid_base
         self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
-        SCRATCH_DIRS.append(self.tmp)
+        SERVERS.append(self)
         os.chmod(self.tmp, 0o755)
         self.port = free_port()
         self.tcp = f"tcp://127.0.0.1:{self.port}"
@@ -212,17 +212,22 @@ def run_groups(groups, prefix, failures=None):
 
 
 def clean_scratch(keep):
-    """The servers' scratch directories: named when kept (a failure), else
-    removed; one with a mount still below it (a server that did not stop
-    cleanly) is always kept."""
+    """The servers' scratch directories (run_groups, and the pytest suites'
+    conftest at the session's end): named when kept (a failure), else
+    removed. A server a test killed leaves its workspaces mounted, as a
+    crash does: they are detached first. A server still running keeps its
+    directory."""
     import shutil
-    with open("/proc/mounts") as f:
-        mounts = [line.split()[1] for line in f]
-    for d in SCRATCH_DIRS:
-        if keep or any(m.startswith(d + "/") for m in mounts):
-            print(f"kept {d} (the servers' logs and state)")
-        else:
-            shutil.rmtree(d, ignore_errors=True)
+    for srv in SERVERS:
+        d = srv.tmp
+        if keep or (srv.proc is not None and srv.proc.poll() is None):
+            print(f"kept {d} (the server's log and state)")
+            continue
+        with open("/proc/mounts") as f:
+            below = [line.split()[1] for line in f if line.split()[1].startswith(d + "/")]
+        for m in sorted(below, key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 class WireCaller:

@@ -154,3 +154,9 @@ def wait_for(predicate, timeout_s=15.0, step_s=0.05):
             return True
         time.sleep(step_s)
     return bool(predicate())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The servers' scratch directories go when every test passed."""
+    import harness
+    harness.clean_scratch(keep=exitstatus != 0)

@@ -73,3 +73,9 @@ def wait_for(predicate, timeout_s: float = 15.0, step_s: float = 0.02) -> bool:
             return True
         time.sleep(step_s)
     return bool(predicate())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The servers' scratch directories go when every test passed."""
+    import harness
+    harness.clean_scratch(keep=exitstatus != 0)
