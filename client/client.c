@@ -36,8 +36,7 @@
  * that did not complete never left: asking again is safe. */
 #define SBXC_SEND_SLICE_MS 500
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...) {
+int sbxc_fail(char *err, size_t errlen, const char *fmt, ...) {
   if (err != NULL && errlen > 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -52,7 +51,7 @@ static int client_open(sbxc_client **out, const char *const *urls, size_t n,
                        const struct sbxc_tls *tls, char *err, size_t errlen) {
   sbxc_client *c = calloc(1, sizeof(*c));
   if (c == NULL)
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   c->retries = 3;
   c->queue_wait_ms = 30000;
   c->connect_timeout_ms = SBXC_CONNECT_TIMEOUT_CALL;
@@ -74,7 +73,7 @@ int sbxc_client_open_many(sbxc_client **out, const char *const *urls, size_t n, 
 int sbxc_client_open_tls(sbxc_client **out, const char *const *urls, size_t n,
                          const struct sbxc_tls *tls, char *err, size_t errlen) {
   if (tls == NULL)
-    return fail(err, errlen, "sbxc_client_open_tls: no TLS settings given");
+    return sbxc_fail(err, errlen, "sbxc_client_open_tls: no TLS settings given");
   return client_open(out, urls, n, tls, err, errlen);
 }
 
@@ -119,7 +118,7 @@ int sbxc_client_endpoints_json(sbxc_client *c, char **json, char *err, size_t er
   struct sbxc_endpoint_view *views;
   size_t n;
   if (sbxc_fleet_endpoints(c->fleet, &views, &n) < 0)
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   json_t *o = json_object();
   for (size_t i = 0; o != NULL && i < n; i++)
     if (json_object_set_new(o, views[i].key, json_boolean(views[i].live)) < 0) {
@@ -128,7 +127,7 @@ int sbxc_client_endpoints_json(sbxc_client *c, char **json, char *err, size_t er
     }
   free(views);
   *json = sbxc_json_dump(o);
-  return *json != NULL ? 0 : fail(err, errlen, "out of memory");
+  return *json != NULL ? 0 : sbxc_fail(err, errlen, "out of memory");
 }
 
 /* ---- requests ---- */
@@ -338,16 +337,16 @@ static int check_request_size(sbxc_client *c, struct sbxc_endpoint *ep, const ch
     server_cap = server_max_bytes(c, ep);
   *code = SBXC_INVALID_ARGUMENT;
   if (len > server_cap)
-    return fail(err, errlen,
-                "the request is %zu bytes, more than the %zu the server accepts (its "
-                "--max-message-bytes, from GetInfo); nothing was sent",
-                len, server_cap);
+    return sbxc_fail(err, errlen,
+                     "the request is %zu bytes, more than the %zu the server accepts (its "
+                     "--max-message-bytes, from GetInfo); nothing was sent",
+                     len, server_cap);
   if (len > c->max_request_bytes)
-    return fail(err, errlen,
-                "the request is %zu bytes, more than this client's cap of %zu (sandbox-run "
-                "--max-request-bytes; the server's default --max-message-bytes); nothing was "
-                "sent",
-                len, c->max_request_bytes);
+    return sbxc_fail(err, errlen,
+                     "the request is %zu bytes, more than this client's cap of %zu (sandbox-run "
+                     "--max-request-bytes; the server's default --max-message-bytes); nothing was "
+                     "sent",
+                     len, c->max_request_bytes);
   *code = SBXC_OK;
   return 0;
 }
@@ -369,7 +368,8 @@ static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *
     nng_msg_free(msg); /* a send that failed hands the message back */
     *not_sent = true;
     *code = SBXC_UNAVAILABLE;
-    fail(err, errlen, "sending the request to %s: %s; nothing was sent", key, nng_strerror(rv));
+    sbxc_fail(err, errlen, "sending the request to %s: %s; nothing was sent", key,
+              nng_strerror(rv));
     return NULL;
   }
   nng_aio_set_timeout(aio, timeout_ms);
@@ -377,8 +377,8 @@ static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *
   nng_aio_wait(aio);
   if ((rv = nng_aio_result(aio)) != 0) {
     *code = rv == NNG_ETIMEDOUT ? SBXC_DEADLINE_EXCEEDED : SBXC_UNKNOWN;
-    fail(err, errlen, "no reply%s from %s: %s; the code may or may not have run",
-         rv == NNG_ETIMEDOUT ? " in time" : "", key, nng_strerror(rv));
+    sbxc_fail(err, errlen, "no reply%s from %s: %s; the code may or may not have run",
+              rv == NNG_ETIMEDOUT ? " in time" : "", key, nng_strerror(rv));
     return NULL;
   }
   msg = nng_aio_get_msg(aio);
@@ -386,7 +386,7 @@ static Sandbox__V1__ReplyEnvelope *exchange(nng_ctx ctx, nng_aio *aio, nng_msg *
   nng_msg_free(msg);
   if (reply == NULL) {
     *code = SBXC_INTERNAL;
-    fail(err, errlen, "the reply from %s is not a valid sandbox.v1.ReplyEnvelope", key);
+    sbxc_fail(err, errlen, "the reply from %s is not a valid sandbox.v1.ReplyEnvelope", key);
   }
   return reply;
 }
@@ -417,7 +417,8 @@ static Sandbox__V1__ReplyEnvelope *call_on(sbxc_client *c, struct sbxc_endpoint 
   if (rv != 0) {
     *not_sent = true;
     call->code = SBXC_UNAVAILABLE;
-    fail(call->err, call->errlen, "%s: nng_ctx_open: %s; nothing was sent", key, nng_strerror(rv));
+    sbxc_fail(call->err, call->errlen, "%s: nng_ctx_open: %s; nothing was sent", key,
+              nng_strerror(rv));
     return NULL;
   }
   uint64_t deadline = sbx_now_unix_ms() + c->queue_wait_ms;
@@ -425,7 +426,7 @@ static Sandbox__V1__ReplyEnvelope *call_on(sbxc_client *c, struct sbxc_endpoint 
       (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
       (rv = sbx_request_msg_new(call->method, request_id, deadline, call->payload, &msg)) != 0) {
     call->code = SBXC_INTERNAL;
-    fail(call->err, call->errlen, "building the request: %s", nng_strerror(rv));
+    sbxc_fail(call->err, call->errlen, "building the request: %s", nng_strerror(rv));
   } else if (check_request_size(c, ep, call->method, nng_msg_len(msg), &call->code, call->err,
                                 call->errlen) < 0) {
     nng_msg_free(msg);
@@ -680,10 +681,10 @@ static ProtobufCMessage *simple_call_status(sbxc_client *c, const char *method,
     *status = reply->status;
   ProtobufCMessage *out = NULL;
   if (reply->status != SANDBOX__V1__CODE__OK)
-    fail(err, errlen, "%s: %s", sbx_code_name(reply->status), reply->message);
+    sbxc_fail(err, errlen, "%s: %s", sbx_code_name(reply->status), reply->message);
   else if ((out = protobuf_c_message_unpack(out_desc, NULL, reply->payload.len,
                                             reply->payload.data)) == NULL)
-    fail(err, errlen, "the reply is not a valid %s", out_desc->name);
+    sbxc_fail(err, errlen, "the reply is not a valid %s", out_desc->name);
   sandbox__v1__reply_envelope__free_unpacked(reply, NULL);
   return out;
 }
@@ -759,7 +760,7 @@ int sbxc_list_files_json(sbxc_client *c, const char *session_id, const char *pat
   *json = sbxc_json_dump(sbxc_json_message(r));
   protobuf_c_message_free_unpacked(r, NULL);
   if (*json == NULL)
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   return 0;
 }
 
@@ -779,7 +780,7 @@ int sbxc_read_file(sbxc_client *c, const char *session_id, const char *path, uin
   *data = malloc(r->content.len > 0 ? r->content.len : 1);
   if (*data == NULL) {
     sandbox__v1__read_file_response__free_unpacked(r, NULL);
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   }
   if (r->content.len > 0)
     memcpy(*data, r->content.data, r->content.len);
@@ -810,7 +811,7 @@ int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
   *json = sbxc_json_dump(sbxc_json_message(r));
   protobuf_c_message_free_unpacked(r, NULL);
   if (*json == NULL)
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   return 0;
 }
 

@@ -38,17 +38,6 @@ struct sbxc_run {
   char id[];
 };
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...) {
-  if (err != NULL && errlen > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
-
 /* A handle of run_id on ep, which the caller holds and hands over. */
 static sbxc_run *run_new(sbxc_client *c, struct sbxc_endpoint *ep, const char *run_id,
                          unsigned attempts) {
@@ -86,7 +75,7 @@ int sbxc_run_attach(sbxc_client *c, const char *run_id, const char *endpoint, sb
     return -1;
   if ((*run = run_new(c, ep, run_id, 0)) == NULL) {
     sbxc_fleet_unhold(c->fleet, ep);
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   }
   return 0;
 }
@@ -244,8 +233,8 @@ int sbxc_watch_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_watc
   ws->reply = sandbox__v1__reply_envelope__unpack(NULL, len, buf);
   if (ws->reply == NULL) {
     out->status = SBXC_INTERNAL;
-    return fail(ws->message, sizeof(ws->message),
-                "the reply is not a valid sandbox.v1.ReplyEnvelope");
+    return sbxc_fail(ws->message, sizeof(ws->message),
+                     "the reply is not a valid sandbox.v1.ReplyEnvelope");
   }
   return watch_answer(ws, "", 0, out);
 }
@@ -257,7 +246,7 @@ int sbxc_watch_run(sbxc_client *c, const sbxc_run *run, uint64_t stdout_offset,
     return -1;
   if (run->client != c) {
     out->status = SBXC_INVALID_ARGUMENT;
-    return fail(ws->message, sizeof(ws->message), "the run's handle is of another client");
+    return sbxc_fail(ws->message, sizeof(ws->message), "the run's handle is of another client");
   }
   Sandbox__V1__WatchRunRequest req = SANDBOX__V1__WATCH_RUN_REQUEST__INIT;
   req.run_id = (char *)run->id;
@@ -297,7 +286,7 @@ int sbxc_cancel_run(sbxc_client *c, const sbxc_run *run, int *state, int *status
   int code = SBXC_INVALID_ARGUMENT;
   Sandbox__V1__ReplyEnvelope *reply = NULL;
   if (run->client != c) {
-    fail(err, errlen, "the run's handle is of another client");
+    sbxc_fail(err, errlen, "the run's handle is of another client");
   } else {
     Sandbox__V1__CancelRunRequest req = SANDBOX__V1__CANCEL_RUN_REQUEST__INIT;
     req.run_id = (char *)run->id;
@@ -313,12 +302,12 @@ int sbxc_cancel_run(sbxc_client *c, const sbxc_run *run, int *state, int *status
   }
   Sandbox__V1__CancelRunResponse *resp = NULL;
   if (reply != NULL && code != SBXC_OK) {
-    fail(err, errlen, "%s: %s", sbxc_status_name(code), reply->message);
+    sbxc_fail(err, errlen, "%s: %s", sbxc_status_name(code), reply->message);
   } else if (reply != NULL && (resp = sandbox__v1__cancel_run_response__unpack(
                                    NULL, reply->payload.len, reply->payload.data)) == NULL) {
     code = SBXC_INTERNAL;
-    fail(err, errlen, "the reply from %s is not a valid CancelRunResponse",
-         sbxc_endpoint_key(run->ep));
+    sbxc_fail(err, errlen, "the reply from %s is not a valid CancelRunResponse",
+              sbxc_endpoint_key(run->ep));
   }
   if (resp != NULL && state != NULL)
     *state = resp->state;

@@ -55,6 +55,9 @@ void call_reply(struct server_call *call, sbx_code status, const char *message,
  * line, here and nowhere else (every refusal of a RunCode means the code
  * never started). */
 void call_reply_not_run(struct server_call *call, const struct sbx_error *err);
+/* That message, malloc'd (NULL when out of memory): also a started run's
+ * outcome (runs.c). */
+char *call_not_run_message(const struct sbx_error *err);
 /* Hands the reply to nng and receives the next request on the context. */
 void call_send(struct server_call *call);
 

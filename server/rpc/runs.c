@@ -87,19 +87,6 @@ static void unlink_run(struct run_table *t, struct live_run *run) {
     }
 }
 
-/* The outcome's message as RunCode gives it (refusals say nothing ran). */
-static char *outcome_message(const struct sbx_error *err) {
-  static const char suffix[] = "; nothing ran";
-  size_t len = strlen(err->msg), first = strcspn(err->msg, "\n");
-  char *msg = malloc(len + sizeof(suffix));
-  if (msg == NULL)
-    return NULL;
-  memcpy(msg, err->msg, first);
-  memcpy(msg + first, suffix, sizeof(suffix) - 1);
-  memcpy(msg + first + sizeof(suffix) - 1, err->msg + first, len - first + 1);
-  return msg;
-}
-
 /* A WatchRun reply for call, built on it. final: the response of a run
  * ending now (RunCode's, not kept); force: complete whatever the offsets
  * (a RunCode run's record goes with its answer). Under the lock. */
@@ -419,7 +406,7 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
    * while. */
   uint8_t *packed = NULL;
   size_t packed_len = 0;
-  char *message = err != NULL ? outcome_message(err) : NULL;
+  char *message = err != NULL ? call_not_run_message(err) : NULL;
   if (run->started && resp != NULL) {
     packed_len = protobuf_c_message_get_packed_size(&resp->base);
     packed = malloc(packed_len > 0 ? packed_len : 1);

@@ -59,18 +59,21 @@ void call_reply(struct server_call *call, sbx_code status, const char *message,
     call->reply = NULL;
 }
 
-void call_reply_not_run(struct server_call *call, const struct sbx_error *err) {
+char *call_not_run_message(const struct sbx_error *err) {
   static const char suffix[] = "; nothing ran";
   size_t len = strlen(err->msg), first = strcspn(err->msg, "\n");
   char *msg = malloc(len + sizeof(suffix));
-  if (msg == NULL) {
-    call_reply(call, err->code, err->msg, NULL);
-    return;
-  }
+  if (msg == NULL)
+    return NULL;
   memcpy(msg, err->msg, first);
   memcpy(msg + first, suffix, sizeof(suffix) - 1);
   memcpy(msg + first + sizeof(suffix) - 1, err->msg + first, len - first + 1);
-  call_reply(call, err->code, msg, NULL);
+  return msg;
+}
+
+void call_reply_not_run(struct server_call *call, const struct sbx_error *err) {
+  char *msg = call_not_run_message(err);
+  call_reply(call, err->code, msg != NULL ? msg : err->msg, NULL);
   free(msg);
 }
 

@@ -137,6 +137,23 @@ class Server(SandboxdProcess):
         return p.stdout.strip()
 
 
+def slot_processes(uid_base, n):
+    """{pid: uid} of every process whose real uid is in [uid_base, uid_base
+    + n): what a server's runs left alive (n = its slots, + 1 to cover the
+    installer's uid too)."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uid_line = next(line for line in f if line.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue  # gone meanwhile
+        uid = int(uid_line.split()[1])
+        if uid_base <= uid < uid_base + n:
+            found[int(pid)] = uid
+    return found
+
+
 def wait_log(s, needle, timeout=10):
     """True once needle is in the server's log, within timeout seconds."""
     deadline = time.monotonic() + timeout

@@ -21,7 +21,7 @@ import pytest
 from conftest import BIN_DIR, bench_cmd, records, run_ids, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from harness import Server  # noqa: E402
+from harness import Server, slot_processes  # noqa: E402
 
 RUN = f"{BIN_DIR}/sandbox-run"
 
@@ -85,22 +85,6 @@ def finish(p, timeout):
         raise AssertionError(f"sandbox-run still running after {timeout} s: "
                              f"{out[-500:]!r} {err[-1000:]!r}") from None
     return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
-
-
-def slot_processes(server, workers=2):
-    """pid -> command of every process owned by the server's slot uids."""
-    uids = range(server.uid_base, server.uid_base + workers + 1)
-    found = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                status = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-        if uid in uids:
-            found[int(pid)] = status.splitlines()[0]
-    return found
 
 
 def run_line(server, run_id):
@@ -167,7 +151,7 @@ def test_a_signal_cancels_the_run_and_its_whole_tree(make_server, tmp_path, sig,
             line = json.loads(p.stdout.readline())
             assert list(line) == ["stdout"] and "ready\n".startswith(seen + line["stdout"]), line
             seen += line["stdout"]
-        assert len(slot_processes(s)) >= 4, slot_processes(s)  # the parent, three children
+        assert len(slot_processes(s.uid_base, 3)) >= 4, slot_processes(s.uid_base, 3)  # the parent, three children
         t0 = time.monotonic()
         p.send_signal(sig)
         rc, out, err = finish(p, 15)
@@ -182,7 +166,7 @@ def test_a_signal_cancels_the_run_and_its_whole_tree(make_server, tmp_path, sig,
     result = json.loads(out.splitlines()[-1])
     assert result["killed_by"] == "cancelled" and result["stdout"] == "ready\n", result
     # The cancel's answer came once every process was gone: nothing left.
-    assert slot_processes(s) == {}, slot_processes(s)
+    assert slot_processes(s.uid_base, 3) == {}, slot_processes(s.uid_base, 3)
     assert wait_for(lambda: run_line(s, run_id) is not None, 10), s.log_text()[-2000:]
     assert "killed_by=cancelled" in run_line(s, run_id), run_line(s, run_id)
 
@@ -214,7 +198,7 @@ def test_a_second_ctrl_c_exits_without_waiting(make_server, tmp_path):
     assert "cancelling run twice" in err and "interrupted again" in err, err
     assert wait_for(lambda: run_line(s, run_id) is not None, 15), s.log_text()[-2000:]
     assert "killed_by=cancelled" in run_line(s, run_id)
-    assert wait_for(lambda: slot_processes(s) == {}, 10), slot_processes(s)
+    assert wait_for(lambda: slot_processes(s.uid_base, 3) == {}, 10), slot_processes(s.uid_base, 3)
 
 
 def test_watch_and_cancel_a_run_by_its_id(make_server, tmp_path):
@@ -234,7 +218,7 @@ def test_watch_and_cancel_a_run_by_its_id(make_server, tmp_path):
                            text=True, timeout=30)
         assert p.returncode == 0, p
         assert json.loads(p.stdout) == {"status": "OK", "state": "done"}
-        assert slot_processes(s) == {}  # answered once the run had ended
+        assert slot_processes(s.uid_base, 3) == {}  # answered once the run had ended
         rc, out, err = finish(caller, 30)
         assert rc == 130, (rc, out, err)
         result = json.loads(out)

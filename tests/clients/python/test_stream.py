@@ -9,7 +9,6 @@ cancel() of a running tree returns within 100 ms.
 """
 import asyncio
 import contextlib
-import os
 import re
 import statistics
 import threading
@@ -19,6 +18,7 @@ import pytest
 
 import sandboxd
 from conftest import runs_of, wait_for
+from harness import slot_processes
 
 FIRST_CHUNK_S = 0.3
 CANCEL_S = 0.1
@@ -56,24 +56,6 @@ def server(module_servers):
 def client(server):
     with sandboxd.Client(server.tcp) as c:
         yield c
-
-
-def slot_processes(uid_base, slots):
-    """(pid, uid) of every process whose real uid is one of the server's
-    slot uids."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                uid_line = next(line for line in f if line.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        uid = int(uid_line.split()[1])
-        if uid_base <= uid <= uid_base + slots:
-            found.append((int(pid), uid))
-    return found
 
 
 class Lines:
@@ -180,12 +162,12 @@ def test_cancel_of_a_running_tree_returns_at_once_and_leaves_nothing(servers):
             st = c.stream(TREE_CODE, limits=LONG)
 
             def cancel_later():
-                seen["before"] = slot_processes(uid_base, workers)
+                seen["before"] = slot_processes(uid_base, workers + 1)
                 time.sleep(0.3)  # the iterator is back in its watch by then
                 t0 = time.monotonic()
                 seen["state"] = st.cancel()
                 seen["took"] = time.monotonic() - t0
-                seen["after"] = slot_processes(uid_base, workers)
+                seen["after"] = slot_processes(uid_base, workers + 1)
 
             text = ""
             canceller = None
@@ -200,7 +182,7 @@ def test_cancel_of_a_running_tree_returns_at_once_and_leaves_nothing(servers):
         print(f"cancel() took {seen['took'] * 1000:.1f} ms; wall_time_ms {result.wall_time_ms}")
         assert len(seen["before"]) >= 4, seen  # the tree, seen by the same check
         assert seen["state"] == "done"
-        assert seen["after"] == [], f"processes of slot uids alive after cancel returned: {seen}"
+        assert seen["after"] == {}, f"processes of slot uids alive after cancel returned: {seen}"
         assert result.killed_by == "cancelled", result
         assert f"run_id={st.run_id} " in s.log_text()
     median = sorted(took)[1]

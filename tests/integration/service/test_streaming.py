@@ -27,7 +27,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from harness import Server, WireCaller, check, load_pb2, run_groups, wait_log  # noqa: E402
+from harness import (Server, WireCaller, check, load_pb2, run_groups,  # noqa: E402
+                     slot_processes, wait_log)
 
 OK, CANCELLED, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS = 0, 1, 3, 5, 6
 RESOURCE_EXHAUSTED, UNAVAILABLE = 8, 14
@@ -102,24 +103,6 @@ OFFSET_ERRORS = []
 def check_offsets(r, out, err):
     if r.stdout_offset != out or r.stderr_offset != err:
         OFFSET_ERRORS.append((r.stdout_offset, out, r.stderr_offset, err))
-
-
-def slot_processes(uid_base, n):
-    """pids of processes whose real uid is one of the slots' [uid_base, +n)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/status") as f:
-                for line in f:
-                    if line.startswith("Uid:"):
-                        if uid_base <= int(line.split()[1]) < uid_base + n:
-                            pids.append(int(d))
-                        break
-        except OSError:
-            pass
-    return pids
 
 
 def proc_status(pid, key):
