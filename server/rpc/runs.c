@@ -358,13 +358,6 @@ bool runs_begin(struct run_table *t, struct live_run *run) {
   return go;
 }
 
-bool runs_cancel_requested(struct run_table *t, struct live_run *run) {
-  pthread_mutex_lock(&t->lock);
-  bool c = run->cancel_requested;
-  pthread_mutex_unlock(&t->lock);
-  return c;
-}
-
 /* Appends what the engine stored (it applies the output limit; the cap
  * here only guards the copy). */
 static void stream_add(struct run_stream *s, const uint8_t *data, size_t len, uint64_t limit) {

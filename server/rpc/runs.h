@@ -125,7 +125,6 @@ void runs_give_back(struct run_table *t, struct live_run *run, struct server_cal
 /* A worker took it. false when it must not start (cancelled while it was
  * being taken): then the worker ends it with runs_refuse. */
 bool runs_begin(struct run_table *t, struct live_run *run);
-bool runs_cancel_requested(struct run_table *t, struct live_run *run);
 /* The engine's output callback (sandbox_stream.on_output), arg the run. */
 void runs_on_output(void *arg, int stream, const uint8_t *data, size_t len);
 /* The end of a run that ran (resp, status OK) or did not (err): the RunCode
