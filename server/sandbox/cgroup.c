@@ -252,6 +252,45 @@ void cgroup_remove_stale(const char *base_dir, bool v2) {
   closedir(d);
 }
 
+static int zygotes_dir(const struct cgroup_manager *m, int c, char *out, size_t size) {
+  if (m->engine_dir[c][0] == '\0')
+    return -1;
+  return (size_t)snprintf(out, size, "%s/zygotes", m->engine_dir[c]) < size ? 0 : -1;
+}
+
+int cgroup_zygotes_adopt(struct cgroup_manager *m, pid_t pid, struct sandbox_error *err) {
+  int n = m->backend->kind == SANDBOX_BACKEND_CGROUP_V1 ? CGROUP_V1_CONTROLLERS : 1;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d", (int)pid);
+  for (int c = 0; c < n; c++) {
+    char path[4200];
+    if (zygotes_dir(m, c, path, sizeof path) < 0)
+      continue; /* an optional controller this host does not offer */
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+      return sandbox_error_set(err, errno, "mkdir %s", path);
+    cleanup_close int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+      return sandbox_error_set(err, errno, "open %s", path);
+    if (cgroup_write_at(dfd, "cgroup.procs", buf, err) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+int cgroup_zygotes_memory(struct cgroup_manager *m, uint64_t *bytes) {
+  char path[4200], buf[64];
+  if (m->backend == NULL || m->backend->kind == SANDBOX_BACKEND_RLIMIT ||
+      zygotes_dir(m, 0, path, sizeof path) < 0)
+    return -1;
+  cleanup_close int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const char *file =
+      m->backend->kind == SANDBOX_BACKEND_CGROUP_V2 ? "memory.current" : "memory.usage_in_bytes";
+  if (dfd < 0 || cgroup_read_at(dfd, file, buf, sizeof buf) <= 0)
+    return -1;
+  *bytes = strtoull(buf, NULL, 10);
+  return 0;
+}
+
 int cgroup_manager_init(struct cgroup_manager *m, enum sandbox_backend wanted, const char *parent,
                         unsigned n_slots, struct sandbox_error *err) {
   static const struct cgroup_backend *const order[] = {&cgroup_backend_v2, &cgroup_backend_v1,

@@ -81,6 +81,10 @@ struct cgroup_backend {
    * CGROUP_INHERITED. */
   int (*clone_fd)(struct cgroup_manager *m, unsigned slot);
   int (*attach)(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err);
+  /* Places a process not born in the slot (a zygote's fork) in every
+   * cgroup of the slot (and its group's memory cgroup): NULL when the
+   * backend cannot (rlimit). */
+  int (*adopt)(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err);
   int (*cpu_usage_ns)(struct cgroup_manager *m, unsigned slot, uint64_t *ns);
   void (*kill_all)(struct cgroup_manager *m, unsigned slot);
   /* After the run's init was reaped: read the figures, leave the slot empty. */
@@ -106,6 +110,13 @@ struct cgroup_group *cgroup_group_new(struct cgroup_manager *m, struct sandbox_e
 /* The group of that id, or NULL. */
 struct cgroup_group *cgroup_group_find(struct cgroup_manager *m, uint64_t id);
 void cgroup_group_free(struct cgroup_manager *m, uint64_t id);
+
+/* The zygotes' cgroup: <engine dir>/zygotes in each hierarchy, made on
+ * first use, removed with the engine's. Zygotes live there, out of the
+ * slots (whose leftovers are killed after each run) and counted apart. */
+int cgroup_zygotes_adopt(struct cgroup_manager *m, pid_t pid, struct sandbox_error *err);
+/* Memory charged to the zygotes' cgroup now; -1 when there is none yet. */
+int cgroup_zygotes_memory(struct cgroup_manager *m, uint64_t *bytes);
 
 /* Helpers shared by the backends (cgroup.c). */
 int cgroup_write_at(int dirfd, const char *file, const char *value, struct sandbox_error *err);

@@ -269,6 +269,18 @@ static int v1_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,
   return cgroup_write_at(s->group->dirfd, "cgroup.procs", buf, err);
 }
 
+static int v1_adopt(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err) {
+  struct cgroup_slot *s = &m->slots[slot];
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d", (int)pid);
+  for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++) {
+    int fd = c == V1_MEMORY ? v1_memory_fd(s) : s->dirfd[c];
+    if (fd >= 0 && cgroup_write_at(fd, "cgroup.procs", buf, err) < 0)
+      return sandbox_error_wrap(err, "move the run into the %s slot", v1_controllers[c]);
+  }
+  return 0;
+}
+
 /* The tree's CPU time: the slot's counter less the worker thread's share. */
 static int v1_cpu_usage_ns(struct cgroup_manager *m, unsigned slot, uint64_t *ns) {
   struct cgroup_slot *s = &m->slots[slot];
@@ -353,6 +365,7 @@ const struct cgroup_backend cgroup_backend_v1 = {
     .prepare = v1_prepare,
     .clone_fd = v1_clone_fd,
     .attach = v1_attach,
+    .adopt = v1_adopt,
     .cpu_usage_ns = v1_cpu_usage_ns,
     .kill_all = v1_kill_all,
     .finish = v1_finish,

@@ -350,6 +350,7 @@ const struct cgroup_backend cgroup_backend_v2 = {
     .prepare = v2_prepare,
     .clone_fd = v2_clone_fd,
     .attach = v2_attach,
+    .adopt = v2_attach,
     .cpu_usage_ns = v2_cpu_usage_ns,
     .kill_all = v2_kill_all,
     .finish = v2_finish,

@@ -154,6 +154,16 @@ static void run_ops(const struct child_args *a, const int *trees) {
   }
 }
 
+/* The per-run mounts, the hostname and the working directory, in a mount
+ * namespace of the run's own whose root is already there. */
+static void finish_root(const struct child_args *a, const int *trees) {
+  run_ops(a, trees);
+  if (sethostname(a->hostname, strlen(a->hostname)) < 0)
+    fail(CHILD_STAGE_HOSTNAME);
+  if (chdir(a->cwd) < 0)
+    fail(CHILD_STAGE_CHDIR);
+}
+
 /* The fast way in: a private copy of the template namespace, whose root is
  * already built, read-only and pivoted into (rootfs.h). Host directories
  * for this run are cloned as detached trees first, while their paths still
@@ -182,11 +192,7 @@ static void enter_template(const struct child_args *a) {
    * are private, so nothing propagates back) and goes with its last process. */
   if (unshare(CLONE_NEWNS) < 0)
     fail(CHILD_STAGE_TEMPLATE);
-  run_ops(a, trees);
-  if (sethostname(a->hostname, strlen(a->hostname)) < 0)
-    fail(CHILD_STAGE_HOSTNAME);
-  if (chdir(a->cwd) < 0)
-    fail(CHILD_STAGE_CHDIR);
+  finish_root(a, trees);
 }
 
 /* In a mount namespace of our own: builds the root at a->root, pivots into
@@ -230,16 +236,35 @@ static void enter_root(const struct child_args *a) {
     fail(CHILD_STAGE_CHDIR);
 }
 
-static void drop_privileges(const struct child_args *a) {
+static void set_rlimits(const struct child_args *a) {
   for (size_t i = 0; i < a->n_rlimits; i++)
     if (setrlimit(a->rlimits[i].resource, &a->rlimits[i].limit) < 0)
       fail(CHILD_STAGE_RLIMITS);
-  /* The bounding set can only shrink while we still hold CAP_SETPCAP. */
+}
+
+/* The bounding set can only shrink while we still hold CAP_SETPCAP. */
+static void drop_bounding_set(const struct child_args *a) {
   for (int cap = 0; cap <= a->cap_last_cap; cap++)
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
       fail(CHILD_STAGE_CAPS_BOUNDING);
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
     fail(CHILD_STAGE_CAPS_BOUNDING);
+}
+
+/* Permitted, effective and inheritable all zero, and no way back. */
+static void clear_capabilities(void) {
+  struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  if (syscall(SYS_capset, &hdr, data) < 0)
+    fail(CHILD_STAGE_CAPS);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_NO_NEW_PRIVS);
+}
+
+static void drop_privileges(const struct child_args *a) {
+  set_rlimits(a);
+  drop_bounding_set(a);
   if (syscall(SYS_setgroups, 0, NULL) < 0)
     fail(CHILD_STAGE_GROUPS);
   if (syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0)
@@ -248,19 +273,33 @@ static void drop_privileges(const struct child_args *a) {
     fail(CHILD_STAGE_UID);
   /* setresuid away from 0 cleared permitted and effective; inheritable is
    * cleared here so that all sets read zero. */
-  struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-  struct __user_cap_data_struct data[2];
-  memset(data, 0, sizeof data);
-  if (syscall(SYS_capset, &hdr, data) < 0)
-    fail(CHILD_STAGE_CAPS);
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_NO_NEW_PRIVS);
+  clear_capabilities();
   /* Changing credentials cleared the parent-death signal: set it now. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     fail(CHILD_STAGE_PDEATHSIG);
   /* The program runs as the same uid: keep it out of init's memory. */
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     fail(CHILD_STAGE_DUMPABLE);
+}
+
+void child_zygote_enter(const struct child_args *a, const int *trees) {
+  umask(0);
+  finish_root(a, trees);
+  umask(022);
+}
+
+void child_zygote_confine(const struct child_args *a) {
+  set_rlimits(a);
+  drop_bounding_set(a);
+  /* Already the slot's uid and gid (the zygote's user namespace maps only
+   * those) and no supplementary group (dropped before it was made). The
+   * capabilities it holds there go; with no_new_privs and an empty
+   * bounding set nothing executed gets any back. */
+  clear_capabilities();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_PDEATHSIG);
+  if (seccomp_policy_load(a->seccomp) < 0)
+    fail(CHILD_STAGE_SECCOMP);
 }
 
 int child_main(void *arg) {
@@ -282,6 +321,17 @@ int child_main(void *arg) {
     enter_template(a);
   else
     enter_root(a);
+  if (a->zygote) {
+    /* A zygote (zygote_main.c) starts as root in the namespaces built
+     * here, makes its user namespace and drops to the slot's uid itself;
+     * it never runs user code. Its runs are confined by
+     * child_zygote_confine. */
+    set_rlimits(a);
+    umask(022);
+    syscall(SYS_execveat, FD_INIT, "", (char *const *)a->argv, (char *const *)a->envp,
+            AT_EMPTY_PATH);
+    fail(CHILD_STAGE_INIT_EXEC);
+  }
   drop_privileges(a);
   /* Last: from here on every system call, the exec included, is filtered. */
   if (seccomp_policy_load(a->seccomp) < 0)
@@ -316,6 +366,7 @@ const char *child_stage_name(int stage) {
       [CHILD_STAGE_FORK] = "fork of the program",
       [CHILD_STAGE_INIT_EXEC] = "exec of sandbox-init",
       [CHILD_STAGE_EXEC] = "exec of the program",
+      [CHILD_STAGE_ZYGOTE] = "the zygote's fork entering the run's namespaces",
   };
   if (stage > 0 && stage < (int)(sizeof names / sizeof names[0]) && names[stage] != NULL)
     return names[stage];

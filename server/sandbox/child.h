@@ -7,6 +7,7 @@
 #ifndef SANDBOX_CHILD_H
 #define SANDBOX_CHILD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -65,6 +66,7 @@ enum child_stage {
   CHILD_STAGE_FORK,
   CHILD_STAGE_EXEC,
   CHILD_STAGE_INIT_EXEC,
+  CHILD_STAGE_ZYGOTE, /* a zygote's fork entering its run (zygote_main.c) */
   CHILD_STAGE_OPS = 1000,
 };
 
@@ -72,6 +74,9 @@ enum child_report_kind {
   CHILD_REPORT_SETUP_ERROR = 1, /* stage, errnum: the program did not run */
   CHILD_REPORT_EXIT = 2,        /* status: wait status of the program */
   CHILD_REPORT_READY = 3,       /* the template namespace is built */
+  /* A zygote's run, first message, sent with the sender's credentials:
+   * the engine learns its pid and places it in the slot's cgroup. */
+  CHILD_REPORT_HELLO = 4,
 };
 
 struct child_report {
@@ -109,6 +114,9 @@ struct child_args {
   } rlimits[CHILD_MAX_RLIMITS];
   size_t n_rlimits;
   const struct seccomp_policy *seccomp;
+  /* The zygote's own start: init_fd is the zygote's image, exec'd as root
+   * with no credential change and no seccomp filter (zygote_main.c). */
+  bool zygote;
 };
 
 /* Runs in the clone child (PID 1 of the new PID namespace, sharing the
@@ -120,6 +128,15 @@ int child_main(void *args);
  * a->ops in a new mount namespace, pivots into a->root, reports READY on
  * report_fd and waits to be killed. Returns only by exiting. */
 __attribute__((noreturn)) void child_template_main(const struct child_args *a, int report_fd);
+
+/* A run forked from a zygote (zygote_main.c), in its first process (PID 1
+ * of the run's namespaces, in a mount namespace copied from the zygote's):
+ * the per-run mounts (trees: the detached copies the engine made, for the
+ * CHILD_OP_ATTACH ops), the hostname, the working directory. */
+void child_zygote_enter(const struct child_args *a, const int *trees);
+/* Then in the program's own process: rlimits, no capabilities,
+ * no_new_privs, the parent-death signal, the seccomp filter. */
+void child_zygote_confine(const struct child_args *a);
 
 /* Human name of a stage (parent side). */
 const char *child_stage_name(int stage);

@@ -17,7 +17,9 @@
 #include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,32 +34,17 @@
 #include "cgroup.h"
 #include "child.h"
 #include "cleanup.h"
+#include "engine_internal.h"
 #include "mnt_template.h"
 #include "rootfs.h"
 #include "sandbox.h"
 #include "seccomp_policy.h"
 #include "supervise.h"
+#include "zygote.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
-
-struct sandbox_engine {
-  struct sandbox_engine_config config;
-  char state_dir[4096];
-  struct cgroup_manager cgroups;
-  struct seccomp_policy seccomp;
-  struct seccomp_policy seccomp_network; /* spec.network: the installer's profile */
-  struct rootfs rootfs;
-  struct sandbox_report report;
-  int cap_last_cap;
-  int init_fd;  /* sealed memfd with sandbox-init */
-  int mntns_fd; /* the template mount namespace (mnt_template.c) */
-  struct engine_slot {
-    int netns_fd;      /* the slot's network namespace (only a down lo) */
-    void *clone_stack; /* the vfork-style child's stack */
-  } * slots;
-};
 
 #define CLONE_STACK_SIZE (256 * 1024)
 
@@ -223,6 +210,7 @@ static int engine_configure(struct sandbox_engine *e, const struct sandbox_engin
   e->config.state_dir = e->state_dir;
   e->config.cgroup_parent = NULL; /* not kept: only used below */
   e->cap_last_cap = read_cap_last_cap();
+  e->zygote_fd = -1;
   return 0;
 }
 
@@ -286,6 +274,12 @@ static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_
     engine_release(e, ENGINE_HAS_SECCOMP);
     return -1;
   }
+  if (zygote_engine_init(e, err) < 0) {
+    zygote_engine_release(e);
+    cgroup_manager_destroy(&e->cgroups);
+    engine_release(e, ENGINE_HAS_SECCOMP);
+    return -1;
+  }
   return 0;
 }
 
@@ -300,6 +294,9 @@ static void engine_fill_report(struct sandbox_engine *e) {
   r->slots = e->config.slots;
   r->clone_into_cgroup = e->cgroups.clone_into_cgroup;
   r->cpu_share = e->cgroups.cpu_share;
+  r->zygote = e->zygote_fd >= 0;
+  r->zygote_max_forks = e->config.zygote.max_forks;
+  r->zygote_max_age_ms = e->config.zygote.max_age_ms;
 }
 
 /* The capabilities the engine and its runs use. A container may give root
@@ -373,6 +370,7 @@ int sandbox_engine_new(const struct sandbox_engine_config *config, struct sandbo
 void sandbox_engine_free(struct sandbox_engine *e) {
   if (e == NULL)
     return;
+  zygote_engine_release(e);
   cgroup_manager_destroy(&e->cgroups);
   engine_release(e, ENGINE_HAS_SECCOMP);
   free(e);
@@ -418,7 +416,7 @@ static const char *const env_minimum[] = {
      * workspace, where they would count against its quota and persist. */
     "XDG_CACHE_HOME=/tmp/.cache", "MPLCONFIGDIR=/tmp/.config/matplotlib", NULL};
 
-static const char **build_env(const char *const *extra, struct sandbox_error *err) {
+const char **engine_build_env(const char *const *extra, struct sandbox_error *err) {
   size_t n_extra = 0;
   for (; extra != NULL && extra[n_extra] != NULL; n_extra++) {
     const char *eq = strchr(extra[n_extra], '=');
@@ -456,15 +454,17 @@ static void set_rlimit(struct child_args *a, int resource, uint64_t soft, uint64
   a->n_rlimits++;
 }
 
-static void fill_rlimits(const struct sandbox_engine *e, const struct sandbox_limits *l,
-                         struct child_args *a) {
+void engine_fill_rlimits(const struct sandbox_engine *e, const struct sandbox_limits *l,
+                         bool zygote, struct child_args *a) {
   uint64_t cpu_s = (l->cpu_time_ms + 999) / 1000;
   set_rlimit(a, RLIMIT_CORE, 0, 0);
   set_rlimit(a, RLIMIT_NOFILE, l->open_files, l->open_files);
   set_rlimit(a, RLIMIT_FSIZE, l->file_size_bytes, l->file_size_bytes);
   /* Counted per uid: each slot has its own uid, so this is per run. +1 for
-   * the namespace's init. */
-  set_rlimit(a, RLIMIT_NPROC, l->max_processes + 1, l->max_processes + 1);
+   * the namespace's init, +1 for the zygote a run is forked from (same uid,
+   * same user namespace). */
+  uint64_t nproc = l->max_processes + 1 + (zygote ? 1 : 0);
+  set_rlimit(a, RLIMIT_NPROC, nproc, nproc);
   set_rlimit(a, RLIMIT_STACK, 8u << 20, 8u << 20);
   if (e->cgroups.backend->kind == SANDBOX_BACKEND_RLIMIT) {
     /* No tree-wide figures: memory and CPU are limited per process. */
@@ -564,9 +564,8 @@ static void classify(const struct supervise *s, const struct cgroup_run_stats *s
     r->killed_by = SANDBOX_KILLED_BY_NONE;
 }
 
-static pid_t spawn(struct sandbox_engine *e, unsigned slot, struct child_args *args, int *pidfd,
-                   struct sandbox_error *err) {
-  int cgroup_fd = e->cgroups.backend->clone_fd(&e->cgroups, slot);
+pid_t engine_spawn(struct sandbox_engine *e, unsigned slot, struct child_args *args, int cgroup_fd,
+                   int *pidfd, struct sandbox_error *err) {
   struct clone_args ca;
   memset(&ca, 0, sizeof ca);
   ca.flags = NS_FLAGS | CLONE_PIDFD | CLONE_VM | CLONE_VFORK;
@@ -612,6 +611,7 @@ struct engine_run {
   const struct sandbox_spec *spec;
   struct sandbox_limits limits; /* the spec's, defaults filled in */
   bool template;
+  bool zygote; /* forked from the slot's zygote (zygote.c) */
   struct rootfs_plan plan;
   const char **env;
   bool need_sync;
@@ -645,8 +645,26 @@ static int run_prepare(struct engine_run *r, struct sandbox_error *err) {
     return sandbox_error_wrap(err, "%s slot %u", cg->name, r->slot);
   /* Prepare may have created the per-run cgroup: the clone fd is known now,
    * and with it whether the child must wait to be attached (a sync pipe). */
-  r->need_sync = cg->clone_fd(&e->cgroups, r->slot) == CGROUP_ATTACH_AFTER_CLONE;
-  return pipes_open(&r->p, r->need_sync, err);
+  r->need_sync = !r->zygote && cg->clone_fd(&e->cgroups, r->slot) == CGROUP_ATTACH_AFTER_CLONE;
+  if (pipes_open(&r->p, r->need_sync, err) < 0)
+    return -1;
+  if (r->zygote) {
+    /* The report channel is a socket: its first message carries the
+     * sender's credentials (its pid in our namespace), and the go comes
+     * back on it. */
+    close(r->p.fds[3][0]);
+    close(r->p.fds[3][1]);
+    r->p.fds[3][0] = r->p.fds[3][1] = -1;
+    int one = 1;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, r->p.fds[3]) < 0 ||
+        setsockopt(r->p.fds[3][0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
+      int en = errno;
+      pipes_close(&r->p);
+      return sandbox_error_set(err, en, "report socket");
+    }
+    fcntl(r->p.fds[3][0], F_SETFL, O_NONBLOCK);
+  }
+  return 0;
 }
 
 /* Everything the child needs, as plain data (child.h). */
@@ -674,7 +692,7 @@ static void run_child_args(const struct engine_run *r, struct child_args *args) 
       .init_fd = e->init_fd,
       .seccomp = spec->network ? &e->seccomp_network : &e->seccomp,
   };
-  fill_rlimits(e, &r->limits, args);
+  engine_fill_rlimits(e, &r->limits, r->zygote, args);
 }
 
 /* The child's ends belong to it once it is cloned. */
@@ -735,10 +753,44 @@ static int run_supervise(struct engine_run *r, struct sandbox_error *err) {
 static void run_reap(struct engine_run *r, struct sandbox_result *result) {
   siginfo_t info;
   memset(&r->ru, 0, sizeof r->ru);
+  if (r->zygote) {
+    /* The zygote's child, not ours: the kernel reaps it (the zygote
+     * ignores SIGCHLD); its end is the pidfd becoming readable. Its
+     * figures come from the slot's cgroup. */
+    struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
+    while (r->pidfd >= 0 && poll(&p, 1, -1) < 0 && errno == EINTR)
+      ;
+    result->wall_time_us = supervise_elapsed_us(&r->sv.start);
+    return;
+  }
   while (syscall(SYS_waitid, P_PIDFD, r->pidfd, &info, WEXITED | __WALL, &r->ru) < 0 &&
          errno == EINTR)
     ;
   result->wall_time_us = supervise_elapsed_us(&r->sv.start);
+}
+
+/* A run forked from the slot's zygote: handed over with its fds, its first
+ * process taken into the slot's cgroup when it says HELLO, then supervised
+ * like any run. */
+static int run_execute_zygote(struct engine_run *r, struct child_args *args,
+                              struct sandbox_result *result, struct sandbox_error *err) {
+  clock_gettime(CLOCK_MONOTONIC, &r->sv.start);
+  if (zygote_send_run(r->e, r->slot, args, r->p.fds[3][1], err) < 0)
+    return -1;
+  pipes_close_child_ends(&r->p);
+  struct child_report setup;
+  r->pid = zygote_take_run(r->e, r->slot, r->p.fds[3][0], &r->pidfd, &setup, err);
+  if (r->pid < 0) {
+    if (setup.kind != CHILD_REPORT_SETUP_ERROR)
+      return -1;
+    r->sv.have_setup_error = true;
+    r->sv.setup_error.stage = setup.stage;
+    r->sv.setup_error.errnum = setup.errnum;
+    return 0; /* run_finish describes it */
+  }
+  int ret = run_supervise(r, err) == 0 ? 0 : -1;
+  run_reap(r, result);
+  return ret;
 }
 
 /* From the cgroup to the reaped init. Returns 0 when the run was supervised
@@ -751,7 +803,10 @@ static int run_execute(struct engine_run *r, struct sandbox_result *result,
   run_child_args(r, &args);
 
   clock_gettime(CLOCK_MONOTONIC, &r->sv.start);
-  r->pid = spawn(r->e, r->slot, &args, &r->pidfd, err);
+  if (r->zygote)
+    return run_execute_zygote(r, &args, result, err);
+  r->pid = engine_spawn(r->e, r->slot, &args,
+                        r->e->cgroups.backend->clone_fd(&r->e->cgroups, r->slot), &r->pidfd, err);
   if (r->pid < 0)
     return -1;
   pipes_close_child_ends(&r->p);
@@ -831,11 +886,15 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
     return -1;
   struct engine_run r = {.e = e, .slot = slot, .spec = spec, .limits = spec->limits};
   sandbox_limits_fill_defaults(&r.limits);
+  if (spec->zygote &&
+      (zygote_check_spec(e, spec, err) < 0 || zygote_ensure(e, slot, spec, err) < 0))
+    return -1;
+  r.zygote = spec->zygote;
 
   r.template = rootfs_template_fits(spec);
   if (rootfs_plan_build(&e->rootfs, slot, spec, &r.limits, r.template, &r.plan, err) < 0)
     return -1;
-  cleanup_free const char **env = build_env(spec->env, err);
+  cleanup_free const char **env = engine_build_env(spec->env, err);
   if (env == NULL) {
     rootfs_plan_free(&r.plan);
     return -1;

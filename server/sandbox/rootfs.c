@@ -315,9 +315,9 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
  * /dev/shm (size-limited, charged to the run's memory cgroup), the
  * workspace read-write. Binds from the host are CHILD_OP_ATTACH in a
  * template run (cloned before the child leaves the host's namespace). */
-static int plan_per_run(const struct rootfs *fs, const char *pre, bool template, unsigned slot,
-                        const struct sandbox_spec *spec, const struct sandbox_limits *limits,
-                        struct rootfs_plan *plan) {
+static int plan_per_run(const struct rootfs *fs, const char *pre, bool template, bool proc_ro_binds,
+                        unsigned slot, const struct sandbox_spec *spec,
+                        const struct sandbox_limits *limits, struct rootfs_plan *plan) {
   int rc = 0;
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MOUNT,
                                          .source = "proc",
@@ -327,7 +327,7 @@ static int plan_per_run(const struct rootfs *fs, const char *pre, bool template,
   /* Writes there need root; the binds are defence in depth against a kernel
    * bug, kept to the two that change the whole host. */
   static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger"};
-  for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
+  for (size_t i = 0; proc_ro_binds && i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
     if (access(proc_ro[i], F_OK) < 0)
       continue;
     const char *path = AT(proc_ro[i]);
@@ -461,11 +461,26 @@ int rootfs_plan_build(const struct rootfs *fs, unsigned slot, const struct sandb
   memset(plan, 0, sizeof *plan);
   const char *pre = template ? "" : fs->root;
   if ((!template && plan_shared(fs, plan, spec->network) != 0) ||
-      plan_per_run(fs, pre, template, slot, spec, limits, plan) != 0) {
+      plan_per_run(fs, pre, template, true, slot, spec, limits, plan) != 0) {
     rootfs_plan_free(plan);
     return sandbox_error_set(err, ENOMEM, "mount plan");
   }
   if (plan_mounts(pre, template, spec, plan, err) < 0) {
+    rootfs_plan_free(plan);
+    return -1;
+  }
+  return 0;
+}
+
+int rootfs_zygote_plan(const struct rootfs *fs, unsigned slot, const struct sandbox_spec *spec,
+                       const struct sandbox_limits *limits, struct rootfs_plan *plan,
+                       struct sandbox_error *err) {
+  memset(plan, 0, sizeof *plan);
+  if (plan_per_run(fs, "", true, false, slot, spec, limits, plan) != 0) {
+    rootfs_plan_free(plan);
+    return sandbox_error_set(err, ENOMEM, "mount plan");
+  }
+  if (plan_mounts("", true, spec, plan, err) < 0) {
     rootfs_plan_free(plan);
     return -1;
   }

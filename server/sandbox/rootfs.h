@@ -62,6 +62,14 @@ int rootfs_template_plan(const struct rootfs *fs, struct rootfs_plan *plan,
  * directories that exist in the template (under /usr/). */
 bool rootfs_template_fits(const struct sandbox_spec *spec);
 void rootfs_plan_free(struct rootfs_plan *plan);
+/* A zygote's own root (zygote.c): a template run's plan for spec, but a
+ * /proc with nothing bound over it. A zygote's runs mount a /proc of their
+ * own from inside its user namespace, which the kernel allows only where
+ * one proc is fully visible already; each run binds /proc/sys read-only
+ * over its own, as any run. */
+int rootfs_zygote_plan(const struct rootfs *fs, unsigned slot, const struct sandbox_spec *spec,
+                       const struct sandbox_limits *limits, struct rootfs_plan *plan,
+                       struct sandbox_error *err);
 
 /* Checks a path inside the sandbox for an extra mount: absolute, normalized
  * (no "." or ".." parts, no "//"), and not on or under a system directory. */

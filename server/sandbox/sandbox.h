@@ -96,6 +96,12 @@ struct sandbox_spec {
   uint64_t group;
   int netns_fd; /* with network only; anything but a network namespace is EINVAL */
   const struct sandbox_stream *stream; /* NULL: output only in the result, no cancel */
+  /* Fork the run from the slot's zygote (docs/ZYGOTE.md): a Python that
+   * has imported the engine's preload list. argv must then be
+   * "/usr/bin/python3 [-u] SCRIPT [ARGS...]"; the same isolation, the
+   * program is that script run by the zygote's interpreter. Needs an
+   * engine made with zygote.enabled; never with network. */
+  bool zygote;
 };
 
 struct sandbox_result {
@@ -119,6 +125,18 @@ struct sandbox_result {
   struct sandbox_limits limits; /* the limits in force, defaults filled in */
 };
 
+/* Zygotes (docs/ZYGOTE.md): one per slot, started on the first run that
+ * asks for one, replaced after max_forks runs or max_age_ms, or when a run
+ * needs other extra mounts (a requirements environment). */
+struct sandbox_zygote_config {
+  bool enabled;
+  const char *preload; /* module names, comma-separated: imported once per zygote */
+  uint64_t max_forks;  /* 0: SANDBOX_DEFAULT_ZYGOTE_FORKS */
+  uint64_t max_age_ms; /* 0: SANDBOX_DEFAULT_ZYGOTE_AGE_MS */
+};
+#define SANDBOX_DEFAULT_ZYGOTE_FORKS 100
+#define SANDBOX_DEFAULT_ZYGOTE_AGE_MS (300ULL * 1000)
+
 struct sandbox_engine_config {
   const char *state_dir;        /* default /var/lib/sandboxd */
   const char *cgroup_parent;    /* absolute cgroup path to work under; NULL = own */
@@ -126,6 +144,7 @@ struct sandbox_engine_config {
   unsigned slots;               /* number of concurrent runs; default 1 */
   uid_t uid_base;               /* slot i runs as uid_base + i; default 60000 */
   gid_t gid_base;               /* slot i runs as gid_base + i; default uid_base */
+  struct sandbox_zygote_config zygote;
 };
 
 /* What the engine isolates with, for GetInfo and logs. */
@@ -139,6 +158,16 @@ struct sandbox_report {
   unsigned slots;
   bool clone_into_cgroup;
   bool cpu_share; /* each slot has its own CPU share (v2 cpu, v1 cpu) */
+  bool zygote;    /* runs may be forked from zygotes */
+  uint64_t zygote_max_forks, zygote_max_age_ms;
+};
+
+/* The zygotes now and since the start, for GetInfo and metrics. */
+struct sandbox_zygote_stats {
+  unsigned running;
+  bool have_memory;
+  uint64_t memory_bytes; /* charged to the zygotes' cgroup: what their imports hold */
+  uint64_t starts, start_failures, forks, recycled;
 };
 
 struct sandbox_engine;
@@ -158,6 +187,12 @@ const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *
 int sandbox_run(struct sandbox_engine *engine, unsigned slot, const struct sandbox_spec *spec,
                 struct sandbox_result *result, struct sandbox_error *err);
 void sandbox_result_free(struct sandbox_result *result);
+
+/* Zygotes (docs/ZYGOTE.md). warm starts the slot's zygote for runs
+ * without extra mounts, if it is not running, on the slot's thread; 0 or
+ * -1 with err. stats may be called from any thread. */
+int sandbox_zygote_warm(struct sandbox_engine *engine, unsigned slot, struct sandbox_error *err);
+void sandbox_zygote_stats(struct sandbox_engine *engine, struct sandbox_zygote_stats *out);
 
 /* Accounting groups. Memory a run leaves charged after it ends (pages of
  * files it wrote into a tmpfs that lives on, as a session's workspace) stays

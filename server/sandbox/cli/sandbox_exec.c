@@ -52,6 +52,8 @@ static void usage(FILE *out) {
           "  --workspace DIR     host directory for /workspace (default: a fresh one)\n"
           "  --state-dir DIR     engine state (default /var/lib/sandboxd)\n"
           "  --backend NAME      auto, cgroup-v2, cgroup-v1 or rlimit (default auto)\n"
+          "  --zygote MODULES    fork the run from a zygote that imported MODULES\n"
+          "                      (comma-separated, may be \"\"); argv: python3 [-u] SCRIPT\n"
           "  --uid-base N        sandbox uid (default %d)\n"
           "Exit status: 0 when the run happened (whatever the program did), 1 on a\n"
           "sandbox error, 2 on a usage error.\n",
@@ -82,6 +84,7 @@ enum {
   OPT_WORKSPACE,
   OPT_STATE,
   OPT_BACKEND,
+  OPT_ZYGOTE,
   OPT_HELP,
   OPT_NUMBER
 };
@@ -173,6 +176,11 @@ static int take_option(struct exec_args *a, int c, char *value) {
     return 0;
   case OPT_BACKEND:
     return set_backend(a, value);
+  case OPT_ZYGOTE:
+    a->config.zygote.enabled = true;
+    a->config.zygote.preload = value;
+    a->spec.zygote = true;
+    return 0;
   case OPT_HELP:
     return 1;
   default:
@@ -182,7 +190,7 @@ static int take_option(struct exec_args *a, int c, char *value) {
 
 /* Returns 0, 1 after --help, 2 on a usage error. */
 static int parse_args(int argc, char **argv, struct exec_args *a) {
-  struct option opts[N_NUMBER_OPTS + 9] = {
+  struct option opts[N_NUMBER_OPTS + 10] = {
       {"json", no_argument, NULL, OPT_JSON},
       {"stdin", required_argument, NULL, OPT_STDIN},
       {"env", required_argument, NULL, OPT_ENV},
@@ -190,10 +198,11 @@ static int parse_args(int argc, char **argv, struct exec_args *a) {
       {"workspace", required_argument, NULL, OPT_WORKSPACE},
       {"state-dir", required_argument, NULL, OPT_STATE},
       {"backend", required_argument, NULL, OPT_BACKEND},
+      {"zygote", required_argument, NULL, OPT_ZYGOTE},
       {"help", no_argument, NULL, OPT_HELP},
   };
   for (size_t i = 0; i < N_NUMBER_OPTS; i++)
-    opts[8 + i] =
+    opts[9 + i] =
         (struct option){number_opts[i].name, required_argument, NULL, OPT_NUMBER + (int)i};
   int c;
   while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {

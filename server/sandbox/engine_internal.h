@@ -1,0 +1,63 @@
+/* engine_internal.h: the engine's state, shared by engine.c and zygote.c
+ * only (not part of the engine's interface, sandbox.h). */
+#ifndef SANDBOX_ENGINE_INTERNAL_H
+#define SANDBOX_ENGINE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "cgroup.h"
+#include "child.h"
+#include "rootfs.h"
+#include "sandbox.h"
+#include "seccomp_policy.h"
+
+/* A slot's zygote (zygote.c); pid 0 when there is none. Only the slot's
+ * own thread changes it; stats readers see pid through the atomic. */
+struct zygote_slot {
+  _Atomic pid_t pid;
+  int pidfd;
+  int ctl;        /* the control socket (SOCK_SEQPACKET) */
+  uint64_t forks; /* runs forked from it */
+  struct timespec started;
+  char *mounts_key; /* the extra mounts it was built with ("" none) */
+};
+
+struct sandbox_engine {
+  struct sandbox_engine_config config;
+  char state_dir[4096];
+  struct cgroup_manager cgroups;
+  struct seccomp_policy seccomp;
+  struct seccomp_policy seccomp_network; /* spec.network: the installer's profile */
+  struct rootfs rootfs;
+  struct sandbox_report report;
+  int cap_last_cap;
+  int init_fd;   /* sealed memfd with sandbox-init */
+  int mntns_fd;  /* the template mount namespace (mnt_template.c) */
+  int zygote_fd; /* sealed memfd with sandbox-zygote; -1 without zygotes */
+  char zygote_preload[4096];
+  char zygote_home[4200]; /* an empty directory: a zygote's /workspace */
+  struct {
+    atomic_uint_fast64_t starts, start_failures, forks, recycled;
+  } zygote_counts;
+  struct engine_slot {
+    int netns_fd;      /* the slot's network namespace (only a down lo) */
+    void *clone_stack; /* the vfork-style child's stack */
+    struct zygote_slot zygote;
+  } * slots;
+};
+
+/* The clone of a sandbox child from the calling thread (engine.c): into
+ * cgroup_fd when >= 0 (CLONE_INTO_CGROUP), else born in the thread's
+ * cgroup. Returns its pid, or -1 with err. */
+pid_t engine_spawn(struct sandbox_engine *e, unsigned slot, struct child_args *args, int cgroup_fd,
+                   int *pidfd, struct sandbox_error *err);
+/* The run's environment: the engine's minimum, then extra (engine.c). */
+const char **engine_build_env(const char *const *extra, struct sandbox_error *err);
+/* The engine's rlimits for a run with these limits (engine.c). */
+void engine_fill_rlimits(const struct sandbox_engine *e, const struct sandbox_limits *l,
+                         bool zygote, struct child_args *a);
+
+#endif

@@ -1,0 +1,531 @@
+/* zygote.c: the engine's side of zygotes (zygote.h, docs/ZYGOTE.md).
+ *
+ * A slot's zygote is started like a run, from the slot's thread
+ * (engine_spawn, child.c with args.zygote): the same template root, the
+ * slot's network namespace, PID/IPC/UTS/cgroup namespaces of its own. It
+ * is moved into the zygotes' cgroup before it runs, then makes its user
+ * namespace; this side writes the maps (the slot's uid and gid, nothing
+ * else) and sends its configuration: the seccomp program every run loads,
+ * the modules to import. A run is one message with the run's fds; the
+ * run's first process says HELLO with its credentials on the run's report
+ * socket, and this side moves it into the slot's cgroups before letting
+ * it go. From there the run is supervised like any other (engine.c). */
+#include "zygote.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "zygote_wire.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* A zygote has this long to import its modules (a cold matplotlib takes
+ * about a second here; a busy host, several). */
+#define ZYGOTE_START_TIMEOUT_MS 60000
+/* and a run's first process this long to say HELLO. */
+#define ZYGOTE_HELLO_TIMEOUT_MS 10000
+#define ZYGOTE_TMP_BYTES (64ULL << 20)
+
+extern const unsigned char sandbox_zygote_blob[];
+extern const unsigned char sandbox_zygote_blob_end[];
+
+static uint64_t elapsed_ms(const struct timespec *since) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (uint64_t)(now.tv_sec - since->tv_sec) * 1000u +
+         (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000000);
+}
+
+int zygote_engine_init(struct sandbox_engine *e, struct sandbox_error *err) {
+  e->zygote_fd = -1;
+  for (unsigned i = 0; i < e->config.slots; i++) {
+    e->slots[i].zygote.pidfd = e->slots[i].zygote.ctl = -1;
+    e->slots[i].zygote.pid = 0;
+  }
+  if (!e->config.zygote.enabled)
+    return 0;
+  if (e->cgroups.backend->adopt == NULL)
+    return sandbox_error_set(err, EINVAL, "zygotes need a cgroup backend (v2 or v1), not %s",
+                             e->cgroups.backend->name);
+  snprintf(e->zygote_preload, sizeof e->zygote_preload, "%s",
+           e->config.zygote.preload != NULL ? e->config.zygote.preload : "");
+  e->config.zygote.preload = e->zygote_preload;
+  if (e->config.zygote.max_forks == 0)
+    e->config.zygote.max_forks = SANDBOX_DEFAULT_ZYGOTE_FORKS;
+  if (e->config.zygote.max_age_ms == 0)
+    e->config.zygote.max_age_ms = SANDBOX_DEFAULT_ZYGOTE_AGE_MS;
+  snprintf(e->zygote_home, sizeof e->zygote_home, "%s/zygote-home", e->state_dir);
+  if (mkdir(e->zygote_home, 0555) < 0 && errno != EEXIST)
+    return sandbox_error_set(err, errno, "mkdir %s", e->zygote_home);
+  int fd = memfd_create("sandbox-zygote", MFD_CLOEXEC | MFD_ALLOW_SEALING | 0x0010U /* EXEC */);
+  if (fd < 0 && errno == EINVAL)
+    fd = memfd_create("sandbox-zygote", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "memfd for sandbox-zygote");
+  size_t len = (size_t)(sandbox_zygote_blob_end - sandbox_zygote_blob), off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, sandbox_zygote_blob + off, len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int en = errno;
+      close(fd);
+      return sandbox_error_set(err, en, "write sandbox-zygote");
+    }
+    off += (size_t)n;
+  }
+  if (fchmod(fd, 0555) < 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+    int en = errno;
+    close(fd);
+    return sandbox_error_set(err, en, "seal sandbox-zygote");
+  }
+  e->zygote_fd = fd;
+  return 0;
+}
+
+/* Ends the zygote (its runs' namespaces are below its own: they go too)
+ * and reaps it. */
+static void zygote_stop(struct sandbox_engine *e, struct zygote_slot *z) {
+  (void)e;
+  if (z->ctl >= 0)
+    close(z->ctl);
+  if (z->pidfd >= 0) {
+    syscall(SYS_pidfd_send_signal, z->pidfd, SIGKILL, NULL, 0);
+    siginfo_t info;
+    while (syscall(SYS_waitid, P_PIDFD, z->pidfd, &info, WEXITED | __WALL, NULL) < 0 &&
+           errno == EINTR)
+      ;
+    close(z->pidfd);
+  }
+  free(z->mounts_key);
+  z->mounts_key = NULL;
+  z->ctl = z->pidfd = -1;
+  atomic_store(&z->pid, 0);
+  z->forks = 0;
+}
+
+void zygote_engine_release(struct sandbox_engine *e) {
+  for (unsigned i = 0; e->slots != NULL && i < e->config.slots; i++)
+    zygote_stop(e, &e->slots[i].zygote);
+  if (e->zygote_fd >= 0)
+    close(e->zygote_fd);
+  e->zygote_fd = -1;
+  if (e->zygote_home[0] != '\0')
+    rmdir(e->zygote_home);
+}
+
+int zygote_check_spec(const struct sandbox_engine *e, const struct sandbox_spec *spec,
+                      struct sandbox_error *err) {
+  if (e->zygote_fd < 0)
+    return sandbox_error_set(err, EINVAL, "this engine has no zygotes (zygote.enabled)");
+  if (spec->network)
+    return sandbox_error_set(err, EINVAL, "a zygote never runs with the network profile");
+  if (!rootfs_template_fits(spec))
+    return sandbox_error_set(err, EINVAL, "a zygote's runs take extra mounts under /usr/ only");
+  const char *const *a = spec->argv;
+  size_t i = 1;
+  if (strcmp(a[0], "/usr/bin/python3") != 0)
+    return sandbox_error_set(err, EINVAL, "a zygote runs /usr/bin/python3 only, not %.64s", a[0]);
+  while (a[i] != NULL && strcmp(a[i], "-u") == 0)
+    i++;
+  if (a[i] == NULL || a[i][0] != '/')
+    return sandbox_error_set(err, EINVAL,
+                             "a zygote runs \"python3 [-u] SCRIPT [ARGS...]\" with an absolute "
+                             "SCRIPT; other options are not supported");
+  return 0;
+}
+
+/* "source=target;..." of the extra mounts: a zygote serves runs with the
+ * same ones (a requirements environment bound over site-packages). */
+static char *mounts_key(const struct sandbox_spec *spec) {
+  size_t len = 1;
+  for (size_t i = 0; i < spec->n_mounts; i++)
+    len += strlen(spec->mounts[i].source) + strlen(spec->mounts[i].target) + 2;
+  char *key = malloc(len);
+  if (key == NULL)
+    return NULL;
+  key[0] = '\0';
+  for (size_t i = 0; i < spec->n_mounts; i++) {
+    strcat(key, spec->mounts[i].source);
+    strcat(key, "=");
+    strcat(key, spec->mounts[i].target);
+    strcat(key, ";");
+  }
+  return key;
+}
+
+/* One message on the control socket, waiting at most timeout_ms and not
+ * past the zygote's death. Returns its length, 0 at EOF or death, -1 with
+ * errno (ETIMEDOUT). */
+static ssize_t ctl_recv(const struct zygote_slot *z, char *buf, size_t size, int timeout_ms) {
+  struct pollfd p[2] = {{.fd = z->ctl, .events = POLLIN}, {.fd = z->pidfd, .events = POLLIN}};
+  for (;;) {
+    int rc = poll(p, 2, timeout_ms);
+    if (rc < 0 && errno == EINTR)
+      continue;
+    if (rc < 0)
+      return -1;
+    if (rc == 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    if (p[0].revents) {
+      ssize_t n = recv(z->ctl, buf, size, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        continue;
+      return n;
+    }
+    return 0; /* died without a word */
+  }
+}
+
+static int send_fds(int sock, char kind, const int *fds, size_t n_fds) {
+  char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_MAX_FDS)];
+  memset(cbuf, 0, sizeof cbuf);
+  struct iovec iov = {.iov_base = &kind, .iov_len = 1};
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (n_fds > 0) {
+    mh.msg_control = cbuf;
+    mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == 1 ? 0 : -1;
+}
+
+static int write_file(pid_t pid, const char *file, const char *text) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+  cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* The maps (the slot's uid and gid, to themselves), then the
+ * configuration: the seccomp program and the preload list. */
+static int configure(struct sandbox_engine *e, unsigned slot, struct zygote_slot *z,
+                     struct sandbox_error *err) {
+  pid_t pid = atomic_load(&z->pid);
+  uid_t uid = e->config.uid_base + slot;
+  gid_t gid = e->config.gid_base + slot;
+  char map[64];
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+  if (write_file(pid, "uid_map", map) < 0)
+    return sandbox_error_set(err, errno, "write the zygote's uid_map");
+  if (write_file(pid, "setgroups", "deny") < 0)
+    return sandbox_error_set(err, errno, "write the zygote's setgroups");
+  snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+  if (write_file(pid, "gid_map", map) < 0)
+    return sandbox_error_set(err, errno, "write the zygote's gid_map");
+  const struct seccomp_policy *sp = &e->seccomp;
+  struct zygote_config cfg = {.magic = ZYGOTE_MAGIC,
+                              .uid = uid,
+                              .gid = gid,
+                              .n_seccomp = sp->prog.len,
+                              .preload_len = (uint32_t)strlen(e->zygote_preload)};
+  cleanup_close int fd = memfd_create("sandbox-zygote-config", MFD_CLOEXEC);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "memfd");
+  size_t insns = sizeof(struct sock_filter) * sp->prog.len;
+  if (write(fd, &cfg, sizeof cfg) != (ssize_t)sizeof cfg ||
+      write(fd, sp->prog.filter, insns) != (ssize_t)insns ||
+      write(fd, e->zygote_preload, cfg.preload_len) != (ssize_t)cfg.preload_len)
+    return sandbox_error_set(err, errno, "write the zygote's configuration");
+  if (send_fds(z->ctl, ZYGOTE_MSG_MAPPED, &fd, 1) < 0)
+    return sandbox_error_set(err, errno, "send the zygote its configuration");
+  return 0;
+}
+
+/* Waits for msg; a FAILED message's text or a setup error goes to err. */
+static int expect(struct zygote_slot *z, char msg, int report_fd, int timeout_ms,
+                  const struct rootfs_plan *plan, struct sandbox_error *err) {
+  char buf[ZYGOTE_MAX_ERROR];
+  ssize_t n = ctl_recv(z, buf, sizeof buf - 1, timeout_ms);
+  if (n > 0 && buf[0] == msg)
+    return 0;
+  if (n > 0 && buf[0] == ZYGOTE_MSG_FAILED) {
+    buf[n] = '\0';
+    return sandbox_error_set(err, 0, "the zygote failed to start: %s", buf + 1);
+  }
+  if (n < 0 && errno == ETIMEDOUT)
+    return sandbox_error_set(err, ETIMEDOUT, "the zygote did not start within %d s",
+                             timeout_ms / 1000);
+  struct child_report r;
+  if (report_fd >= 0 && read(report_fd, &r, sizeof r) == (ssize_t)sizeof r &&
+      r.kind == CHILD_REPORT_SETUP_ERROR) {
+    char what[512];
+    if (r.stage >= CHILD_STAGE_OPS)
+      rootfs_describe_op(plan, (size_t)(r.stage - CHILD_STAGE_OPS), what, sizeof what);
+    else
+      snprintf(what, sizeof what, "%s", child_stage_name(r.stage));
+    return sandbox_error_set(err, r.errnum, "the zygote's setup failed at %s", what);
+  }
+  return sandbox_error_set(err, 0, "the zygote ended during its start");
+}
+
+/* fds of a start: the control socket pair, /dev/null, report and sync
+ * pipes. [0] ours, [1] the child's (sync: [0] the child's). */
+struct start_fds {
+  int ctl[2], null, report[2], sync[2];
+};
+
+static void start_fds_close(struct start_fds *f) {
+  int *all[] = {&f->ctl[0],    &f->ctl[1],  &f->null,   &f->report[0],
+                &f->report[1], &f->sync[0], &f->sync[1]};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (*all[i] >= 0) {
+      close(*all[i]);
+      *all[i] = -1;
+    }
+}
+
+static int start_fds_open(struct start_fds *f, struct sandbox_error *err) {
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, f->ctl) < 0 ||
+      (f->null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
+      pipe2(f->report, O_CLOEXEC | O_DIRECT) < 0 || pipe2(f->sync, O_CLOEXEC) < 0)
+    return sandbox_error_set(err, errno, "the zygote's sockets and pipes");
+  fcntl(f->report[0], F_SETFL, O_NONBLOCK);
+  return 0;
+}
+
+static int zygote_start(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
+                        struct sandbox_error *err) {
+  struct zygote_slot *z = &e->slots[slot].zygote;
+  static const char *const argv[] = {"sandbox-zygote", NULL};
+  struct sandbox_spec zspec = {.argv = argv,
+                               .workspace_dir = e->zygote_home,
+                               .mounts = spec->mounts,
+                               .n_mounts = spec->n_mounts};
+  struct sandbox_limits limits = {.tmp_bytes = ZYGOTE_TMP_BYTES};
+  sandbox_limits_fill_defaults(&limits);
+  struct rootfs_plan plan;
+  if (rootfs_zygote_plan(&e->rootfs, slot, &zspec, &limits, &plan, err) < 0)
+    return -1;
+  cleanup_free const char **env = engine_build_env(NULL, err);
+  struct start_fds f = {{-1, -1}, -1, {-1, -1}, {-1, -1}};
+  int ret = -1;
+  if (env == NULL || start_fds_open(&f, err) < 0)
+    goto out;
+  struct child_args a = {.ops = plan.ops,
+                         .n_ops = plan.n_ops,
+                         .root = e->rootfs.root,
+                         .mntns_fd = e->mntns_fd,
+                         .cwd = "/",
+                         .hostname = "sandbox",
+                         .argv = argv,
+                         .envp = env,
+                         .cap_last_cap = e->cap_last_cap,
+                         .stdin_fd = f.ctl[1],
+                         .stdout_fd = f.null,
+                         .stderr_fd = f.null,
+                         .report_fd = f.report[1],
+                         .sync_fd = f.sync[0],
+                         .netns_fd = e->slots[slot].netns_fd,
+                         .init_fd = e->zygote_fd,
+                         .zygote = true};
+  a.rlimits[0].resource = RLIMIT_CORE;
+  a.n_rlimits = 1;
+  int pidfd = -1;
+  pid_t pid = engine_spawn(e, slot, &a, -1, &pidfd, err);
+  if (pid < 0)
+    goto out;
+  z->pidfd = pidfd;
+  atomic_store(&z->pid, pid);
+  z->ctl = f.ctl[0];
+  f.ctl[0] = -1;
+  close(f.ctl[1]);
+  close(f.report[1]);
+  close(f.sync[0]);
+  f.ctl[1] = f.report[1] = f.sync[0] = -1;
+  if (cgroup_zygotes_adopt(&e->cgroups, pid, err) < 0) {
+    sandbox_error_wrap(err, "place the zygote in its cgroup");
+    goto out;
+  }
+  ssize_t w = write(f.sync[1], "g", 1);
+  (void)w;
+  close(f.sync[1]);
+  f.sync[1] = -1;
+  if (expect(z, ZYGOTE_MSG_USERNS, f.report[0], ZYGOTE_START_TIMEOUT_MS, &plan, err) < 0 ||
+      configure(e, slot, z, err) < 0 ||
+      expect(z, ZYGOTE_MSG_READY, -1, ZYGOTE_START_TIMEOUT_MS, &plan, err) < 0)
+    goto out;
+  z->mounts_key = mounts_key(spec);
+  if (z->mounts_key == NULL) {
+    sandbox_error_set(err, ENOMEM, "zygote");
+    goto out;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &z->started);
+  z->forks = 0;
+  atomic_fetch_add(&e->zygote_counts.starts, 1);
+  ret = 0;
+out:
+  if (ret < 0) {
+    atomic_fetch_add(&e->zygote_counts.start_failures, 1);
+    zygote_stop(e, z);
+  }
+  start_fds_close(&f);
+  rootfs_plan_free(&plan);
+  return ret;
+}
+
+int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
+                  struct sandbox_error *err) {
+  struct zygote_slot *z = &e->slots[slot].zygote;
+  if (atomic_load(&z->pid) != 0) {
+    struct pollfd p = {.fd = z->pidfd, .events = POLLIN};
+    cleanup_free char *key = mounts_key(spec);
+    bool dead = poll(&p, 1, 0) > 0;
+    bool due = z->forks >= e->config.zygote.max_forks ||
+               elapsed_ms(&z->started) >= e->config.zygote.max_age_ms;
+    bool other = key == NULL || strcmp(key, z->mounts_key) != 0;
+    if (!dead && !due && !other)
+      return 0;
+    if (due || other)
+      atomic_fetch_add(&e->zygote_counts.recycled, 1);
+    zygote_stop(e, z);
+  }
+  if (zygote_start(e, slot, spec, err) < 0)
+    return sandbox_error_wrap(err, "slot %u", slot);
+  return 0;
+}
+
+int zygote_send_run(struct sandbox_engine *e, unsigned slot, const struct child_args *a,
+                    int report_child, struct sandbox_error *err) {
+  struct zygote_slot *z = &e->slots[slot].zygote;
+  int fds[ZYGOTE_MAX_FDS];
+  size_t n = 0;
+  int memfd = zygote_wire_pack(a);
+  if (memfd < 0)
+    return sandbox_error_set(err, errno, "pack the run for the zygote");
+  fds[n++] = memfd;
+  fds[n++] = a->stdin_fd;
+  fds[n++] = a->stdout_fd;
+  fds[n++] = a->stderr_fd;
+  fds[n++] = report_child;
+  int ret = 0;
+  /* The host directories of the run (workspace, user databases, extra
+   * mounts), cloned here where their paths resolve. */
+  for (size_t i = 0; i < a->n_ops && ret == 0; i++) {
+    if (a->ops[i].kind != CHILD_OP_ATTACH)
+      continue;
+    if (n == ZYGOTE_MAX_FDS) {
+      ret = sandbox_error_set(err, E2BIG, "too many mounts for a zygote's run");
+      break;
+    }
+    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, a->ops[i].source,
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0)
+      ret = sandbox_error_set(err, errno, "clone %s for the run", a->ops[i].source);
+    else
+      fds[n++] = tree;
+  }
+  if (ret == 0 && send_fds(z->ctl, ZYGOTE_MSG_RUN, fds, n) < 0) {
+    ret = sandbox_error_set(err, errno, "hand the run to the zygote");
+    zygote_stop(e, z); /* the next run starts a fresh one */
+  }
+  close(memfd);
+  for (size_t i = ZYGOTE_RUN_FDS; i < n; i++)
+    close(fds[i]);
+  if (ret == 0)
+    z->forks++;
+  return ret;
+}
+
+pid_t zygote_take_run(struct sandbox_engine *e, unsigned slot, int report, int *pidfd,
+                      struct child_report *setup, struct sandbox_error *err) {
+  struct zygote_slot *z = &e->slots[slot].zygote;
+  struct pollfd p[2] = {{.fd = report, .events = POLLIN}, {.fd = z->pidfd, .events = POLLIN}};
+  memset(setup, 0, sizeof *setup);
+  for (;;) {
+    int rc = poll(p, 2, ZYGOTE_HELLO_TIMEOUT_MS);
+    if (rc < 0 && errno == EINTR)
+      continue;
+    if (rc <= 0)
+      return sandbox_error_set(err, rc == 0 ? ETIMEDOUT : errno,
+                               "the zygote's fork did not report");
+    if (p[0].revents)
+      break;
+    zygote_stop(e, z);
+    return sandbox_error_set(err, 0, "the zygote died before the run started");
+  }
+  struct child_report r;
+  char cbuf[CMSG_SPACE(sizeof(struct ucred))];
+  struct iovec iov = {.iov_base = &r, .iov_len = sizeof r};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+  ssize_t n = recvmsg(report, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n != (ssize_t)sizeof r)
+    return sandbox_error_set(err, n < 0 ? errno : EPROTO, "the zygote's fork did not report");
+  if (r.kind == CHILD_REPORT_SETUP_ERROR) {
+    *setup = r;
+    return -1;
+  }
+  struct ucred cred = {0};
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
+      memcpy(&cred, CMSG_DATA(c), sizeof cred);
+  if (r.kind != CHILD_REPORT_HELLO || cred.pid <= 0 || cred.uid != e->config.uid_base + slot)
+    return sandbox_error_set(err, EPROTO, "the zygote's fork said something else than HELLO");
+  int fd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "pidfd of the run");
+  if (e->cgroups.backend->adopt(&e->cgroups, slot, cred.pid, err) < 0) {
+    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    close(fd);
+    return sandbox_error_wrap(err, "place the run in its cgroup");
+  }
+  if (write(report, "g", 1) != 1) {
+    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    close(fd);
+    return sandbox_error_set(err, errno, "start the run");
+  }
+  atomic_fetch_add(&e->zygote_counts.forks, 1);
+  *pidfd = fd;
+  return cred.pid;
+}
+
+int sandbox_zygote_warm(struct sandbox_engine *e, unsigned slot, struct sandbox_error *err) {
+  if (slot >= e->config.slots)
+    return sandbox_error_set(err, EINVAL, "slot %u out of range", slot);
+  if (e->zygote_fd < 0)
+    return sandbox_error_set(err, EINVAL, "this engine has no zygotes");
+  struct sandbox_spec spec = {0};
+  return zygote_ensure(e, slot, &spec, err);
+}
+
+void sandbox_zygote_stats(struct sandbox_engine *e, struct sandbox_zygote_stats *out) {
+  memset(out, 0, sizeof *out);
+  for (unsigned i = 0; i < e->config.slots; i++)
+    if (atomic_load(&e->slots[i].zygote.pid) != 0)
+      out->running++;
+  out->have_memory = cgroup_zygotes_memory(&e->cgroups, &out->memory_bytes) == 0;
+  out->starts = atomic_load(&e->zygote_counts.starts);
+  out->start_failures = atomic_load(&e->zygote_counts.start_failures);
+  out->forks = atomic_load(&e->zygote_counts.forks);
+  out->recycled = atomic_load(&e->zygote_counts.recycled);
+}

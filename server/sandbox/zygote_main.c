@@ -1,0 +1,484 @@
+/* zygote_main.c: sandbox-zygote, a Python interpreter that has imported
+ * the configured modules and forks a run for each request (docs/ZYGOTE.md).
+ *
+ * The engine starts it like a run (zygote.c, child.c): in the slot's
+ * network namespace and a PID, mount, IPC, UTS and cgroup namespace of its
+ * own, in a copy of the template root, exec'd from a sealed memfd as root
+ * with nothing but: fd 0 the control socket, 1 and 2 /dev/null, 3 the
+ * report pipe, 4 the sync pipe. It then, before anything else:
+ *   - waits until the engine has placed it in the zygotes' cgroup (fd 4);
+ *   - drops the supplementary groups (host root's would follow it into the
+ *     user namespace, unmapped but still honoured by permission checks);
+ *   - makes a user namespace that maps only the slot's uid and gid to
+ *     themselves (the engine writes the maps), becomes that uid and gid and
+ *     keeps the capabilities it holds there, nowhere else;
+ *   - imports the modules, freezes the garbage collector's objects (so
+ *     that forks share them untouched), and says READY.
+ * It never runs user code. Per run (ZYGOTE_MSG_RUN) it forks with new PID,
+ * mount, IPC and UTS namespaces; that fork (PID 1 of the run, C code only)
+ * says HELLO with its credentials on the report socket, waits until the
+ * engine has put it in the slot's cgroup, enters a cgroup namespace, makes
+ * the run's mounts, forks the program's process and reaps, like
+ * sandbox-init, until the program ends. The program's process drops every
+ * capability, sets no_new_privs, loads the engine's seccomp filter, closes
+ * all but its stdio, reseeds the random generators and runs the script. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "seccomp_policy.h"
+#include "zygote_wire.h"
+
+enum { FD_CTL_START = 0, FD_REPORT = 3, FD_SYNC = 4 };
+
+/* The Python half: preload and run. Kept out of sys.modules: user code
+ * cannot reach it (it runs in the program's own process anyway). */
+static const char bootstrap[] =
+    "import os, sys\n"
+    "def preload(names):\n"
+    "    import importlib, traceback, gc\n"
+    "    for name in names:\n"
+    "        try:\n"
+    "            importlib.import_module(name)\n"
+    "        except BaseException:\n"
+    "            return 'import %s failed:\\n%s' % (name, traceback.format_exc())\n"
+    "    gc.collect()\n"
+    "    gc.freeze()\n"
+    "    return ''\n"
+    "def _code(c):\n"
+    "    if c is None:\n"
+    "        return 0\n"
+    "    if isinstance(c, int):\n"
+    "        return c & 0xff\n"
+    "    try:\n"
+    "        print(c, file=sys.stderr)\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    return 1\n"
+    "def run(argv, env):\n"
+    "    script = argv[0]\n"
+    "    sys.argv = list(argv)\n"
+    "    os.environ.clear()\n"
+    "    for kv in env:\n"
+    "        k, _, v = kv.partition('=')\n"
+    "        os.environ[k] = v\n"
+    "    sys.path.insert(0, os.path.dirname(script))\n"
+    "    extra = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]\n"
+    "    sys.path[1:1] = extra\n"
+    "    if 'random' in sys.modules:\n"
+    "        sys.modules['random'].seed()\n"
+    "    if 'numpy.random' in sys.modules:\n"
+    "        sys.modules['numpy.random'].seed()\n"
+    "    code = 0\n"
+    "    try:\n"
+    "        import runpy\n"
+    "        runpy.run_path(script, run_name='__main__')\n"
+    "    except SystemExit as e:\n"
+    "        code = _code(e.code)\n"
+    "    except BaseException as e:\n"
+    "        tb = e.__traceback__\n"
+    "        while tb is not None and tb.tb_frame.f_code.co_filename != script:\n"
+    "            tb = tb.tb_next\n"
+    "        try:\n"
+    "            sys.excepthook(type(e), e, tb if tb is not None else e.__traceback__)\n"
+    "        except BaseException:\n"
+    "            pass\n"
+    "        code = -2 if isinstance(e, KeyboardInterrupt) else 1\n"
+    "    t = sys.modules.get('threading')\n"
+    "    if t is not None:\n"
+    "        try:\n"
+    "            t._shutdown()\n"
+    "        except BaseException:\n"
+    "            pass\n"
+    "    try:\n"
+    "        import atexit\n"
+    "        atexit._run_exitfuncs()\n"
+    "    except SystemExit as e:\n"
+    "        code = _code(e.code)\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    for f in (sys.stdout, sys.stderr):\n"
+    "        try:\n"
+    "            f.flush()\n"
+    "        except BaseException:\n"
+    "            if code == 0:\n"
+    "                code = 120\n"
+    "    return code\n";
+
+struct zygote {
+  int ctl;
+  struct seccomp_policy seccomp;
+  PyObject *ns; /* the bootstrap's globals */
+};
+
+static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
+  struct child_report r = {.kind = kind, .stage = stage, .errnum = errnum, .status = status};
+  ssize_t n;
+  do {
+    n = write(FD_REPORT, &r, sizeof r);
+  } while (n < 0 && errno == EINTR);
+}
+
+__attribute__((noreturn)) static void fail(int stage) {
+  report(CHILD_REPORT_SETUP_ERROR, stage, errno, 0);
+  _exit(127);
+}
+
+/* A failed start: the message on the control socket, then exit. */
+__attribute__((noreturn)) static void fail_start(int ctl, const char *fmt, ...) {
+  char msg[ZYGOTE_MAX_ERROR];
+  msg[0] = ZYGOTE_MSG_FAILED;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg + 1, sizeof msg - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    n = 0;
+  if ((size_t)n > sizeof msg - 2)
+    n = (int)sizeof msg - 2;
+  ssize_t w = send(ctl, msg, (size_t)n + 1, MSG_NOSIGNAL);
+  (void)w;
+  _exit(1);
+}
+
+static ssize_t recv_msg(int sock, char *kind, int *fds, size_t max_fds, size_t *n_fds) {
+  char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_MAX_FDS)];
+  struct iovec iov = {.iov_base = kind, .iov_len = 1};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  *n_fds = 0;
+  if (n <= 0)
+    return n;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+      continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    int *in = (int *)(void *)CMSG_DATA(c);
+    for (size_t i = 0; i < k; i++) {
+      if (*n_fds < max_fds)
+        fds[(*n_fds)++] = in[i];
+      else
+        close(in[i]);
+    }
+  }
+  if (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  return n;
+}
+
+/* From root in the engine's namespaces to the slot's uid in a user
+ * namespace of its own, configured by the engine. */
+static void become_unprivileged(struct zygote *z, char **preload, size_t *preload_len) {
+  char go;
+  ssize_t n;
+  do {
+    n = read(FD_SYNC, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1)
+    _exit(126);
+  close(FD_SYNC);
+  if (syscall(SYS_setgroups, 0, NULL) < 0)
+    fail_start(z->ctl, "setgroups: %s", strerror(errno));
+  if (unshare(CLONE_NEWUSER) < 0)
+    fail_start(z->ctl, "user namespace: %s", strerror(errno));
+  char msg = ZYGOTE_MSG_USERNS;
+  if (send(z->ctl, &msg, 1, MSG_NOSIGNAL) != 1)
+    _exit(1);
+  int fd = -1;
+  size_t n_fds = 0;
+  if (recv_msg(z->ctl, &msg, &fd, 1, &n_fds) != 1 || msg != ZYGOTE_MSG_MAPPED || n_fds != 1)
+    fail_start(z->ctl, "no configuration from the engine");
+  struct stat st;
+  struct zygote_config cfg;
+  if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof cfg || st.st_size > (16 << 20))
+    fail_start(z->ctl, "bad configuration");
+  char *buf = malloc((size_t)st.st_size + 1);
+  if (buf == NULL || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
+    fail_start(z->ctl, "read configuration: %s", strerror(errno));
+  close(fd);
+  memcpy(&cfg, buf, sizeof cfg);
+  size_t insns = (size_t)cfg.n_seccomp * sizeof(struct sock_filter);
+  if (cfg.magic != ZYGOTE_MAGIC || cfg.n_seccomp == 0 || cfg.n_seccomp > 65535 ||
+      sizeof cfg + insns + cfg.preload_len != (size_t)st.st_size)
+    fail_start(z->ctl, "bad configuration");
+  z->seccomp.insns = malloc(insns);
+  if (z->seccomp.insns == NULL)
+    fail_start(z->ctl, "out of memory");
+  memcpy(z->seccomp.insns, buf + sizeof cfg, insns);
+  z->seccomp.prog.len = (unsigned short)cfg.n_seccomp;
+  z->seccomp.prog.filter = z->seccomp.insns;
+  *preload = buf + sizeof cfg + insns;
+  (*preload)[cfg.preload_len] = '\0';
+  *preload_len = cfg.preload_len;
+  /* The maps hold the slot's ids only. Keep the namespace's capabilities
+   * across the change of uid; the runs drop them. */
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
+    fail_start(z->ctl, "securebits: %s", strerror(errno));
+  if (syscall(SYS_setresgid, cfg.gid, cfg.gid, cfg.gid) < 0 ||
+      syscall(SYS_setresuid, cfg.uid, cfg.uid, cfg.uid) < 0)
+    fail_start(z->ctl, "become uid %u: %s", cfg.uid, strerror(errno));
+  /* Changing credentials cleared these. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    fail_start(z->ctl, "prctl: %s", strerror(errno));
+}
+
+static void start_python(struct zygote *z, char *preload) {
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.buffered_stdio = 0; /* as "python3 -u" */
+  config.parse_argv = 0;
+  config.safe_path = 1; /* each run puts its script's directory first */
+  config.user_site_directory = 0;
+  PyStatus st = PyConfig_SetBytesString(&config, &config.program_name, "/usr/bin/python3");
+  if (!PyStatus_Exception(st))
+    st = PyConfig_SetBytesString(&config, &config.executable, "/usr/bin/python3");
+  if (!PyStatus_Exception(st))
+    st = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(st))
+    fail_start(z->ctl, "Python: %s", st.err_msg ? st.err_msg : "initialization failed");
+  z->ns = PyDict_New();
+  if (z->ns == NULL || PyDict_SetItemString(z->ns, "__builtins__", PyEval_GetBuiltins()) < 0)
+    fail_start(z->ctl, "Python: no namespace");
+  PyObject *r = PyRun_String(bootstrap, Py_file_input, z->ns, z->ns);
+  if (r == NULL)
+    fail_start(z->ctl, "Python: the bootstrap failed");
+  Py_DECREF(r);
+  PyObject *names = PyList_New(0);
+  for (char *save = NULL, *tok = strtok_r(preload, ",", &save); tok != NULL;
+       tok = strtok_r(NULL, ",", &save)) {
+    PyObject *s = PyUnicode_FromString(tok);
+    if (s == NULL || PyList_Append(names, s) < 0)
+      fail_start(z->ctl, "Python: preload list");
+    Py_DECREF(s);
+  }
+  PyObject *fn = PyDict_GetItemString(z->ns, "preload");
+  PyObject *res = fn != NULL ? PyObject_CallOneArg(fn, names) : NULL;
+  Py_DECREF(names);
+  if (res == NULL) {
+    PyErr_Clear();
+    fail_start(z->ctl, "Python: preload raised");
+  }
+  const char *msg = PyUnicode_AsUTF8(res);
+  if (msg == NULL || msg[0] != '\0')
+    fail_start(z->ctl, "%s", msg != NULL ? msg : "preload failed");
+  Py_DECREF(res);
+}
+
+/* The program's process: confined, then the script. */
+__attribute__((noreturn)) static void run_program(struct zygote *z, const struct child_args *a,
+                                                  const struct zygote_run *run) {
+  PyOS_AfterFork_Child();
+  child_zygote_confine(a);
+  /* Only its stdio: not the report socket, not the run's memfd. */
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+    fail(CHILD_STAGE_FDS);
+  /* argv is "/usr/bin/python3 [-u] SCRIPT [ARGS...]" (checked by the engine). */
+  size_t i = 1;
+  while (run->argv[i] != NULL && strcmp(run->argv[i], "-u") == 0)
+    i++;
+  PyObject *argv = PyList_New(0), *env = PyList_New(0);
+  for (; run->argv[i] != NULL; i++) {
+    PyObject *s = PyUnicode_DecodeFSDefault(run->argv[i]);
+    PyList_Append(argv, s);
+    Py_XDECREF(s);
+  }
+  for (size_t j = 0; run->envp[j] != NULL; j++) {
+    PyObject *s = PyUnicode_DecodeFSDefault(run->envp[j]);
+    PyList_Append(env, s);
+    Py_XDECREF(s);
+  }
+  PyObject *fn = PyDict_GetItemString(z->ns, "run");
+  PyObject *res = fn != NULL ? PyObject_CallFunctionObjArgs(fn, argv, env, NULL) : NULL;
+  long code = 1;
+  if (res == NULL)
+    PyErr_Print();
+  else
+    code = PyLong_AsLong(res);
+  if (code == -2) { /* an uncaught KeyboardInterrupt: die of SIGINT, as python does */
+    signal(SIGINT, SIG_DFL);
+    kill(getpid(), SIGINT);
+  }
+  _exit((int)(code & 0xff));
+}
+
+/* The run's first process: PID 1 of its namespaces. fds: the memfd,
+ * stdin, stdout, stderr, the report socket, then the trees. */
+__attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size_t n_fds) {
+  /* Into place: 0-2 stdio, 3 report, 4 memfd, 5... trees. */
+  int order[ZYGOTE_MAX_FDS];
+  order[0] = fds[ZYGOTE_FD_STDIN];
+  order[1] = fds[ZYGOTE_FD_STDOUT];
+  order[2] = fds[ZYGOTE_FD_STDERR];
+  order[3] = fds[ZYGOTE_FD_REPORT];
+  order[4] = fds[ZYGOTE_FD_MEMFD];
+  for (size_t i = ZYGOTE_RUN_FDS; i < n_fds; i++)
+    order[i] = fds[i];
+  int tmp[ZYGOTE_MAX_FDS];
+  for (size_t i = 0; i < n_fds; i++)
+    if ((tmp[i] = fcntl(order[i], F_DUPFD_CLOEXEC, 64)) < 0)
+      _exit(126);
+  for (size_t i = 0; i < n_fds; i++)
+    if (dup3(tmp[i], (int)i, i < 3 ? 0 : O_CLOEXEC) != (int)i)
+      _exit(126);
+  if (syscall(SYS_close_range, (unsigned)n_fds, ~0U, 0U) < 0)
+    fail(CHILD_STAGE_FDS);
+  signal(SIGCHLD, SIG_DFL);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_PDEATHSIG);
+  /* HELLO: the engine reads our pid from the credentials the kernel adds,
+   * places us in the slot's cgroup and says go. */
+  report(CHILD_REPORT_HELLO, 0, 0, 0);
+  char go;
+  ssize_t n;
+  do {
+    n = read(FD_REPORT, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    errno = n == 0 ? EPIPE : errno;
+    fail(CHILD_STAGE_SYNC);
+  }
+  if (unshare(CLONE_NEWCGROUP) < 0)
+    fail(CHILD_STAGE_ZYGOTE);
+  struct zygote_run run;
+  if (zygote_wire_unpack(4, &run) < 0)
+    fail(CHILD_STAGE_ZYGOTE);
+  if (run.n_trees != n_fds - ZYGOTE_RUN_FDS) {
+    errno = EBADMSG;
+    fail(CHILD_STAGE_ZYGOTE);
+  }
+  int trees[CHILD_MAX_ATTACH];
+  for (size_t i = 0; i < run.n_trees; i++)
+    trees[i] = (int)(ZYGOTE_RUN_FDS + i);
+  struct child_args a = {.ops = run.ops,
+                         .n_ops = run.n_ops,
+                         .cwd = run.cwd,
+                         .hostname = run.hostname,
+                         .argv = run.argv,
+                         .envp = run.envp,
+                         .cap_last_cap = 63,
+                         .report_fd = FD_REPORT,
+                         .seccomp = &z->seccomp};
+  {
+    char buf[16];
+    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t k = read(fd, buf, sizeof buf - 1);
+      if (k > 0) {
+        buf[k] = '\0';
+        a.cap_last_cap = atoi(buf);
+      }
+      close(fd);
+    }
+  }
+  for (size_t i = 0; i < run.n_rlimits; i++) {
+    a.rlimits[i].resource = run.rlimits[i].resource;
+    a.rlimits[i].limit = run.rlimits[i].limit;
+  }
+  a.n_rlimits = run.n_rlimits;
+  child_zygote_enter(&a, trees);
+  /* The program runs as the same uid: keep it out of this process. */
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_DUMPABLE);
+  PyOS_BeforeFork();
+  pid_t program = fork();
+  if (program < 0)
+    fail(CHILD_STAGE_FORK);
+  if (program == 0) {
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    run_program(z, &a, &run);
+  }
+  close(0);
+  close(1);
+  close(2);
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, __WALL);
+    if (pid < 0 && errno == EINTR)
+      continue;
+    if (pid < 0)
+      _exit(1);
+    if (pid == program) {
+      report(CHILD_REPORT_EXIT, 0, 0, status);
+      _exit(0);
+    }
+  }
+}
+
+static void serve(struct zygote *z) {
+  for (;;) {
+    char kind = 0;
+    int fds[ZYGOTE_MAX_FDS];
+    size_t n_fds = 0;
+    ssize_t n = recv_msg(z->ctl, &kind, fds, ZYGOTE_MAX_FDS, &n_fds);
+    if (n == 0)
+      _exit(0); /* the engine let go of us */
+    if (n < 0 && errno != EMSGSIZE)
+      _exit(1);
+    if (n < 0 || kind != ZYGOTE_MSG_RUN || n_fds < ZYGOTE_RUN_FDS) {
+      for (size_t i = 0; i < n_fds; i++)
+        close(fds[i]);
+      continue;
+    }
+    pid_t pid = (pid_t)syscall(SYS_clone,
+                               CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+                               NULL, NULL, NULL, NULL);
+    if (pid == 0)
+      run_first(z, fds, n_fds);
+    if (pid < 0) {
+      struct child_report r = {
+          .kind = CHILD_REPORT_SETUP_ERROR, .stage = CHILD_STAGE_ZYGOTE, .errnum = errno};
+      ssize_t w = write(fds[ZYGOTE_FD_REPORT], &r, sizeof r);
+      (void)w;
+    }
+    for (size_t i = 0; i < n_fds; i++)
+      close(fds[i]);
+  }
+}
+
+int main(void) {
+  struct zygote z = {.ctl = -1};
+  /* The control socket off fd 0: Python's sys.stdin must not be it. */
+  z.ctl = fcntl(FD_CTL_START, F_DUPFD_CLOEXEC, 5);
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (z.ctl < 0 || null < 0 || dup2(null, 0) < 0)
+    _exit(126);
+  close(null);
+  close(FD_REPORT);
+  char *preload = NULL;
+  size_t preload_len = 0;
+  become_unprivileged(&z, &preload, &preload_len);
+  /* Finished runs are reaped by the kernel: the engine watches them by
+   * pidfd, and their first process resets this. */
+  signal(SIGCHLD, SIG_IGN);
+  start_python(&z, preload);
+  char ready = ZYGOTE_MSG_READY;
+  if (send(z.ctl, &ready, 1, MSG_NOSIGNAL) != 1)
+    _exit(1);
+  serve(&z);
+}
