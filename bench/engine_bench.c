@@ -5,7 +5,11 @@
  * hits both alike, and prints the medians and their ratio. Also times the
  * bare namespace creation (clone with the same flags, child exits at once).
  *
- *   build/bin/engine-bench [--runs N] [--json]
+ *   build/bin/engine-bench [--runs N] [--json] [--zygote MODULES] [--code PYTHON]
+ *
+ * --zygote: the sandboxed runs are forked from a zygote that imported
+ * MODULES (docs/ZYGOTE.md); --code: the program instead of print('hello')
+ * (the same for both sides).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -99,6 +103,7 @@ int main(int argc, char **argv) {
   int runs = 40;
   int json = 0;
   int only_sandbox = 0; /* for profilers: no bare runs */
+  const char *zygote = NULL, *code = "print('hello')\n";
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
       runs = atoi(argv[++i]);
@@ -106,8 +111,13 @@ int main(int argc, char **argv) {
       json = 1;
     else if (strcmp(argv[i], "--only-sandbox") == 0)
       only_sandbox = 1;
+    else if (strcmp(argv[i], "--zygote") == 0 && i + 1 < argc)
+      zygote = argv[++i];
+    else if (strcmp(argv[i], "--code") == 0 && i + 1 < argc)
+      code = argv[++i];
     else {
-      fprintf(stderr, "usage: engine-bench [--runs N] [--json] [--only-sandbox]\n");
+      fprintf(stderr, "usage: engine-bench [--runs N] [--json] [--only-sandbox] [--zygote MODULES]"
+                      " [--code PYTHON]\n");
       return 2;
     }
   }
@@ -119,6 +129,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   struct sandbox_engine_config cfg = {.state_dir = state, .slots = 1, .uid_base = 61200};
+  cfg.zygote.enabled = zygote != NULL;
+  cfg.zygote.preload = zygote;
+  cfg.zygote.max_forks = 1000000;
+  cfg.zygote.max_age_ms = 3600 * 1000;
   struct sandbox_engine *engine;
   struct sandbox_error err = {0};
   if (sandbox_engine_new(&cfg, &engine, &err) < 0) {
@@ -130,10 +144,12 @@ int main(int argc, char **argv) {
   mkdir(ws, 0755);
   snprintf(script, sizeof script, "%s/hello.py", ws);
   FILE *f = fopen(script, "w");
-  fputs("print('hello')\n", f);
+  fputs(code, f);
   fclose(f);
   const char *sargv[] = {"/usr/bin/python3", "-I", "/workspace/hello.py", NULL};
-  struct sandbox_spec spec = {.argv = sargv, .workspace_dir = ws};
+  const char *zargv[] = {"/usr/bin/python3", "-u", "/workspace/hello.py", NULL};
+  struct sandbox_spec spec = {
+      .argv = zygote ? zargv : sargv, .workspace_dir = ws, .zygote = zygote != NULL};
 
   double *bare = calloc((size_t)runs, sizeof(double));
   double *sbx = calloc((size_t)runs, sizeof(double));
@@ -171,8 +187,10 @@ int main(int argc, char **argv) {
     double c2 = cpu_ms();
     cpu_bare += c1 - c0;
     cpu_sbx += c2 - c1;
-    if (r.stdout_len != 6 || memcmp(r.stdout_data, "hello\n", 6) != 0) {
-      fprintf(stderr, "engine-bench: unexpected output\n");
+    if (r.exit_code != 0 || (strcmp(code, "print('hello')\n") == 0 &&
+                             (r.stdout_len != 6 || memcmp(r.stdout_data, "hello\n", 6) != 0))) {
+      fprintf(stderr, "engine-bench: unexpected output: %.*s\n", (int)r.stderr_len,
+              (const char *)r.stderr_data);
       return 1;
     }
     sandbox_result_free(&r);

@@ -160,14 +160,18 @@ const char *cgroup_next_id(const char *p, long *id) {
   return end == p ? NULL : end;
 }
 
-void cgroup_kill_procs_at(int dirfd) {
+void cgroup_kill_procs_except(int dirfd, pid_t spare) {
   char buf[65536];
   if (cgroup_read_at(dirfd, "cgroup.procs", buf, sizeof buf) <= 0)
     return;
   long pid;
   for (const char *p = buf; (p = cgroup_next_id(p, &pid)) != NULL;)
-    if (pid > 1 && pid != getpid())
+    if (pid > 1 && pid != getpid() && (spare == 0 || pid != spare))
       kill((pid_t)pid, SIGKILL);
+}
+
+void cgroup_kill_procs_at(int dirfd) {
+  cgroup_kill_procs_except(dirfd, 0);
 }
 
 /* Waits (event-driven on v2, bounded) until dirfd's cgroup has no process. */

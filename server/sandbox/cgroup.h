@@ -39,6 +39,7 @@ struct cgroup_slot {
   pid_t thread;                  /* v1: the thread that sits in the slot */
   uint64_t thread_cpu_before_ns; /* v1: its CPU time at prepare */
   struct cgroup_group *group;    /* the run's group, NULL = none */
+  pid_t resident;                /* v1: the slot's zygote, which lives in the slot (0: none) */
   char run_path[4200];           /* v2: the run's cgroup */
 };
 
@@ -85,6 +86,13 @@ struct cgroup_backend {
    * cgroup of the slot (and its group's memory cgroup): NULL when the
    * backend cannot (rlimit). */
   int (*adopt)(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err);
+  /* Makes a zygote, its imports done, the slot's resident (pid 0: none):
+   * its runs are then born in the slot, as on v1 a worker thread's are,
+   * with no move (each costs an RCU grace period, ~10 ms here). Its pages
+   * stay charged where they were allocated (the zygotes' cgroup), it is
+   * never killed as a run's leftover, and counts once against pids.max.
+   * NULL where the slot's cgroup is made per run (v2). */
+  int (*host_zygote)(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err);
   int (*cpu_usage_ns)(struct cgroup_manager *m, unsigned slot, uint64_t *ns);
   void (*kill_all)(struct cgroup_manager *m, unsigned slot);
   /* After the run's init was reaped: read the figures, leave the slot empty. */
@@ -136,8 +144,10 @@ int cgroup_find_mount(const char *controller, char *mnt, size_t mnt_size, char *
  *   for (const char *p = text; (p = cgroup_next_id(p, &id)) != NULL;) ...
  * Returns the position after the id, or NULL at the end. */
 const char *cgroup_next_id(const char *p, long *id);
-/* Kill every process listed in dirfd's cgroup.procs, except ourselves. */
+/* Kill every process listed in dirfd's cgroup.procs, except ourselves
+ * (and spare, when not 0). */
 void cgroup_kill_procs_at(int dirfd);
+void cgroup_kill_procs_except(int dirfd, pid_t spare);
 /* Remove engine directories (sandboxd.<pid>) left by engines that died. */
 void cgroup_remove_stale(const char *base_dir, bool v2);
 /* Remove one directory of slots recursively (slots first), killing tasks. */

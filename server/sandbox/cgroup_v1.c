@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,8 +231,9 @@ static int v1_prepare(struct cgroup_manager *m, unsigned slot, const struct sand
   s->group = group;
   if (v1_prepare_memory(m, s, l, err) < 0)
     return -1;
-  /* + the namespace's init + the worker thread that sits in the slot. */
-  uint64_t pids = l->max_processes + 2;
+  /* + the namespace's init + the worker thread that sits in the slot (+ the
+   * zygote that lives there). */
+  uint64_t pids = l->max_processes + 2 + (s->resident != 0 ? 1 : 0);
   if (s->pids_limit != pids) {
     if (cgroup_write_u64_at(s->dirfd[V1_PIDS], "pids.max", pids, err) < 0)
       return -1;
@@ -269,15 +271,25 @@ static int v1_attach(struct cgroup_manager *m, unsigned slot, pid_t pid,
   return cgroup_write_at(s->group->dirfd, "cgroup.procs", buf, err);
 }
 
+/* A zygote's run is born in the slot (the zygote is its resident): only a
+ * run in a group moves, into the group's memory cgroup. */
 static int v1_adopt(struct cgroup_manager *m, unsigned slot, pid_t pid, struct sandbox_error *err) {
+  return v1_attach(m, slot, pid, err);
+}
+
+static int v1_host_zygote(struct cgroup_manager *m, unsigned slot, pid_t pid,
+                          struct sandbox_error *err) {
   struct cgroup_slot *s = &m->slots[slot];
+  s->resident = pid;
+  if (pid == 0)
+    return 0;
   char buf[32];
   snprintf(buf, sizeof buf, "%d", (int)pid);
-  for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++) {
-    int fd = c == V1_MEMORY ? v1_memory_fd(s) : s->dirfd[c];
-    if (fd >= 0 && cgroup_write_at(fd, "cgroup.procs", buf, err) < 0)
-      return sandbox_error_wrap(err, "move the run into the %s slot", v1_controllers[c]);
-  }
+  for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++)
+    if (s->dirfd[c] >= 0 && cgroup_write_at(s->dirfd[c], "cgroup.procs", buf, err) < 0) {
+      s->resident = 0;
+      return sandbox_error_wrap(err, "move the zygote into the %s slot", v1_controllers[c]);
+    }
   return 0;
 }
 
@@ -294,7 +306,7 @@ static int v1_cpu_usage_ns(struct cgroup_manager *m, unsigned slot, uint64_t *ns
 }
 
 static void v1_kill_all(struct cgroup_manager *m, unsigned slot) {
-  cgroup_kill_procs_at(m->slots[slot].dirfd[V1_PIDS]);
+  cgroup_kill_procs_except(m->slots[slot].dirfd[V1_PIDS], m->slots[slot].resident);
 }
 
 static int v1_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_stats *st,
@@ -315,11 +327,14 @@ static int v1_finish(struct cgroup_manager *m, unsigned slot, struct cgroup_run_
   }
   /* The PID namespace is gone once its init was reaped; anything still in the
    * slot would be a process that escaped it: kill it and say so. */
-  char self[32];
-  snprintf(self, sizeof self, "%d\n", (int)getpid());
-  if (cgroup_read_at(s->dirfd[V1_PIDS], "cgroup.procs", buf, sizeof buf) > 0 && buf[0] != '\0' &&
-      strcmp(buf, self) != 0) {
-    cgroup_kill_procs_at(s->dirfd[V1_PIDS]);
+  char procs[4096];
+  bool left = false;
+  long id;
+  if (cgroup_read_at(s->dirfd[V1_PIDS], "cgroup.procs", procs, sizeof procs) > 0)
+    for (const char *p = procs; (p = cgroup_next_id(p, &id)) != NULL;)
+      left |= id != getpid() && id != s->resident;
+  if (left) {
+    cgroup_kill_procs_except(s->dirfd[V1_PIDS], s->resident);
     return sandbox_error_set(err, 0, "processes were left in the slot cgroup after the run");
   }
   return 0;
@@ -366,6 +381,7 @@ const struct cgroup_backend cgroup_backend_v1 = {
     .clone_fd = v1_clone_fd,
     .attach = v1_attach,
     .adopt = v1_adopt,
+    .host_zygote = v1_host_zygote,
     .cpu_usage_ns = v1_cpu_usage_ns,
     .kill_all = v1_kill_all,
     .finish = v1_finish,

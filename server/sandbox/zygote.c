@@ -101,8 +101,10 @@ int zygote_engine_init(struct sandbox_engine *e, struct sandbox_error *err) {
 
 /* Ends the zygote (its runs' namespaces are below its own: they go too)
  * and reaps it. */
-static void zygote_stop(struct sandbox_engine *e, struct zygote_slot *z) {
-  (void)e;
+static void zygote_stop(struct sandbox_engine *e, unsigned slot) {
+  struct zygote_slot *z = &e->slots[slot].zygote;
+  if (e->cgroups.backend != NULL && e->cgroups.backend->host_zygote != NULL)
+    e->cgroups.backend->host_zygote(&e->cgroups, slot, 0, NULL);
   if (z->ctl >= 0)
     close(z->ctl);
   if (z->pidfd >= 0) {
@@ -122,7 +124,7 @@ static void zygote_stop(struct sandbox_engine *e, struct zygote_slot *z) {
 
 void zygote_engine_release(struct sandbox_engine *e) {
   for (unsigned i = 0; e->slots != NULL && i < e->config.slots; i++)
-    zygote_stop(e, &e->slots[i].zygote);
+    zygote_stop(e, i);
   if (e->zygote_fd >= 0)
     close(e->zygote_fd);
   e->zygote_fd = -1;
@@ -374,6 +376,9 @@ static int zygote_start(struct sandbox_engine *e, unsigned slot, const struct sa
       configure(e, slot, z, err) < 0 ||
       expect(z, ZYGOTE_MSG_READY, -1, ZYGOTE_START_TIMEOUT_MS, &plan, err) < 0)
     goto out;
+  if (e->cgroups.backend->host_zygote != NULL &&
+      e->cgroups.backend->host_zygote(&e->cgroups, slot, pid, err) < 0)
+    goto out;
   z->mounts_key = mounts_key(spec);
   if (z->mounts_key == NULL) {
     sandbox_error_set(err, ENOMEM, "zygote");
@@ -386,7 +391,7 @@ static int zygote_start(struct sandbox_engine *e, unsigned slot, const struct sa
 out:
   if (ret < 0) {
     atomic_fetch_add(&e->zygote_counts.start_failures, 1);
-    zygote_stop(e, z);
+    zygote_stop(e, slot);
   }
   start_fds_close(&f);
   rootfs_plan_free(&plan);
@@ -407,7 +412,7 @@ int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_
       return 0;
     if (due || other)
       atomic_fetch_add(&e->zygote_counts.recycled, 1);
-    zygote_stop(e, z);
+    zygote_stop(e, slot);
   }
   if (zygote_start(e, slot, spec, err) < 0)
     return sandbox_error_wrap(err, "slot %u", slot);
@@ -446,7 +451,7 @@ int zygote_send_run(struct sandbox_engine *e, unsigned slot, const struct child_
   }
   if (ret == 0 && send_fds(z->ctl, ZYGOTE_MSG_RUN, fds, n) < 0) {
     ret = sandbox_error_set(err, errno, "hand the run to the zygote");
-    zygote_stop(e, z); /* the next run starts a fresh one */
+    zygote_stop(e, slot); /* the next run starts a fresh one */
   }
   close(memfd);
   for (size_t i = ZYGOTE_RUN_FDS; i < n; i++)
@@ -470,7 +475,7 @@ pid_t zygote_take_run(struct sandbox_engine *e, unsigned slot, int report, int *
                                "the zygote's fork did not report");
     if (p[0].revents)
       break;
-    zygote_stop(e, z);
+    zygote_stop(e, slot);
     return sandbox_error_set(err, 0, "the zygote died before the run started");
   }
   struct child_report r;

@@ -53,7 +53,7 @@ enum { FD_CTL_START = 0, FD_REPORT = 3, FD_SYNC = 4 };
 /* The Python half: preload and run. Kept out of sys.modules: user code
  * cannot reach it (it runs in the program's own process anyway). */
 static const char bootstrap[] =
-    "import os, sys\n"
+    "import os, sys, atexit, traceback, types\n"
     "def preload(names):\n"
     "    import importlib, traceback, gc\n"
     "    for name in names:\n"
@@ -90,8 +90,14 @@ static const char bootstrap[] =
     "        sys.modules['numpy.random'].seed()\n"
     "    code = 0\n"
     "    try:\n"
-    "        import runpy\n"
-    "        runpy.run_path(script, run_name='__main__')\n"
+    "        main = types.ModuleType('__main__')\n"
+    "        main.__file__ = script\n"
+    "        main.__cached__ = None\n"
+    "        main.__builtins__ = __builtins__\n"
+    "        sys.modules['__main__'] = main\n"
+    "        with open(script, 'rb') as f:\n"
+    "            source = f.read()\n"
+    "        exec(compile(source, script, 'exec', dont_inherit=True), main.__dict__)\n"
     "    except SystemExit as e:\n"
     "        code = _code(e.code)\n"
     "    except BaseException as e:\n"
@@ -363,6 +369,16 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
     errno = n == 0 ? EPIPE : errno;
     fail(CHILD_STAGE_SYNC);
   }
+  /* The run, not the zygote that lives in the same slot (cgroup.h,
+   * host_zygote), is the OOM killer's first pick: raising needs no
+   * privilege (lowering the zygote's would need CAP_SYS_RESOURCE), only
+   * our own /proc files, which a non-dumpable process does not own. */
+  prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (adj < 0 || write(adj, "1000", 4) != 4)
+    fail(CHILD_STAGE_ZYGOTE);
+  close(adj);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (unshare(CLONE_NEWCGROUP) < 0)
     fail(CHILD_STAGE_ZYGOTE);
   struct zygote_run run;
