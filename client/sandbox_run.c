@@ -38,6 +38,7 @@ static void usage(FILE *out) {
       out,
       "usage: sandbox-run [-e URL]... [--timeout-ms N] [--cpu-time-ms N] [--memory-mb N]\n"
       "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
+      "                   [--runtime NAME]\n"
       "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
       "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
@@ -288,6 +289,7 @@ enum {
   OPT_OUTPUT,
   OPT_PROCS,
   OPT_SESSION,
+  OPT_RUNTIME,
   OPT_RUN_ID,
   OPT_FILE,
   OPT_REQ,
@@ -325,6 +327,7 @@ static const struct option cli_options[] = {
     {"disk-mb", required_argument, NULL, OPT_DISK},
     {"open-files", required_argument, NULL, OPT_OPEN_FILES},
     {"session", required_argument, NULL, OPT_SESSION},
+    {"runtime", required_argument, NULL, OPT_RUNTIME},
     {"run-id", required_argument, NULL, OPT_RUN_ID},
     {"file", required_argument, NULL, OPT_FILE},
     {"file-url", required_argument, NULL, OPT_FILE_URL},
@@ -410,6 +413,8 @@ static int take_request_part(struct cli *c, int opt, char *v) {
   case OPT_SESSION:
     c->session = v;
     return sbxc_request_set_session_id(c->req, v);
+  case OPT_RUNTIME: /* "python" (default), "python-zygote" (docs/ZYGOTE.md) */
+    return sbxc_request_set_runtime(c->req, v);
   case OPT_RUN_ID:
     return sbxc_request_set_run_id(c->req, v);
   case OPT_FILE:

@@ -24,6 +24,14 @@ needs what the Piston API has no field for (a session, stdin piped to the
 client) still goes through sandbox-run, and is listed at the end. Those
 servers use uids 60600-60999 so that both passes may run at once.
 
+With SBX_BREAKOUT_MODE=zygote (ctest's breakout_zygote_* entries) every
+server runs with --zygote and every case's code with runtime
+"python-zygote": forked from the slot's zygote (docs/ZYGOTE.md) instead of
+a fresh interpreter, with the same verdicts. The zygotes themselves (the
+server's children running "sandbox-zygote" as the slot's uid) are the only
+processes of the sandbox uids allowed to outlive a case; they are checked
+to be the server's own. Those servers use uids 46000-46349.
+
 Attack programs print one JSON object; the host side compares it with what
 the isolation promises (docs/SECURITY.md has the map from family to group).
 
@@ -51,6 +59,7 @@ import mcp_stdio  # noqa: E402
 import piston  # noqa: E402
 
 FRONT = os.environ.get("SBX_BREAKOUT_FRONT", "")
+ZYGOTE = os.environ.get("SBX_BREAKOUT_MODE", "") == "zygote"
 NATIVE_CALLS = []  # in the Piston pass: calls that needed sandbox-run, and why
 VIA_MCP = FRONT == "mcp"
 
@@ -92,6 +101,9 @@ class Server(ServiceServer):
     tmp_prefix = "sbx-breakout-"
 
     def __init__(self, bin_dir, uid_base, *extra, env=None):
+        if ZYGOTE:
+            uid_base = uid_base - 65000 + 46000
+            extra = (*extra, "--zygote")
         if VIA_MCP:
             uid_base = uid_base - 65000 + 61300
         elif FRONT == "piston":
@@ -127,6 +139,8 @@ class Server(ServiceServer):
         return (PRELUDE if prelude else "") + code
 
     def run(self, code, *flags, url=None, stdin=None, timeout=90, prelude=True):
+        if ZYGOTE:
+            flags = ("--runtime", "python-zygote", *flags)
         if self.mcp is not None and url is None:
             args, adir = mcp_stdio.run_code_arguments(self.script_text(code, prelude=prelude),
                                                       flags)
@@ -214,26 +228,48 @@ def server_cgroup_dirs(pid):
     return dirs
 
 
-def cgroup_tasks(dirs, server_pid):
+def cgroup_tasks(dirs, server_pid, spare=()):
     """Processes in any cgroup below the engine's directories, but the
     server's own (on cgroup v1 its worker threads sit in their slots'
-    cgroups, so that what they write into a workspace is charged there)."""
+    cgroups, so that what they write into a workspace is charged there)
+    and the pids in spare (its zygotes, which live in their slots on v1)."""
     pids = []
     for top in dirs:
         for d, _, files in os.walk(top):
             if "cgroup.procs" in files:
                 try:
                     pids += [p for p in open(os.path.join(d, "cgroup.procs")).read().split()
-                             if p != str(server_pid)]
+                             if p != str(server_pid) and p not in spare]
                 except OSError:
                     pass
     return pids
 
 
-def sandbox_processes(uid_base):
+def zygote_pids(server_pid):
+    """The server's zygotes: its children whose command line is
+    "sandbox-zygote" (docs/ZYGOTE.md)."""
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == server_pid and cmd == b"sandbox-zygote\0":
+            pids.append(p)
+    return pids
+
+
+def sandbox_processes(uid_base, spare=()):
+    """Processes of the group's sandbox uids, but the pids in spare."""
     ps = subprocess.run(["ps", "-e", "-o", "uid=,pid=,args="], capture_output=True, text=True)
     return [l for l in ps.stdout.splitlines()
-            if uid_base <= int(l.split()[0]) < uid_base + UID_SPAN]
+            if uid_base <= int(l.split()[0]) < uid_base + UID_SPAN
+            and l.split()[1] not in spare]
 
 
 def after(s, what):
@@ -241,11 +277,12 @@ def after(s, what):
     rc, out = s.run(HELLO, prelude=False)
     check(out.get("stdout") == "hello\n", f"{what}: the server answers a normal request after",
           out)
-    check(sandbox_processes(s.uid_base) == [], f"{what}: no sandbox process left",
-          sandbox_processes(s.uid_base))
-    check(cgroup_tasks(s.cgroup_dirs, s.proc.pid) == [],
+    spare = zygote_pids(s.proc.pid) if ZYGOTE else []
+    check(sandbox_processes(s.uid_base, spare) == [], f"{what}: no sandbox process left",
+          (sandbox_processes(s.uid_base, spare), spare))
+    check(cgroup_tasks(s.cgroup_dirs, s.proc.pid, spare) == [],
           f"{what}: the slot cgroups hold no sandbox process",
-          cgroup_tasks(s.cgroup_dirs, s.proc.pid))
+          cgroup_tasks(s.cgroup_dirs, s.proc.pid, spare))
 
 
 def host_unchanged(s, code):
@@ -1465,7 +1502,8 @@ GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.sta
 
 
 def main():
-    rc = run_groups(GROUPS, f"breakout_{FRONT}_" if FRONT else "breakout_")
+    rc = run_groups(GROUPS, f"breakout_{FRONT}_" if FRONT else
+                    "breakout_zygote_" if ZYGOTE else "breakout_")
     if FRONT == "piston":
         print(f"through the Piston front; {len(NATIVE_CALLS)} call(s) through sandbox-run "
               f"(no Piston field for them): {sorted(set(NATIVE_CALLS))}")
