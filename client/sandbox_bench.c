@@ -33,6 +33,7 @@ struct bench {
   const char *run_id_prefix; /* NULL: the server names each run */
   FILE *record;              /* NULL: no per-call lines */
   bool stream;               /* StartRun + WatchRun instead of RunCode */
+  const char *runtime;       /* NULL: the server's default ("python") */
   long total;                /* --requests; -1 with a duration */
   double duration_s;         /* --duration; 0 with a count */
   atomic_long next;          /* requests handed out */
@@ -82,7 +83,8 @@ static sbxc_request *build_request(const struct bench *b, size_t k, const char *
   sbxc_request *r = sbxc_request_new();
   struct sbxc_limits limits = {.timeout_ms = b->timeout_ms};
   if (r == NULL || sbxc_request_set_code(r, b->codes[k], b->code_lens[k]) < 0 ||
-      (run_id != NULL && sbxc_request_set_run_id(r, run_id) < 0)) {
+      (run_id != NULL && sbxc_request_set_run_id(r, run_id) < 0) ||
+      (b->runtime != NULL && sbxc_request_set_runtime(r, b->runtime) < 0)) {
     sbxc_request_free(r);
     return NULL;
   }
@@ -226,7 +228,7 @@ struct options {
   long concurrency, requests, timeout_ms, connect_timeout_ms, resolve_interval_ms, retries;
   double duration;
   bool json, stream;
-  const char *run_id_prefix, *record;
+  const char *run_id_prefix, *record, *runtime;
 };
 
 /* A whole number for flag, or -1 with a message (nothing partial: "2x"). */
@@ -246,7 +248,8 @@ static void usage(void) {
          "                     [--timeout-ms N] [--connect-timeout-ms N] [--run-id-prefix P]\n"
          "                     [--record FILE] [--resolve-interval-ms N] [--retries N]\n"
          "                     [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
-         "                      [--tls-server-name NAME]] [--json] [--stream] SCRIPT...\n\n"
+         "                      [--tls-server-name NAME]] [--json] [--stream]\n"
+         "                     [--runtime NAME] SCRIPT...\n\n"
          "Several -e (or a comma-separated $SANDBOX_URL) form a fleet; the clock starts once\n"
          "every endpoint is connected or --connect-timeout-ms (default 5000) has passed.\n"
          "--run-id-prefix P names call i's run P-i; --record FILE writes one JSON line per\n"
@@ -266,6 +269,7 @@ enum {
   OPT_RESOLVE,
   OPT_RETRIES,
   OPT_STREAM,
+  OPT_RUNTIME,
 };
 
 /* One option; -1 for a bad value, 1 for an unknown option. */
@@ -302,6 +306,9 @@ static int take_option(struct options *o, int c, const char *v) {
   case OPT_STREAM:
     o->stream = true;
     return 0;
+  case OPT_RUNTIME:
+    o->runtime = v;
+    return 0;
   }
   return cli_endpoints_option(&o->ep, "sandbox-bench", c, v);
 }
@@ -320,6 +327,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"record", required_argument, NULL, OPT_RECORD},
       {"retries", required_argument, NULL, OPT_RETRIES},
       {"stream", no_argument, NULL, OPT_STREAM},
+      {"runtime", required_argument, NULL, OPT_RUNTIME},
       CLI_ENDPOINT_LONG_OPTIONS,
       {"json", no_argument, NULL, 'j'},
       {"help", no_argument, NULL, 'h'},
@@ -452,6 +460,7 @@ int main(int argc, char **argv) {
   b.duration_s = o.duration;
   b.run_id_prefix = o.run_id_prefix;
   b.stream = o.stream;
+  b.runtime = o.runtime;
   if (pthread_mutex_init(&b.lock, NULL) != 0) {
     cli_endpoints_free(&o.ep);
     return 1;
