@@ -82,7 +82,7 @@ def start_server(bin_dir, tmp, preload, workers):
     url = f"tcp://127.0.0.1:{port}"
     log = open(os.path.join(tmp, "sandboxd.log"), "wb")
     args = [f"{bin_dir}/sandboxd", "--listen", url, "--state-dir", os.path.join(tmp, "state"),
-            "--uid-base", "47000", "--zygote", "--zygote-preload", preload]
+            "--uid-base", "47000", "--zygote", "1", "--zygote-preload", preload]
     if workers:
         args += ["--workers", str(workers)]
     server = subprocess.Popen(args, stdout=log, stderr=log)

@@ -75,6 +75,10 @@ static int start_engine(struct server *srv, struct started *st, struct sbx_error
       .slots = (unsigned)s->workers,
       .uid_base = (uid_t)s->uid_base,
       .gid_base = (gid_t)s->uid_base,
+      .zygote = {.enabled = s->zygote != 0,
+                 .preload = s->zygote_preload,
+                 .max_forks = (uint64_t)s->zygote_max_forks,
+                 .max_age_ms = (uint64_t)s->zygote_max_age_s * 1000},
   };
   struct sandbox_error engine_err = {0};
   if (sandbox_engine_new(&config, &srv->engine, &engine_err) < 0)

@@ -51,6 +51,16 @@ static const struct setting_def setting_defs[] = {
      .help = "cgroup to create slot cgroups under"},
     {"uid-base", SETTING_INT, OFF(uid_base), 0, 1000, 4000000000LL, .def = 60000,
      .help = "slot i runs as uid and gid uid-base + i"},
+    {"zygote", SETTING_INT, OFF(zygote), 0, 0, 1, .def = 0,
+     .help = "1: offer runtime \"python-zygote\", runs forked from a per-slot Python that "
+             "imported --zygote-preload (docs/ZYGOTE.md)"},
+    {"zygote-preload", SETTING_STRING, STR(zygote_preload), 0, 0,
+     .def_str = "numpy,matplotlib,matplotlib.pyplot",
+     .help = "modules each zygote imports, comma-separated"},
+    {"zygote-max-forks", SETTING_INT, OFF(zygote_max_forks), 0, 1, 1000000, .def = 100,
+     .help = "runs a zygote forks before a fresh one replaces it"},
+    {"zygote-max-age-s", SETTING_INT, OFF(zygote_max_age_s), 0, 1, 86400, .def = 300,
+     .help = "seconds a zygote serves before a fresh one replaces it"},
     {"max-message-bytes", SETTING_INT, OFF(max_message_bytes), 0, 4096, 1LL << 30, .def = 8LL << 20,
      .help = "largest request accepted, NNG_OPT_RECVMAXSZ"},
     {"max-connections", SETTING_INT, OFF(max_connections), 0, 1, 65536, .def = 1024,
@@ -499,6 +509,26 @@ static int check_http_fronts(const struct server_settings *s, struct sbx_error *
   return 0;
 }
 
+/* --zygote-preload: dotted Python identifiers, comma-separated. */
+static int check_zygote(const struct server_settings *s, struct sbx_error *err) {
+  const char *p = s->zygote_preload;
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    bool ok = n > 0;
+    for (size_t i = 0; i < n && ok; i++) {
+      char c = p[i];
+      bool start = i == 0 || p[i - 1] == '.';
+      ok = (isalpha((unsigned char)c) || c == '_' || (!start && isdigit((unsigned char)c)) ||
+            (c == '.' && !start && i + 1 < n));
+    }
+    if (!ok)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "zygote-preload: \"%.*s\" is not a module name", (int)n, p);
+    p += n + (p[n] == ',');
+  }
+  return 0;
+}
+
 /* The operations listener and the log format. */
 static int check_operations(const struct server_settings *s, struct sbx_error *err) {
   if (strcmp(s->log_format, "logfmt") != 0 && strcmp(s->log_format, "json") != 0)
@@ -513,7 +543,7 @@ static int check_operations(const struct server_settings *s, struct sbx_error *e
 }
 
 int settings_check(const struct server_settings *s, struct sbx_error *err) {
-  if (check_tls(s, err) < 0)
+  if (check_tls(s, err) < 0 || check_zygote(s, err) < 0)
     return -1;
   for (size_t i = 0; i < LIMITS_N; i++)
     if (s->default_limits.v[i] > s->max_limits.v[i])

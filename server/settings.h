@@ -61,6 +61,11 @@ struct server_settings {
   char backend[16]; /* auto, v2, v1, rlimit */
   char cgroup_parent[PATH_MAX];
   int64_t uid_base;
+  /* Zygote mode (docs/ZYGOTE.md): runtime "python-zygote". */
+  int64_t zygote; /* 0 off, 1 on */
+  char zygote_preload[1024];
+  int64_t zygote_max_forks;
+  int64_t zygote_max_age_s;
   int64_t max_message_bytes; /* NNG_OPT_RECVMAXSZ on each listener */
   int64_t max_connections;   /* per listener; past it new connections are closed */
   int64_t idle_timeout_ms;   /* a connection without a call quiet this long is closed */

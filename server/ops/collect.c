@@ -142,6 +142,38 @@ static double watchers(struct collect *c) {
   return (double)waiting;
 }
 
+/* Zygote mode (docs/ZYGOTE.md); all 0 without --zygote. */
+static struct sandbox_zygote_stats zygote_stats(struct collect *c) {
+  struct sandbox_zygote_stats z = {0};
+  if (c->srv->settings.zygote != 0)
+    sandbox_zygote_stats(c->srv->engine, &z);
+  return z;
+}
+
+static double zygotes(struct collect *c) {
+  return (double)zygote_stats(c).running;
+}
+
+static double zygote_memory(struct collect *c) {
+  return (double)zygote_stats(c).memory_bytes;
+}
+
+static double zygote_starts(struct collect *c) {
+  return (double)zygote_stats(c).starts;
+}
+
+static double zygote_start_failures(struct collect *c) {
+  return (double)zygote_stats(c).start_failures;
+}
+
+static double zygote_forks(struct collect *c) {
+  return (double)zygote_stats(c).forks;
+}
+
+static double zygote_recycled(struct collect *c) {
+  return (double)zygote_stats(c).recycled;
+}
+
 static double environments(struct collect *c) {
   struct installer *in = &c->srv->runner.installer;
   size_t n = 0;
@@ -326,6 +358,20 @@ static const struct metric_def metric_defs[] = {
      VALUE(started_runs)},
     {"sandboxd_watchers", "gauge", "WatchRun and CancelRun calls waiting for news of a run.",
      VALUE(watchers)},
+    {"sandboxd_zygotes", "gauge", "Zygotes running now (--zygote 1: one per worker slot).",
+     VALUE(zygotes)},
+    {"sandboxd_zygote_memory_bytes", "gauge",
+     "Memory charged to the zygotes' cgroup: what their imported modules hold.",
+     VALUE(zygote_memory)},
+    {"sandboxd_zygote_starts_total", "counter", "Zygotes started.", VALUE(zygote_starts)},
+    {"sandboxd_zygote_start_failures_total", "counter",
+     "Zygote starts that failed (a preload module that does not import, a timeout).",
+     VALUE(zygote_start_failures)},
+    {"sandboxd_zygote_forks_total", "counter", "Runs forked from zygotes.", VALUE(zygote_forks)},
+    {"sandboxd_zygote_recycled_total", "counter",
+     "Zygotes replaced after --zygote-max-forks runs or --zygote-max-age-s, or for other "
+     "requirements.",
+     VALUE(zygote_recycled)},
     {"sandboxd_connections", "gauge", "RPC client connections open.", VALUE(connections)},
     {"sandboxd_connections_refused_total", "counter",
      "RPC connections closed at once because their listener was at --max-connections.",

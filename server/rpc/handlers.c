@@ -214,10 +214,24 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   Sandbox__V1__GetInfoResponse resp = SANDBOX__V1__GET_INFO_RESPONSE__INIT;
   Sandbox__V1__IsolationReport iso = SANDBOX__V1__ISOLATION_REPORT__INIT;
   Sandbox__V1__Limits def = SANDBOX__V1__LIMITS__INIT, max = SANDBOX__V1__LIMITS__INIT;
-  static char *runtimes[] = {"python"};
+  static char *runtimes[] = {"python", "python-zygote"};
   resp.version = SANDBOXD_VERSION;
-  resp.n_runtimes = 1;
+  resp.n_runtimes = srv->settings.zygote != 0 ? 2 : 1;
   resp.runtimes = runtimes;
+  if (srv->settings.zygote != 0) {
+    struct sandbox_zygote_stats z;
+    sandbox_zygote_stats(srv->engine, &z);
+    resp.zygote = true;
+    resp.zygote_preload = (char *)srv->settings.zygote_preload;
+    resp.zygotes = z.running;
+    resp.zygote_memory_bytes = z.memory_bytes;
+    resp.zygote_starts_total = z.starts;
+    resp.zygote_start_failures_total = z.start_failures;
+    resp.zygote_forks_total = z.forks;
+    resp.zygote_recycled_total = z.recycled;
+    resp.zygote_max_forks = (uint64_t)srv->settings.zygote_max_forks;
+    resp.zygote_max_age_s = (uint64_t)srv->settings.zygote_max_age_s;
+  }
   isolation_report(sandbox_engine_report(srv->engine), &iso);
   resp.isolation = &iso;
   limits_to_proto(&srv->settings.default_limits, &def);

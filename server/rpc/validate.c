@@ -3,6 +3,7 @@
 #include "validate.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "download.h"
@@ -49,8 +50,12 @@ static bool env_key_ok(const char *key) {
 
 static int check_code_and_ids(const Sandbox__V1__RunCodeRequest *req,
                               const struct server_settings *s, struct sbx_error *err) {
-  if (req->runtime[0] != '\0' && strcmp(req->runtime, "python") != 0)
-    return REFUSE("runtime: \"%.64s\" is not supported; supported: python", req->runtime);
+  bool zygote = s->zygote != 0 && strcmp(req->runtime, "python-zygote") == 0;
+  if (req->runtime[0] != '\0' && strcmp(req->runtime, "python") != 0 && !zygote)
+    return REFUSE("runtime: \"%.64s\" is not supported; supported: %s", req->runtime,
+                  s->zygote != 0 ? "python, python-zygote"
+                                 : "python (python-zygote needs a "
+                                   "server started with --zygote 1)");
   size_t code_len = strlen(req->code);
   if (code_len == 0)
     return REFUSE("code: must not be empty");

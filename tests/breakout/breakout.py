@@ -103,7 +103,7 @@ class Server(ServiceServer):
     def __init__(self, bin_dir, uid_base, *extra, env=None):
         if ZYGOTE:
             uid_base = uid_base - 65000 + 46000
-            extra = (*extra, "--zygote")
+            extra = (*extra, "--zygote", "1")
         if VIA_MCP:
             uid_base = uid_base - 65000 + 61300
         elif FRONT == "piston":
