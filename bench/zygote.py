@@ -75,7 +75,7 @@ def service_throughput(bin_dir, url, script, runtime, concurrency, duration):
     return ok / out["elapsed_s"]
 
 
-def start_server(bin_dir, tmp, preload, workers):
+def start_server(bin_dir, tmp, preload, workers, max_forks):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -83,6 +83,8 @@ def start_server(bin_dir, tmp, preload, workers):
     log = open(os.path.join(tmp, "sandboxd.log"), "wb")
     args = [f"{bin_dir}/sandboxd", "--listen", url, "--state-dir", os.path.join(tmp, "state"),
             "--uid-base", "47000", "--zygote", "1", "--zygote-preload", preload]
+    if max_forks:
+        args += ["--zygote-max-forks", str(max_forks)]
     if workers:
         args += ["--workers", str(workers)]
     server = subprocess.Popen(args, stdout=log, stderr=log)
@@ -103,6 +105,8 @@ def main():
     ap.add_argument("--url", help="a running sandboxd started with --zygote")
     ap.add_argument("--preload", default="numpy,matplotlib,matplotlib.pyplot")
     ap.add_argument("--workers", type=int, default=0, help="server workers (0: its default)")
+    ap.add_argument("--max-forks", type=int, default=0,
+                    help="the server's --zygote-max-forks (0: its default)")
     ap.add_argument("--iterations", type=int, default=15, help="latency samples of each")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per throughput round")
     ap.add_argument("--rounds", type=int, default=2, help="throughput rounds of each")
@@ -118,7 +122,7 @@ def main():
     if url is None:
         if os.geteuid() != 0:
             sys.exit("zygote.py: starting sandboxd needs root (or pass --url)")
-        server, url = start_server(bin_dir, tmp, a.preload, a.workers)
+        server, url = start_server(bin_dir, tmp, a.preload, a.workers, a.max_forks)
     try:
         for _ in range(2):  # warm caches and every slot's zygote
             bare(plot, scratch), bare(hello, scratch)

@@ -8,6 +8,10 @@
  * program's. Inherited: 0-2 the program's stdio, 3 the report pipe, 4 (if
  * open) the pipe on which the parent says the cgroup is ready.
  *
+ * A zygote's run execs it as "sandbox-init -r" once its first process has
+ * forked the program (PID 2): it then only reaps and reports, with fd 3 the
+ * run's report socket.
+ *
  * PID 1 matters: Python as PID 1 would ignore signals it has no handler for
  * (os.kill(os.getpid(), SIGSEGV) would do nothing) and would not reap
  * orphans. This init reaps, and when the program ends reports its wait
@@ -92,6 +96,13 @@ static __attribute__((noreturn, used)) void init_main(long *sp) {
     report(CHILD_REPORT_SETUP_ERROR, CHILD_STAGE_EXEC, EINVAL, 0);
     sys_exit(127);
   }
+  /* "sandbox-init -r": a zygote's run (zygote_main.c) whose first process
+   * already forked the program, PID 2, and became this: only reap. */
+  long program;
+  if (argc == 2 && argv[1][0] == '-' && argv[1][1] == 'r' && argv[1][2] == '\0') {
+    program = 2;
+    goto reap;
+  }
   if (sys3(SYS_fcntl, FD_SYNC, F_GETFD, 0) >= 0) {
     /* Wait until the parent has put us into the slot's cgroup. */
     char go;
@@ -110,7 +121,7 @@ static __attribute__((noreturn, used)) void init_main(long *sp) {
     report(CHILD_REPORT_SETUP_ERROR, CHILD_STAGE_FDS, (int32_t)-rc, 0);
     sys_exit(127);
   }
-  long program = init_vfork();
+  program = init_vfork();
   if (program < 0) {
     report(CHILD_REPORT_SETUP_ERROR, CHILD_STAGE_FORK, (int32_t)-program, 0);
     sys_exit(127);
@@ -123,6 +134,7 @@ static __attribute__((noreturn, used)) void init_main(long *sp) {
            (int32_t)-sys3(SYS_execve, (long)argv[0], (long)argv, (long)envp), 0);
     sys_exit(127);
   }
+reap:
   sys3(SYS_close, 0, 0, 0);
   sys3(SYS_close, 1, 0, 0);
   sys3(SYS_close, 2, 0, 0);

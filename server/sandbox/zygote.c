@@ -258,7 +258,8 @@ static int configure(struct sandbox_engine *e, unsigned slot, struct zygote_slot
       write(fd, sp->prog.filter, insns) != (ssize_t)insns ||
       write(fd, e->zygote_preload, cfg.preload_len) != (ssize_t)cfg.preload_len)
     return sandbox_error_set(err, errno, "write the zygote's configuration");
-  if (send_fds(z->ctl, ZYGOTE_MSG_MAPPED, &fd, 1) < 0)
+  int fds[2] = {fd, e->init_fd};
+  if (send_fds(z->ctl, ZYGOTE_MSG_MAPPED, fds, 2) < 0)
     return sandbox_error_set(err, errno, "send the zygote its configuration");
   return 0;
 }

@@ -130,8 +130,12 @@ static const char bootstrap[] =
     "                code = 120\n"
     "    return code\n";
 
+#define FIRST_STACK_SIZE (256 * 1024)
+
 struct zygote {
+  char *first_stack; /* where each run's first process runs (CLONE_VM) */
   int ctl;
+  int init_fd; /* sandbox-init's memfd: each run's first process becomes it */
   struct seccomp_policy seccomp;
   PyObject *ns; /* the bootstrap's globals */
 };
@@ -215,10 +219,12 @@ static void become_unprivileged(struct zygote *z, char **preload, size_t *preloa
   char msg = ZYGOTE_MSG_USERNS;
   if (send(z->ctl, &msg, 1, MSG_NOSIGNAL) != 1)
     _exit(1);
-  int fd = -1;
+  int cfg_fds[2] = {-1, -1};
   size_t n_fds = 0;
-  if (recv_msg(z->ctl, &msg, &fd, 1, &n_fds) != 1 || msg != ZYGOTE_MSG_MAPPED || n_fds != 1)
+  if (recv_msg(z->ctl, &msg, cfg_fds, 2, &n_fds) != 1 || msg != ZYGOTE_MSG_MAPPED || n_fds != 2)
     fail_start(z->ctl, "no configuration from the engine");
+  int fd = cfg_fds[0];
+  z->init_fd = cfg_fds[1];
   struct stat st;
   struct zygote_config cfg;
   if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof cfg || st.st_size > (16 << 20))
@@ -345,14 +351,16 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   order[4] = fds[ZYGOTE_FD_MEMFD];
   for (size_t i = ZYGOTE_RUN_FDS; i < n_fds; i++)
     order[i] = fds[i];
-  int tmp[ZYGOTE_MAX_FDS];
-  for (size_t i = 0; i < n_fds; i++)
+  order[n_fds] = z->init_fd; /* last: what this process becomes */
+  int tmp[ZYGOTE_MAX_FDS + 1];
+  for (size_t i = 0; i <= n_fds; i++)
     if ((tmp[i] = fcntl(order[i], F_DUPFD_CLOEXEC, 64)) < 0)
       _exit(126);
-  for (size_t i = 0; i < n_fds; i++)
+  for (size_t i = 0; i <= n_fds; i++)
     if (dup3(tmp[i], (int)i, i < 3 ? 0 : O_CLOEXEC) != (int)i)
       _exit(126);
-  if (syscall(SYS_close_range, (unsigned)n_fds, ~0U, 0U) < 0)
+  int init_fd = (int)n_fds;
+  if (syscall(SYS_close_range, (unsigned)n_fds + 1, ~0U, 0U) < 0)
     fail(CHILD_STAGE_FDS);
   signal(SIGCHLD, SIG_DFL);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
@@ -429,6 +437,18 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
     prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     run_program(z, &a, &run);
   }
+  /* Still the zygote's memory (CLONE_VM, serve): give back what this
+   * process took in it, then become sandbox-init, which only reaps. Its
+   * own small image: the run's end no longer tears down a copy of the
+   * zygote, and no capability survives the exec (uid not 0). */
+  PyOS_AfterFork_Parent();
+  zygote_wire_release(&run);
+  if (fcntl(FD_REPORT, F_SETFD, 0) == 0) {
+    static const char *const init_argv[] = {"sandbox-init", "-r", NULL};
+    static const char *const init_env[] = {NULL};
+    syscall(SYS_execveat, init_fd, "", init_argv, init_env, AT_EMPTY_PATH);
+  }
+  /* The exec failed: reap here instead (the program is running). */
   close(0);
   close(1);
   close(2);
@@ -446,6 +466,17 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   }
 }
 
+struct first_args {
+  struct zygote *z;
+  int *fds;
+  size_t n_fds;
+};
+
+static int first_main(void *arg) {
+  struct first_args *fa = arg;
+  run_first(fa->z, fa->fds, fa->n_fds);
+}
+
 static void serve(struct zygote *z) {
   for (;;) {
     char kind = 0;
@@ -461,11 +492,14 @@ static void serve(struct zygote *z) {
         close(fds[i]);
       continue;
     }
-    pid_t pid = (pid_t)syscall(SYS_clone,
-                               CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
-                               NULL, NULL, NULL, NULL);
-    if (pid == 0)
-      run_first(z, fds, n_fds);
+    /* The run's first process shares our memory until it becomes
+     * sandbox-init (vfork-style: we wait meanwhile), so that only the
+     * program's process pays a copy of the zygote's address space. */
+    struct first_args fa = {.z = z, .fds = fds, .n_fds = n_fds};
+    pid_t pid = clone(first_main, z->first_stack + FIRST_STACK_SIZE,
+                      CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+                          CLONE_NEWUTS | SIGCHLD,
+                      &fa);
     if (pid < 0) {
       struct child_report r = {
           .kind = CHILD_REPORT_SETUP_ERROR, .stage = CHILD_STAGE_ZYGOTE, .errnum = errno};
@@ -478,7 +512,11 @@ static void serve(struct zygote *z) {
 }
 
 int main(void) {
-  struct zygote z = {.ctl = -1};
+  struct zygote z = {.ctl = -1, .init_fd = -1};
+  z.first_stack = mmap(NULL, FIRST_STACK_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (z.first_stack == MAP_FAILED)
+    _exit(126);
   /* The control socket off fd 0: Python's sys.stdin must not be it. */
   z.ctl = fcntl(FD_CTL_START, F_DUPFD_CLOEXEC, 5);
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
