@@ -134,8 +134,8 @@ struct sandbox_zygote_config {
   uint64_t max_forks;  /* 0: SANDBOX_DEFAULT_ZYGOTE_FORKS */
   uint64_t max_age_ms; /* 0: SANDBOX_DEFAULT_ZYGOTE_AGE_MS */
 };
-#define SANDBOX_DEFAULT_ZYGOTE_FORKS 100
-#define SANDBOX_DEFAULT_ZYGOTE_AGE_MS (300ULL * 1000)
+#define SANDBOX_DEFAULT_ZYGOTE_FORKS 1000
+#define SANDBOX_DEFAULT_ZYGOTE_AGE_MS (600ULL * 1000)
 
 struct sandbox_engine_config {
   const char *state_dir;        /* default /var/lib/sandboxd */
