@@ -8,6 +8,7 @@
 #include "download.h"
 #include "ids.h"
 #include "requirements.h"
+#include "runner.h"
 
 #define ID_RULE "must be 1 to 64 characters of [A-Za-z0-9._-], not \".\" or \"..\""
 
@@ -49,8 +50,13 @@ static bool env_key_ok(const char *key) {
 
 static int check_code_and_ids(const Sandbox__V1__RunCodeRequest *req,
                               const struct server_settings *s, struct sbx_error *err) {
-  if (req->runtime[0] != '\0' && strcmp(req->runtime, "python") != 0)
-    return REFUSE("runtime: \"%.64s\" is not supported; supported: python", req->runtime);
+  if (req->runtime[0] != '\0' && strcmp(req->runtime, RUNTIME_PYTHON) != 0 &&
+      !(s->zygote && run_runtime_is_zygote(req)))
+    return REFUSE("runtime: \"%.64s\" is not supported; supported: %s%s", req->runtime,
+                  s->zygote ? RUNTIME_PYTHON ", " RUNTIME_PYTHON_ZYGOTE : RUNTIME_PYTHON,
+                  !s->zygote && run_runtime_is_zygote(req)
+                      ? " (" RUNTIME_PYTHON_ZYGOTE " needs a server started with --zygote)"
+                      : "");
   size_t code_len = strlen(req->code);
   if (code_len == 0)
     return REFUSE("code: must not be empty");

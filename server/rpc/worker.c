@@ -62,6 +62,12 @@ void *worker_main(void *arg) {
   struct server *srv = w->srv;
   unsigned slot = w->slot;
   free(w);
+  /* The zygote first, on this thread (the engine wants the slot's own):
+   * runs queued meanwhile wait for it, and /readyz says so. */
+  if (srv->settings.zygote) {
+    runner_warm_zygote(&srv->runner, slot);
+    atomic_fetch_sub(&srv->zygotes_warming, 1);
+  }
   struct live_run *lr;
   while ((lr = work_queue_pop(&srv->queue)) != NULL) {
     struct run_outcome out;
