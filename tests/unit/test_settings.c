@@ -243,6 +243,13 @@ static void zygote(void **state) {
   char *a6[] = {"sandboxd", "--zygote", "--backend", "rlimit", NULL};
   assert_int_equal(load(&s, 4, a6), -1);
   assert_non_null(strstr(err.msg, "cgroup backend"));
+  FILE *f = fopen(config_path, "w");
+  fprintf(f, "zygote = on\nzygote-preload = json,xml.dom\n");
+  fclose(f);
+  char *a8[] = {"sandboxd", "--config", config_path, NULL};
+  assert_int_equal(load(&s, 3, a8), 0);
+  assert_true(s.zygote);
+  assert_string_equal(s.zygote_preload, "json,xml.dom");
   char *a7[] = {"sandboxd", "--zygote-max-forks", "0", NULL};
   assert_int_equal(load(&s, 3, a7), -1);
   assert_non_null(strstr(err.msg, "zygote-max-forks"));
