@@ -75,10 +75,10 @@ static int start_engine(struct server *srv, struct started *st, struct sbx_error
       .slots = (unsigned)s->workers,
       .uid_base = (uid_t)s->uid_base,
       .gid_base = (gid_t)s->uid_base,
-      .zygote = {.enabled = s->zygote != 0,
+      .zygote = {.enabled = s->zygote,
                  .preload = s->zygote_preload,
                  .max_forks = (uint64_t)s->zygote_max_forks,
-                 .max_age_ms = (uint64_t)s->zygote_max_age_s * 1000},
+                 .max_age_ms = (uint64_t)s->zygote_max_age_s * 1000u},
   };
   struct sandbox_error engine_err = {0};
   if (sandbox_engine_new(&config, &srv->engine, &engine_err) < 0)
@@ -155,11 +155,11 @@ static void log_ready(const struct server *srv) {
     snprintf(tls, sizeof(tls), "on tls_client_auth=%s", tls_client_auth_name(srv->tls.client_auth));
   log_line("ready",
            "version=%s workers=%u queue=%lld contexts=%zu backend=\"%s\" seccomp=%s "
-           "namespaces=\"%s\" cpu_share_per_slot=%s uid_base=%u state_dir=%s tls=%s",
+           "namespaces=\"%s\" cpu_share_per_slot=%s uid_base=%u state_dir=%s tls=%s zygote=%s",
            SANDBOXD_VERSION, srv->n_workers, (long long)s->queue, srv->n_calls,
            rep->backend_name != NULL ? rep->backend_name : "?", rep->seccomp ? "true" : "false",
            rep->namespaces != NULL ? rep->namespaces : "?", rep->cpu_share ? "true" : "false",
-           (unsigned)rep->uid_base, s->state_dir, tls);
+           (unsigned)rep->uid_base, s->state_dir, tls, rep->zygote ? "true" : "false");
   if (!rep->cpu_share)
     log_line("warning", "msg=\"no cpu controller: runs share CPU per process, so a run with many "
                         "processes can slow the runs beside it\"");

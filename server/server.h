@@ -55,6 +55,9 @@ struct server {
   unsigned n_workers;
   atomic_bool draining;
   atomic_uint workers_alive; /* worker threads created and not yet ended */
+  /* With --zygote: workers whose slot's first zygote start has not ended
+   * yet (success or failure); /readyz waits for 0. */
+  atomic_uint zygotes_warming;
   /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */
   atomic_uint_fast64_t requests_total, rejected_total;
   struct rpc_stats stats;    /* answers by method and status, refusals by reason */

@@ -11,11 +11,14 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "text.h"
 
-enum setting_type { SETTING_LISTEN, SETTING_STRING, SETTING_INT };
+/* SETTING_BOOL: a bool field; 1/0, true/false, yes/no, on/off, and the
+ * flag alone (--zygote) means 1. */
+enum setting_type { SETTING_LISTEN, SETTING_STRING, SETTING_INT, SETTING_BOOL };
 
 /* One setting: where it goes, its range and its default, written once for
  * the defaults and for --help alike. */
@@ -25,7 +28,7 @@ struct setting_def {
   size_t offset;
   size_t size; /* SETTING_STRING: buffer size */
   int64_t min, max;
-  int64_t def;          /* SETTING_INT */
+  int64_t def;          /* SETTING_INT; SETTING_BOOL: 0 or 1 */
   const char *def_str;  /* SETTING_STRING, SETTING_LISTEN; NULL: "" */
   const char *def_text; /* a default computed at start, said in words */
   const char *help;
@@ -51,16 +54,6 @@ static const struct setting_def setting_defs[] = {
      .help = "cgroup to create slot cgroups under"},
     {"uid-base", SETTING_INT, OFF(uid_base), 0, 1000, 4000000000LL, .def = 60000,
      .help = "slot i runs as uid and gid uid-base + i"},
-    {"zygote", SETTING_INT, OFF(zygote), 0, 0, 1, .def = 0,
-     .help = "1: offer runtime \"python-zygote\", runs forked from a per-slot Python that "
-             "imported --zygote-preload (docs/ZYGOTE.md)"},
-    {"zygote-preload", SETTING_STRING, STR(zygote_preload), 0, 0,
-     .def_str = "numpy,matplotlib,matplotlib.pyplot",
-     .help = "modules each zygote imports, comma-separated"},
-    {"zygote-max-forks", SETTING_INT, OFF(zygote_max_forks), 0, 1, 1000000, .def = 1000,
-     .help = "runs a zygote forks before a fresh one replaces it"},
-    {"zygote-max-age-s", SETTING_INT, OFF(zygote_max_age_s), 0, 1, 86400, .def = 600,
-     .help = "seconds a zygote serves before a fresh one replaces it"},
     {"max-message-bytes", SETTING_INT, OFF(max_message_bytes), 0, 4096, 1LL << 30, .def = 8LL << 20,
      .help = "largest request accepted, NNG_OPT_RECVMAXSZ"},
     {"max-connections", SETTING_INT, OFF(max_connections), 0, 1, 65536, .def = 1024,
@@ -218,6 +211,20 @@ static const struct setting_def setting_defs[] = {
              "connection's opening or its previous response; a slower client is cut off"},
     {"log-format", SETTING_STRING, STR(log_format), 0, 0, .def_str = "logfmt",
      .help = "the log on stderr: logfmt (key=value) or json (one object per line)"},
+    {"zygote", SETTING_BOOL, OFF(zygote), 0, 0, 1, .def = 0,
+     .help = "1 (or the flag alone): runs may ask for runtime \"python-zygote\" and are then "
+             "forked from their slot's zygote, a sandboxed Python that imported --zygote-preload "
+             "at start (docs/ZYGOTE.md); runtime \"python\" stays the default"},
+    {"zygote-preload", SETTING_STRING, STR(zygote_preload), 0, 0,
+     .def_str = SETTINGS_DEFAULT_ZYGOTE_PRELOAD,
+     .help = "comma-separated modules (dotted names, no spaces) each zygote imports once; one "
+             "that fails to import fails the zygote's start (logged; python-zygote runs are then "
+             "refused, python runs go on)"},
+    {"zygote-max-forks", SETTING_INT, OFF(zygote_max_forks), 0, 1, 1000000, .def = 1000,
+     .help = "runs forked from one zygote before it is replaced by a fresh one (every fork shares "
+             "its address-space layout and hash seed)"},
+    {"zygote-max-age-s", SETTING_INT, OFF(zygote_max_age_s), 0, 1, 86400, .def = 600,
+     .help = "seconds after its start a zygote is replaced (at the next run)"},
 };
 #define N_SETTINGS (sizeof(setting_defs) / sizeof(setting_defs[0]))
 
@@ -248,6 +255,8 @@ void settings_defaults(struct server_settings *s) {
     char *field = (char *)s + d->offset;
     if (d->type == SETTING_INT)
       *(int64_t *)field = d->def;
+    else if (d->type == SETTING_BOOL)
+      *(bool *)field = d->def != 0;
     else if (d->type == SETTING_STRING && d->def_str != NULL)
       snprintf(field, d->size, "%s", d->def_str);
   }
@@ -263,6 +272,22 @@ static const struct setting_def *find_def(const char *name, size_t len) {
     if (strlen(setting_defs[i].name) == len && strncmp(setting_defs[i].name, name, len) == 0)
       return &setting_defs[i];
   return NULL;
+}
+
+static bool parse_bool(const char *value, bool *out) {
+  static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no",
+                                                                              "off"};
+  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+    if (strcasecmp(value, yes[i]) == 0) {
+      *out = true;
+      return true;
+    }
+    if (strcasecmp(value, no[i]) == 0) {
+      *out = false;
+      return true;
+    }
+  }
+  return false;
 }
 
 /* Each layer that names "listen" replaces the lists of the layers before it;
@@ -304,6 +329,15 @@ static int apply(struct server_settings *s, const struct setting_def *d, const c
                            "%s: %s: \"%s\" is not an integer between %" PRId64 " and %" PRId64,
                            where, d->name, value, d->min, d->max);
     *(int64_t *)((char *)s + d->offset) = v;
+    return 0;
+  }
+  case SETTING_BOOL: {
+    bool v;
+    if (!parse_bool(value, &v))
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "%s: %s: \"%s\" is not one of 1, 0, true, false, yes, no, on, off",
+                           where, d->name, value);
+    *(bool *)((char *)s + d->offset) = v;
     return 0;
   }
   }
@@ -509,26 +543,6 @@ static int check_http_fronts(const struct server_settings *s, struct sbx_error *
   return 0;
 }
 
-/* --zygote-preload: dotted Python identifiers, comma-separated. */
-static int check_zygote(const struct server_settings *s, struct sbx_error *err) {
-  const char *p = s->zygote_preload;
-  while (*p != '\0') {
-    size_t n = strcspn(p, ",");
-    bool ok = n > 0;
-    for (size_t i = 0; i < n && ok; i++) {
-      char c = p[i];
-      bool start = i == 0 || p[i - 1] == '.';
-      ok = (isalpha((unsigned char)c) || c == '_' || (!start && isdigit((unsigned char)c)) ||
-            (c == '.' && !start && i + 1 < n));
-    }
-    if (!ok)
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "zygote-preload: \"%.*s\" is not a module name", (int)n, p);
-    p += n + (p[n] == ',');
-  }
-  return 0;
-}
-
 /* The operations listener and the log format. */
 static int check_operations(const struct server_settings *s, struct sbx_error *err) {
   if (strcmp(s->log_format, "logfmt") != 0 && strcmp(s->log_format, "json") != 0)
@@ -540,6 +554,44 @@ static int check_operations(const struct server_settings *s, struct sbx_error *e
       settings_http_listen_parts(s->http_listen, host, sizeof(host), &port, err) < 0)
     return sbx_error_wrap(err, "http-listen");
   return check_http_fronts(s, err);
+}
+
+static bool ident_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+int settings_check_module_list(const char *what, const char *list, struct sbx_error *err) {
+  const char *p = list;
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    /* One dotted name: parts that start like an identifier and go on with
+     * [A-Za-z0-9_]. Nothing else reaches the zygote's importlib. */
+    bool ok = n > 0 && ident_start(p[0]) && p[n - 1] != '.';
+    for (size_t i = 1; ok && i < n; i++)
+      ok = p[i] == '.' ? p[i - 1] != '.' && i + 1 < n && ident_start(p[i + 1])
+                       : ident_start(p[i]) || (p[i] >= '0' && p[i] <= '9');
+    if (!ok)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "%s: \"%.*s\" is not a module name: dotted Python identifiers "
+                           "(ASCII) separated by commas, no spaces, e.g. numpy,matplotlib.pyplot",
+                           what, (int)(n < 80 ? n : 80), p);
+    p += n;
+    if (*p == ',' && *++p == '\0')
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: ends with a comma", what);
+  }
+  return 0;
+}
+
+/* The zygote settings: the preload list is checked whether or not --zygote
+ * is on, so a bad one is found before someone turns zygotes on. */
+static int check_zygote(const struct server_settings *s, struct sbx_error *err) {
+  if (settings_check_module_list("zygote-preload", s->zygote_preload, err) < 0)
+    return -1;
+  if (s->zygote && strcmp(s->backend, "rlimit") == 0)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "zygote: needs a cgroup backend (v2 or v1) for the zygotes' own cgroup; "
+                         "--backend rlimit has none");
+  return 0;
 }
 
 int settings_check(const struct server_settings *s, struct sbx_error *err) {
@@ -607,6 +659,8 @@ int settings_check(const struct server_settings *s, struct sbx_error *err) {
 static void default_text(const struct setting_def *d, char *buf, size_t len) {
   if (d->def_text != NULL) {
     snprintf(buf, len, "%s", d->def_text);
+  } else if (d->type == SETTING_BOOL) {
+    snprintf(buf, len, "%s", d->def != 0 ? "1, on" : "0, off");
   } else if (d->type != SETTING_INT) {
     snprintf(buf, len, "%s", d->def_str != NULL && d->def_str[0] != '\0' ? d->def_str : "none");
   } else if (strstr(d->name, "-bytes") != NULL && d->def >= 1024) {
@@ -632,7 +686,10 @@ void settings_usage(FILE *out, const char *prog) {
   for (size_t i = 0; i < N_SETTINGS; i++) {
     const struct setting_def *d = &setting_defs[i];
     char flag[64], env[64], def[64];
-    snprintf(flag, sizeof(flag), "--%s %s", d->name, d->type == SETTING_INT ? "N" : "VALUE");
+    snprintf(flag, sizeof(flag), "--%s %s", d->name,
+             d->type == SETTING_INT    ? "N"
+             : d->type == SETTING_BOOL ? "[0|1]"
+                                       : "VALUE");
     env_name(d, env, sizeof(env));
     default_text(d, def, sizeof(def));
     fprintf(out, "  %-29s %s (default %s)\n  %-29s   env %s\n", flag, d->help, def, "", env);
@@ -658,7 +715,10 @@ int settings_load(struct server_settings *s, int argc, char **argv, struct sbx_e
 
   struct option opts[N_SETTINGS + 4];
   for (size_t i = 0; i < N_SETTINGS; i++)
-    opts[i] = (struct option){setting_defs[i].name, required_argument, NULL, (int)(256 + i)};
+    opts[i] = (struct option){setting_defs[i].name,
+                              setting_defs[i].type == SETTING_BOOL ? optional_argument
+                                                                   : required_argument,
+                              NULL, (int)(256 + i)};
   opts[N_SETTINGS] = (struct option){"config", required_argument, NULL, 'c'};
   opts[N_SETTINGS + 1] = (struct option){"help", no_argument, NULL, 'h'};
   opts[N_SETTINGS + 2] = (struct option){"version", no_argument, NULL, 'V'};
@@ -680,9 +740,15 @@ int settings_load(struct server_settings *s, int argc, char **argv, struct sbx_e
       return 1;
     }
     if (c >= 256 && (size_t)(c - 256) < N_SETTINGS) {
+      const struct setting_def *d = &setting_defs[c - 256];
       char where[80];
-      snprintf(where, sizeof(where), "--%s", setting_defs[c - 256].name);
-      if (apply(s, &setting_defs[c - 256], optarg, &listen_replaced, where, err) < 0)
+      snprintf(where, sizeof(where), "--%s", d->name);
+      const char *value = optarg;
+      bool ignored;
+      /* A bool flag alone is 1; "--zygote 0" is read like "--zygote=0". */
+      if (d->type == SETTING_BOOL && value == NULL)
+        value = optind < argc && parse_bool(argv[optind], &ignored) ? argv[optind++] : "1";
+      if (apply(s, d, value, &listen_replaced, where, err) < 0)
         return -1;
       continue;
     }

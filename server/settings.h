@@ -61,11 +61,6 @@ struct server_settings {
   char backend[16]; /* auto, v2, v1, rlimit */
   char cgroup_parent[PATH_MAX];
   int64_t uid_base;
-  /* Zygote mode (docs/ZYGOTE.md): runtime "python-zygote". */
-  int64_t zygote; /* 0 off, 1 on */
-  char zygote_preload[1024];
-  int64_t zygote_max_forks;
-  int64_t zygote_max_age_s;
   int64_t max_message_bytes; /* NNG_OPT_RECVMAXSZ on each listener */
   int64_t max_connections;   /* per listener; past it new connections are closed */
   int64_t idle_timeout_ms;   /* a connection without a call quiet this long is closed */
@@ -122,6 +117,11 @@ struct server_settings {
   int64_t http_request_timeout_s; /* a whole request (line, headers, body) must arrive in this */
   char http_fronts[64]; /* comma-separated fronts on http_listen: "piston", "mcp"; "" = none */
   char log_format[16];  /* logfmt or json */
+  /* Zygotes (docs/ZYGOTE.md): runtime "python-zygote". */
+  bool zygote;               /* runs may ask to be forked from the slot's zygote */
+  char zygote_preload[1024]; /* dotted module names, comma-separated: imported once */
+  int64_t zygote_max_forks;  /* a zygote is replaced after this many runs */
+  int64_t zygote_max_age_s;  /* or this long after its start */
 };
 
 /* Whether clients of a TLS listener must show a certificate. */
@@ -150,6 +150,13 @@ static inline const char *settings_index_url(const struct server_settings *s) {
 }
 
 #define SETTINGS_DEFAULT_INDEX_URL "https://pypi.org/simple" /* pip's own default */
+/* What Debian's python3-numpy and python3-matplotlib provide: what most
+ * plotting code imports first. */
+#define SETTINGS_DEFAULT_ZYGOTE_PRELOAD "numpy,matplotlib.pyplot"
+
+/* Whether list is "" or module names ("a.b", [A-Za-z_][A-Za-z0-9_]* parts)
+ * separated by single commas. When not, why into err (INVALID_ARGUMENT). */
+int settings_check_module_list(const char *what, const char *list, struct sbx_error *err);
 
 /* Fills s from defaults, the config file, the environment and argv, in that
  * order. Returns 0, 1 when --help or --version was printed (exit 0), or -1

@@ -142,38 +142,6 @@ static double watchers(struct collect *c) {
   return (double)waiting;
 }
 
-/* Zygote mode (docs/ZYGOTE.md); all 0 without --zygote. */
-static struct sandbox_zygote_stats zygote_stats(struct collect *c) {
-  struct sandbox_zygote_stats z = {0};
-  if (c->srv->settings.zygote != 0)
-    sandbox_zygote_stats(c->srv->engine, &z);
-  return z;
-}
-
-static double zygotes(struct collect *c) {
-  return (double)zygote_stats(c).running;
-}
-
-static double zygote_memory(struct collect *c) {
-  return (double)zygote_stats(c).memory_bytes;
-}
-
-static double zygote_starts(struct collect *c) {
-  return (double)zygote_stats(c).starts;
-}
-
-static double zygote_start_failures(struct collect *c) {
-  return (double)zygote_stats(c).start_failures;
-}
-
-static double zygote_forks(struct collect *c) {
-  return (double)zygote_stats(c).forks;
-}
-
-static double zygote_recycled(struct collect *c) {
-  return (double)zygote_stats(c).recycled;
-}
-
 static double environments(struct collect *c) {
   struct installer *in = &c->srv->runner.installer;
   size_t n = 0;
@@ -206,6 +174,40 @@ static double build_failures_total(struct collect *c) {
 
 static double evictions_total(struct collect *c) {
   return (double)atomic_load(&c->srv->runner.installer.store.evictions_total);
+}
+
+static struct sandbox_zygote_stats zygote_stats(struct collect *c) {
+  struct sandbox_zygote_stats st;
+  sandbox_zygote_stats(c->srv->engine, &st);
+  return st;
+}
+
+static double zygotes(struct collect *c) {
+  return (double)zygote_stats(c).running;
+}
+
+/* No sample when the backend cannot say (a family without samples is
+ * valid): 0 would read as "nothing held". */
+static void write_zygote_memory(struct collect *c, const char *name) {
+  struct sandbox_zygote_stats st = zygote_stats(c);
+  if (st.have_memory)
+    metrics_sample_u64(c->out, name, NULL, 0, st.memory_bytes);
+}
+
+static double zygote_starts(struct collect *c) {
+  return (double)zygote_stats(c).starts;
+}
+
+static double zygote_start_failures(struct collect *c) {
+  return (double)zygote_stats(c).start_failures;
+}
+
+static double zygote_forks(struct collect *c) {
+  return (double)zygote_stats(c).forks;
+}
+
+static double zygote_recycled(struct collect *c) {
+  return (double)zygote_stats(c).recycled;
 }
 
 static double connections(struct collect *c) {
@@ -358,19 +360,21 @@ static const struct metric_def metric_defs[] = {
      VALUE(started_runs)},
     {"sandboxd_watchers", "gauge", "WatchRun and CancelRun calls waiting for news of a run.",
      VALUE(watchers)},
-    {"sandboxd_zygotes", "gauge", "Zygotes running now (--zygote 1: one per worker slot).",
+    {"sandboxd_zygotes", "gauge", "Zygotes running now (--zygote; at most one per worker slot).",
      VALUE(zygotes)},
     {"sandboxd_zygote_memory_bytes", "gauge",
-     "Memory charged to the zygotes' cgroup: what their imported modules hold.",
-     VALUE(zygote_memory)},
+     "Memory charged to the zygotes' cgroup: what their preloaded imports hold, shared by the "
+     "runs forked from them.",
+     WRITE(write_zygote_memory)},
     {"sandboxd_zygote_starts_total", "counter", "Zygotes started.", VALUE(zygote_starts)},
     {"sandboxd_zygote_start_failures_total", "counter",
-     "Zygote starts that failed (a preload module that does not import, a timeout).",
+     "Zygote starts that failed (a --zygote-preload module that does not import, among others).",
      VALUE(zygote_start_failures)},
-    {"sandboxd_zygote_forks_total", "counter", "Runs forked from zygotes.", VALUE(zygote_forks)},
+    {"sandboxd_zygote_forks_total", "counter", "Runs forked from a zygote (runtime python-zygote).",
+     VALUE(zygote_forks)},
     {"sandboxd_zygote_recycled_total", "counter",
-     "Zygotes replaced after --zygote-max-forks runs or --zygote-max-age-s, or for other "
-     "requirements.",
+     "Zygotes replaced: due after --zygote-max-forks runs or --zygote-max-age-s, or needed for "
+     "another requirements environment.",
      VALUE(zygote_recycled)},
     {"sandboxd_connections", "gauge", "RPC client connections open.", VALUE(connections)},
     {"sandboxd_connections_refused_total", "counter",

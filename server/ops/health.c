@@ -1,7 +1,9 @@
 /* health.c: the probes. /healthz answers 200 while the process serves HTTP
  * at all (liveness: a restart would not help otherwise); /readyz answers
  * 200 only when a call sent now would be taken: not draining, every worker
- * slot running, the queue not full; else 503 with the reason on one line
+ * slot running, with --zygote every slot's first zygote start over
+ * (started or failed: python runs are served either way), the queue not
+ * full; else 503 with the reason on one line
  * (readiness: the endpoint is taken out of the Service until it passes). */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,6 +19,12 @@ bool ops_ready(struct server *srv, char *why, size_t len) {
   unsigned alive = atomic_load(&srv->workers_alive);
   if (srv->engine == NULL || alive < srv->n_workers) {
     snprintf(why, len, "engine not ready: %u of %u workers running", alive, srv->n_workers);
+    return false;
+  }
+  unsigned warming = atomic_load(&srv->zygotes_warming);
+  if (warming > 0) {
+    snprintf(why, len, "zygotes starting: %u of %u workers still importing --zygote-preload",
+             warming, srv->n_workers);
     return false;
   }
   if (work_queue_full(&srv->queue)) {

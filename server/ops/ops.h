@@ -38,8 +38,8 @@ void ops_stop(struct ops *ops);
 char *ops_metrics_text(struct server *srv, struct http_listener *http, size_t *len);
 
 /* health.c: whether the server should get traffic: not draining, every
- * worker (engine slot) running, the queue not full. When not, why (one
- * line). */
+ * worker (engine slot) running, its zygote's first start over (--zygote),
+ * the queue not full. When not, why (one line). */
 bool ops_ready(struct server *srv, char *why, size_t len);
 void ops_handle_healthz(void *ctx, const struct http_request *req, struct http_response *resp);
 void ops_handle_readyz(void *ctx, const struct http_request *req, struct http_response *resp);

@@ -207,6 +207,32 @@ static void requirements_info(struct installer *in, Sandbox__V1__GetInfoResponse
   resp->environment_build_failures_total = atomic_load(&in->store.build_failures_total);
 }
 
+/* The preload list, split at its commas into names (which point into
+ * buf); the zygote figures from the engine. */
+#define MAX_PRELOAD_NAMES (sizeof(((struct server_settings *)0)->zygote_preload) / 2)
+static void zygote_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp, char *buf,
+                        size_t buf_len, char **names) {
+  const struct server_settings *s = &srv->settings;
+  resp->zygote_enabled = s->zygote;
+  resp->zygote_max_forks = (uint64_t)s->zygote_max_forks;
+  resp->zygote_max_age_s = (uint64_t)s->zygote_max_age_s;
+  snprintf(buf, buf_len, "%s", s->zygote_preload);
+  size_t n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL && n < MAX_PRELOAD_NAMES;
+       tok = strtok_r(NULL, ",", &save))
+    names[n++] = tok;
+  resp->n_zygote_preload = n;
+  resp->zygote_preload = names;
+  struct sandbox_zygote_stats st;
+  sandbox_zygote_stats(srv->engine, &st);
+  resp->zygotes = st.running;
+  resp->zygote_memory_bytes = st.have_memory ? st.memory_bytes : 0;
+  resp->zygote_starts_total = st.starts;
+  resp->zygote_start_failures_total = st.start_failures;
+  resp->zygote_forks_total = st.forks;
+  resp->zygote_recycled_total = st.recycled;
+}
+
 static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
                             const Sandbox__V1__GetInfoRequest *input,
                             Sandbox__V1__GetInfoResponse_Closure closure, void *closure_data) {
@@ -214,24 +240,10 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   Sandbox__V1__GetInfoResponse resp = SANDBOX__V1__GET_INFO_RESPONSE__INIT;
   Sandbox__V1__IsolationReport iso = SANDBOX__V1__ISOLATION_REPORT__INIT;
   Sandbox__V1__Limits def = SANDBOX__V1__LIMITS__INIT, max = SANDBOX__V1__LIMITS__INIT;
-  static char *runtimes[] = {"python", "python-zygote"};
+  static char *runtimes[] = {RUNTIME_PYTHON, RUNTIME_PYTHON_ZYGOTE};
   resp.version = SANDBOXD_VERSION;
-  resp.n_runtimes = srv->settings.zygote != 0 ? 2 : 1;
+  resp.n_runtimes = srv->settings.zygote ? 2 : 1;
   resp.runtimes = runtimes;
-  if (srv->settings.zygote != 0) {
-    struct sandbox_zygote_stats z;
-    sandbox_zygote_stats(srv->engine, &z);
-    resp.zygote = true;
-    resp.zygote_preload = (char *)srv->settings.zygote_preload;
-    resp.zygotes = z.running;
-    resp.zygote_memory_bytes = z.memory_bytes;
-    resp.zygote_starts_total = z.starts;
-    resp.zygote_start_failures_total = z.start_failures;
-    resp.zygote_forks_total = z.forks;
-    resp.zygote_recycled_total = z.recycled;
-    resp.zygote_max_forks = (uint64_t)srv->settings.zygote_max_forks;
-    resp.zygote_max_age_s = (uint64_t)srv->settings.zygote_max_age_s;
-  }
   isolation_report(sandbox_engine_report(srv->engine), &iso);
   resp.isolation = &iso;
   limits_to_proto(&srv->settings.default_limits, &def);
@@ -257,6 +269,9 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   runs_counts(&srv->runs, &started, &waiting);
   resp.started_runs = (uint32_t)started;
   resp.watchers = (uint32_t)waiting;
+  char preload[sizeof(srv->settings.zygote_preload)];
+  char *preload_names[MAX_PRELOAD_NAMES];
+  zygote_info(srv, &resp, preload, sizeof preload, preload_names);
   closure(&resp, closure_data);
 }
 

@@ -436,7 +436,8 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
   /* A started run that never ran: its one line (a RunCode call's refusal
    * is its call's line). */
   if (err != NULL && call == NULL && !run->logged) {
-    struct run_call rc = {.run_id = run->run_id,
+    struct run_call rc = {.req = run->req,
+                          .run_id = run->run_id,
                           .method = sbx_method_name(run->method),
                           .received_ms = run->received_ms,
                           .request_id = run->request_id,

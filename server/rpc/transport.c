@@ -231,6 +231,8 @@ static int start_workers(struct server *srv, struct sbx_error *err) {
   srv->workers = calloc(srv->n_workers, sizeof(*srv->workers));
   if (srv->workers == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "workers");
+  /* Counted down by each worker after its warm start (worker.c). */
+  atomic_store(&srv->zygotes_warming, srv->settings.zygote ? srv->n_workers : 0);
   for (unsigned i = 0; i < srv->n_workers; i++) {
     struct worker_start *w = malloc(sizeof(*w));
     if (w == NULL)

@@ -3,12 +3,12 @@
 #include "validate.h"
 
 #include <inttypes.h>
-#include <stdbool.h>
 #include <string.h>
 
 #include "download.h"
 #include "ids.h"
 #include "requirements.h"
+#include "runner.h"
 
 #define ID_RULE "must be 1 to 64 characters of [A-Za-z0-9._-], not \".\" or \"..\""
 
@@ -50,12 +50,13 @@ static bool env_key_ok(const char *key) {
 
 static int check_code_and_ids(const Sandbox__V1__RunCodeRequest *req,
                               const struct server_settings *s, struct sbx_error *err) {
-  bool zygote = s->zygote != 0 && strcmp(req->runtime, "python-zygote") == 0;
-  if (req->runtime[0] != '\0' && strcmp(req->runtime, "python") != 0 && !zygote)
-    return REFUSE("runtime: \"%.64s\" is not supported; supported: %s", req->runtime,
-                  s->zygote != 0 ? "python, python-zygote"
-                                 : "python (python-zygote needs a "
-                                   "server started with --zygote 1)");
+  if (req->runtime[0] != '\0' && strcmp(req->runtime, RUNTIME_PYTHON) != 0 &&
+      !(s->zygote && run_runtime_is_zygote(req)))
+    return REFUSE("runtime: \"%.64s\" is not supported; supported: %s%s", req->runtime,
+                  s->zygote ? RUNTIME_PYTHON ", " RUNTIME_PYTHON_ZYGOTE : RUNTIME_PYTHON,
+                  !s->zygote && run_runtime_is_zygote(req)
+                      ? " (" RUNTIME_PYTHON_ZYGOTE " needs a server started with --zygote)"
+                      : "");
   size_t code_len = strlen(req->code);
   if (code_len == 0)
     return REFUSE("code: must not be empty");

@@ -57,31 +57,17 @@ static void drop_client_gone(struct server *srv, struct live_run *lr, struct run
   refuse(srv, out, RPC_REJECT_CLIENT_GONE, SBX_UNAVAILABLE, "the client went away");
 }
 
-/* Zygote mode: the slot's zygote started before the first run (on this,
- * the slot's own thread), so that no caller pays its imports. A failure is
- * logged; the slot's first python-zygote run tries again and answers the
- * engine's message (a module that does not import is named there). */
-static void warm_zygote(struct server *srv, unsigned slot) {
-  if (srv->settings.zygote == 0)
-    return;
-  uint64_t t0 = sbx_monotonic_ms();
-  struct sandbox_error err = {0};
-  if (sandbox_zygote_warm(srv->engine, slot, &err) < 0) {
-    char msg[600];
-    text_printable(err.msg, strcspn(err.msg, "\n"), msg, sizeof(msg), false);
-    log_line("error", "slot=%u msg=\"the zygote did not start: %s\"", slot, msg);
-    return;
-  }
-  log_line("zygote", "slot=%u preload=\"%s\" start_ms=%llu", slot, srv->settings.zygote_preload,
-           (unsigned long long)(sbx_monotonic_ms() - t0));
-}
-
 void *worker_main(void *arg) {
   struct worker_start *w = arg;
   struct server *srv = w->srv;
   unsigned slot = w->slot;
   free(w);
-  warm_zygote(srv, slot);
+  /* The zygote first, on this thread (the engine wants the slot's own):
+   * runs queued meanwhile wait for it, and /readyz says so. */
+  if (srv->settings.zygote) {
+    runner_warm_zygote(&srv->runner, slot);
+    atomic_fetch_sub(&srv->zygotes_warming, 1);
+  }
   struct live_run *lr;
   while ((lr = work_queue_pop(&srv->queue)) != NULL) {
     struct run_outcome out;

@@ -119,9 +119,18 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
       .limits = call->limits,
       .group = call->session != NULL ? call->session->group : 0,
       .stream = call->stream,
-      .zygote = strcmp(call->req->runtime, "python-zygote") == 0,
+      .zygote = run_runtime_is_zygote(call->req),
   };
   struct sandbox_error se = {0};
+  /* The slot's zygote for runs without extra mounts, started here when it
+   * is not running: when it cannot start (a --zygote-preload module that
+   * does not import), that is the server's state, not a fault of the run,
+   * and the engine's message says why. A requirements run's zygote is
+   * started by sandbox_run, for its environment. */
+  if (spec.zygote && spec.n_mounts == 0 && sandbox_zygote_warm(r->engine, slot, &se) < 0)
+    return sbx_error_from_engine(err, SBX_FAILED_PRECONDITION, &se,
+                                 "runtime " RUNTIME_PYTHON_ZYGOTE
+                                 ": the zygote could not start, the code did not run");
   if (sandbox_run(r->engine, slot, &spec, &sc->result, &se) < 0)
     return sbx_error_from_engine(err, SBX_INTERNAL, &se,
                                  "sandbox setup failed, the code did not run");
@@ -180,16 +189,16 @@ static void log_success(const struct run_call *call, unsigned slot, const struct
   log_request_id(call, rid, sizeof(rid));
   log_line(
       "run",
-      "run_id=%s request_id=\"%s\" method=%s peer=%s slot=%u session=%s runtime=%s status=OK "
+      "run_id=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%u session=%s status=OK "
       "killed_by=%s exit_code=%d signal=%d "
       "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
       "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-      sc->run_id, rid, call->method, call->peer != NULL ? call->peer : "?", slot,
+      sc->run_id, rid, call->method, run_runtime_name(call->req),
+      call->peer != NULL ? call->peer : "?", slot,
       call->req->session_id[0] != '\0' ? call->req->session_id : "-",
-      call->req->runtime[0] != '\0' ? call->req->runtime : "python", killed_by_name(res->killed_by),
-      res->exit_code, res->signal, (unsigned long long)(res->wall_time_us / 1000),
-      (unsigned long long)(res->cpu_time_us / 1000), (unsigned long long)res->peak_memory_bytes,
-      res->stdout_len, res->stderr_len, sc->artifacts.n,
+      killed_by_name(res->killed_by), res->exit_code, res->signal,
+      (unsigned long long)(res->wall_time_us / 1000), (unsigned long long)(res->cpu_time_us / 1000),
+      (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len, sc->artifacts.n,
       sc->pkg_env != NULL ? sc->pkg_env->key : "-", (unsigned long long)sc->env_ms,
       (unsigned long long)queue_ms, (unsigned long long)(sbx_monotonic_ms() - call->received_ms));
 }
@@ -204,11 +213,11 @@ void run_log_failure(const struct run_call *call, int slot, const struct sbx_err
   char rid[72];
   log_request_id(call, rid, sizeof(rid));
   log_line("run",
-           "run_id=%s request_id=\"%s\" method=%s peer=%s slot=%s status=%s duration_ms=%llu "
-           "error=\"%s\"",
-           call->run_id, rid, call->method, call->peer != NULL ? call->peer : "?", slot_text,
-           sbx_code_name(err->code), (unsigned long long)(sbx_monotonic_ms() - call->received_ms),
-           first);
+           "run_id=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%s status=%s "
+           "duration_ms=%llu error=\"%s\"",
+           call->run_id, rid, call->method, call->req != NULL ? run_runtime_name(call->req) : "-",
+           call->peer != NULL ? call->peer : "?", slot_text, sbx_code_name(err->code),
+           (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
 }
 
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
+#include "text.h"
 #include "workspace.h"
 
 static int open_workspace_root(struct runner *r, struct sbx_error *err) {
@@ -87,4 +89,26 @@ void runner_stop(struct runner *r, bool failed) {
 void runner_tick(struct runner *r) {
   session_expire(&r->sessions);
   session_reap(&r->sessions, r->workspace_root_fd, r->workspace_root);
+}
+
+int runner_warm_zygote(struct runner *r, unsigned slot) {
+  uint64_t t0 = sbx_monotonic_ms();
+  struct sandbox_error se = {0};
+  int rv = sandbox_zygote_warm(r->engine, slot, &se);
+  unsigned long long ms = (unsigned long long)(sbx_monotonic_ms() - t0);
+  if (rv == 0) {
+    log_line("zygote_warm", "slot=%u ms=%llu preload=\"%s\"", slot, ms,
+             r->settings->zygote_preload);
+    return 0;
+  }
+  /* The first line names the module and Python's error (zygote_main.c);
+   * the traceback after it stays in the engine's message, which
+   * python-zygote runs answer with. */
+  char first[400];
+  text_printable(se.msg, strcspn(se.msg, "\n"), first, sizeof(first), false);
+  log_line("zygote_warm_failed",
+           "slot=%u ms=%llu preload=\"%s\" error=\"%s\" msg=\"python-zygote runs fail until a "
+           "zygote starts (each tries again); python runs are served\"",
+           slot, ms, r->settings->zygote_preload, first);
+  return -1;
 }

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "error.h"
 #include "install.h"
@@ -52,6 +53,20 @@ struct runner {
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */
   struct run_stats stats;
 };
+
+/* The runtimes a request may name (RunCodeRequest.runtime, "" = python):
+ * python, a fresh interpreter per run; python-zygote (with --zygote only),
+ * a fork of the slot's zygote that has imported --zygote-preload. */
+#define RUNTIME_PYTHON "python"
+#define RUNTIME_PYTHON_ZYGOTE "python-zygote"
+
+static inline bool run_runtime_is_zygote(const Sandbox__V1__RunCodeRequest *req) {
+  return strcmp(req->runtime, RUNTIME_PYTHON_ZYGOTE) == 0;
+}
+/* The runtime of a validated request, for the log. */
+static inline const char *run_runtime_name(const Sandbox__V1__RunCodeRequest *req) {
+  return run_runtime_is_zygote(req) ? RUNTIME_PYTHON_ZYGOTE : RUNTIME_PYTHON;
+}
 
 /* A validated RunCode call, as the worker hands it over. */
 struct run_call {
@@ -101,6 +116,12 @@ void runner_stop(struct runner *r, bool failed);
 /* Every tick of the main thread: ends sessions idle past their TTL and
  * detaches the workspaces of ended ones. */
 void runner_tick(struct runner *r);
+
+/* With --zygote, on the worker's thread as it starts: the slot's zygote
+ * started, one log line (event=zygote_warm with how long it took, or
+ * event=zygote_warm_failed with the engine's reason). 0 or -1; never
+ * fatal: python runs do not need it. */
+int runner_warm_zygote(struct runner *r, unsigned slot);
 
 /* The slot workspaces, mounted at start and detached at stop (workspaces.c). */
 int runner_mount_slots(struct runner *r, struct sbx_error *err);

@@ -162,13 +162,11 @@ static char *mounts_key(const struct sandbox_spec *spec) {
   char *key = malloc(len);
   if (key == NULL)
     return NULL;
+  size_t at = 0;
   key[0] = '\0';
-  for (size_t i = 0; i < spec->n_mounts; i++) {
-    strcat(key, spec->mounts[i].source);
-    strcat(key, "=");
-    strcat(key, spec->mounts[i].target);
-    strcat(key, ";");
-  }
+  for (size_t i = 0; i < spec->n_mounts; i++)
+    at += (size_t)snprintf(key + at, len - at, "%s=%s;", spec->mounts[i].source,
+                           spec->mounts[i].target);
   return key;
 }
 
@@ -479,7 +477,7 @@ pid_t zygote_take_run(struct sandbox_engine *e, unsigned slot, int report, int *
     zygote_stop(e, slot);
     return sandbox_error_set(err, 0, "the zygote died before the run started");
   }
-  struct child_report r;
+  struct child_report r = {0};
   char cbuf[CMSG_SPACE(sizeof(struct ucred))];
   struct iovec iov = {.iov_base = &r, .iov_len = sizeof r};
   struct msghdr mh = {

@@ -112,9 +112,10 @@ int zygote_wire_pack(const struct child_args *a) {
     uint32_t off = put_string(&s, a->envp[i]);
     put(&p, &off, sizeof off);
   }
-  ((struct wire_header *)(void *)p.buf)->strings_len = (uint32_t)s.len;
-  if (!p.failed)
+  if (!p.failed && p.buf != NULL) {
+    ((struct wire_header *)(void *)p.buf)->strings_len = (uint32_t)s.len;
     put(&p, s.buf, s.len);
+  }
   free(s.buf);
   if (p.failed || s.failed || a->n_ops > UINT32_MAX) {
     free(p.buf);

@@ -195,6 +195,66 @@ static void operations(void **state) {
   assert_string_equal(s.log_format, "logfmt");
 }
 
+/* Zygotes: off by default; --zygote alone, --zygote 0/1, the environment
+ * and the file; the preload list checked as dotted module names. */
+static void zygote(void **state) {
+  struct server_settings s;
+  char *a0[] = {"sandboxd", NULL};
+  assert_int_equal(load(&s, 1, a0), 0);
+  assert_false(s.zygote);
+  assert_string_equal(s.zygote_preload, "numpy,matplotlib.pyplot");
+  assert_int_equal(s.zygote_max_forks, 1000);
+  assert_int_equal(s.zygote_max_age_s, 600);
+  char *a1[] = {"sandboxd", "--zygote", "--workers", "2", NULL};
+  assert_int_equal(load(&s, 4, a1), 0);
+  assert_true(s.zygote);
+  assert_int_equal(s.workers, 2);
+  char *a2[] = {"sandboxd", "--zygote", "0", "--zygote-preload", "", NULL};
+  assert_int_equal(load(&s, 5, a2), 0);
+  assert_false(s.zygote);
+  assert_string_equal(s.zygote_preload, "");
+  char *a3[] = {"sandboxd", "--zygote=yes",     "--zygote-max-forks", "3", "--zygote-max-age-s",
+                "9",        "--zygote-preload", "a.b_c,_x,json",      NULL};
+  assert_int_equal(load(&s, 8, a3), 0);
+  assert_true(s.zygote);
+  assert_int_equal(s.zygote_max_forks, 3);
+  assert_int_equal(s.zygote_max_age_s, 9);
+  setenv("SANDBOXD_ZYGOTE", "true", 1);
+  assert_int_equal(load(&s, 1, a0), 0);
+  assert_true(s.zygote);
+  char *a4[] = {"sandboxd", "--zygote=off", NULL};
+  assert_int_equal(load(&s, 2, a4), 0); /* flag beats env */
+  assert_false(s.zygote);
+  setenv("SANDBOXD_ZYGOTE", "maybe", 1);
+  assert_int_equal(load(&s, 1, a0), -1);
+  assert_non_null(strstr(err.msg, "SANDBOXD_ZYGOTE: zygote: \"maybe\""));
+  unsetenv("SANDBOXD_ZYGOTE");
+  const char *bad[] = {"numpy,", ",numpy", "numpy,,os", "numpy os", "a..b",     "a.",
+                       ".a",     "1abc",   "a.1b",      "os;x",     "numpy, os"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char *a[] = {"sandboxd", "--zygote-preload", (char *)bad[i], NULL};
+    assert_int_equal(load(&s, 3, a), -1);
+    assert_int_equal(err.code, SBX_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "zygote-preload"));
+  }
+  char *a5[] = {"sandboxd", "--zygote-preload", "numpy;import os", NULL};
+  assert_int_equal(load(&s, 3, a5), -1);
+  assert_non_null(strstr(err.msg, "\"numpy;import os\" is not a module name"));
+  char *a6[] = {"sandboxd", "--zygote", "--backend", "rlimit", NULL};
+  assert_int_equal(load(&s, 4, a6), -1);
+  assert_non_null(strstr(err.msg, "cgroup backend"));
+  FILE *f = fopen(config_path, "w");
+  fprintf(f, "zygote = on\nzygote-preload = json,xml.dom\n");
+  fclose(f);
+  char *a8[] = {"sandboxd", "--config", config_path, NULL};
+  assert_int_equal(load(&s, 3, a8), 0);
+  assert_true(s.zygote);
+  assert_string_equal(s.zygote_preload, "json,xml.dom");
+  char *a7[] = {"sandboxd", "--zygote-max-forks", "0", NULL};
+  assert_int_equal(load(&s, 3, a7), -1);
+  assert_non_null(strstr(err.msg, "zygote-max-forks"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
@@ -204,6 +264,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(package_sources, setup, teardown),
       cmocka_unit_test(limits_table),
       cmocka_unit_test_setup_teardown(operations, setup, teardown),
+      cmocka_unit_test_setup_teardown(zygote, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,6 +103,31 @@ static void bad_fields_refused(void **state) {
   }
 }
 
+/* python-zygote only on a server started with --zygote; the refusal names
+ * the runtimes this server has. */
+static void runtimes(void **state) {
+  req.runtime = "python";
+  assert_int_equal(check(), SBX_OK);
+  req.runtime = "python-zygote";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "runtime: \"python-zygote\" is not supported; supported: python ("));
+  assert_non_null(strstr(msg, "--zygote"));
+  req.runtime = "ruby";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "supported: python"));
+  assert_null(strstr(msg, "python-zygote"));
+  settings.zygote = true;
+  req.runtime = "python-zygote";
+  assert_int_equal(check(), SBX_OK);
+  req.runtime = "";
+  assert_int_equal(check(), SBX_OK);
+  req.runtime = "ruby";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "supported: python, python-zygote"));
+  req.runtime = "Python-Zygote";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+}
+
 static void args_and_env_within_exec_limits(void **state) {
   /* execve refuses a string over 128 KiB and argv+envp over 2 MiB: refused
    * here by name instead of failing inside the sandbox. */
@@ -257,6 +282,7 @@ int main(void) {
       cmocka_unit_test_setup(cpu_limit_never_above_wall_clock, setup),
       cmocka_unit_test_setup(negative_and_too_large_limits_named, setup),
       cmocka_unit_test_setup(bad_fields_refused, setup),
+      cmocka_unit_test_setup(runtimes, setup),
       cmocka_unit_test_setup(args_and_env_within_exec_limits, setup),
       cmocka_unit_test_setup(file_paths_checked, setup),
       cmocka_unit_test_setup(file_sources_and_sizes_checked, setup),
