@@ -98,8 +98,12 @@ static const char bootstrap[] =
     "        tb = e.__traceback__\n"
     "        while tb is not None and tb.tb_frame.f_code.co_filename != script:\n"
     "            tb = tb.tb_next\n"
+    /* From the script's frame on, as python3 shows it: the printer takes
+     * the exception's own __traceback__, not the argument. None when the
+     * script never ran (a SyntaxError): python3 shows no traceback then. */
+    "        e.__traceback__ = tb\n"
     "        try:\n"
-    "            sys.excepthook(type(e), e, tb if tb is not None else e.__traceback__)\n"
+    "            sys.excepthook(type(e), e, tb)\n"
     "        except BaseException:\n"
     "            pass\n"
     "        code = -2 if isinstance(e, KeyboardInterrupt) else 1\n"
