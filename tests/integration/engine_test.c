@@ -1866,16 +1866,31 @@ static void test_zygote_refuses_what_it_cannot_run(void **state) {
   assert_non_null(strstr(err.msg, "network"));
   close(inner);
   close(ns);
-  struct sandbox_mount m = {.source = "/usr/share", .target = "/opt/share"};
-  struct sandbox_spec mounted = {
-      .argv = script, .workspace_dir = ws, .zygote = true, .mounts = &m, .n_mounts = 1};
-  assert_int_equal(sandbox_run(engine, 0, &mounted, &r, &err), -1);
-  assert_int_equal(err.errnum, EINVAL);
+  /* An extra mount outside /usr/, or under it but not a directory there,
+   * or with a source that is not one. */
+  static const struct sandbox_mount bad_mounts[] = {
+      {.source = "/usr/share", .target = "/opt/share"},
+      {.source = "/usr/share", .target = "/usr/local/lib/no-such-dir"},
+      {.source = "/no/such/source", .target = "/usr/local/lib/python3.11/dist-packages"},
+  };
+  for (size_t i = 0; i < sizeof bad_mounts / sizeof bad_mounts[0]; i++) {
+    struct sandbox_spec mounted = {.argv = script,
+                                   .workspace_dir = ws,
+                                   .zygote = true,
+                                   .mounts = &bad_mounts[i],
+                                   .n_mounts = 1};
+    assert_int_equal(sandbox_run(engine, 0, &mounted, &r, &err), -1);
+    fprintf(stderr, "# mount %s on %s: %s\n", bad_mounts[i].source, bad_mounts[i].target, err.msg);
+    assert_true(err.errnum == EINVAL || err.errnum == ENOENT);
+  }
   remove_workspace(ws);
-  /* Refused before the zygote was asked: it is the same, nothing forked. */
+  /* Refused before the zygote was asked: it is the same one, nothing was
+   * forked, started or recycled. */
   struct sandbox_zygote_stats after = zygote_stats();
   assert_int_equal(zygote_pid(0), zygote);
   assert_int_equal(after.starts, before.starts);
+  assert_int_equal(after.start_failures, before.start_failures);
+  assert_int_equal(after.recycled, before.recycled);
   assert_int_equal(after.forks, before.forks);
 }
 
