@@ -60,7 +60,9 @@ static const char bootstrap[] =
     "        try:\n"
     "            importlib.import_module(name)\n"
     "        except BaseException:\n"
-    "            return 'import %s failed:\\n%s' % (name, traceback.format_exc())\n"
+    /* The exception first: the engine's message is cut at 511 bytes. */
+    "            e = traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip()\n"
+    "            return 'import %s failed: %s\\n%s' % (name, e, traceback.format_exc())\n"
     "    gc.collect()\n"
     "    gc.freeze()\n"
     "    return ''\n"
