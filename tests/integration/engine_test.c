@@ -2073,6 +2073,9 @@ static void test_zygote_bad_preload_fails_the_run(void **state) {
   assert_int_equal(sandbox_run(engine, 0, &spec, &r, &err), -1);
   fprintf(stderr, "# %s\n", err.msg);
   assert_non_null(strstr(err.msg, "sbx_no_such_module"));
+  /* What went wrong, within the message's first line (it is cut at 511). */
+  assert_non_null(strstr(err.msg, "No module named 'sbx_no_such_module'"));
+  assert_true(strstr(err.msg, "No module named") < strchr(err.msg, '\n'));
   assert_int_equal(sandbox_zygote_warm(engine, 0, &err), -1);
   assert_non_null(strstr(err.msg, "sbx_no_such_module"));
   struct sandbox_zygote_stats zs = zygote_stats();
