@@ -1320,6 +1320,7 @@ static void test_cancel_kills_the_whole_tree(void **state) {
   struct run run;
   clock_gettime(CLOCK_MONOTONIC, &log.start);
   run_opts_in_slot(0, argv, &o, &run);
+  double end_ms = ms_since(&log.start);
   close(efd);
   assert_int_equal(run.rc, 0);
   assert_int_equal(run.r.killed_by, SANDBOX_KILLED_BY_CANCELLED);
@@ -1327,7 +1328,8 @@ static void test_cancel_kills_the_whole_tree(void **state) {
   assert_memory_equal(run.r.stdout_data, "ready\n", 6);
   /* At once, not at the timeout; run_opts_in_slot checked that none of the
    * sleepers is left. */
-  assert_true(run.r.wall_time_us < scaled_ms(3000) * 1000);
+  fprintf(stderr, "# cancelled %.0f ms after the program said ready\n", end_ms - log.first_ms);
+  assert_true(end_ms - log.first_ms < scaled_ms(1000));
   sandbox_result_free(&run.r);
 }
 
