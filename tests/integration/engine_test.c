@@ -47,7 +47,7 @@
 
 #define PY "/usr/bin/python3"
 #define SLOTS 2
-/* What the zygotes import: what sandboxd's default configuration preloads. */
+/* What the zygotes import: the data-analysis modules users start with. */
 #define ZYGOTE_PRELOAD "numpy,matplotlib.pyplot"
 /* The script a "-c CODE" becomes in zygote mode, inside the sandbox. */
 #define ZYGOTE_SCRIPT "main.py"
@@ -1716,7 +1716,9 @@ static void test_zygote_identity_like_cold(void **state) {
   run_script(RUN_ZYGOTE, code, &z);
   assert_int_equal(cold.rc, 0);
   fprintf(stderr, "# %.*s", (int)cold.r.stdout_len, (const char *)cold.r.stdout_data);
-  assert_stdout(&z, strndup((const char *)cold.r.stdout_data, cold.r.stdout_len));
+  char *want = strndup((const char *)cold.r.stdout_data, cold.r.stdout_len);
+  assert_stdout(&z, want);
+  free(want);
   sandbox_result_free(&cold.r);
   sandbox_result_free(&z.r);
 }
