@@ -886,14 +886,19 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
     return -1;
   struct engine_run r = {.e = e, .slot = slot, .spec = spec, .limits = spec->limits};
   sandbox_limits_fill_defaults(&r.limits);
-  if (spec->zygote &&
-      (zygote_check_spec(e, spec, err) < 0 || zygote_ensure(e, slot, spec, err) < 0))
+  if (spec->zygote && zygote_check_spec(e, spec, err) < 0)
     return -1;
   r.zygote = spec->zygote;
 
   r.template = rootfs_template_fits(spec);
   if (rootfs_plan_build(&e->rootfs, slot, spec, &r.limits, r.template, &r.plan, err) < 0)
     return -1;
+  /* Only a spec whose mounts hold up gets to the zygote: one that does not
+   * must not stop the slot's zygote for other mounts. */
+  if (spec->zygote && zygote_ensure(e, slot, spec, err) < 0) {
+    rootfs_plan_free(&r.plan);
+    return -1;
+  }
   cleanup_free const char **env = engine_build_env(spec->env, err);
   if (env == NULL) {
     rootfs_plan_free(&r.plan);
