@@ -1417,16 +1417,20 @@ static const char *stdout_line(const struct run *run, int i, char *buf, size_t s
   return buf;
 }
 
-/* The pid of slot's zygote from the zygotes' cgroup, which must hold it;
- * 0 when it has none. */
+/* The pid of slot's zygote from the cgroup that must hold it: on cgroup v1
+ * its slot's (it lives there once its imports are charged to the zygotes'
+ * cgroup, cgroup.h host_zygote), on v2 the zygotes'; 0 when it has none. */
 static pid_t zygote_pid(unsigned slot) {
   struct uid_processes p = scan_uid_processes(uid_base + slot);
   if (p.zygotes == 0)
     return 0;
   assert_int_equal(p.zygotes, 1);
   char path[4200], line[32];
-  snprintf(path, sizeof path, "%s/zygotes/cgroup.procs",
-           sandbox_engine_report(engine)->cgroup_path);
+  const struct sandbox_report *rep = sandbox_engine_report(engine);
+  if (rep->backend == SANDBOX_BACKEND_CGROUP_V1)
+    snprintf(path, sizeof path, "%s/slot-%u/cgroup.procs", rep->cgroup_path, slot);
+  else
+    snprintf(path, sizeof path, "%s/zygotes/cgroup.procs", rep->cgroup_path);
   FILE *f = fopen(path, "re");
   assert_non_null(f);
   bool found = false;
