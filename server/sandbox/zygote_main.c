@@ -168,7 +168,8 @@ __attribute__((noreturn)) static void fail(int stage) {
 }
 
 /* A failed start: the message on the control socket, then exit. */
-__attribute__((noreturn)) static void fail_start(int ctl, const char *fmt, ...) {
+__attribute__((noreturn, format(printf, 2, 3))) static void fail_start(int ctl, const char *fmt,
+                                                                       ...) {
   char msg[ZYGOTE_MAX_ERROR];
   msg[0] = ZYGOTE_MSG_FAILED;
   va_list ap;
