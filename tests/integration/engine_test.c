@@ -1945,7 +1945,8 @@ static void test_zygote_errors_like_cold(void **state) {
     assert_int_equal(z.rc, 0);
     if (z.r.exit_code != cold.r.exit_code || z.r.signal != cold.r.signal ||
         z.r.stderr_len != cold.r.stderr_len ||
-        memcmp(z.r.stderr_data, cold.r.stderr_data, cold.r.stderr_len) != 0 ||
+        (cold.r.stderr_len > 0 &&
+         memcmp(z.r.stderr_data, cold.r.stderr_data, cold.r.stderr_len) != 0) ||
         z.r.stdout_len != cold.r.stdout_len)
       fail_msg("program %zu: cold exit %d signal %d:\n%.*s\nzygote exit %d signal %d:\n%.*s", i,
                cold.r.exit_code, cold.r.signal, (int)cold.r.stderr_len,
