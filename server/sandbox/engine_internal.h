@@ -23,6 +23,13 @@ struct zygote_slot {
   uint64_t forks; /* runs forked from it */
   struct timespec started;
   char *mounts_key; /* the extra mounts it was built with ("" none) */
+  /* The last start that failed (for which mounts, when, why): the same
+   * start is not tried again for ZYGOTE_RETRY_MS, and runs meanwhile get
+   * its message at once, so that a preload module that does not import
+   * does not cost every request an interpreter's start. */
+  char *failed_key;
+  struct timespec failed_at;
+  struct sandbox_error failed;
 };
 
 struct sandbox_engine {

@@ -40,6 +40,8 @@
 /* and a run's first process this long to say HELLO. */
 #define ZYGOTE_HELLO_TIMEOUT_MS 10000
 #define ZYGOTE_TMP_BYTES (64ULL << 20)
+/* A failed start is not tried again sooner than this (engine_internal.h). */
+#define ZYGOTE_RETRY_MS 10000
 
 extern const unsigned char sandbox_zygote_blob[];
 extern const unsigned char sandbox_zygote_blob_end[];
@@ -123,8 +125,11 @@ static void zygote_stop(struct sandbox_engine *e, unsigned slot) {
 }
 
 void zygote_engine_release(struct sandbox_engine *e) {
-  for (unsigned i = 0; e->slots != NULL && i < e->config.slots; i++)
+  for (unsigned i = 0; e->slots != NULL && i < e->config.slots; i++) {
     zygote_stop(e, i);
+    free(e->slots[i].zygote.failed_key);
+    e->slots[i].zygote.failed_key = NULL;
+  }
   if (e->zygote_fd >= 0)
     close(e->zygote_fd);
   e->zygote_fd = -1;
@@ -413,8 +418,24 @@ int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_
       atomic_fetch_add(&e->zygote_counts.recycled, 1);
     zygote_stop(e, slot);
   }
-  if (zygote_start(e, slot, spec, err) < 0)
+  cleanup_free char *key = mounts_key(spec);
+  if (key == NULL)
+    return sandbox_error_set(err, ENOMEM, "zygote");
+  if (z->failed_key != NULL && strcmp(z->failed_key, key) == 0 &&
+      elapsed_ms(&z->failed_at) < ZYGOTE_RETRY_MS) {
+    *err = z->failed;
+    return sandbox_error_wrap(err, "slot %u (%llu ms ago; tried again %d s after)", slot,
+                              (unsigned long long)elapsed_ms(&z->failed_at),
+                              ZYGOTE_RETRY_MS / 1000);
+  }
+  free(z->failed_key);
+  z->failed_key = NULL;
+  if (zygote_start(e, slot, spec, err) < 0) {
+    z->failed = *err;
+    z->failed_key = steal_pointer(&key);
+    clock_gettime(CLOCK_MONOTONIC, &z->failed_at);
     return sandbox_error_wrap(err, "slot %u", slot);
+  }
   return 0;
 }
 
