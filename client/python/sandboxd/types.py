@@ -267,6 +267,19 @@ class ServerInfo:
     endpoint: str
     started_runs: int = 0  # StartRun runs in the server's run table now
     watchers: int = 0      # WatchRun and CancelRun calls waiting now
+    # Zygote mode (runtime "python-zygote", docs/ZYGOTE.md): whether it is on,
+    # the modules each zygote imports, when a zygote is replaced, zygotes
+    # running and the memory their imports hold, and totals since the start.
+    zygote_enabled: bool = False
+    zygote_preload: Tuple[str, ...] = ()
+    zygote_max_forks: int = 0
+    zygote_max_age_s: int = 0
+    zygotes: int = 0
+    zygote_memory_bytes: int = 0
+    zygote_starts_total: int = 0
+    zygote_start_failures_total: int = 0
+    zygote_forks_total: int = 0
+    zygote_recycled_total: int = 0
 
 
 def field_names(cls) -> Tuple[str, ...]:

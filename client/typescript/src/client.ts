@@ -239,6 +239,19 @@ export interface ServerInfo {
    * waiting there now (docs/STREAMING.md). */
   startedRuns: number;
   watchers: number;
+  /** Zygote mode (runtime "python-zygote", docs/ZYGOTE.md): whether it is
+   * on, the modules each zygote imports, when a zygote is replaced, zygotes
+   * running and the memory their imports hold, and totals since the start. */
+  zygoteEnabled: boolean;
+  zygotePreload: string[];
+  zygoteMaxForks: number;
+  zygoteMaxAgeS: number;
+  zygotes: number;
+  zygoteMemoryBytes: number;
+  zygoteStartsTotal: number;
+  zygoteStartFailuresTotal: number;
+  zygoteForksTotal: number;
+  zygoteRecycledTotal: number;
 }
 
 export type FileType = "file" | "directory" | "symlink" | "other";
@@ -493,6 +506,16 @@ export class Client {
       environmentBuildFailuresTotal: Number(r.environmentBuildFailuresTotal),
       startedRuns: r.startedRuns,
       watchers: r.watchers,
+      zygoteEnabled: r.zygoteEnabled,
+      zygotePreload: [...r.zygotePreload],
+      zygoteMaxForks: Number(r.zygoteMaxForks),
+      zygoteMaxAgeS: Number(r.zygoteMaxAgeS),
+      zygotes: r.zygotes,
+      zygoteMemoryBytes: Number(r.zygoteMemoryBytes),
+      zygoteStartsTotal: Number(r.zygoteStartsTotal),
+      zygoteStartFailuresTotal: Number(r.zygoteStartFailuresTotal),
+      zygoteForksTotal: Number(r.zygoteForksTotal),
+      zygoteRecycledTotal: Number(r.zygoteRecycledTotal),
     };
   }
 
