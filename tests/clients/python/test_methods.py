@@ -107,6 +107,9 @@ def test_health_and_info(srv, client):
     assert info.isolation.backend and info.isolation.namespaces and info.isolation.uid_base == UID
     assert info.default_limits.timeout_ms == 5000 and info.max_limits.timeout_ms == 60000
     assert info.max_message_bytes == 8 << 20 and info.runs_total >= 1
+    # A server without --zygote: GetInfo's zygote fields, as the client gives them.
+    assert info.zygote_enabled is False and info.zygotes == 0 and info.zygote_forks_total == 0
+    assert isinstance(info.zygote_preload, tuple) and info.zygote_max_forks == 1000
 
 
 def test_ipc_endpoint(srv):
