@@ -74,16 +74,18 @@ class AsyncClient:
                        stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
                        env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                        run_id: Optional[str] = None,
-                       limits: Union[Limits, Mapping[str, int], None] = None) -> RunResult:
+                       limits: Union[Limits, Mapping[str, int], None] = None,
+                       runtime: str = "python") -> RunResult:
         return await self._drive(self._core.run_code(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits))
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime))
 
     def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
                stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
                env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                run_id: Optional[str] = None,
-               limits: Union[Limits, Mapping[str, int], None] = None) -> AsyncRunStream:
+               limits: Union[Limits, Mapping[str, int], None] = None,
+               runtime: str = "python") -> AsyncRunStream:
         """Client.stream as an async iterator (not a coroutine: StartRun is
         sent when the stream is first iterated, entered or awaited):
 
@@ -96,16 +98,17 @@ class AsyncClient:
         none is given."""
         return AsyncRunStream(self, self._core.start_request(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits))
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime))
 
     async def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
                         stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
                         env: Optional[Mapping[str, str]] = None,
                         session_id: Optional[str] = None, run_id: Optional[str] = None,
-                        limits: Union[Limits, Mapping[str, int], None] = None) -> StartedRun:
+                        limits: Union[Limits, Mapping[str, int], None] = None,
+                        runtime: str = "python") -> StartedRun:
         req = self._core.start_request(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits)
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime)
         return (await self._drive(self._core.start_run(req)))[0]
 
     async def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,

@@ -110,6 +110,9 @@ def test_health_and_info(srv, client):
     # A server without --zygote: GetInfo's zygote fields, as the client gives them.
     assert info.zygote_enabled is False and info.zygotes == 0 and info.zygote_forks_total == 0
     assert isinstance(info.zygote_preload, tuple) and info.zygote_max_forks == 1000
+    # The runtime reaches the server, which refuses python-zygote without --zygote.
+    with pytest.raises(sandboxd.InvalidArgument, match="python-zygote needs a server started"):
+        client.run_code('print("x")', runtime="python-zygote")
 
 
 def test_ipc_endpoint(srv):
