@@ -320,7 +320,6 @@ static void start_python(struct zygote *z, char *preload) {
 /* The program's process: confined, then the script. */
 __attribute__((noreturn)) static void run_program(struct zygote *z, const struct child_args *a,
                                                   const struct zygote_run *run) {
-  PyOS_AfterFork_Child();
   child_zygote_confine(a);
   /* Only its stdio: not the report socket, not the run's memfd. */
   if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
@@ -354,44 +353,12 @@ __attribute__((noreturn)) static void run_program(struct zygote *z, const struct
   _exit((int)(code & 0xff));
 }
 
-/* The run's first process: PID 1 of its namespaces. fds: the memfd,
- * stdin, stdout, stderr, the report socket, then the trees. */
-__attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size_t n_fds) {
-  /* Into place: 0-2 stdio, 3 report, 4 memfd, 5... trees. */
-  int order[ZYGOTE_MAX_FDS];
-  order[0] = fds[ZYGOTE_FD_STDIN];
-  order[1] = fds[ZYGOTE_FD_STDOUT];
-  order[2] = fds[ZYGOTE_FD_STDERR];
-  order[3] = fds[ZYGOTE_FD_REPORT];
-  order[4] = fds[ZYGOTE_FD_MEMFD];
-  for (size_t i = ZYGOTE_RUN_FDS; i < n_fds; i++)
-    order[i] = fds[i];
-  order[n_fds] = z->init_fd; /* last: what this process becomes */
-  int tmp[ZYGOTE_MAX_FDS + 1];
-  for (size_t i = 0; i <= n_fds; i++)
-    if ((tmp[i] = fcntl(order[i], F_DUPFD_CLOEXEC, 64)) < 0)
-      _exit(126);
-  for (size_t i = 0; i <= n_fds; i++)
-    if (dup3(tmp[i], (int)i, i < 3 ? 0 : O_CLOEXEC) != (int)i)
-      _exit(126);
-  int init_fd = (int)n_fds;
-  if (syscall(SYS_close_range, (unsigned)n_fds + 1, ~0U, 0U) < 0)
-    fail(CHILD_STAGE_FDS);
-  signal(SIGCHLD, SIG_DFL);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_PDEATHSIG);
-  /* HELLO: the engine reads our pid from the credentials the kernel adds,
-   * places us in the slot's cgroup and says go. */
-  report(CHILD_REPORT_HELLO, 0, 0, 0);
-  char go;
-  ssize_t n;
-  do {
-    n = read(FD_REPORT, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) {
-    errno = n == 0 ? EPIPE : errno;
-    fail(CHILD_STAGE_SYNC);
-  }
+/* The program's process, a copy of the zygote of its own (forked by the
+ * run's first process): the run's setup that needs the namespaces'
+ * capabilities, then the confinement, then the script. Its setup errors
+ * go to the report socket (fd 3), like the cold path's child's. */
+__attribute__((noreturn)) static void program_main(struct zygote *z, size_t n_fds) {
+  PyOS_AfterFork_Child();
   /* The run, not the zygote that lives in the same slot (cgroup.h,
    * host_zygote), is the OOM killer's first pick: raising needs no
    * privilege (lowering the zygote's would need CAP_SYS_RESOURCE), only
@@ -401,9 +368,6 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   if (adj < 0 || write(adj, "1000", 4) != 4)
     fail(CHILD_STAGE_ZYGOTE);
   close(adj);
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (unshare(CLONE_NEWCGROUP) < 0)
-    fail(CHILD_STAGE_ZYGOTE);
   struct zygote_run run;
   if (zygote_wire_unpack(4, &run) < 0)
     fail(CHILD_STAGE_ZYGOTE);
@@ -423,17 +387,15 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
                          .cap_last_cap = 63,
                          .report_fd = FD_REPORT,
                          .seccomp = &z->seccomp};
-  {
-    char buf[16];
-    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ssize_t k = read(fd, buf, sizeof buf - 1);
-      if (k > 0) {
-        buf[k] = '\0';
-        a.cap_last_cap = atoi(buf);
-      }
-      close(fd);
+  char buf[16];
+  int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    if (k > 0) {
+      buf[k] = '\0';
+      a.cap_last_cap = atoi(buf);
     }
+    close(fd);
   }
   for (size_t i = 0; i < run.n_rlimits; i++) {
     a.rlimits[i].resource = run.rlimits[i].resource;
@@ -441,44 +403,78 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   }
   a.n_rlimits = run.n_rlimits;
   child_zygote_enter(&a, trees);
-  /* The program runs as the same uid: keep it out of this process. */
-  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_DUMPABLE);
-  PyOS_BeforeFork();
-  pid_t program = fork();
+  run_program(z, &a, &run);
+}
+
+/* The run's first process: PID 1 of its namespaces. fds: the memfd,
+ * stdin, stdout, stderr, the report socket, then the trees.
+ *
+ * It shares the zygote's memory (CLONE_VM | CLONE_VFORK, serve) until it
+ * execs, and may be killed at any instant (a run's limits kill its whole
+ * tree): so it makes system calls only, on its own stack. No heap, no
+ * lock, no Python, no glibc fork (its handlers take locks in that memory):
+ * a kill in the middle leaves the zygote exactly as it was. */
+__attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size_t n_fds) {
+  /* Into place: 0-2 stdio, 3 report, 4 memfd, 5... trees. */
+  int order[ZYGOTE_MAX_FDS + 1];
+  order[0] = fds[ZYGOTE_FD_STDIN];
+  order[1] = fds[ZYGOTE_FD_STDOUT];
+  order[2] = fds[ZYGOTE_FD_STDERR];
+  order[3] = fds[ZYGOTE_FD_REPORT];
+  order[4] = fds[ZYGOTE_FD_MEMFD];
+  for (size_t i = ZYGOTE_RUN_FDS; i < n_fds; i++)
+    order[i] = fds[i];
+  order[n_fds] = z->init_fd; /* last: what this process becomes */
+  int tmp[ZYGOTE_MAX_FDS + 1];
+  for (size_t i = 0; i <= n_fds; i++)
+    if ((tmp[i] = (int)syscall(SYS_fcntl, order[i], F_DUPFD_CLOEXEC, 64)) < 0)
+      _exit(126);
+  for (size_t i = 0; i <= n_fds; i++)
+    if (syscall(SYS_dup3, tmp[i], (int)i, i < 3 ? 0 : O_CLOEXEC) != (long)i)
+      _exit(126);
+  int init_fd = (int)n_fds;
+  if (syscall(SYS_close_range, (unsigned)n_fds + 1, ~0U, 0U) < 0)
+    fail(CHILD_STAGE_FDS);
+  struct sigaction dfl = {.sa_handler = SIG_DFL}; /* a table of its own (no CLONE_SIGHAND) */
+  sigaction(SIGCHLD, &dfl, NULL);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    fail(CHILD_STAGE_PDEATHSIG);
+  /* HELLO: the engine reads our pid from the credentials the kernel adds,
+   * places us in the slot's cgroup and says go. */
+  report(CHILD_REPORT_HELLO, 0, 0, 0);
+  char go;
+  ssize_t n;
+  do {
+    n = read(FD_REPORT, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    errno = n == 0 ? EPIPE : errno;
+    fail(CHILD_STAGE_SYNC);
+  }
+  /* Placed in the slot's cgroup: a cgroup namespace rooted there, for
+   * this process and the program. */
+  if (unshare(CLONE_NEWCGROUP) < 0)
+    fail(CHILD_STAGE_ZYGOTE);
+  /* The program: a copy of the zygote (the only one a run makes), by the
+   * raw system call. It does the rest of the setup itself. */
+  long program = syscall(SYS_clone, (long)SIGCHLD, 0L, NULL, NULL, 0L);
+  if (program == 0)
+    program_main(z, n_fds);
   if (program < 0)
     fail(CHILD_STAGE_FORK);
-  if (program == 0) {
-    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-    run_program(z, &a, &run);
-  }
-  /* Still the zygote's memory (CLONE_VM, serve): give back what this
-   * process took in it, then become sandbox-init, which only reaps. Its
-   * own small image: the run's end no longer tears down a copy of the
-   * zygote, and no capability survives the exec (uid not 0). */
-  PyOS_AfterFork_Parent();
-  zygote_wire_release(&run);
-  if (fcntl(FD_REPORT, F_SETFD, 0) == 0) {
+  /* Become sandbox-init, which only reaps and reports (its own small
+   * image; no capability survives the exec, the uid not being 0). */
+  if (syscall(SYS_fcntl, FD_REPORT, F_SETFD, 0) == 0) {
     static const char *const init_argv[] = {"sandbox-init", "-r", NULL};
     static const char *const init_env[] = {NULL};
     syscall(SYS_execveat, init_fd, "", init_argv, init_env, AT_EMPTY_PATH);
   }
-  /* The exec failed: reap here instead (the program is running). */
-  close(0);
-  close(1);
-  close(2);
-  for (;;) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, __WALL);
-    if (pid < 0 && errno == EINTR)
-      continue;
-    if (pid < 0)
-      _exit(1);
-    if (pid == program) {
-      report(CHILD_REPORT_EXIT, 0, 0, status);
-      _exit(0);
-    }
-  }
+  /* Sharing the zygote's memory, this process cannot stay as the run's
+   * init: the run fails. */
+  int e = errno;
+  syscall(SYS_kill, program, SIGKILL);
+  errno = e;
+  fail(CHILD_STAGE_INIT_EXEC);
 }
 
 struct first_args {

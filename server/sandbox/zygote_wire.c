@@ -196,8 +196,6 @@ int zygote_wire_unpack(int memfd, struct zygote_run *run) {
   const char *base = mmap(NULL, len, PROT_READ, MAP_PRIVATE, memfd, 0);
   if (base == MAP_FAILED)
     return -1;
-  run->map = (void *)base;
-  run->map_len = len;
   struct reader r = {.base = base, .len = len};
   size_t at = 0;
   struct wire_header h;
@@ -215,20 +213,13 @@ int zygote_wire_unpack(int memfd, struct zygote_run *run) {
   }
   r.strings = base + at + arrays;
   r.strings_len = h.strings_len;
-  /* The arrays in one anonymous mapping, not malloc: the caller may share
-   * the zygote's memory (zygote_main.c) and must leave its heap alone. */
-  size_t ops_bytes = (h.n_ops + 1) * sizeof *run->ops;
-  size_t ptr_bytes = (size_t)(h.n_argv + 1 + h.n_env + 1) * sizeof(char *);
-  run->arrays_len = ops_bytes + ptr_bytes;
-  run->arrays =
-      mmap(NULL, run->arrays_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (run->arrays == MAP_FAILED) {
-    run->arrays = NULL;
+  run->ops = calloc(h.n_ops + 1, sizeof *run->ops);
+  run->argv = calloc(h.n_argv + 1, sizeof *run->argv);
+  run->envp = calloc(h.n_env + 1, sizeof *run->envp);
+  if (run->ops == NULL || run->argv == NULL || run->envp == NULL) {
+    errno = ENOMEM;
     return -1;
   }
-  run->ops = run->arrays;
-  run->argv = (const char **)(void *)((char *)run->arrays + ops_bytes);
-  run->envp = run->argv + h.n_argv + 1;
   run->cwd = string_at(&r, h.cwd, false);
   run->hostname = string_at(&r, h.hostname, false);
   for (uint32_t i = 0; i < h.n_ops; i++) {
@@ -280,12 +271,4 @@ int zygote_wire_unpack(int memfd, struct zygote_run *run) {
     return -1;
   }
   return 0;
-}
-
-void zygote_wire_release(struct zygote_run *run) {
-  if (run->map != NULL)
-    munmap(run->map, run->map_len);
-  if (run->arrays != NULL)
-    munmap(run->arrays, run->arrays_len);
-  run->map = run->arrays = NULL;
 }

@@ -61,20 +61,16 @@ struct zygote_run {
     struct rlimit limit;
   } rlimits[CHILD_MAX_RLIMITS];
   size_t n_rlimits;
-  size_t n_trees;     /* CHILD_OP_ATTACH ops */
-  void *map, *arrays; /* the memfd's mapping and the arrays' (mmap, not malloc) */
-  size_t map_len, arrays_len;
+  size_t n_trees; /* CHILD_OP_ATTACH ops */
 };
 
 /* Engine side: packs a's ops, argv, envp, cwd, hostname and rlimits into a
  * new sealed memfd. Returns the fd, or -1 with errno. */
 int zygote_wire_pack(const struct child_args *a);
-/* Zygote side: maps the memfd and fills run, whose pointers live as long as
- * the mappings; ops and the pointer arrays are in an anonymous mapping of
- * their own (no malloc: the caller may share the zygote's memory). 0, or
- * -1 with errno (EBADMSG: it does not add up); zygote_wire_release unmaps
- * both, whatever the result. */
+/* Zygote side, in the program's process (its own copy of the zygote):
+ * maps the memfd and fills run, whose pointers live as long as the
+ * mapping (the process's lifetime); ops and the pointer arrays are
+ * allocated. 0, or -1 with errno (EBADMSG: it does not add up). */
 int zygote_wire_unpack(int memfd, struct zygote_run *run);
-void zygote_wire_release(struct zygote_run *run);
 
 #endif
