@@ -228,11 +228,11 @@ def check_calls(bin_dir, url, tmp, uid_base, where):
     return info
 
 
-def check_artifact(bin_dir, url, tmp, where):
+def check_artifact(bin_dir, url, tmp, where, *flags):
     code = ("import matplotlib; matplotlib.use('Agg')\n"
             "import matplotlib.pyplot as plt\n"
             "plt.plot([1, 2, 3]); plt.savefig('output/plot.png')\n")
-    rc, r = sandbox_run(bin_dir, url, code, tmp=tmp)
+    rc, r = sandbox_run(bin_dir, url, code, *flags, tmp=tmp)
     arts = r.get("artifacts", [])
     check(rc == 0 and len(arts) == 1 and arts[0].get("mime") == "image/png"
           and arts[0].get("size", 0) > 1000,
@@ -351,8 +351,11 @@ def podman_run_group(pm, bin_dir, tmp, dep):
     flags = security_flags(dep)
     print("podman run flags from the Deployment's securityContext:", " ".join(flags))
     try:
+        # With zygotes on (docs/ZYGOTE.md): cold runs as always, and
+        # python-zygote runs, whose zygotes make user namespaces inside the
+        # container with the Deployment's capabilities.
         p = pm.run("run", "-d", "--name", name, *flags, "-p", f"127.0.0.1:{port}:7878",
-                   "-e", f"SANDBOXD_UID_BASE={UID_RUN}", IMAGE)
+                   "-e", f"SANDBOXD_UID_BASE={UID_RUN}", "-e", "SANDBOXD_ZYGOTE=1", IMAGE)
         if not check(p.returncode == 0, "podman run starts the image's default command",
                      p.stderr):
             return
@@ -363,6 +366,8 @@ def podman_run_group(pm, bin_dir, tmp, dep):
         url = f"tcp://127.0.0.1:{port}"
         check_calls(bin_dir, url, tmp, UID_RUN, "podman run")
         check_artifact(bin_dir, url, tmp, "podman run")
+        check_artifact(bin_dir, url, tmp, "podman run, python-zygote", "--runtime",
+                       "python-zygote")
         check_reaping(pm, name)
         check_drain(pm, name, bin_dir, url, tmp)
     finally:
