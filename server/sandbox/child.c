@@ -39,7 +39,7 @@ enum {
 };
 enum { N_KEPT_FDS = 8 };
 
-static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
+void child_report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
   struct child_report r = {.kind = kind, .stage = stage, .errnum = errnum, .status = status};
   ssize_t n;
   do {
@@ -47,8 +47,8 @@ static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) 
   } while (n < 0 && errno == EINTR);
 }
 
-__attribute__((noreturn)) static void fail(int stage) {
-  report(CHILD_REPORT_SETUP_ERROR, stage, errno, 0);
+void child_fail(int stage) {
+  child_report(CHILD_REPORT_SETUP_ERROR, stage, errno, 0);
   _exit(127);
 }
 
@@ -68,7 +68,7 @@ static void setup_fds(const struct child_args *a) {
       _exit(126);
   }
   if (syscall(SYS_close_range, (unsigned)N_KEPT_FDS, ~0U, 0U) < 0)
-    fail(CHILD_STAGE_FDS);
+    child_fail(CHILD_STAGE_FDS);
   if (a->sync_fd < 0)
     close(FD_SYNC);
   if (a->netns_fd < 0)
@@ -77,7 +77,7 @@ static void setup_fds(const struct child_args *a) {
     close(FD_MNTNS);
   /* The report and sync pipes go on to sandbox-init; its own image not. */
   if (fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
-    fail(CHILD_STAGE_FDS);
+    child_fail(CHILD_STAGE_FDS);
 }
 
 /* Handlers and ignored signals are inherited from the server; SIG_IGN would
@@ -94,7 +94,7 @@ static void reset_signals(void) {
   sigset_t none;
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-    fail(CHILD_STAGE_SIGNALS);
+    child_fail(CHILD_STAGE_SIGNALS);
 }
 
 /* trees: the detached copies for the CHILD_OP_ATTACH ops, in their order. */
@@ -106,48 +106,48 @@ static void run_ops(const struct child_args *a, const int *trees) {
     switch (op->kind) {
     case CHILD_OP_MKDIR:
       if (mkdir(op->path, op->mode) < 0 && errno != EEXIST)
-        fail(stage);
+        child_fail(stage);
       break;
     case CHILD_OP_SYMLINK:
       if (symlink(op->source, op->path) < 0)
-        fail(stage);
+        child_fail(stage);
       break;
     case CHILD_OP_MOUNT:
       if (mount(op->source, op->path, op->fstype, op->flags, op->data) < 0)
-        fail(stage);
+        child_fail(stage);
       break;
     case CHILD_OP_BIND:
       if (mount(op->source, op->path, NULL, MS_BIND | MS_REC, NULL) < 0)
-        fail(stage);
+        child_fail(stage);
       if (mount(NULL, op->path, NULL, MS_BIND | MS_REMOUNT | op->flags, NULL) < 0)
-        fail(stage);
+        child_fail(stage);
       break;
     case CHILD_OP_MKNOD:
       if (mknod(op->path, op->mode, op->dev) < 0)
-        fail(stage);
+        child_fail(stage);
       break;
     case CHILD_OP_MKFILE: {
       int fd = open(op->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, op->mode);
       if (fd < 0)
-        fail(stage);
+        child_fail(stage);
       close(fd);
       break;
     }
     case CHILD_OP_REMOUNT:
       if (mount(NULL, op->path, NULL, MS_REMOUNT | op->flags, NULL) < 0)
-        fail(stage);
+        child_fail(stage);
       break;
     case CHILD_OP_ATTACH: {
       if (trees == NULL) { /* only planned for template runs */
         errno = EINVAL;
-        fail(stage);
+        child_fail(stage);
       }
       int tree = trees[next_tree++];
       if (syscall(SYS_move_mount, tree, "", AT_FDCWD, op->path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        fail(stage);
+        child_fail(stage);
       close(tree);
       if (mount(NULL, op->path, NULL, MS_BIND | MS_REMOUNT | op->flags, NULL) < 0)
-        fail(stage);
+        child_fail(stage);
       break;
     }
     }
@@ -159,9 +159,9 @@ static void run_ops(const struct child_args *a, const int *trees) {
 static void finish_root(const struct child_args *a, const int *trees) {
   run_ops(a, trees);
   if (sethostname(a->hostname, strlen(a->hostname)) < 0)
-    fail(CHILD_STAGE_HOSTNAME);
+    child_fail(CHILD_STAGE_HOSTNAME);
   if (chdir(a->cwd) < 0)
-    fail(CHILD_STAGE_CHDIR);
+    child_fail(CHILD_STAGE_CHDIR);
 }
 
 /* The fast way in: a private copy of the template namespace, whose root is
@@ -177,21 +177,21 @@ static void enter_template(const struct child_args *a) {
       continue;
     if (n_trees == CHILD_MAX_ATTACH) {
       errno = E2BIG;
-      fail(CHILD_STAGE_OPS + (int)i);
+      child_fail(CHILD_STAGE_OPS + (int)i);
     }
     int tree = (int)syscall(SYS_open_tree, AT_FDCWD, a->ops[i].source,
                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
     if (tree < 0)
-      fail(CHILD_STAGE_OPS + (int)i);
+      child_fail(CHILD_STAGE_OPS + (int)i);
     trees[n_trees++] = tree;
   }
   if (setns(FD_MNTNS, CLONE_NEWNS) < 0)
-    fail(CHILD_STAGE_TEMPLATE);
+    child_fail(CHILD_STAGE_TEMPLATE);
   close(FD_MNTNS);
   /* Our own copy: what this run mounts stays in it (the template's mounts
    * are private, so nothing propagates back) and goes with its last process. */
   if (unshare(CLONE_NEWNS) < 0)
-    fail(CHILD_STAGE_TEMPLATE);
+    child_fail(CHILD_STAGE_TEMPLATE);
   finish_root(a, trees);
 }
 
@@ -200,30 +200,30 @@ static void enter_template(const struct child_args *a) {
 static void build_root(const struct child_args *a) {
   /* Nothing we mount may propagate back to the host. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-    fail(CHILD_STAGE_PRIVATE_MOUNTS);
+    child_fail(CHILD_STAGE_PRIVATE_MOUNTS);
   run_ops(a, NULL);
   /* pivot_root(".", "."): the old root ends up stacked under the new one and
    * is detached at once, so no path leads back to the host's tree. */
   if (chdir(a->root) < 0)
-    fail(CHILD_STAGE_PIVOT_ROOT);
+    child_fail(CHILD_STAGE_PIVOT_ROOT);
   if (syscall(SYS_pivot_root, ".", ".") < 0)
-    fail(CHILD_STAGE_PIVOT_ROOT);
+    child_fail(CHILD_STAGE_PIVOT_ROOT);
   if (umount2(".", MNT_DETACH) < 0)
-    fail(CHILD_STAGE_PIVOT_ROOT);
+    child_fail(CHILD_STAGE_PIVOT_ROOT);
   if (chdir("/") < 0)
-    fail(CHILD_STAGE_PIVOT_ROOT);
+    child_fail(CHILD_STAGE_PIVOT_ROOT);
   if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-    fail(CHILD_STAGE_REMOUNT_ROOT);
+    child_fail(CHILD_STAGE_REMOUNT_ROOT);
 }
 
 void child_template_main(const struct child_args *a, int report_fd) {
   if (dup2(report_fd, FD_REPORT) < 0)
     _exit(126);
   if (unshare(CLONE_NEWNS) < 0)
-    fail(CHILD_STAGE_TEMPLATE);
+    child_fail(CHILD_STAGE_TEMPLATE);
   umask(0); /* the plan's modes as they are: /dev/null 0666, /tmp 1777 */
   build_root(a);
-  report(CHILD_REPORT_READY, 0, 0, 0);
+  child_report(CHILD_REPORT_READY, 0, 0, 0);
   for (;;)
     pause();
 }
@@ -231,24 +231,24 @@ void child_template_main(const struct child_args *a, int report_fd) {
 static void enter_root(const struct child_args *a) {
   build_root(a);
   if (sethostname(a->hostname, strlen(a->hostname)) < 0)
-    fail(CHILD_STAGE_HOSTNAME);
+    child_fail(CHILD_STAGE_HOSTNAME);
   if (chdir(a->cwd) < 0)
-    fail(CHILD_STAGE_CHDIR);
+    child_fail(CHILD_STAGE_CHDIR);
 }
 
 static void set_rlimits(const struct child_args *a) {
   for (size_t i = 0; i < a->n_rlimits; i++)
     if (setrlimit(a->rlimits[i].resource, &a->rlimits[i].limit) < 0)
-      fail(CHILD_STAGE_RLIMITS);
+      child_fail(CHILD_STAGE_RLIMITS);
 }
 
 /* The bounding set can only shrink while we still hold CAP_SETPCAP. */
 static void drop_bounding_set(const struct child_args *a) {
   for (int cap = 0; cap <= a->cap_last_cap; cap++)
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-      fail(CHILD_STAGE_CAPS_BOUNDING);
+      child_fail(CHILD_STAGE_CAPS_BOUNDING);
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-    fail(CHILD_STAGE_CAPS_BOUNDING);
+    child_fail(CHILD_STAGE_CAPS_BOUNDING);
 }
 
 /* Permitted, effective and inheritable all zero, and no way back. */
@@ -257,29 +257,29 @@ static void clear_capabilities(void) {
   struct __user_cap_data_struct data[2];
   memset(data, 0, sizeof data);
   if (syscall(SYS_capset, &hdr, data) < 0)
-    fail(CHILD_STAGE_CAPS);
+    child_fail(CHILD_STAGE_CAPS);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_NO_NEW_PRIVS);
+    child_fail(CHILD_STAGE_NO_NEW_PRIVS);
 }
 
 static void drop_privileges(const struct child_args *a) {
   set_rlimits(a);
   drop_bounding_set(a);
   if (syscall(SYS_setgroups, 0, NULL) < 0)
-    fail(CHILD_STAGE_GROUPS);
+    child_fail(CHILD_STAGE_GROUPS);
   if (syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0)
-    fail(CHILD_STAGE_GID);
+    child_fail(CHILD_STAGE_GID);
   if (syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
-    fail(CHILD_STAGE_UID);
+    child_fail(CHILD_STAGE_UID);
   /* setresuid away from 0 cleared permitted and effective; inheritable is
    * cleared here so that all sets read zero. */
   clear_capabilities();
   /* Changing credentials cleared the parent-death signal: set it now. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_PDEATHSIG);
+    child_fail(CHILD_STAGE_PDEATHSIG);
   /* The program runs as the same uid: keep it out of init's memory. */
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_DUMPABLE);
+    child_fail(CHILD_STAGE_DUMPABLE);
 }
 
 void child_zygote_enter(const struct child_args *a, const int *trees) {
@@ -297,9 +297,9 @@ void child_zygote_confine(const struct child_args *a) {
    * bounding set nothing executed gets any back. */
   clear_capabilities();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_PDEATHSIG);
+    child_fail(CHILD_STAGE_PDEATHSIG);
   if (seccomp_policy_load(a->seccomp) < 0)
-    fail(CHILD_STAGE_SECCOMP);
+    child_fail(CHILD_STAGE_SECCOMP);
 }
 
 int child_main(void *arg) {
@@ -307,13 +307,13 @@ int child_main(void *arg) {
   setup_fds(a);
   reset_signals();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_PDEATHSIG);
+    child_fail(CHILD_STAGE_PDEATHSIG);
   if (a->netns_fd >= 0) {
     /* The slot's own network namespace, made at engine start: creating one
      * per run costs ~0.6 ms and a deferred teardown. It holds only a down lo,
      * and the slot runs one program at a time, so nothing carries over. */
     if (setns(FD_NETNS, CLONE_NEWNET) < 0)
-      fail(CHILD_STAGE_NETNS);
+      child_fail(CHILD_STAGE_NETNS);
     close(FD_NETNS);
   }
   umask(0);
@@ -330,15 +330,15 @@ int child_main(void *arg) {
     umask(022);
     syscall(SYS_execveat, FD_INIT, "", (char *const *)a->argv, (char *const *)a->envp,
             AT_EMPTY_PATH);
-    fail(CHILD_STAGE_INIT_EXEC);
+    child_fail(CHILD_STAGE_INIT_EXEC);
   }
   drop_privileges(a);
   /* Last: from here on every system call, the exec included, is filtered. */
   if (seccomp_policy_load(a->seccomp) < 0)
-    fail(CHILD_STAGE_SECCOMP);
+    child_fail(CHILD_STAGE_SECCOMP);
   umask(022);
   syscall(SYS_execveat, FD_INIT, "", (char *const *)a->argv, (char *const *)a->envp, AT_EMPTY_PATH);
-  fail(CHILD_STAGE_INIT_EXEC);
+  child_fail(CHILD_STAGE_INIT_EXEC);
 }
 
 const char *child_stage_name(int stage) {

@@ -138,6 +138,10 @@ void child_zygote_enter(const struct child_args *a, const int *trees);
  * no_new_privs, the parent-death signal, the seccomp filter. */
 void child_zygote_confine(const struct child_args *a);
 
+/* Child side, on fd 3 (the report pipe or socket): one message; a setup
+ * error at stage with errno, then _exit(127). Also zygote_main.c's. */
+void child_report(int32_t kind, int32_t stage, int32_t errnum, int32_t status);
+__attribute__((noreturn)) void child_fail(int stage);
 /* Human name of a stage (parent side). */
 const char *child_stage_name(int stage);
 

@@ -65,27 +65,27 @@ long sandbox_clone3(struct clone_args *args, size_t size, int (*fn)(void *), voi
 #include <sanitizer/asan_interface.h>
 #endif
 
-/* Puts sandbox-init in a sealed, executable memfd: no file on disk to find,
- * replace or keep in step with the library. */
-static int make_init_memfd(struct sandbox_error *err) {
+/* Puts an embedded program in a sealed, executable memfd: no file on disk
+ * to find, replace or keep in step with the library. */
+int engine_image_memfd(const char *name, const unsigned char *image, size_t len,
+                       struct sandbox_error *err) {
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U
 #endif
-  int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
   if (fd < 0 && errno == EINVAL) /* kernels before 6.3 have no MFD_EXEC */
-    fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0)
-    return sandbox_error_set(err, errno, "memfd for sandbox-init");
-  size_t len = (size_t)(sandbox_init_blob_end - sandbox_init_blob);
+    return sandbox_error_set(err, errno, "memfd for %s", name);
   size_t off = 0;
   while (off < len) {
-    ssize_t n = write(fd, sandbox_init_blob + off, len - off);
+    ssize_t n = write(fd, image + off, len - off);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
       int e = errno;
       close(fd);
-      return sandbox_error_set(err, e, "write sandbox-init");
+      return sandbox_error_set(err, e, "write %s", name);
     }
     off += (size_t)n;
   }
@@ -93,7 +93,7 @@ static int make_init_memfd(struct sandbox_error *err) {
       fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
     int e = errno;
     close(fd);
-    return sandbox_error_set(err, e, "seal sandbox-init");
+    return sandbox_error_set(err, e, "seal %s", name);
   }
   return fd;
 }
@@ -249,7 +249,8 @@ static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_
     engine_release(e, ENGINE_HAS_SLOTS);
     return -1;
   }
-  e->init_fd = make_init_memfd(err);
+  e->init_fd = engine_image_memfd("sandbox-init", sandbox_init_blob,
+                                  (size_t)(sandbox_init_blob_end - sandbox_init_blob), err);
   if (e->init_fd < 0) {
     engine_release(e, ENGINE_HAS_SLOTS);
     return -1;

@@ -61,6 +61,10 @@ struct sandbox_engine {
  * cgroup. Returns its pid, or -1 with err. */
 pid_t engine_spawn(struct sandbox_engine *e, unsigned slot, struct child_args *args, int cgroup_fd,
                    int *pidfd, struct sandbox_error *err);
+/* A sealed, executable memfd holding an embedded program (sandbox-init,
+ * sandbox-zygote); the fd, or -1 with err (engine.c). */
+int engine_image_memfd(const char *name, const unsigned char *image, size_t len,
+                       struct sandbox_error *err);
 /* The run's environment: the engine's minimum, then extra (engine.c). */
 const char **engine_build_env(const char *const *extra, struct sandbox_error *err);
 /* The engine's rlimits for a run with these limits (engine.c). */

@@ -74,29 +74,10 @@ int zygote_engine_init(struct sandbox_engine *e, struct sandbox_error *err) {
   snprintf(e->zygote_home, sizeof e->zygote_home, "%s/zygote-home", e->state_dir);
   if (mkdir(e->zygote_home, 0555) < 0 && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", e->zygote_home);
-  int fd = memfd_create("sandbox-zygote", MFD_CLOEXEC | MFD_ALLOW_SEALING | 0x0010U /* EXEC */);
-  if (fd < 0 && errno == EINVAL)
-    fd = memfd_create("sandbox-zygote", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = engine_image_memfd("sandbox-zygote", sandbox_zygote_blob,
+                              (size_t)(sandbox_zygote_blob_end - sandbox_zygote_blob), err);
   if (fd < 0)
-    return sandbox_error_set(err, errno, "memfd for sandbox-zygote");
-  size_t len = (size_t)(sandbox_zygote_blob_end - sandbox_zygote_blob), off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, sandbox_zygote_blob + off, len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int en = errno;
-      close(fd);
-      return sandbox_error_set(err, en, "write sandbox-zygote");
-    }
-    off += (size_t)n;
-  }
-  if (fchmod(fd, 0555) < 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-    int en = errno;
-    close(fd);
-    return sandbox_error_set(err, en, "seal sandbox-zygote");
-  }
+    return -1;
   e->zygote_fd = fd;
   return 0;
 }
@@ -251,6 +232,7 @@ static int configure(struct sandbox_engine *e, unsigned slot, struct zygote_slot
   struct zygote_config cfg = {.magic = ZYGOTE_MAGIC,
                               .uid = uid,
                               .gid = gid,
+                              .cap_last_cap = (uint32_t)e->cap_last_cap,
                               .n_seccomp = sp->prog.len,
                               .preload_len = (uint32_t)strlen(e->zygote_preload)};
   cleanup_close int fd = memfd_create("sandbox-zygote-config", MFD_CLOEXEC);

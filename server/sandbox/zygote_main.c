@@ -151,21 +151,9 @@ struct zygote {
   int ctl;
   int init_fd; /* sandbox-init's memfd: each run's first process becomes it */
   struct seccomp_policy seccomp;
-  PyObject *ns; /* the bootstrap's globals */
+  int cap_last_cap; /* the engine's reading, for dropping the bounding set */
+  PyObject *ns;     /* the bootstrap's globals */
 };
-
-static void report(int32_t kind, int32_t stage, int32_t errnum, int32_t status) {
-  struct child_report r = {.kind = kind, .stage = stage, .errnum = errnum, .status = status};
-  ssize_t n;
-  do {
-    n = write(FD_REPORT, &r, sizeof r);
-  } while (n < 0 && errno == EINTR);
-}
-
-__attribute__((noreturn)) static void fail(int stage) {
-  report(CHILD_REPORT_SETUP_ERROR, stage, errno, 0);
-  _exit(127);
-}
 
 /* A failed start: the message on the control socket, then exit. */
 __attribute__((noreturn, format(printf, 2, 3))) static void fail_start(int ctl, const char *fmt,
@@ -259,6 +247,7 @@ static void become_unprivileged(struct zygote *z, char **preload, size_t *preloa
   memcpy(z->seccomp.insns, buf + sizeof cfg, insns);
   z->seccomp.prog.len = (unsigned short)cfg.n_seccomp;
   z->seccomp.prog.filter = z->seccomp.insns;
+  z->cap_last_cap = (int)cfg.cap_last_cap;
   *preload = buf + sizeof cfg + insns;
   (*preload)[cfg.preload_len] = '\0';
   *preload_len = cfg.preload_len;
@@ -323,7 +312,7 @@ __attribute__((noreturn)) static void run_program(struct zygote *z, const struct
   child_zygote_confine(a);
   /* Only its stdio: not the report socket, not the run's memfd. */
   if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
-    fail(CHILD_STAGE_FDS);
+    child_fail(CHILD_STAGE_FDS);
   /* argv is "/usr/bin/python3 [-u] SCRIPT [ARGS...]" (checked by the engine). */
   size_t i = 1;
   while (run->argv[i] != NULL && strcmp(run->argv[i], "-u") == 0)
@@ -366,14 +355,14 @@ __attribute__((noreturn)) static void program_main(struct zygote *z, size_t n_fd
   prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (adj < 0 || write(adj, "1000", 4) != 4)
-    fail(CHILD_STAGE_ZYGOTE);
+    child_fail(CHILD_STAGE_ZYGOTE);
   close(adj);
   struct zygote_run run;
   if (zygote_wire_unpack(4, &run) < 0)
-    fail(CHILD_STAGE_ZYGOTE);
+    child_fail(CHILD_STAGE_ZYGOTE);
   if (run.n_trees != n_fds - ZYGOTE_RUN_FDS) {
     errno = EBADMSG;
-    fail(CHILD_STAGE_ZYGOTE);
+    child_fail(CHILD_STAGE_ZYGOTE);
   }
   int trees[CHILD_MAX_ATTACH];
   for (size_t i = 0; i < run.n_trees; i++)
@@ -384,19 +373,9 @@ __attribute__((noreturn)) static void program_main(struct zygote *z, size_t n_fd
                          .hostname = run.hostname,
                          .argv = run.argv,
                          .envp = run.envp,
-                         .cap_last_cap = 63,
+                         .cap_last_cap = z->cap_last_cap,
                          .report_fd = FD_REPORT,
                          .seccomp = &z->seccomp};
-  char buf[16];
-  int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t k = read(fd, buf, sizeof buf - 1);
-    if (k > 0) {
-      buf[k] = '\0';
-      a.cap_last_cap = atoi(buf);
-    }
-    close(fd);
-  }
   for (size_t i = 0; i < run.n_rlimits; i++) {
     a.rlimits[i].resource = run.rlimits[i].resource;
     a.rlimits[i].limit = run.rlimits[i].limit;
@@ -434,14 +413,14 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
       _exit(126);
   int init_fd = (int)n_fds;
   if (syscall(SYS_close_range, (unsigned)n_fds + 1, ~0U, 0U) < 0)
-    fail(CHILD_STAGE_FDS);
+    child_fail(CHILD_STAGE_FDS);
   struct sigaction dfl = {.sa_handler = SIG_DFL}; /* a table of its own (no CLONE_SIGHAND) */
   sigaction(SIGCHLD, &dfl, NULL);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    fail(CHILD_STAGE_PDEATHSIG);
+    child_fail(CHILD_STAGE_PDEATHSIG);
   /* HELLO: the engine reads our pid from the credentials the kernel adds,
    * places us in the slot's cgroup and says go. */
-  report(CHILD_REPORT_HELLO, 0, 0, 0);
+  child_report(CHILD_REPORT_HELLO, 0, 0, 0);
   char go;
   ssize_t n;
   do {
@@ -449,19 +428,19 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   } while (n < 0 && errno == EINTR);
   if (n != 1) {
     errno = n == 0 ? EPIPE : errno;
-    fail(CHILD_STAGE_SYNC);
+    child_fail(CHILD_STAGE_SYNC);
   }
   /* Placed in the slot's cgroup: a cgroup namespace rooted there, for
    * this process and the program. */
   if (unshare(CLONE_NEWCGROUP) < 0)
-    fail(CHILD_STAGE_ZYGOTE);
+    child_fail(CHILD_STAGE_ZYGOTE);
   /* The program: a copy of the zygote (the only one a run makes), by the
    * raw system call. It does the rest of the setup itself. */
   long program = syscall(SYS_clone, (long)SIGCHLD, 0L, NULL, NULL, 0L);
   if (program == 0)
     program_main(z, n_fds);
   if (program < 0)
-    fail(CHILD_STAGE_FORK);
+    child_fail(CHILD_STAGE_FORK);
   /* Become sandbox-init, which only reaps and reports (its own small
    * image; no capability survives the exec, the uid not being 0). */
   if (syscall(SYS_fcntl, FD_REPORT, F_SETFD, 0) == 0) {
@@ -474,7 +453,7 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   int e = errno;
   syscall(SYS_kill, program, SIGKILL);
   errno = e;
-  fail(CHILD_STAGE_INIT_EXEC);
+  child_fail(CHILD_STAGE_INIT_EXEC);
 }
 
 struct first_args {

@@ -41,9 +41,10 @@ enum { ZYGOTE_FD_MEMFD, ZYGOTE_FD_STDIN, ZYGOTE_FD_STDOUT, ZYGOTE_FD_STDERR, ZYG
 
 struct zygote_config {
   uint32_t magic;
-  uint32_t uid, gid;    /* the slot's: the user namespace maps them to themselves */
-  uint32_t n_seccomp;   /* struct sock_filter entries after this struct */
-  uint32_t preload_len; /* then the preload list: module names, comma-separated */
+  uint32_t uid, gid;     /* the slot's: the user namespace maps them to themselves */
+  uint32_t cap_last_cap; /* the engine's reading of /proc/sys/kernel/cap_last_cap */
+  uint32_t n_seccomp;    /* struct sock_filter entries after this struct */
+  uint32_t preload_len;  /* then the preload list: module names, comma-separated */
 };
 #define ZYGOTE_MAGIC 0x5a79676fu /* "Zygo" */
 
