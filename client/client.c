@@ -309,6 +309,10 @@ int sbxc_request_set_runtime(sbxc_request *r, const char *runtime) {
   return replace_string(&r->msg.runtime, runtime, strlen(runtime));
 }
 
+void sbxc_request_set_session_mode(sbxc_request *r, int mode) {
+  r->msg.session_mode = (Sandbox__V1__SessionMode)mode;
+}
+
 void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
   r->limits.timeout_ms = l->timeout_ms;
   r->limits.cpu_time_ms = l->cpu_time_ms;
@@ -569,6 +573,11 @@ int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out) {
   out->feedback = (const char *const *)r->feedback;
   out->n_feedback = r->n_feedback;
   out->session_created = r->session_created;
+  out->result = r->result;
+  out->result_truncated = r->result_truncated;
+  out->state_lost = r->state_lost;
+  out->interpreter_ended = r->interpreter_ended;
+  out->session_mode = (int)r->session_mode;
   if (r->n_artifacts > 0) {
     st->artifacts = calloc(r->n_artifacts, sizeof(*st->artifacts));
     if (st->artifacts == NULL) {

@@ -36,7 +36,7 @@ char *sbxc_result_json(const struct sbxc_result *r) {
   bool ok = r->status == SBXC_OK;
   return sbxc_json_dump(json_pack(
       "{s:o, s:s, s:o, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:I, s:I, s:I, s:o, s:o, s:b, s:o, s:o, "
-      "s:I}",
+      "s:I, s:o, s:b, s:b, s:b, s:s}",
       "run_id", sbxc_json_cstring(ok ? r->run_id : ""), "status", sbxc_status_name(r->status),
       "error", sbxc_json_cstring(ok ? "" : r->message), "stdout",
       sbxc_json_text(r->stdout_data, r->stdout_len), "stderr",
@@ -47,5 +47,8 @@ char *sbxc_result_json(const struct sbxc_result *r) {
       (json_int_t)r->peak_memory_bytes, "artifacts", artifacts_json(r), "session_id",
       sbxc_json_cstring(ok ? r->session_id : ""), "session_created", r->session_created, "feedback",
       feedback_json(r), "endpoint", sbxc_json_cstring(sbxc_result_endpoint(r)), "attempts",
-      (json_int_t)r->attempts));
+      (json_int_t)r->attempts, "result", sbxc_json_cstring(ok && r->result ? r->result : ""),
+      "result_truncated", ok && r->result_truncated, "state_lost", ok && r->state_lost,
+      "interpreter_ended", ok && r->interpreter_ended, "session_mode",
+      !ok ? "" : r->session_mode == 2 ? "interpreter" : r->session_mode == 1 ? "files" : ""));
 }

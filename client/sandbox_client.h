@@ -100,6 +100,13 @@ struct sbxc_result {
   const char *const *feedback;
   size_t n_feedback;
   bool session_created;
+  /* The last expression's value as text/plain ("" when none), and for
+   * INTERPRETER sessions what happened to the state (docs/INTERPRETER.md). */
+  const char *result;
+  bool result_truncated;
+  bool state_lost;        /* this call ran in a fresh interpreter: the old one's state is gone */
+  bool interpreter_ended; /* this call ended the interpreter: the next one starts fresh */
+  int session_mode;       /* enum sbxc_session_mode */
   void *internal_; /* owned storage; freed by sbxc_result_free */
 };
 
@@ -188,6 +195,13 @@ int sbxc_request_add_env(sbxc_request *req, const char *key, const char *value);
 int sbxc_request_set_run_id(sbxc_request *req, const char *run_id);
 int sbxc_request_set_session_id(sbxc_request *req, const char *session_id);
 int sbxc_request_set_runtime(sbxc_request *req, const char *runtime);
+/* What a new session keeps (docs/INTERPRETER.md); the wire's values. */
+enum sbxc_session_mode {
+  SBXC_SESSION_MODE_UNSPECIFIED = 0,
+  SBXC_SESSION_MODE_FILES = 1,
+  SBXC_SESSION_MODE_INTERPRETER = 2,
+};
+void sbxc_request_set_session_mode(sbxc_request *req, int mode);
 void sbxc_request_set_limits(sbxc_request *req, const struct sbxc_limits *limits);
 
 /* Calls RunCode. Always fills result (free it with sbxc_result_free);

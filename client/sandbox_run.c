@@ -38,7 +38,7 @@ static void usage(FILE *out) {
       out,
       "usage: sandbox-run [-e URL]... [--timeout-ms N] [--cpu-time-ms N] [--memory-mb N]\n"
       "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
-      "                   [--runtime NAME]\n"
+      "                   [--runtime NAME] [--session-mode files|interpreter]\n"
       "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
       "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
@@ -290,6 +290,7 @@ enum {
   OPT_PROCS,
   OPT_SESSION,
   OPT_RUNTIME,
+  OPT_SESSION_MODE,
   OPT_RUN_ID,
   OPT_FILE,
   OPT_REQ,
@@ -328,6 +329,7 @@ static const struct option cli_options[] = {
     {"open-files", required_argument, NULL, OPT_OPEN_FILES},
     {"session", required_argument, NULL, OPT_SESSION},
     {"runtime", required_argument, NULL, OPT_RUNTIME},
+    {"session-mode", required_argument, NULL, OPT_SESSION_MODE},
     {"run-id", required_argument, NULL, OPT_RUN_ID},
     {"file", required_argument, NULL, OPT_FILE},
     {"file-url", required_argument, NULL, OPT_FILE_URL},
@@ -415,6 +417,16 @@ static int take_request_part(struct cli *c, int opt, char *v) {
     return sbxc_request_set_session_id(c->req, v);
   case OPT_RUNTIME: /* "python" (default), "python-zygote" (docs/ZYGOTE.md) */
     return sbxc_request_set_runtime(c->req, v);
+  case OPT_SESSION_MODE: /* a new session's: files (default) or interpreter */
+    if (strcmp(v, "files") == 0)
+      sbxc_request_set_session_mode(c->req, SBXC_SESSION_MODE_FILES);
+    else if (strcmp(v, "interpreter") == 0)
+      sbxc_request_set_session_mode(c->req, SBXC_SESSION_MODE_INTERPRETER);
+    else {
+      fprintf(stderr, "sandbox-run: --session-mode: \"%s\" is not files or interpreter\n", v);
+      return -2;
+    }
+    return 0;
   case OPT_RUN_ID:
     return sbxc_request_set_run_id(c->req, v);
   case OPT_FILE:

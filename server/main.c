@@ -72,7 +72,8 @@ static int start_engine(struct server *srv, struct started *st, struct sbx_error
       .state_dir = s->state_dir,
       .cgroup_parent = s->cgroup_parent[0] != '\0' ? s->cgroup_parent : NULL,
       .backend = backend_from_name(s->backend),
-      .slots = (unsigned)s->workers,
+      /* The workers' slots, then one per living interpreter (interp.h). */
+      .slots = (unsigned)(s->workers + s->max_interpreters),
       .uid_base = (uid_t)s->uid_base,
       .gid_base = (gid_t)s->uid_base,
       .zygote = {.enabled = s->zygote,

@@ -111,6 +111,18 @@ static const struct setting_def setting_defs[] = {
              "server opens this many more)"},
     {"session-ttl-s", SETTING_INT, OFF(session_ttl_s), 0, 1, 86400 * 30, .def = 1800,
      .help = "a session unused this long ends"},
+    {"max-interpreters", SETTING_INT, OFF(max_interpreters), 0, 0, 256, .def = 4,
+     .help = "living interpreters of INTERPRETER sessions at once, each in an engine slot of its "
+             "own (uid uid-base + workers + i); past it the least recently used idle one ends "
+             "(0: the mode is off)"},
+    {"interpreter-idle-s", SETTING_INT, OFF(interpreter_idle_s), 0, 1, 86400, .def = 600,
+     .help = "an interpreter without a call this long ends (its session keeps its files)"},
+    {"interpreter-max-lifetime-s", SETTING_INT, OFF(interpreter_max_lifetime_s), 0, 1,
+     86400 * 7, .def = 3600,
+     .help = "an interpreter ends this long after its start (at most; its session is told)"},
+    {"interpreter-grace-ms", SETTING_INT, OFF(interpreter_grace_ms), 0, 1, 60000, .def = 2000,
+     .help = "after a cell's timeout raised KeyboardInterrupt, how long it may take to end before "
+             "the interpreter is killed (its state lost)"},
     {"max-file-bytes", SETTING_INT, OFF(max_file_bytes), 0, 1, 1LL << 40, .def = 64LL << 20,
      .help = "size of each input file, inline or downloaded"},
     {"download-timeout-ms", SETTING_INT, OFF(download_timeout_ms), 0, 1, 3600000, .def = 10000,

@@ -122,6 +122,9 @@ struct server_settings {
   char zygote_preload[1024]; /* dotted module names, comma-separated: imported once */
   int64_t zygote_max_forks;  /* a zygote is replaced after this many runs */
   int64_t zygote_max_age_s;  /* or this long after its start */
+  /* Interpreter sessions (docs/INTERPRETER.md). */
+  int64_t max_interpreters;
+  int64_t interpreter_idle_s, interpreter_max_lifetime_s, interpreter_grace_ms;
 };
 
 /* Whether clients of a TLS listener must show a certificate. */

@@ -9,6 +9,7 @@
 #include "ids.h"
 #include "requirements.h"
 #include "runner.h"
+#include "text.h"
 
 #define ID_RULE "must be 1 to 64 characters of [A-Za-z0-9._-], not \".\" or \"..\""
 
@@ -181,11 +182,49 @@ static int effective_limits(const Sandbox__V1__Limits *in, const struct server_s
   return 0;
 }
 
+/* session_mode (docs/INTERPRETER.md): a known value; INTERPRETER only in a
+ * session, on a server with interpreters, for runtime python, without
+ * requirements, with code, args and env the interpreter's JSON can carry. */
+static int check_session_mode(const Sandbox__V1__RunCodeRequest *req,
+                              const struct server_settings *s, struct sbx_error *err) {
+  int mode = (int)req->session_mode;
+  if (mode < 0 || mode > SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER)
+    return REFUSE("session_mode: %d is not a session mode (0 UNSPECIFIED, 1 FILES, "
+                  "2 INTERPRETER)",
+                  mode);
+  if (mode != SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER)
+    return 0;
+  if (req->session_id[0] == '\0')
+    return REFUSE("session_mode: INTERPRETER needs a session_id (the interpreter lives in the "
+                  "session)");
+  if (s->max_interpreters == 0)
+    return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
+                         "session_mode: INTERPRETER sessions are off on this server "
+                         "(--max-interpreters 0)");
+  if (run_runtime_is_zygote(req))
+    return REFUSE("session_mode: INTERPRETER runs its own interpreter; runtime must be "
+                  "\"" RUNTIME_PYTHON "\" (or unset)");
+  if (req->n_requirements > 0)
+    return REFUSE("requirements: not supported in an INTERPRETER session yet (docs/"
+                  "INTERPRETER.md); use a FILES session or a stateless run");
+  if (!text_utf8_valid(req->code, strlen(req->code)))
+    return REFUSE("code: not valid UTF-8 (an INTERPRETER cell is text)");
+  for (size_t i = 0; i < req->n_args; i++)
+    if (!text_utf8_valid(req->args[i], strlen(req->args[i])))
+      return REFUSE("args[%zu]: not valid UTF-8 (an INTERPRETER cell's argv is text)", i);
+  for (size_t i = 0; i < req->n_env; i++)
+    if (!text_utf8_valid(req->env[i]->value, strlen(req->env[i]->value)))
+      return REFUSE("env[%.64s]: not valid UTF-8 (an INTERPRETER cell's environment is text)",
+                    req->env[i]->key);
+  return 0;
+}
+
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
                          struct sandbox_limits *limits, struct sbx_error *err) {
   uint64_t inline_total = 0;
   int64_t eff[LIMITS_N] = {0};
-  if (check_code_and_ids(req, s, err) < 0 || check_requirements(req, s, err) < 0 ||
+  if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, err) < 0 ||
+      check_requirements(req, s, err) < 0 ||
       check_files(req, s, &inline_total, err) < 0 || check_args_and_env(req, s, err) < 0 ||
       effective_limits(req->limits, s, eff, err) < 0)
     return -1;

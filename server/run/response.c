@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "run_internal.h"
+#include "safefs.h"
 #include "text.h"
 
 #define SAME_KILLED_BY(name)                                                                       \
@@ -109,6 +111,56 @@ static void collect_artifacts(struct runner *r, int ws_fd, struct run_scratch *s
   artifact_feedback(s, &caps, &sc->artifacts, &sc->fb);
 }
 
+/* A stateless or FILES run's result, as cell.py left it in the workspace
+ * (hostile: a regular file, never followed, bounded), then removed. */
+static void read_result(int ws_fd, struct run_scratch *sc) {
+  struct stat st;
+  struct sbx_error err;
+  int fd = safefs_open_file(ws_fd, RUN_RESULT_FILE, &st, &err);
+  if (fd < 0)
+    return;
+  uint8_t *data = NULL;
+  size_t len = 0;
+  if (st.st_size >= 1 &&
+      safefs_pread(fd, 0, RUN_RESULT_MAX + 1, &data, &len, &err) == 0 && len >= 1) {
+    sc->result_truncated = data[0] == 'T' || len - 1 > RUN_RESULT_MAX;
+    len = len - 1 > RUN_RESULT_MAX ? RUN_RESULT_MAX : len - 1;
+    /* Valid UTF-8 for the string field: what is not is replaced. */
+    size_t fixed_len = 0;
+    char *fixed = text_utf8_repair(data + 1, len, &fixed_len);
+    if (fixed != NULL) {
+      sc->result_text = (uint8_t *)fixed;
+      sc->result_len = fixed_len;
+    }
+  }
+  free(data);
+  close(fd);
+  unlinkat(ws_fd, RUN_RESULT_FILE, 0);
+}
+
+/* An interpreter session's call: what happened to the session's state. */
+static void interp_feedback(const struct run_call *call, struct run_scratch *sc) {
+  const struct interp_outcome *o = &sc->interp;
+  const char *id = call->req->session_id;
+  if (o->lost[0] != '\0')
+    feedback_add(&sc->fb,
+                 "session %s: the interpreter's state was lost (%s); this call ran in a fresh "
+                 "interpreter, the session's files are kept",
+                 id, o->lost);
+  else if (o->started && !call->session_created)
+    feedback_add(&sc->fb, "session %s: a fresh interpreter started", id);
+  if (o->ended)
+    feedback_add(&sc->fb,
+                 "session %s: the interpreter ended (%s): the session's next call starts a fresh "
+                 "one, with its files but none of its variables",
+                 id, o->ended_why);
+  else if (o->interrupted)
+    feedback_add(&sc->fb,
+                 "session %s: KeyboardInterrupt ended the cell; the interpreter and its state "
+                 "are kept",
+                 id);
+}
+
 /* How the run ended, in lines a person or an agent can act on. */
 static void run_feedback(const struct run_call *call, struct run_scratch *sc) {
   const struct sandbox_result *res = &sc->result;
@@ -138,6 +190,21 @@ void run_build_response(struct runner *r, const struct run_call *call, int ws_fd
                         struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp) {
   const struct sandbox_result *res = &sc->result;
   run_feedback(call, sc);
+  if (sc->interp_held) {
+    interp_feedback(call, sc);
+    resp->result = sc->interp.has_result ? sc->interp.result : "";
+    resp->result_truncated = sc->interp.result_truncated;
+    resp->state_lost = sc->interp.lost[0] != '\0';
+    resp->interpreter_ended = sc->interp.ended;
+  } else {
+    read_result(ws_fd, sc);
+    resp->result = sc->result_text != NULL ? (char *)sc->result_text : "";
+    resp->result_truncated = sc->result_truncated;
+  }
+  if (call->session != NULL)
+    resp->session_mode = call->session->interpreter
+                             ? SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER
+                             : SANDBOX__V1__SESSION_MODE__SESSION_MODE_FILES;
   collect_artifacts(r, ws_fd, sc, resp);
   for (size_t i = 0; i < sc->fb.n; i++)
     sc->fb_lines[i] = sc->fb.lines[i];

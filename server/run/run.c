@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "killed_by.h"
@@ -35,6 +36,8 @@ static void scratch_free(struct run_scratch *sc) {
   free(sc->artifact_ptrs);
   if (sc->pkg_env != NULL)
     envstore_release(sc->store, sc->pkg_env);
+  free(sc->result_text);
+  interp_outcome_free(&sc->interp);
   free(sc);
 }
 
@@ -52,24 +55,41 @@ void run_outcome_free(struct run_outcome *out) {
 static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scratch *sc,
                         struct sbx_error *err) {
   sc->n_files = req->n_files;
-  sc->argv = calloc(req->n_args + 4, sizeof(char *));
-  sc->env = calloc(req->n_env + 1, sizeof(char *));
+  sc->argv = calloc(req->n_args + 7, sizeof(char *));
+  sc->env = calloc(req->n_env + 2, sizeof(char *));
   sc->files = calloc(req->n_files + 1, sizeof(*sc->files));
   sc->downloads = calloc(req->n_files + 1, sizeof(*sc->downloads));
   sc->code = dedent(req->code, strlen(req->code), &sc->code_len);
   if (sc->argv == NULL || sc->env == NULL || sc->files == NULL || sc->downloads == NULL ||
       sc->code == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
-  sc->argv[0] = "/usr/bin/python3";
-  sc->argv[1] = "-u";
-  sc->argv[2] = "/workspace/" WORKSPACE_SCRIPT;
+  /* A zygote runs the script itself; a fresh interpreter through cell.py,
+   * which runs it as python3 would and adds the rich results (the last
+   * expression's value, figures). */
+  size_t a = 0;
+  sc->argv[a++] = "/usr/bin/python3";
+  sc->argv[a++] = "-u";
+  if (!run_runtime_is_zygote(req)) {
+    sc->argv[a++] = "-c";
+    sc->argv[a++] = sbx_cell_py;
+    sc->argv[a++] = "script";
+  }
+  sc->argv[a++] = "/workspace/" WORKSPACE_SCRIPT;
   for (size_t i = 0; i < req->n_args; i++)
-    sc->argv[3 + i] = req->args[i];
-  for (size_t i = 0; i < req->n_env; i++, sc->n_env++)
+    sc->argv[a++] = req->args[i];
+  bool mpl_backend = false;
+  for (size_t i = 0; i < req->n_env; i++, sc->n_env++) {
+    mpl_backend |= strcmp(req->env[i]->key, "MPLBACKEND") == 0;
     if (asprintf(&sc->env[i], "%s=%s", req->env[i]->key, req->env[i]->value) < 0) {
       sc->env[i] = NULL;
       return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
     }
+  }
+  /* Figures shown or left open come back as artifacts (cell.py's backend),
+   * unless the request picks a backend of its own. */
+  if (!mpl_backend && !run_runtime_is_zygote(req) &&
+      (sc->env[sc->n_env++] = strdup("MPLBACKEND=module://sandboxd_inline")) == NULL)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
   for (size_t i = 0; i < req->n_files; i++)
     sc->files[i] = (struct workspace_file){req->files[i]->path, req->files[i]->content.data,
                                            req->files[i]->content.len};
@@ -83,11 +103,47 @@ static void count_run(struct run_stats *st, const struct sandbox_result *res) {
   stats_histogram_observe_us(&st->cpu, res->cpu_time_us);
 }
 
+/* An INTERPRETER session's call: the code as a cell of its living
+ * interpreter, started now over the session's workspace when it has none. */
+static int run_in_interpreter(struct runner *r, const struct run_call *call,
+                              struct run_scratch *sc, const char *workspace_dir,
+                              struct sbx_error *err) {
+  const Sandbox__V1__RunCodeRequest *req = call->req;
+  struct interp_start start = {
+      .workspace_dir = workspace_dir,
+      .env = (const char *const *)sc->env,
+      .n_env = sc->n_env,
+      .limits = call->limits,
+      .group = call->session->group,
+  };
+  struct interp_cell cell = {
+      .code = sc->code,
+      .code_len = sc->code_len,
+      .args = (const char *const *)req->args,
+      .n_args = req->n_args,
+      .env = (const char *const *)sc->env,
+      .n_env = sc->n_env,
+      .stdin_data = req->stdin.data,
+      .stdin_len = req->stdin.len,
+      .limits = call->limits,
+      .stream = call->stream,
+  };
+  if (interp_run(&r->interps, call->session, &start, &cell, &sc->result, &sc->interp, err) < 0)
+    return -1;
+  sc->have_result = true;
+  atomic_fetch_add(&r->runs_total, 1);
+  count_run(&r->stats, &sc->result);
+  return 0;
+}
+
 /* The workspace written (code, input files, output/), the engine's run. */
 static int run_in_workspace(struct runner *r, unsigned slot, const struct run_call *call,
                             struct run_scratch *sc, int ws_fd, const char *dir_name,
                             struct sbx_error *err) {
-  uid_t uid = (uid_t)(r->settings->uid_base + slot);
+  /* An interpreter session's files belong to its interpreter's uid. */
+  uid_t uid = (uid_t)(r->settings->uid_base + (sc->interp_held ? sc->interp_slot : slot));
+  /* A stale result (an earlier run's, in a session) is never this run's. */
+  unlinkat(ws_fd, RUN_RESULT_FILE, 0);
   if (workspace_prepare(ws_fd, uid, (gid_t)uid, sc->code, sc->code_len, sc->files,
                         call->req->n_files, err) < 0) {
     int e = err->errnum;
@@ -121,6 +177,8 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
       .stream = call->stream,
       .zygote = run_runtime_is_zygote(call->req),
   };
+  if (sc->interp_held)
+    return run_in_interpreter(r, call, sc, workspace_dir, err);
   struct sandbox_error se = {0};
   /* The slot's zygote for runs without extra mounts, started here when it
    * is not running: when it cannot start (a --zygote-preload module that
@@ -140,6 +198,25 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
   return 0;
 }
 
+/* The session's mode: the creating run's, and no other for later runs. */
+static int run_session_mode(const struct run_call *call, struct sbx_error *err) {
+  struct session *s = call->session;
+  Sandbox__V1__SessionMode want = call->req->session_mode;
+  if (s == NULL)
+    return 0;
+  bool interp = want == SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER;
+  if (call->session_created) {
+    s->interpreter = interp;
+    return 0;
+  }
+  if (want == SANDBOX__V1__SESSION_MODE__SESSION_MODE_UNSPECIFIED || s->interpreter == interp)
+    return 0;
+  return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
+                       "session_mode: session %s is a%s session (the run that created it chose "
+                       "so); leave session_mode unset, or close the session first",
+                       s->id, s->interpreter ? "n INTERPRETER" : " FILES");
+}
+
 /* Whether the run was cancelled (its cancel fd is readable). */
 static bool cancel_pending(const struct run_call *call) {
   if (call->stream == NULL || call->stream->cancel_fd < 0)
@@ -154,20 +231,35 @@ static int run_steps(struct runner *r, unsigned slot, const struct run_call *cal
                      struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp,
                      struct sbx_error *err) {
   /* The requirements first: when the install fails, nothing else happens. */
-  if (scratch_fill(call->req, sc, err) < 0 ||
+  if (scratch_fill(call->req, sc, err) < 0 || run_session_mode(call, err) < 0 ||
       run_prepare_requirements(r, slot, call, sc, err) < 0 ||
-      run_fetch_files(r, call, sc, err) < 0 || run_check_session_memory(r, call, err) < 0)
+      run_fetch_files(r, call, sc, err) < 0 ||
+      ((call->session == NULL || !call->session->interpreter) &&
+       run_check_session_memory(r, call, err) < 0))
     return -1;
   /* Installing and downloading take a while: a cancel during them ends the
    * run here, before its code starts. */
   if (cancel_pending(call))
     return sbx_error_set(err, SBX_CANCELLED, 0,
                          "the run was cancelled (CancelRun) before its code started");
+  /* An interpreter session's call runs in its interpreter's slot (its uid
+   * owns the session's files). */
+  if (call->session != NULL && call->session->interpreter) {
+    if (interp_acquire(&r->interps, call->session, &sc->interp_slot, &sc->interp, err) < 0)
+      return -1;
+    sc->interp_held = true;
+  }
   char dir_name[32];
-  int ws_fd = run_acquire_workspace(r, slot, call, dir_name, sizeof(dir_name), err);
-  if (ws_fd < 0)
+  int ws_fd = run_acquire_workspace(r, sc->interp_held ? sc->interp_slot : slot, call, dir_name,
+                                    sizeof(dir_name), err);
+  if (ws_fd < 0) {
+    if (sc->interp_held)
+      interp_release(&r->interps, call->session);
     return sbx_error_wrap(err, "workspace");
+  }
   int rc = run_in_workspace(r, slot, call, sc, ws_fd, dir_name, err);
+  if (sc->interp_held)
+    interp_release(&r->interps, call->session);
   if (rc == 0) /* every process of the run is gone: output/ holds what it left */
     run_build_response(r, call, ws_fd, sc, resp);
   /* Before the reply, so nothing of a session-less run outlives it. */

@@ -6,6 +6,7 @@
 
 #include "artifacts.h"
 #include "feedback.h"
+#include "interp.h"
 #include "runner.h"
 #include "ids.h"
 #include "workspace.h"
@@ -34,7 +35,22 @@ struct run_scratch {
   char env_site[PATH_MAX];
   bool env_built;  /* this run built it */
   uint64_t env_ms; /* time spent building or waiting for another's build */
+  /* Rich results (cell.py): the last expression's text/plain, read from
+   * the workspace after a run (interpreter calls: in sc->interp). */
+  uint8_t *result_text;
+  size_t result_len;
+  bool result_truncated;
+  /* An INTERPRETER session's call: its interpreter held, and how it went. */
+  bool interp_held;
+  unsigned interp_slot;
+  struct interp_outcome interp;
 };
+
+/* cell.py, embedded (cell_py.S): how runs and interpreters run Python. */
+extern const char sbx_cell_py[];
+/* Where cell.py leaves a stateless run's result, in the workspace. */
+#define RUN_RESULT_FILE ".sandboxd-result"
+#define RUN_RESULT_MAX 65536 /* bytes of text/plain, as cell.py cuts it */
 
 /* inputs.c: what the run needs before its workspace is touched. The
  * requirements' environment, from the store or built now on this slot;

@@ -28,6 +28,11 @@ static int open_workspace_root(struct runner *r, struct sbx_error *err) {
   return 0;
 }
 
+/* A session's interpreter goes first, before its workspace and group. */
+static void end_session_interp(void *interps, struct session *s) {
+  interp_session_end(interps, s);
+}
+
 /* A session's memory group goes with it, once its tmpfs is gone. */
 static void free_session_group(void *engine, uint64_t group) {
   sandbox_group_free(engine, group);
@@ -40,6 +45,8 @@ static int open_sessions(struct runner *r, struct sbx_error *err) {
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "sessions");
   r->sessions.on_end = free_session_group;
   r->sessions.on_end_arg = r->engine;
+  r->sessions.on_doomed = end_session_interp;
+  r->sessions.on_doomed_arg = &r->interps;
   r->sessions_ready = true;
   return 0;
 }
@@ -62,6 +69,11 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
     return sbx_error_wrap(err, "workspaces");
   if (runner_mount_slots(r, err) < 0)
     return sbx_error_wrap(err, "workspaces");
+  if (interp_table_init(&r->interps, engine, r->n_slots, (unsigned)s->max_interpreters,
+                        (uid_t)s->uid_base, (uint64_t)s->interpreter_idle_s * 1000u,
+                        (uint64_t)s->interpreter_max_lifetime_s * 1000u,
+                        (uint64_t)s->interpreter_grace_ms) < 0)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "interpreters");
   if (open_sessions(r, err) < 0)
     return -1;
   r->installer.settings = s;
@@ -76,6 +88,7 @@ void runner_stop(struct runner *r, bool failed) {
   if (r->sessions_ready)
     session_table_destroy(&r->sessions, r->workspace_root_fd, r->workspace_root);
   r->sessions_ready = false;
+  interp_table_destroy(&r->interps);
   runner_unmount_slots(r);
   if (r->workspace_root_fd >= 0)
     close(r->workspace_root_fd);
@@ -87,6 +100,7 @@ void runner_stop(struct runner *r, bool failed) {
 }
 
 void runner_tick(struct runner *r) {
+  interp_expire(&r->interps);
   session_expire(&r->sessions);
   session_reap(&r->sessions, r->workspace_root_fd, r->workspace_root);
 }

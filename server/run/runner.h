@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "install.h"
+#include "interp.h"
 #include "mime.h"
 #include "sandbox.pb-c.h"
 #include "sandbox/sandbox.h"
@@ -49,6 +50,7 @@ struct runner {
   struct session_table sessions;
   bool sessions_ready;
   struct installer installer; /* requirements: probe, store, egress proxy */
+  struct interp_table interps; /* INTERPRETER sessions' living interpreters */
   struct mime_db mime;
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */
   struct run_stats stats;

@@ -180,6 +180,8 @@ size_t session_reap(struct session_table *t, int root_fd, const char *root_path)
   while (list != NULL) {
     struct session *s = list;
     list = s->next_doomed;
+    if (t->on_doomed != NULL)
+      t->on_doomed(t->on_doomed_arg, s);
     if (s->fd >= 0) {
       struct sbx_error err;
       close(s->fd);

@@ -24,6 +24,8 @@
 #include "ids.h"
 #include "status.h"
 
+struct interp;
+
 struct session {
   char id[ID_MAX + 1];
   char dir[32];   /* mount point name under the workspaces root: "s-<seq>" */
@@ -37,6 +39,12 @@ struct session {
   uint64_t group;
   bool busy; /* a RunCode is queued or running */
   uint64_t last_used_ms;
+  /* SESSION_MODE_INTERPRETER (docs/INTERPRETER.md): set by the run that
+   * created it. Its living interpreter and, when one ended between calls,
+   * why (told on the next call): under the interpreter table's lock. */
+  bool interpreter;
+  struct interp *interp;
+  char lost[256];
   struct session *next_doomed;
 };
 
@@ -49,6 +57,10 @@ struct session_table {
   struct session *doomed;                    /* ended, waiting for session_reap */
   void (*on_end)(void *arg, uint64_t group); /* after the tmpfs is gone */
   void *on_end_arg;
+  /* Before the tmpfs is detached: stops what lives in the session (its
+   * interpreter). */
+  void (*on_doomed)(void *arg, struct session *s);
+  void *on_doomed_arg;
 };
 
 int session_table_init(struct session_table *t, size_t max, uint64_t ttl_ms);

@@ -493,6 +493,8 @@ static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *
     return sandbox_error_set(err, EINVAL, "cwd must be an absolute path inside the sandbox");
   if (spec->n_mounts > SANDBOX_MAX_EXTRA_MOUNTS)
     return sandbox_error_set(err, E2BIG, "at most %d extra mounts", SANDBOX_MAX_EXTRA_MOUNTS);
+  if (spec->stdin_fd > 0 && (spec->zygote || spec->stdin_len > 0))
+    return sandbox_error_set(err, EINVAL, "stdin_fd: not with zygote or stdin_data");
   /* The network profile never falls back to the host's namespace: without
    * a namespace of the caller's, it is refused. */
   if (spec->network && (spec->netns_fd < 0 || ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET))
@@ -684,7 +686,7 @@ static void run_child_args(const struct engine_run *r, struct child_args *args) 
       .uid = e->config.uid_base + r->slot,
       .gid = e->config.gid_base + r->slot,
       .cap_last_cap = e->cap_last_cap,
-      .stdin_fd = r->p.fds[0][0],
+      .stdin_fd = spec->stdin_fd > 0 ? spec->stdin_fd : r->p.fds[0][0],
       .stdout_fd = r->p.fds[1][1],
       .stderr_fd = r->p.fds[2][1],
       .report_fd = r->p.fds[3][1],

@@ -102,6 +102,10 @@ struct sandbox_spec {
    * program is that script run by the zygote's interpreter. Needs an
    * engine made with zygote.enabled; never with network. */
   bool zygote;
+  /* > 0: the program's stdin is this descriptor (a socket for a
+   * conversation with a long-lived program, docs/INTERPRETER.md) instead
+   * of a pipe fed stdin_data, which must then be empty. Not with zygote. */
+  int stdin_fd;
 };
 
 struct sandbox_result {

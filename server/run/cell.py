@@ -1,0 +1,338 @@
+# cell.py: how sandboxd runs Python code (docs/INTERPRETER.md). Embedded in
+# sandboxd and given to the interpreter as "python3 -u -c <this> MODE ...":
+#
+#   script /workspace/main.py ARGS...  a stateless or FILES-session run: the
+#       script as python3 would run it (argv, __main__, sys.path[0],
+#       tracebacks, exit status), plus the rich results: the value of the
+#       last expression (written to /workspace/.sandboxd-result) and the
+#       matplotlib figures shown or left open (output/figure-N.png).
+#   kernel  an INTERPRETER session's living process: cells arrive on fd 0 (a
+#       socket), each with its own stdin, stdout and stderr (passed as
+#       descriptors), and run in one __main__ that lives between them.
+#
+# Everything here runs inside the sandbox, as the sandbox's uid: the code it
+# runs can change any of it, and the server trusts nothing it reports beyond
+# the session's own results (sizes are checked on the host).
+import os
+import sys
+
+RESULT_MAX = 65536  # bytes of the last expression's repr (text/plain)
+OUTPUT_DIR = "output"
+_state = {"figures": 0}
+
+
+def _text_plain(value):
+    """The value as Jupyter's text/plain shows it (repr), bounded."""
+    try:
+        text = repr(value)
+    except BaseException as e:  # a broken __repr__ is the value's own affair
+        text = "<repr failed: %s: %s>" % (type(e).__name__, e)
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) <= RESULT_MAX:
+        return data, False
+    return data[:RESULT_MAX].decode("utf-8", "ignore").encode(), True
+
+
+def _figure_path():
+    os.makedirs(OUTPUT_DIR, exist_ok=True)
+    while True:
+        _state["figures"] += 1
+        path = os.path.join(OUTPUT_DIR, "figure-%d.png" % _state["figures"])
+        try:  # never over a file of the user's (or a symlink)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            return fd, path
+        except FileExistsError:
+            continue
+
+
+def save_figures():
+    """Every open matplotlib figure as output/figure-N.png, then closed (as
+    a notebook shows a cell's figures). Nothing when pyplot was never
+    imported."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    saved = []
+    for num in list(plt.get_fignums()):
+        fig = plt.figure(num)
+        fd, path = _figure_path()
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png")
+        plt.close(fig)
+        saved.append(path)
+    return saved
+
+
+def _backend():
+    """The matplotlib backend MPLBACKEND names (module://sandboxd_inline):
+    Agg's canvas, and a show() that saves the figures. Lazy: nothing of
+    matplotlib is imported until the code imports it."""
+    import types
+    mod = types.ModuleType("sandboxd_inline")
+
+    def __getattr__(name):
+        if name in ("FigureCanvas", "FigureManager"):
+            from matplotlib.backends import backend_agg
+            return getattr(backend_agg, name)
+        raise AttributeError(name)
+
+    def show(*args, **kwargs):
+        save_figures()
+
+    mod.__getattr__ = __getattr__
+    mod.show = show
+    return mod
+
+
+def _split(source, filename):
+    """The code compiled as a notebook cell: the statements, and the last
+    one apart when it is an expression (its value is the cell's result)."""
+    import _ast
+    tree = compile(source, filename, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+    last = None
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = _ast.Expression(body=tree.body.pop().value)
+    body = compile(tree, filename, "exec", dont_inherit=True)
+    return body, (compile(last, filename, "eval", dont_inherit=True) if last else None)
+
+
+def _new_main(filename):
+    import types
+    main = types.ModuleType("__main__")
+    main.__file__ = filename
+    main.__cached__ = None
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    return main
+
+
+def _exit_code(c):
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return c & 0xFF
+    try:
+        print(c, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def _show_exception(e, filenames):
+    """The traceback from the user's first frame on, as python3 prints it."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename not in filenames:
+        tb = tb.tb_next
+    e.__traceback__ = tb
+    try:
+        sys.excepthook(type(e), e, tb)
+    except BaseException:
+        pass
+
+
+def run_cell(main, source, filename, filenames):
+    """Runs one cell in main's namespace. Returns (status, exit code,
+    result bytes or None, truncated)."""
+    value = None
+    try:
+        body, last = _split(source, filename)
+        exec(body, main.__dict__)
+        if last is not None:
+            value = eval(last, main.__dict__)
+    except SystemExit as e:
+        return "exit", _exit_code(e.code), None, False
+    except KeyboardInterrupt as e:
+        _show_exception(e, filenames)
+        return "interrupted", 130, None, False
+    except BaseException as e:
+        _show_exception(e, filenames)
+        return "error", 1, None, False
+    if value is None:
+        return "ok", 0, None, False
+    main.__dict__["_"] = value
+    text, truncated = _text_plain(value)
+    return "ok", 0, text, truncated
+
+
+def _flush():
+    ok = True
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            ok = False
+    return ok
+
+
+def script(argv):
+    """A stateless run: /workspace/main.py as python3 runs a script."""
+    path = argv[0]
+    sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(path)
+    sys.modules["sandboxd_inline"] = _backend()
+    result_path = os.path.join(os.path.dirname(path), ".sandboxd-result")
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        sys.stderr.write("%s: can't open file %r: [Errno %d] %s\n"
+                         % (sys.executable, path, e.errno, e.strerror))
+        return 2
+    main = _new_main(path)
+    status, code, text, truncated = run_cell(main, source, path, (path,))
+    if status == "interrupted":
+        code = -2
+    t = sys.modules.get("threading")
+    if t is not None:
+        try:
+            t._shutdown()
+        except BaseException:
+            pass
+    try:
+        import atexit
+        atexit._run_exitfuncs()
+    except SystemExit as e:
+        code = _exit_code(e.code)
+    except BaseException:
+        pass
+    try:
+        save_figures()
+    except BaseException as e:
+        _show_exception(e, ())
+    if text is not None:
+        try:
+            fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write((b"T" if truncated else b"F") + text)
+        except OSError:
+            pass
+    if not _flush() and code == 0:
+        code = 120
+    return code
+
+
+# The kernel's frames: 8-byte little-endian length, then JSON. The server
+# sends a cell's three descriptors with its frame's first byte.
+def _recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def _send(sock, obj):
+    import json
+    data = json.dumps(obj).encode()
+    sock.sendall(len(data).to_bytes(8, "little") + data)
+
+
+def _cpu_us():
+    import resource
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int((s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime) * 1e6)
+
+
+def _cpu_limit(seconds):
+    """The process's CPU time may grow by at most seconds in this cell
+    (RLIMIT_CPU's soft limit: SIGXCPU, which ends the interpreter)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if seconds is None:
+        want = hard
+    else:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        want = int(used.ru_utime + used.ru_stime) + seconds + 1
+        if hard != resource.RLIM_INFINITY:
+            want = min(want, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def kernel():
+    import io
+    import json
+    import signal
+    import socket
+    ctl = socket.socket(fileno=os.dup(0))
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.argv = ["/workspace/main.py"]
+    sys.path[0] = "/workspace"
+    sys.modules["sandboxd_inline"] = _backend()
+    main = _new_main("/workspace/main.py")
+    filenames = set()
+    n = 0
+    _send(ctl, {"op": "ready"})
+    while True:
+        try:
+            head, fds, _, _ = socket.recv_fds(ctl, 8, 3)
+            if len(head) == 0:
+                return 0
+            if len(head) < 8:
+                head += _recv_exact(ctl, 8 - len(head))
+            req = json.loads(_recv_exact(ctl, int.from_bytes(head, "little")))
+        except (EOFError, OSError, ValueError):
+            return 0
+        if len(fds) != 3:
+            return 3
+        n += 1
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+            os.close(fd)
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)))
+        for k, v in req.get("env", {}).items():
+            os.environ[k] = v
+        sys.argv = ["/workspace/main.py"] + list(req.get("args", []))
+        filename = "<cell-%d>" % n
+        source = req.get("code", "")
+        import linecache
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        filenames.add(filename)
+        cpu0 = _cpu_us()
+        _cpu_limit(req.get("cpu_s"))
+        status, code, text, truncated = "error", 1, None, False
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            try:
+                status, code, text, truncated = run_cell(main, source, filename, filenames)
+                save_figures()
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except KeyboardInterrupt as e:
+            _show_exception(e, filenames)
+            status, code = "interrupted", 130
+        except BaseException as e:
+            _show_exception(e, ())
+        _cpu_limit(None)
+        _flush()
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        reply = {"op": "done", "status": status, "exit_code": code,
+                 "cpu_us": _cpu_us() - cpu0, "truncated": truncated}
+        if text is not None:
+            reply["result"] = text.decode("utf-8", "replace")
+        try:
+            _send(ctl, reply)
+        except OSError:
+            return 0
+
+
+def _main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "script" and len(sys.argv) > 2:
+        return script(sys.argv[2:])
+    if mode == "kernel":
+        return kernel()
+    sys.stderr.write("cell.py: usage: script PATH [ARGS...] | kernel\n")
+    return 2
+
+
+sys.exit(_main())
