@@ -63,25 +63,30 @@ def save_figures():
     return saved
 
 
-def _backend():
+class _InlineBackend:
     """The matplotlib backend MPLBACKEND names (module://sandboxd_inline):
-    Agg's canvas, and a show() that saves the figures. Lazy: nothing of
-    matplotlib is imported until the code imports it."""
-    import types
-    mod = types.ModuleType("sandboxd_inline")
+    Agg's canvas, and a show() that saves the figures. A finder on
+    sys.meta_path: nothing of matplotlib is imported until the code does."""
 
-    def __getattr__(name):
-        if name in ("FigureCanvas", "FigureManager"):
-            from matplotlib.backends import backend_agg
-            return getattr(backend_agg, name)
-        raise AttributeError(name)
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "sandboxd_inline":
+            return None
+        return type(sys.__spec__)(name, _InlineBackend)
 
-    def show(*args, **kwargs):
-        save_figures()
+    @staticmethod
+    def create_module(spec):
+        return None
 
-    mod.__getattr__ = __getattr__
-    mod.show = show
-    return mod
+    @staticmethod
+    def exec_module(mod):
+        from matplotlib.backends import backend_agg
+        mod.FigureCanvas = backend_agg.FigureCanvasAgg
+        mod.FigureManager = backend_agg.FigureManagerBase
+        def show(*args, **kwargs):
+            save_figures()
+
+        mod.show = show
 
 
 def _split(source, filename):
@@ -125,7 +130,13 @@ def _show_exception(e, filenames):
         tb = tb.tb_next
     e.__traceback__ = tb
     try:
-        sys.excepthook(type(e), e, tb)
+        if sys.excepthook is sys.__excepthook__:
+            # The traceback module reads cells' source from linecache;
+            # the built-in hook only from files.
+            import traceback
+            traceback.print_exception(type(e), e, tb)
+        else:
+            sys.excepthook(type(e), e, tb)
     except BaseException:
         pass
 
@@ -169,7 +180,7 @@ def script(argv):
     path = argv[0]
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(path)
-    sys.modules["sandboxd_inline"] = _backend()
+    sys.meta_path.append(_InlineBackend)
     result_path = os.path.join(os.path.dirname(path), ".sandboxd-result")
     try:
         with open(path, "rb") as f:
@@ -266,7 +277,7 @@ def kernel():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.argv = ["/workspace/main.py"]
     sys.path[0] = "/workspace"
-    sys.modules["sandboxd_inline"] = _backend()
+    sys.meta_path.append(_InlineBackend)
     main = _new_main("/workspace/main.py")
     filenames = set()
     n = 0

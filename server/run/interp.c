@@ -31,6 +31,7 @@
 #define RESULT_MAX 65536u           /* cell.py's cap, enforced again */
 #define START_TIMEOUT_MS 30000      /* from the engine's start to the kernel's ready */
 #define DRAIN_MS 100                /* output still coming after done (children) */
+#define CTL_GONE_MS 1000            /* from the channel's end to the process's */
 #define KERNEL_OUTPUT (64ull << 10) /* what the interpreter prints outside cells */
 
 extern const char sbx_cell_py[]; /* cell.py, embedded (cell_py.S) */
@@ -143,18 +144,18 @@ static bool process_ended(const struct interp *ip) {
 static void ended_reason(const struct interp *ip, char *out, size_t len) {
   const struct sandbox_result *r = &ip->result;
   if (ip->rc < 0)
-    snprintf(out, len, "the interpreter could not run: %s", ip->err.msg);
+    snprintf(out, len, "could not run: %s", ip->err.msg);
   else if (r->killed_by == SANDBOX_KILLED_BY_MEMORY)
-    snprintf(out, len, "the interpreter was killed at the session's memory cap (%llu bytes)",
+    snprintf(out, len, "killed at the session's memory cap of %llu bytes",
              (unsigned long long)r->limits.memory_bytes);
   else if (r->killed_by == SANDBOX_KILLED_BY_TIMEOUT)
-    snprintf(out, len, "the interpreter used up its %s",
+    snprintf(out, len, "used up its %s",
              r->cpu_time_exceeded ? "CPU time" : "maximum lifetime");
   else if (r->signal != 0)
-    snprintf(out, len, "the interpreter was killed by signal %d (%s)", r->signal,
+    snprintf(out, len, "killed by signal %d (%s)", r->signal,
              r->signal == SIGXCPU ? "a cell's CPU time limit" : strsignal(r->signal));
   else
-    snprintf(out, len, "the interpreter exited with status %d", r->exit_code);
+    snprintf(out, len, "exited with status %d", r->exit_code);
 }
 
 /* Takes ip from its owner (lock held): the owner's next call is told why. */
@@ -193,8 +194,7 @@ int interp_acquire(struct interp_table *t, struct session *s, unsigned *slot,
                              t->n);
       }
       ip = victim;
-      disown(ip, "the interpreter was stopped to make room for another session's "
-                 "(--max-interpreters, least recently used first)");
+      disown(ip, "evicted for another session, --max-interpreters");
       atomic_fetch_add(&t->evictions, 1);
     }
     ip->owner = s;
@@ -588,7 +588,7 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   }
   if (ip->alive && sbx_monotonic_ms() - ip->started_ms >= t->lifetime_ms) {
     if (out->lost[0] == '\0')
-      snprintf(out->lost, sizeof(out->lost), "the interpreter reached its maximum lifetime");
+      snprintf(out->lost, sizeof(out->lost), "reached its maximum lifetime");
     atomic_fetch_add(&t->lost, 1);
     process_stop(ip);
   }
@@ -619,6 +619,7 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   fcntl(io.err, F_SETFL, O_NONBLOCK);
   uint64_t now = sbx_monotonic_ms();
   uint64_t deadline = now + cell->limits.timeout_ms, grace_end = 0, drain_end = 0;
+  uint64_t ctl_gone_end = 0;
   enum sandbox_killed_by why = SANDBOX_KILLED_BY_NONE;
   bool done = false, ended = sent < 0, killed = false;
   int cancel_fd = cell->stream != NULL ? cell->stream->cancel_fd : -1;
@@ -632,7 +633,7 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
     int i_ctl = -1, i_done, i_in = -1, i_out = -1, i_err = -1, i_cancel = -1;
     p[np] = (struct pollfd){.fd = ip->done, .events = POLLIN};
     i_done = np++;
-    if (!done) {
+    if (!done && ctl_gone_end == 0) {
       p[np] = (struct pollfd){.fd = ip->ctl, .events = POLLIN};
       i_ctl = np++;
     }
@@ -653,6 +654,8 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
       i_cancel = np++;
     }
     uint64_t wake = done ? drain_end : grace_end != 0 ? grace_end : deadline;
+    if (ctl_gone_end != 0 && ctl_gone_end < wake)
+      wake = ctl_gone_end;
     int rv = poll(p, (nfds_t)np, wake > now ? (int)(wake - now) : 0);
     if (rv < 0 && errno != EINTR)
       break;
@@ -662,7 +665,7 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
       take_output(&io, &io.out, 1);
     if (i_err >= 0 && p[i_err].revents)
       take_output(&io, &io.err, 2);
-    if (i_ctl >= 0 && p[i_ctl].revents) {
+    if (i_ctl >= 0 && p[i_ctl].revents && ctl_gone_end == 0) {
       json_t *obj = NULL;
       int fr;
       while ((fr = frame_read(ip, &obj, NULL)) > 0) {
@@ -674,11 +677,10 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
         }
         json_decref(obj);
       }
-      if (fr < 0 && !done) { /* the kernel's channel is gone or garbled */
-        killed = true;
-        if (why == SANDBOX_KILLED_BY_NONE)
-          why = SANDBOX_KILLED_BY_SIGNAL;
-      }
+        /* The kernel's channel is gone or garbled: it is ending (the engine
+       * says how once it has reaped it), or it can no longer answer. */
+      if (fr < 0 && !done && ctl_gone_end == 0)
+        ctl_gone_end = sbx_monotonic_ms() + CTL_GONE_MS;
     }
     if (p[i_done].revents)
       ended = true;
@@ -698,6 +700,11 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
       }
     } else if (!killed && grace_end != 0 && now >= grace_end) {
       killed = true;
+    }
+    if (!killed && !ended && ctl_gone_end != 0 && now >= ctl_gone_end) {
+      killed = true;
+      if (why == SANDBOX_KILLED_BY_NONE)
+        why = SANDBOX_KILLED_BY_SIGNAL;
     }
     if (killed) {
       uint64_t one = 1;
@@ -746,19 +753,23 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
     out->ended = true;
     if (killed && why == SANDBOX_KILLED_BY_TIMEOUT)
       snprintf(out->ended_why, sizeof(out->ended_why),
-               "KeyboardInterrupt did not end the cell within %llu ms: the interpreter was killed",
+               "killed: KeyboardInterrupt did not end the cell within %llu ms",
                (unsigned long long)t->grace_ms);
     else if (killed && why != SANDBOX_KILLED_BY_NONE && why != SANDBOX_KILLED_BY_SIGNAL)
       snprintf(out->ended_why, sizeof(out->ended_why),
-               "the interpreter was killed: KeyboardInterrupt did not end the cell within %llu ms",
+               "killed: KeyboardInterrupt did not end the cell within %llu ms",
                (unsigned long long)t->grace_ms);
     else if (killed)
       snprintf(out->ended_why, sizeof(out->ended_why),
-               "the interpreter stopped answering (its control channel was closed or garbled)");
+               "killed: its control channel was closed or garbled");
     else
       ended_reason(ip, out->ended_why, sizeof(out->ended_why));
     atomic_fetch_add(&t->lost, 1);
     process_stop(ip); /* joined: frees only */
+    /* The session's next call says so. */
+    pthread_mutex_lock(&t->lock);
+    snprintf(s->lost, sizeof(s->lost), "the previous call ended it: %s", out->ended_why);
+    pthread_mutex_unlock(&t->lock);
   }
   uint64_t used = 0;
   struct sandbox_error se;
@@ -800,10 +811,10 @@ void interp_expire(struct interp_table *t) {
     pthread_mutex_lock(&t->lock);
     if (!ip->busy && ip->alive && ip->owner != NULL) {
       if (now - ip->last_used_ms >= t->idle_ms)
-        snprintf(why, sizeof why, "the interpreter was stopped after %llu s without a call",
+        snprintf(why, sizeof why, "stopped after %llu s without a call",
                  (unsigned long long)(t->idle_ms / 1000));
       else if (now - ip->started_ms >= t->lifetime_ms)
-        snprintf(why, sizeof why, "the interpreter reached its maximum lifetime (%llu s)",
+        snprintf(why, sizeof why, "reached its maximum lifetime of %llu s",
                  (unsigned long long)(t->lifetime_ms / 1000));
     }
     if (why[0] != '\0') {

@@ -141,24 +141,17 @@ static void read_result(int ws_fd, struct run_scratch *sc) {
 /* An interpreter session's call: what happened to the session's state. */
 static void interp_feedback(const struct run_call *call, struct run_scratch *sc) {
   const struct interp_outcome *o = &sc->interp;
-  const char *id = call->req->session_id;
   if (o->lost[0] != '\0')
     feedback_add(&sc->fb,
-                 "session %s: the interpreter's state was lost (%s); this call ran in a fresh "
-                 "interpreter, the session's files are kept",
-                 id, o->lost);
-  else if (o->started && !call->session_created)
-    feedback_add(&sc->fb, "session %s: a fresh interpreter started", id);
+                 "the interpreter's state was lost (%s); this call ran in a fresh one, files kept",
+                 o->lost);
   if (o->ended)
     feedback_add(&sc->fb,
-                 "session %s: the interpreter ended (%s): the session's next call starts a fresh "
-                 "one, with its files but none of its variables",
-                 id, o->ended_why);
+                 "the interpreter ended (%s); the next call starts a fresh one, files kept",
+                 o->ended_why);
   else if (o->interrupted)
     feedback_add(&sc->fb,
-                 "session %s: KeyboardInterrupt ended the cell; the interpreter and its state "
-                 "are kept",
-                 id);
+                 "KeyboardInterrupt ended the cell; the interpreter and its state are kept");
 }
 
 /* How the run ended, in lines a person or an agent can act on. */
