@@ -206,6 +206,26 @@ static double zygote_forks(struct collect *c) {
   return (double)zygote_stats(c).forks;
 }
 
+static double interpreters(struct collect *c) {
+  return (double)interp_count(&c->srv->runner.interps);
+}
+
+static double interpreters_limit(struct collect *c) {
+  return (double)c->srv->settings.max_interpreters;
+}
+
+static double interpreter_starts(struct collect *c) {
+  return (double)atomic_load(&c->srv->runner.interps.starts);
+}
+
+static double interpreter_evictions(struct collect *c) {
+  return (double)atomic_load(&c->srv->runner.interps.evictions);
+}
+
+static double interpreter_lost(struct collect *c) {
+  return (double)atomic_load(&c->srv->runner.interps.lost);
+}
+
 static double zygote_recycled(struct collect *c) {
   return (double)zygote_stats(c).recycled;
 }
@@ -376,6 +396,20 @@ static const struct metric_def metric_defs[] = {
      "Zygotes replaced: due after --zygote-max-forks runs or --zygote-max-age-s, or needed for "
      "another requirements environment.",
      VALUE(zygote_recycled)},
+    {"sandboxd_interpreters", "gauge",
+     "Living interpreters of INTERPRETER sessions (each holds memory, not a worker).",
+     VALUE(interpreters)},
+    {"sandboxd_interpreters_limit", "gauge", "Living interpreters at most (--max-interpreters).",
+     VALUE(interpreters_limit)},
+    {"sandboxd_interpreter_starts_total", "counter", "Interpreters started.",
+     VALUE(interpreter_starts)},
+    {"sandboxd_interpreter_evictions_total", "counter",
+     "Idle interpreters ended to make room for another session's (least recently used first).",
+     VALUE(interpreter_evictions)},
+    {"sandboxd_interpreter_lost_total", "counter",
+     "Interpreters that ended with their session's state lost: evicted, idle, lifetime, timeout, "
+     "memory cap, or exit.",
+     VALUE(interpreter_lost)},
     {"sandboxd_connections", "gauge", "RPC client connections open.", VALUE(connections)},
     {"sandboxd_connections_refused_total", "counter",
      "RPC connections closed at once because their listener was at --max-connections.",

@@ -233,6 +233,19 @@ static void zygote_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp, 
   resp->zygote_recycled_total = st.recycled;
 }
 
+/* Interpreter sessions (docs/INTERPRETER.md). */
+static void interpreter_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp) {
+  const struct server_settings *s = &srv->settings;
+  struct interp_table *t = &srv->runner.interps;
+  resp->max_interpreters = (uint32_t)s->max_interpreters;
+  resp->interpreters = interp_count(t);
+  resp->interpreter_starts_total = atomic_load(&t->starts);
+  resp->interpreter_evictions_total = atomic_load(&t->evictions);
+  resp->interpreter_lost_total = atomic_load(&t->lost);
+  resp->interpreter_idle_s = (uint64_t)s->interpreter_idle_s;
+  resp->interpreter_max_lifetime_s = (uint64_t)s->interpreter_max_lifetime_s;
+}
+
 static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
                             const Sandbox__V1__GetInfoRequest *input,
                             Sandbox__V1__GetInfoResponse_Closure closure, void *closure_data) {
@@ -272,6 +285,7 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   char preload[sizeof(srv->settings.zygote_preload)];
   char *preload_names[MAX_PRELOAD_NAMES];
   zygote_info(srv, &resp, preload, sizeof preload, preload_names);
+  interpreter_info(srv, &resp);
   closure(&resp, closure_data);
 }
 

@@ -193,6 +193,11 @@ def script(argv):
     status, code, text, truncated = run_cell(main, source, path, (path,))
     if status == "interrupted":
         code = -2
+    # Before the exit handlers: pyplot's closes every figure.
+    try:
+        save_figures()
+    except BaseException as e:
+        _show_exception(e, ())
     t = sys.modules.get("threading")
     if t is not None:
         try:
@@ -206,10 +211,6 @@ def script(argv):
         code = _exit_code(e.code)
     except BaseException:
         pass
-    try:
-        save_figures()
-    except BaseException as e:
-        _show_exception(e, ())
     if text is not None:
         try:
             fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -339,7 +340,12 @@ def kernel():
 def _main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "script" and len(sys.argv) > 2:
-        return script(sys.argv[2:])
+        code = script(sys.argv[2:])
+        if code == -2:  # as python3 ends on an uncaught KeyboardInterrupt
+            import signal
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        return code
     if mode == "kernel":
         return kernel()
     sys.stderr.write("cell.py: usage: script PATH [ARGS...] | kernel\n")

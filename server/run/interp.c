@@ -768,7 +768,7 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
     process_stop(ip); /* joined: frees only */
     /* The session's next call says so. */
     pthread_mutex_lock(&t->lock);
-    snprintf(s->lost, sizeof(s->lost), "the previous call ended it: %s", out->ended_why);
+    snprintf(s->lost, sizeof(s->lost), "the previous call ended it");
     pthread_mutex_unlock(&t->lock);
   }
   uint64_t used = 0;

@@ -1,0 +1,555 @@
+#!/usr/bin/python3
+"""Interpreter sessions and rich results on the wire (session_mode
+INTERPRETER, result, figures; docs/INTERPRETER.md): a real sandboxd per
+group, raw REQ connections with the build's generated messages
+(tests/lib/harness.py). uid bases 45000-45999.
+
+Groups:
+  interpreter_state      x = 41, then x + 1 is result "42"; a pandas
+                         DataFrame built in one call used in the next;
+                         imports, open files, functions and `_` live on;
+                         each call's stdout, stderr and stdin are its own
+                         (a thread printing after its call never reaches
+                         the next); args and env per call; exceptions and
+                         sys.exit keep the state; result bounded; the
+                         files stay in the workspace; GetInfo and /metrics
+  interpreter_limits     a timeout raises KeyboardInterrupt and keeps the
+                         state; a cell that ignores it is killed after the
+                         grace and the next call says the state was lost
+                         (files kept); the memory the interpreter holds
+                         counts against its session's cap; the output limit
+                         interrupts; CancelRun interrupts; os._exit ends it
+  interpreter_figures    plt.show() in a session and a figure left open in
+                         a stateless run come back as image/png artifacts;
+                         the result of a stateless run and of a FILES
+                         session run
+  interpreter_isolation  two sessions never see each other's state,
+                         processes or uids; a session's background process
+                         dies with its session; nothing left after close
+  interpreter_eviction   --max-interpreters 1: a second session evicts the
+                         first (told on its next call); idle TTL and
+                         lifetime end interpreters (told too)
+  interpreter_refused    bad session_mode values, INTERPRETER without a
+                         session, with python-zygote, with requirements,
+                         against a FILES session, and with
+                         --max-interpreters 0: clear errors, nothing runs,
+                         the server goes on
+"""
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+from harness import (Server, WireCaller, check, free_port, load_pb2, run_groups,  # noqa: E402
+                     slot_processes)
+
+OK, INVALID_ARGUMENT, FAILED_PRECONDITION = 0, 3, 9
+NONE, TIMEOUT, MEMORY, OUTPUT_LIMIT, SIGNAL, CANCELLED = 0, 1, 2, 3, 4, 5
+INTERP, FILES = 2, 1
+MIB = 1 << 20
+
+
+class InterpServer(Server):
+    """A sandboxd with the operations listener."""
+    tmp_prefix = "sbx-interp-"
+
+    def __init__(self, bin_dir, uid_base, *extra, **kw):
+        self.http_port = free_port()
+        super().__init__(bin_dir, uid_base, "--http-listen", f"http://127.0.0.1:{self.http_port}",
+                         *extra, **kw)
+
+    def metrics(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+
+class Caller:
+    def __init__(self, server, pb):
+        self.pb = pb
+        self.w = WireCaller(server.port, pb, timeout=120)
+
+    def run(self, code, **kw):
+        limits = kw.pop("limits", None)
+        req = self.pb.RunCodeRequest(code=code, **kw)
+        if limits:
+            req.limits.CopyFrom(self.pb.Limits(**limits))
+        st, msg, pl = self.w.call("RunCode", req)
+        return st, msg, (self.pb.RunCodeResponse.FromString(pl) if st == OK else None)
+
+    def ok(self, code, **kw):
+        st, msg, r = self.run(code, **kw)
+        if st != OK:
+            raise RuntimeError(f"RunCode: {st} {msg}")
+        return r
+
+    def cell(self, session, code, **kw):
+        """A call of an INTERPRETER session (the mode names it at creation)."""
+        return self.ok(code, session_id=session, session_mode=INTERP, **kw)
+
+    def info(self):
+        st, msg, pl = self.w.call("GetInfo", self.pb.GetInfoRequest())
+        if st != OK:
+            raise RuntimeError(f"GetInfo: {st} {msg}")
+        return self.pb.GetInfoResponse.FromString(pl)
+
+    def close_session(self, sid):
+        return self.w.call("CloseSession", self.pb.CloseSessionRequest(session_id=sid))[:2]
+
+    def start(self, code, **kw):
+        st, msg, pl = self.w.call("StartRun", self.pb.RunCodeRequest(code=code, **kw))
+        return st, msg, (self.pb.StartRunResponse.FromString(pl).run_id if st == OK else None)
+
+    def cancel(self, run_id):
+        return self.w.call("CancelRun", self.pb.CancelRunRequest(run_id=run_id))[:2]
+
+    def outcome(self, run_id):
+        while True:
+            st, msg, pl = self.w.call("WatchRun", self.pb.WatchRunRequest(run_id=run_id,
+                                                                          wait_ms=10000))
+            if st != OK:
+                raise RuntimeError(f"WatchRun: {st} {msg}")
+            r = self.pb.WatchRunResponse.FromString(pl)
+            if r.complete:
+                return r
+
+    def close(self):
+        self.w.close()
+
+
+def fb(r):
+    return " | ".join(r.feedback)
+
+
+def interp_processes(s, workers, n):
+    """[command line] of the processes of the interpreter slots' uids (after
+    the workers')."""
+    found = []
+    for pid in slot_processes(s.uid_base + workers, n):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found.append(f.read().replace(b"\0", b" ").decode(errors="replace")[-80:])
+        except OSError:
+            pass
+    return found
+
+
+# ---- state across calls ----
+
+def group_interpreter_state(b):
+    pb = load_pb2(b)
+    s = InterpServer(b, 45000, "--workers", "2")
+    c = Caller(s, pb)
+    try:
+        r1 = c.cell("st", "x = 41\n")
+        check(r1.exit_code == 0 and r1.result == "" and r1.session_created
+              and r1.session_mode == INTERP and not r1.state_lost,
+              "x = 41: no result (an assignment), a new INTERPRETER session",
+              (r1.exit_code, r1.result, r1.session_mode, r1.stderr))
+        r2 = c.ok("x + 1\n", session_id="st")
+        check(r2.exit_code == 0 and r2.result == "42" and not r2.state_lost
+              and r2.session_mode == INTERP,
+              "x + 1 in the next call: result 42 (the session's mode without naming it)",
+              (r2.result, r2.stderr, list(r2.feedback)))
+        r = c.cell("st", "import pandas as pd\n"
+                         "df = pd.DataFrame({'a': [1, 2, 3], 'b': [10, 20, 30]})\n",
+                   limits={"timeout_ms": 30000})
+        check(r.exit_code == 0, "a DataFrame built", r.stderr[-500:])
+        r = c.cell("st", "df['c'] = df.a * df.b\nint(df.c.sum())\n")
+        check(r.result == "140", "the DataFrame used in the next call", (r.result, r.stderr))
+        r = c.cell("st", "df\n")
+        check(r.result.splitlines()[0].split() == ["a", "b", "c"] and "30" in r.result,
+              "a DataFrame's result is its text/plain table", r.result)
+        r = c.cell("st", "import json\nf = open('notes.txt', 'w')\nf.write('one ')\n"
+                         "def twice(v):\n    return 2 * v\n")
+        r = c.cell("st", "f.write('two')\nf.close()\n"
+                         "(open('notes.txt').read(), twice(21), 'json' in dir())\n")
+        check(r.result == "('one two', 42, True)",
+              "an open file, a function and an import live on", (r.result, r.stderr))
+        c.cell("st", "6 * 7\n")
+        r = c.cell("st", "_ + 1\n")
+        check(r.result == "43", "_ is the last result, as in a notebook", (r.result, r.stderr))
+        # Each call's output is its own, even from a thread still printing.
+        r = c.cell("st", "import threading, time, sys\n"
+                         "def later():\n    time.sleep(0.6)\n    print('late', flush=True)\n"
+                         "    print('late err', file=sys.stderr, flush=True)\n"
+                         "threading.Thread(target=later, daemon=True).start()\n"
+                         "print('first')\n")
+        check(r.stdout == b"first\n", "call 1 prints first", r.stdout)
+        time.sleep(1)
+        r = c.cell("st", "print('second')\n")
+        check(r.stdout == b"second\n" and r.stderr == b"",
+              "the next call's stdout and stderr hold nothing of the earlier call's thread",
+              (r.stdout, r.stderr))
+        r = c.cell("st", "import sys\nprint(sys.stdin.read().upper(), sys.argv[1:])\n"
+                         "import os\nos.environ['GREETING']\n",
+                   stdin=b"abc", args=["--flag", "v"], env={"GREETING": "hej"})
+        check(r.stdout == b"ABC ['--flag', 'v']\n" and r.result == "'hej'",
+              "stdin, args and env are the call's", (r.stdout, r.result, r.stderr))
+        r = c.cell("st", "print(sys.stdin.read() == '', sys.argv[1:])\n")
+        check(r.stdout == b"True []\n", "the next call's stdin is empty and its args its own",
+              r.stdout)
+        r = c.cell("st", "y = 5\nraise ValueError('boom')\n")
+        check(r.exit_code == 1 and b"ValueError: boom" in r.stderr and b"<cell-" in r.stderr
+              and b'raise ValueError' in r.stderr and not r.interpreter_ended,
+              "an exception: exit 1, its traceback with the cell's source line",
+              (r.exit_code, r.stderr))
+        r = c.cell("st", "import sys\nz = 7\nsys.exit(3)\n")
+        check(r.exit_code == 3 and not r.interpreter_ended, "sys.exit(3): exit 3, the "
+              "interpreter goes on", (r.exit_code, r.stderr, list(r.feedback)))
+        r = c.cell("st", "(x, y, z)\n")
+        check(r.result == "(41, 5, 7)" and not r.state_lost,
+              "the state survives exceptions and sys.exit", (r.result, r.stderr))
+        r = c.cell("st", "None\n")
+        check(r.result == "" and not r.result_truncated, "None has no result", r.result)
+        r = c.cell("st", "'é' * 100000\n")
+        check(r.result_truncated and 60000 < len(r.result.encode()) <= 65536
+              and r.result.startswith("'ééé"),
+              "a result over 64 KiB is cut (result_truncated), at a character boundary",
+              (r.result_truncated, len(r.result.encode())))
+        r = c.cell("st", "print(sorted(os.listdir('.')))\n")
+        check(b"'main.py'" in r.stdout and b"'notes.txt'" in r.stdout,
+              "the session's workspace holds the files the cells wrote", r.stdout)
+        i = c.info()
+        check(i.max_interpreters == 4 and i.interpreters == 1 and i.interpreter_starts_total == 1
+              and i.interpreter_lost_total == 0 and i.interpreter_idle_s == 600
+              and i.interpreter_max_lifetime_s == 3600,
+              "GetInfo: one interpreter living, started once, nothing lost",
+              (i.max_interpreters, i.interpreters, i.interpreter_starts_total,
+               i.interpreter_lost_total))
+        m = s.metrics()
+        check("sandboxd_interpreters 1" in m and "sandboxd_interpreters_limit 4" in m
+              and "sandboxd_interpreter_starts_total 1" in m,
+              "/metrics: sandboxd_interpreters and its counters",
+              [line for line in m.splitlines() if "interpreter" in line])
+        check(len(interp_processes(s, 2, 4)) >= 1, "the interpreter lives between calls",
+              interp_processes(s, 2, 4))
+        check(c.close_session("st")[0] == OK, "CloseSession")
+        time.sleep(0.5)
+        check(interp_processes(s, 2, 4) == [] and c.info().interpreters == 0,
+              "closing the session ends its interpreter", interp_processes(s, 2, 4))
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+
+
+# ---- limits ----
+
+def group_interpreter_limits(b):
+    pb = load_pb2(b)
+    s = InterpServer(b, 45100, "--workers", "2", "--interpreter-grace-ms", "700")
+    c = Caller(s, pb)
+    try:
+        c.cell("lim", "x = 1\nopen('kept.txt', 'w').write('kept')\n")
+        r = c.cell("lim", "import time\nprint('before', flush=True)\ntime.sleep(30)\n",
+                   limits={"timeout_ms": 1000})
+        check(r.killed_by == TIMEOUT and r.exit_code == 130 and b"KeyboardInterrupt" in r.stderr
+              and r.stdout == b"before\n" and not r.interpreter_ended
+              and "KeyboardInterrupt ended the cell" in fb(r),
+              "a timeout raises KeyboardInterrupt in the cell; the interpreter is kept",
+              (r.killed_by, r.exit_code, r.stderr[-300:], list(r.feedback)))
+        check(r.wall_time_ms < 1700, "the cell ended at its timeout", r.wall_time_ms)
+        r = c.cell("lim", "x + 1\n")
+        check(r.result == "2" and not r.state_lost, "the state is kept after the interrupt",
+              (r.result, r.stderr))
+        r = c.cell("lim", "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                          "time.sleep(30)\n", limits={"timeout_ms": 1000})
+        check(r.killed_by == TIMEOUT and r.interpreter_ended
+              and "KeyboardInterrupt did not end the cell within 700 ms" in fb(r),
+              "a cell that ignores KeyboardInterrupt: killed after the grace, the reply says so",
+              (r.killed_by, r.interpreter_ended, list(r.feedback)))
+        check(1600 <= r.wall_time_ms < 4000, "killed at timeout + grace", r.wall_time_ms)
+        r = c.cell("lim", "print(open('kept.txt').read())\nx\n")
+        check(r.state_lost and "state was lost" in fb(r) and "files kept" in fb(r)
+              and r.stdout == b"kept\n" and b"NameError" in r.stderr,
+              "the next call says the state was lost; the files are kept, the variables not",
+              (r.state_lost, list(r.feedback), r.stdout, r.stderr[-200:]))
+        r = c.cell("lim", "x\n")
+        check(r.exit_code == 1 and not r.state_lost, "and the call after it no longer says so",
+              (r.exit_code, list(r.feedback)))
+        # The memory the interpreter holds counts against its session's cap.
+        cap = {"memory_bytes": 150 * MIB, "timeout_ms": 20000}
+        r = c.cell("mem", "a = bytearray(60 << 20)\nfor i in range(0, len(a), 4096): a[i] = 1\n",
+                   limits=cap)
+        check(r.exit_code == 0 and r.killed_by == NONE and r.peak_memory_bytes >= 60 * MIB,
+              "60 MiB held in the session's interpreter (its memory reported)",
+              (r.killed_by, r.peak_memory_bytes, r.stderr[-300:]))
+        r = c.cell("mem", "b = bytearray(60 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+                          "len(a) + len(b)\n", limits=cap)
+        check(r.exit_code == 0 and r.result == str(120 << 20), "another 60 MiB fits in 150 MiB",
+              (r.result, r.killed_by, r.stderr[-300:]))
+        r = c.cell("mem", "c = bytearray(60 << 20)\nfor i in range(0, len(c), 4096): c[i] = 1\n",
+                   limits=cap)
+        check(r.killed_by == MEMORY and r.interpreter_ended and "memory cap" in fb(r),
+              "a third 60 MiB goes over the cap with the first two held: killed_by MEMORY",
+              (r.killed_by, r.interpreter_ended, list(r.feedback)))
+        r = c.cell("mem", "c = bytearray(60 << 20)\nfor i in range(0, len(c), 4096): c[i] = 1\n"
+                          "len(c)\n", limits=cap)
+        check(r.state_lost and r.result == str(60 << 20) and r.killed_by == NONE,
+              "in a fresh interpreter the same 60 MiB fits (it was the held memory)",
+              (r.state_lost, r.result, r.killed_by))
+        # The output limit interrupts the cell; the state stays.
+        r = c.cell("lim", "y = 3\nwhile True:\n    print('x' * 1000)\n",
+                   limits={"output_bytes": 10000})
+        check(r.killed_by == OUTPUT_LIMIT and r.stdout_truncated and len(r.stdout) == 10000
+              and not r.interpreter_ended,
+              "the output limit: truncated, KeyboardInterrupt, the interpreter kept",
+              (r.killed_by, len(r.stdout), r.interpreter_ended, list(r.feedback)))
+        r = c.cell("lim", "y\n")
+        check(r.result == "3", "the state after the output limit", (r.result, r.stderr))
+        # CancelRun interrupts a started cell.
+        st, msg, rid = c.start("import time\nprint('go', flush=True)\ntime.sleep(30)\n",
+                               session_id="lim")
+        check(st == OK, "StartRun in an interpreter session", (st, msg))
+        time.sleep(1)
+        check(c.cancel(rid)[0] == OK, "CancelRun")
+        w = c.outcome(rid)
+        check(w.result.killed_by == CANCELLED and w.result.stdout == b"go\n"
+              and not w.result.interpreter_ended,
+              "CancelRun: KeyboardInterrupt, killed_by CANCELLED, the interpreter kept",
+              (w.result.killed_by, w.result.stdout, list(w.result.feedback)))
+        r = c.cell("lim", "y * 2\n")
+        check(r.result == "6", "the state after a cancel", r.result)
+        r = c.cell("lim", "import os\nprint('bye', flush=True)\nos._exit(4)\n")
+        check(r.exit_code == 4 and r.interpreter_ended and r.stdout == b"bye\n"
+              and "exited with status 4" in fb(r),
+              "os._exit(4) ends the interpreter: exit 4, and the reply says so",
+              (r.exit_code, r.interpreter_ended, list(r.feedback)))
+        r = c.cell("lim", "'y' in dir()\n")
+        check(r.state_lost and r.result == "False", "the next call starts fresh",
+              (r.state_lost, r.result))
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+
+
+# ---- figures and results ----
+
+PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('t')\n"
+
+
+def group_interpreter_figures(b):
+    pb = load_pb2(b)
+    s = InterpServer(b, 45200, "--workers", "2")
+    c = Caller(s, pb)
+    big = {"timeout_ms": 30000}
+    try:
+        r = c.cell("fig", PLOT + "plt.show()\n", limits=big)
+        arts = {a.relative_path: a for a in r.artifacts}
+        check(list(arts) == ["figure-1.png"] and arts["figure-1.png"].mime == "image/png"
+              and arts["figure-1.png"].content.startswith(b"\x89PNG\r\n\x1a\n")
+              and r.result == "", "plt.show() in a session: output/figure-1.png, image/png",
+              (list(arts), r.result, r.stderr[-500:]))
+        r = c.cell("fig", "fig = plt.figure()\nplt.bar([1, 2], [3, 4])\n", limits=big)
+        check(sorted(a.relative_path for a in r.artifacts) == ["figure-1.png", "figure-2.png"]
+              and r.result.startswith("<BarContainer"),
+              "a figure left open at the end of a call: figure-2.png (the session's output/ "
+              "keeps the first)", ([a.relative_path for a in r.artifacts], r.result))
+        r = c.cell("fig", "len(plt.get_fignums())\n")
+        check(r.result == "0", "the figures shown are closed", r.result)
+        r = c.ok(PLOT, limits=big)
+        check([a.relative_path for a in r.artifacts] == ["figure-1.png"]
+              and r.artifacts[0].content.startswith(b"\x89PNG"),
+              "a stateless run's figure left open comes back as figure-1.png",
+              ([a.relative_path for a in r.artifacts], r.stderr[-300:]))
+        r = c.ok(PLOT + "import os\nos.makedirs('output', exist_ok=True)\n"
+                 "plt.savefig('output/mine.png')\nplt.close()\n", limits=big)
+        check([a.relative_path for a in r.artifacts] == ["mine.png"],
+              "a figure the code saved and closed is not sent twice",
+              [a.relative_path for a in r.artifacts])
+        r = c.ok(PLOT + "plt.show()\n", limits=big, env={"MPLBACKEND": "agg"})
+        check([a.relative_path for a in r.artifacts] == ["figure-1.png"],
+              "a backend of the request's own: figures left open still come back",
+              [a.relative_path for a in r.artifacts])
+        r = c.ok("2 + 3\n")
+        check(r.result == "5" and r.stdout == b"", "a stateless run's last expression: 5",
+              (r.result, r.stdout))
+        r = c.ok("print('hi')\n")
+        check(r.result == "" and r.stdout == b"hi\n", "print() has no result (None)", r.result)
+        r = c.ok("{'k': [1, 2]}\n", session_id="files", session_mode=FILES)
+        check(r.result == "{'k': [1, 2]}" and r.session_mode == FILES,
+              "a FILES session run's result", (r.result, r.session_mode))
+        r = c.ok("import sys\nprint(sys.argv, __name__, __file__)\nraise SystemExit(2)\n",
+                 args=["a"])
+        check(r.stdout == b"['/workspace/main.py', 'a'] __main__ /workspace/main.py\n"
+              and r.exit_code == 2 and r.result == "",
+              "a stateless run sees argv, __name__ and __file__ as python3 main.py gives them",
+              (r.stdout, r.exit_code))
+        r = c.ok("def f():\n    return 1 / 0\nf()\n")
+        check(r.exit_code == 1 and b'File "/workspace/main.py", line 2, in f' in r.stderr
+              and b"<string>" not in r.stderr,
+              "a stateless traceback starts at the script, as python3's", r.stderr)
+        r = c.ok("x = (\n")
+        check(r.exit_code == 1 and b"SyntaxError" in r.stderr and b"Traceback" not in r.stderr,
+              "a SyntaxError as python3 shows it", r.stderr)
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+
+
+# ---- isolation ----
+
+WHO = "import os\n(os.getuid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+
+
+def group_interpreter_isolation(b):
+    pb = load_pb2(b)
+    s = InterpServer(b, 45300, "--workers", "2")
+    c = Caller(s, pb)
+    try:
+        c.cell("alice", "secret = 'alice-secret'\nimport sys\nsys.alice = 1\n")
+        r = c.cell("bob", "'secret' in dir(), hasattr(__import__('sys'), 'alice')\n")
+        check(r.result == "(False, False)", "bob sees nothing of alice's globals or modules",
+              (r.result, r.stderr))
+        ra, rb = c.cell("alice", WHO), c.cell("bob", WHO)
+        ua, pa = eval(ra.result)
+        ub, pb_ = eval(rb.result)
+        check(ua != ub and ua >= 45302 and ub >= 45302,
+              "each interpreter runs as a uid of its own, past the workers' slots", (ua, ub))
+        check(len(pa) <= 3 and len(pb_) <= 3, "each sees only its own processes", (pa, pb_))
+        r = c.cell("bob", "import glob\nglob.glob('/workspace/*') + glob.glob('/proc/*/environ')"
+                          "[:0]\n")
+        check("alice" not in r.result, "bob's workspace holds nothing of alice's", r.result)
+        c.cell("alice", "import subprocess\n"
+                        "p = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n")
+        before = interp_processes(s, 2, 4)
+        check(any("sleep 1000" in line for line in before),
+              "alice's background process lives between her calls", before)
+        check(c.close_session("alice")[0] == OK and c.close_session("bob")[0] == OK,
+              "both sessions closed")
+        time.sleep(0.5)
+        left = interp_processes(s, 2, 4)
+        check(left == [], "nothing of either interpreter is left, the background process "
+              "neither", left)
+        r = c.cell("alice", "'secret' in dir()\n")
+        check(r.result == "False" and r.session_created, "a session of the same id starts empty",
+              (r.result, r.session_created))
+        c.close_session("alice")
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+    check(slot_processes(45300, 6) == {}, "nothing left after the server stopped",
+          slot_processes(45300, 6))
+
+
+# ---- eviction, idle, lifetime ----
+
+def group_interpreter_eviction(b):
+    pb = load_pb2(b)
+    s = InterpServer(b, 45400, "--workers", "2", "--max-interpreters", "1")
+    c = Caller(s, pb)
+    try:
+        c.cell("first", "x = 1\n")
+        r = c.cell("second", "y = 2\ny\n")
+        check(r.result == "2", "a second session gets the only interpreter", r.result)
+        r = c.cell("first", "'x' in dir()\n")
+        check(r.state_lost and "evicted" in fb(r) and r.result == "False",
+              "the first session's next call: its interpreter was evicted, state lost",
+              (r.state_lost, list(r.feedback), r.result))
+        i = c.info()
+        check(i.interpreter_evictions_total >= 2 and i.interpreters == 1,
+              "GetInfo counts the evictions", (i.interpreter_evictions_total, i.interpreters))
+        # Two calls at once in two sessions, one interpreter: one is refused.
+        c2 = Caller(s, pb)
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=c2.run(
+            "import time\ntime.sleep(3)\n", session_id="first")))
+        t.start()
+        time.sleep(1)
+        st, msg, _ = c.run("1\n", session_id="second")
+        t.join()
+        c2.close()
+        check(st == 8 and "interpreters" in msg and "running calls" in msg,
+              "every interpreter running a call: RESOURCE_EXHAUSTED", (st, msg))
+        check(out["r"][0] == OK, "the running call finishes", out["r"][:2])
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+    s = InterpServer(b, 45450, "--workers", "1", "--interpreter-idle-s", "1",
+                     "--interpreter-max-lifetime-s", "4")
+    c = Caller(s, pb)
+    try:
+        c.cell("idle", "x = 1\n")
+        time.sleep(2.5)
+        check(c.info().interpreters == 0, "idle past --interpreter-idle-s: ended")
+        r = c.cell("idle", "x\n")
+        check(r.state_lost and "without a call" in fb(r), "and its session is told",
+              (r.state_lost, list(r.feedback)))
+        for _ in range(6):
+            r = c.cell("idle", "x = 2\n")
+            check(not r.state_lost, "calls every 0.6 s keep it", list(r.feedback))
+            time.sleep(0.6)
+        time.sleep(0.5)
+        r = c.cell("idle", "'x' in dir()\n")
+        check(r.state_lost and "maximum lifetime" in fb(r) and r.result == "False",
+              "past --interpreter-max-lifetime-s: a fresh interpreter, and the session is told",
+              (r.state_lost, list(r.feedback), r.result))
+        check(s.log_text().count("event=interpreter_end") >= 1, "the log says why one ended")
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+
+
+# ---- refusals ----
+
+def group_interpreter_refused(b):
+    pb = load_pb2(b)
+    s = InterpServer(b, 45500, "--workers", "1", "--zygote")
+    c = Caller(s, pb)
+    try:
+        cases = [
+            ({"session_mode": INTERP}, INVALID_ARGUMENT, "INTERPRETER needs a session_id"),
+            ({"session_mode": 7, "session_id": "r"}, INVALID_ARGUMENT,
+             "session_mode: 7 is not a session mode"),
+            ({"session_mode": INTERP, "session_id": "r", "runtime": "python-zygote"},
+             INVALID_ARGUMENT, "runtime must be"),
+            ({"session_mode": INTERP, "session_id": "r", "requirements": ["six"]},
+             INVALID_ARGUMENT, "requirements: not supported in an INTERPRETER session"),
+        ]
+        for kw, want, text in cases:
+            st, msg, _ = c.run("print(1)\n", **kw)
+            check(st == want and text in msg, f"refused: {text}", (st, msg))
+        c.ok("x = 1\n", session_id="f", session_mode=FILES)
+        st, msg, _ = c.run("x\n", session_id="f", session_mode=INTERP)
+        check(st == FAILED_PRECONDITION and "is a FILES session" in msg,
+              "INTERPRETER against a FILES session: FAILED_PRECONDITION", (st, msg))
+        c.cell("i", "x = 1\n")
+        st, msg, _ = c.run("x\n", session_id="i", session_mode=FILES)
+        check(st == FAILED_PRECONDITION and "is an INTERPRETER session" in msg,
+              "FILES against an INTERPRETER session: FAILED_PRECONDITION", (st, msg))
+        r = c.ok("x\n", session_id="i")
+        check(r.result == "1", "the session goes on", r.result)
+        check(c.info().runs_total == 3, "the refused calls ran nothing", c.info().runs_total)
+        bad = c.cell("i", "print('\\ud800')\n")
+        check(bad.exit_code == 1 and b"UnicodeEncodeError" in bad.stderr,
+              "a lone surrogate printed: the cell's own error, the interpreter goes on",
+              bad.stderr[-300:])
+        r = c.ok("x + 1\n", session_id="i")
+        check(r.result == "2", "state intact", r.result)
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+    s = InterpServer(b, 45550, "--workers", "1", "--max-interpreters", "0")
+    c = Caller(s, pb)
+    try:
+        st, msg, _ = c.run("1\n", session_id="z", session_mode=INTERP)
+        check(st == FAILED_PRECONDITION and "--max-interpreters 0" in msg,
+              "--max-interpreters 0: FAILED_PRECONDITION", (st, msg))
+        r = c.ok("1\n")
+        check(r.result == "1" and c.info().max_interpreters == 0, "stateless runs go on")
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+    p = subprocess.run([f"{b}/sandboxd", "--max-interpreters", "-1"], capture_output=True,
+                       text=True, timeout=10)
+    check(p.returncode == 2 and "max-interpreters" in p.stderr,
+          "a negative --max-interpreters stops the start", (p.returncode, p.stderr))
+
+
+GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
+
+if __name__ == "__main__":
+    sys.exit(run_groups(GROUPS, "service_"))
