@@ -1,4 +1,4 @@
-/* interp.c: see interp.h. The protocol with cell.py's kernel: frames of an
+/* interp.c: see interp.h. The protocol with sandboxd_cell's kernel: frames of an
  * 8-byte little-endian length and JSON, both ways, on a stream socket that
  * is the interpreter's stdin. The kernel says {"op":"ready"} once (the
  * kernel attaches its credentials: its pid, pinned with a pidfd, is where
@@ -28,13 +28,11 @@
 #include "session.h"
 
 #define FRAME_MAX (1u << 20)        /* a done frame: the result (64 KiB) as JSON, and more */
-#define RESULT_MAX 65536u           /* cell.py's cap, enforced again */
+#define RESULT_MAX 65536u           /* sandboxd_cell's cap, enforced again */
 #define START_TIMEOUT_MS 30000      /* from the engine's start to the kernel's ready */
 #define DRAIN_MS 100                /* output still coming after done (children) */
 #define CTL_GONE_MS 1000            /* from the channel's end to the process's */
 #define KERNEL_OUTPUT (64ull << 10) /* what the interpreter prints outside cells */
-
-extern const char sbx_cell_py[]; /* cell.py, embedded (cell_py.S) */
 
 struct interp {
   struct interp_table *t;
@@ -373,7 +371,7 @@ static int process_start(struct interp *ip, const struct interp_start *st, struc
   ip->argv[0] = "/usr/bin/python3";
   ip->argv[1] = "-u";
   ip->argv[2] = "-c";
-  ip->argv[3] = sbx_cell_py;
+  ip->argv[3] = SANDBOX_CELL_LOADER;
   ip->argv[4] = "kernel";
   ip->argv[5] = NULL;
   ip->stream = (struct sandbox_stream){.on_output = NULL, .cancel_fd = ip->cancel};

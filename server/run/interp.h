@@ -1,5 +1,5 @@
 /* interp.h: the living interpreters of INTERPRETER sessions
- * (docs/INTERPRETER.md). Each is a sandboxed Python (cell.py's kernel)
+ * (docs/INTERPRETER.md). Each is a sandboxed Python (sandboxd_cell's kernel)
  * started like any run, in an engine slot of its own (so a uid, a cgroup
  * and a slot network namespace of its own), in its session's memory group
  * and over its session's workspace, living between the session's calls.

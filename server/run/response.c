@@ -111,7 +111,7 @@ static void collect_artifacts(struct runner *r, int ws_fd, struct run_scratch *s
   artifact_feedback(s, &caps, &sc->artifacts, &sc->fb);
 }
 
-/* A stateless or FILES run's result, as cell.py left it in the workspace
+/* A stateless or FILES run's result, as sandboxd_cell left it in the workspace
  * (hostile: a regular file, never followed, bounded), then removed. */
 static void read_result(int ws_fd, struct run_scratch *sc) {
   struct stat st;

@@ -63,15 +63,15 @@ static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scrat
   if (sc->argv == NULL || sc->env == NULL || sc->files == NULL || sc->downloads == NULL ||
       sc->code == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
-  /* A zygote runs the script itself; a fresh interpreter through cell.py,
+  /* A fresh interpreter runs the script through sandboxd_cell (sandbox.h),
    * which runs it as python3 would and adds the rich results (the last
-   * expression's value, figures). */
+   * expression's value, figures); a zygote runs it through the same. */
   size_t a = 0;
   sc->argv[a++] = "/usr/bin/python3";
   sc->argv[a++] = "-u";
   if (!run_runtime_is_zygote(req)) {
     sc->argv[a++] = "-c";
-    sc->argv[a++] = sbx_cell_py;
+    sc->argv[a++] = SANDBOX_CELL_LOADER;
     sc->argv[a++] = "script";
   }
   sc->argv[a++] = "/workspace/" WORKSPACE_SCRIPT;
@@ -85,10 +85,9 @@ static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scrat
       return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
     }
   }
-  /* Figures shown or left open come back as artifacts (cell.py's backend),
+  /* Figures shown or left open come back as artifacts (sandboxd_cell's backend),
    * unless the request picks a backend of its own. */
-  if (!mpl_backend && !run_runtime_is_zygote(req) &&
-      (sc->env[sc->n_env++] = strdup("MPLBACKEND=module://sandboxd_inline")) == NULL)
+  if (!mpl_backend && (sc->env[sc->n_env++] = strdup("MPLBACKEND=module://sandboxd_inline")) == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
   for (size_t i = 0; i < req->n_files; i++)
     sc->files[i] = (struct workspace_file){req->files[i]->path, req->files[i]->content.data,

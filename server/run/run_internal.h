@@ -35,7 +35,7 @@ struct run_scratch {
   char env_site[PATH_MAX];
   bool env_built;  /* this run built it */
   uint64_t env_ms; /* time spent building or waiting for another's build */
-  /* Rich results (cell.py): the last expression's text/plain, read from
+  /* Rich results (sandboxd_cell): the last expression's text/plain, read from
    * the workspace after a run (interpreter calls: in sc->interp). */
   uint8_t *result_text;
   size_t result_len;
@@ -46,11 +46,9 @@ struct run_scratch {
   struct interp_outcome interp;
 };
 
-/* cell.py, embedded (cell_py.S): how runs and interpreters run Python. */
-extern const char sbx_cell_py[];
-/* Where cell.py leaves a stateless run's result, in the workspace. */
+/* Where sandboxd_cell leaves a stateless run's result, in the workspace. */
 #define RUN_RESULT_FILE ".sandboxd-result"
-#define RUN_RESULT_MAX 65536 /* bytes of text/plain, as cell.py cuts it */
+#define RUN_RESULT_MAX 65536 /* bytes of text/plain, as sandboxd_cell cuts it */
 
 /* inputs.c: what the run needs before its workspace is touched. The
  * requirements' environment, from the store or built now on this slot;

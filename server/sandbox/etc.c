@@ -118,7 +118,7 @@ static int copy_fontconfig(const char *etc, struct sandbox_error *err) {
 
 /* Removes etc.<pid> and users.<pid> directories of engines that are gone. */
 void etc_remove_stale(const char *state_dir) {
-  static const char *const prefixes[] = {"etc.", "users."};
+  static const char *const prefixes[] = {"etc.", "users.", "lib."};
   cleanup_dir DIR *d = opendir(state_dir);
   if (d == NULL)
     return;

@@ -24,6 +24,7 @@
 
 #include "cleanup.h"
 #include "etc.h"
+#include "pylib.h"
 
 static int mkdir_p(const char *path, mode_t mode, struct sandbox_error *err) {
   char buf[4096];
@@ -85,14 +86,16 @@ int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t 
       (size_t)snprintf(fs->etc, sizeof fs->etc, "%s/etc.%d", state_dir, (int)getpid()) >=
           sizeof fs->etc ||
       (size_t)snprintf(fs->users, sizeof fs->users, "%s/users.%d", state_dir, (int)getpid()) >=
-          sizeof fs->users)
+          sizeof fs->users ||
+      (size_t)snprintf(fs->lib, sizeof fs->lib, "%s/lib.%d", state_dir, (int)getpid()) >=
+          sizeof fs->lib)
     return sandbox_error_set(err, ENAMETOOLONG, "state directory %s", state_dir);
   bool made_root = mkdir(fs->root, 0755) == 0;
   if (!made_root && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", fs->root);
   etc_remove_stale(state_dir);
   if (etc_write(fs->etc, fs->users, uid_base, gid_base, slots, err) == 0 &&
-      read_host_layout(fs, err) == 0)
+      pylib_write(fs->lib, err) == 0 && read_host_layout(fs, err) == 0)
     return 0;
   /* A failed start (a full disk, say) leaves nothing behind. */
   rootfs_destroy(fs);
@@ -103,6 +106,7 @@ int rootfs_init(struct rootfs *fs, const char *state_dir, uid_t uid_base, gid_t 
 
 void rootfs_destroy(const struct rootfs *fs) {
   etc_remove(fs->etc, fs->users);
+  etc_remove(fs->lib, "");
 }
 
 static int plan_grow(struct rootfs_plan *plan) {
@@ -151,7 +155,7 @@ static int plan_add(struct rootfs_plan *plan, struct child_op op) {
 int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
   static const char *const reserved[] = {"/usr",   "/bin",   "/sbin",   "/lib",
                                          "/lib32", "/lib64", "/libx32", "/etc",
-                                         "/proc",  "/dev",   "/tmp",    "/workspace"};
+                                         "/proc",  "/dev",   "/tmp",    "/workspace", "/run"};
   size_t len = strlen(t);
   if (t[0] != '/' || len < 2 || len > 255 || t[len - 1] == '/' || strstr(t, "//") != NULL ||
       strstr(t, "/./") != NULL || strstr(t, "/../") != NULL ||
@@ -301,6 +305,13 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
   int rc = 0;
   rc |= plan_root_and_host_dirs(fs, plan);
   rc |= plan_etc(fs, plan, network);
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/run"), .mode = 0755});
+  rc |= plan_add(plan,
+                 (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(SANDBOX_LIB_DIR), .mode = 0755});
+  rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND,
+                                         .source = fs->lib,
+                                         .path = AT(SANDBOX_LIB_DIR),
+                                         .flags = RO_FLAGS});
   rc |=
       plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/proc"), .mode = 0555});
   rc |= plan_dev(fs, plan);

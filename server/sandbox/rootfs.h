@@ -22,6 +22,7 @@ struct rootfs {
   char root[4096];  /* <state>/root: mount point of each run's root tmpfs */
   char etc[4096];   /* <state>/etc.<pid>: the synthesized /etc, bound read-only */
   char users[4096]; /* <state>/users.<pid>: passwd.N and group.N per slot */
+  char lib[4096];   /* <state>/lib.<pid>: Python helpers (pylib.c), at SANDBOX_LIB_DIR */
   struct {
     char name[16];
     bool is_link;

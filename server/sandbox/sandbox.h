@@ -28,6 +28,14 @@
 #define SANDBOX_DEFAULT_UID_BASE 60000
 #define SANDBOX_MAX_EXTRA_MOUNTS 16
 #define SANDBOX_UNLIMITED UINT64_MAX /* RLIM_INFINITY */
+/* Where every run finds the engine's Python helpers, read-only (pylib.c):
+ * sandboxd_cell, which runs a script as python3 does and adds the rich
+ * results, or serves an interpreter session's cells (docs/INTERPRETER.md).
+ * SANDBOX_CELL_LOADER is the -c program that runs it ("python3 -u -c
+ * SANDBOX_CELL_LOADER script /workspace/main.py ARGS..." or "... kernel"). */
+#define SANDBOX_LIB_DIR "/run/sandboxd"
+#define SANDBOX_CELL_LOADER                                                                        \
+  "import sys; sys.path[0] = '" SANDBOX_LIB_DIR "'; import sandboxd_cell; sandboxd_cell.main()"
 
 enum sandbox_killed_by {
   SANDBOX_KILLED_BY_NONE = 0,

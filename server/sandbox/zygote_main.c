@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "sandbox.h"
 #include "seccomp_policy.h"
 #include "zygote_wire.h"
 
@@ -53,9 +54,11 @@ enum { FD_CTL_START = 0, FD_REPORT = 3, FD_SYNC = 4 };
 /* The Python half: preload and run. Kept out of sys.modules: user code
  * cannot reach it (it runs in the program's own process anyway). */
 static const char bootstrap[] =
-    "import os, sys, atexit, traceback, types\n"
+    "import os, sys\n"
+    "cell = None\n"
     "def preload(names):\n"
     "    import importlib, traceback, gc\n"
+    "    global cell\n"
     "    for name in names:\n"
     "        try:\n"
     "            importlib.import_module(name)\n"
@@ -63,22 +66,20 @@ static const char bootstrap[] =
     /* The exception first: the engine's message is cut at 511 bytes. */
     "            e = traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip()\n"
     "            return 'import %s failed: %s\\n%s' % (name, e, traceback.format_exc())\n"
+    /* How every run's script runs: the engine's sandboxd_cell (pylib.c),
+     * as in a cold run, with the rich results. */
+    "    sys.path.insert(0, '" SANDBOX_LIB_DIR "')\n"
+    "    try:\n"
+    "        import sandboxd_cell as cell\n"
+    "    except BaseException:\n"
+    "        return 'import sandboxd_cell failed:\\n' + traceback.format_exc()\n"
+    "    finally:\n"
+    "        del sys.path[0]\n"
     "    gc.collect()\n"
     "    gc.freeze()\n"
     "    return ''\n"
-    "def _code(c):\n"
-    "    if c is None:\n"
-    "        return 0\n"
-    "    if isinstance(c, int):\n"
-    "        return c & 0xff\n"
-    "    try:\n"
-    "        print(c, file=sys.stderr)\n"
-    "    except BaseException:\n"
-    "        pass\n"
-    "    return 1\n"
     "def run(argv, env):\n"
     "    script = argv[0]\n"
-    "    sys.argv = list(argv)\n"
     "    os.environ.clear()\n"
     "    for kv in env:\n"
     "        k, _, v = kv.partition('=')\n"
@@ -90,59 +91,9 @@ static const char bootstrap[] =
     "        sys.modules['random'].seed()\n"
     "    if 'numpy.random' in sys.modules:\n"
     "        sys.modules['numpy.random'].seed()\n"
-    /* A script that cannot be opened: python3's message and status. */
-    "    if not os.path.isdir(script):\n"
-    "        try:\n"
-    "            open(script, 'rb').close()\n"
-    "        except OSError as e:\n"
-    "            sys.stderr.write(\"%s: can't open file %r: [Errno %d] %s\\n\"\n"
-    "                             % (sys.executable, script, e.errno, e.strerror))\n"
-    "            return 2\n"
-    "    code = 0\n"
-    "    try:\n"
-    "        main = types.ModuleType('__main__')\n"
-    "        main.__file__ = script\n"
-    "        main.__cached__ = None\n"
-    "        main.__builtins__ = __builtins__\n"
-    "        sys.modules['__main__'] = main\n"
-    "        with open(script, 'rb') as f:\n"
-    "            source = f.read()\n"
-    "        exec(compile(source, script, 'exec', dont_inherit=True), main.__dict__)\n"
-    "    except SystemExit as e:\n"
-    "        code = _code(e.code)\n"
-    "    except BaseException as e:\n"
-    "        tb = e.__traceback__\n"
-    "        while tb is not None and tb.tb_frame.f_code.co_filename != script:\n"
-    "            tb = tb.tb_next\n"
-    /* From the script's frame on, as python3 shows it: the printer takes
-     * the exception's own __traceback__, not the argument. None when the
-     * script never ran (a SyntaxError): python3 shows no traceback then. */
-    "        e.__traceback__ = tb\n"
-    "        try:\n"
-    "            sys.excepthook(type(e), e, tb)\n"
-    "        except BaseException:\n"
-    "            pass\n"
-    "        code = -2 if isinstance(e, KeyboardInterrupt) else 1\n"
-    "    t = sys.modules.get('threading')\n"
-    "    if t is not None:\n"
-    "        try:\n"
-    "            t._shutdown()\n"
-    "        except BaseException:\n"
-    "            pass\n"
-    "    try:\n"
-    "        import atexit\n"
-    "        atexit._run_exitfuncs()\n"
-    "    except SystemExit as e:\n"
-    "        code = _code(e.code)\n"
-    "    except BaseException:\n"
-    "        pass\n"
-    "    for f in (sys.stdout, sys.stderr):\n"
-    "        try:\n"
-    "            f.flush()\n"
-    "        except BaseException:\n"
-    "            if code == 0:\n"
-    "                code = 120\n"
-    "    return code\n";
+    /* Argv, __main__, the exit status, tracebacks and SystemExit as
+     * python3 SCRIPT has them; -2: an uncaught KeyboardInterrupt. */
+    "    return cell.script(list(argv))\n";
 
 #define FIRST_STACK_SIZE (256 * 1024)
 

@@ -1,5 +1,7 @@
-# cell.py: how sandboxd runs Python code (docs/INTERPRETER.md). Embedded in
-# sandboxd and given to the interpreter as "python3 -u -c <this> MODE ...":
+# sandboxd_cell.py: how sandboxd runs Python code (docs/INTERPRETER.md).
+# Embedded in the engine, written with its .pyc at start (pylib.c) and bound
+# read-only at /run/sandboxd in every run; started as "python3 -u -c
+# SANDBOX_CELL_LOADER MODE ..." (sandbox.h), which imports it and calls main():
 #
 #   script /workspace/main.py ARGS...  a stateless or FILES-session run: the
 #       script as python3 would run it (argv, __main__, sys.path[0],
@@ -181,6 +183,14 @@ def script(argv):
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(path)
     sys.meta_path.append(_InlineBackend)
+    # pyplot imported before this run (a zygote's preload) chose its backend
+    # then, without the run's MPLBACKEND.
+    plt, want = sys.modules.get("matplotlib.pyplot"), os.environ.get("MPLBACKEND")
+    if plt is not None and want:
+        try:
+            plt.switch_backend(want)
+        except BaseException:
+            pass
     result_path = os.path.join(os.path.dirname(path), ".sandboxd-result")
     try:
         with open(path, "rb") as f:
@@ -267,10 +277,16 @@ def _cpu_limit(seconds):
 
 
 def kernel():
+    # Everything the kernel uses, imported before any cell can put a module
+    # of the same name in the workspace (sys.path[0] becomes /workspace).
     import io
     import json
+    import linecache
+    import resource
     import signal
     import socket
+    import traceback
+    del resource, traceback  # for _cpu_us, _cpu_limit, _show_exception: in sys.modules now
     ctl = socket.socket(fileno=os.dup(0))
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
@@ -305,7 +321,6 @@ def kernel():
         sys.argv = ["/workspace/main.py"] + list(req.get("args", []))
         filename = "<cell-%d>" % n
         source = req.get("code", "")
-        import linecache
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         filenames.add(filename)
         cpu0 = _cpu_us()
@@ -348,8 +363,9 @@ def _main():
         return code
     if mode == "kernel":
         return kernel()
-    sys.stderr.write("cell.py: usage: script PATH [ARGS...] | kernel\n")
+    sys.stderr.write("sandboxd_cell: usage: script PATH [ARGS...] | kernel\n")
     return 2
 
 
-sys.exit(_main())
+def main():
+    sys.exit(_main())
