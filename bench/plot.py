@@ -9,3 +9,4 @@ os.makedirs("output", exist_ok=True)
 fig, ax = plt.subplots()
 ax.plot([1, 2, 3, 4], [3, 1, 4, 1])
 fig.savefig("output/plot.png")
+plt.close(fig)  # a figure left open would also come back as output/figure-1.png

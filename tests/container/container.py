@@ -231,7 +231,7 @@ def check_calls(bin_dir, url, tmp, uid_base, where):
 def check_artifact(bin_dir, url, tmp, where, *flags):
     code = ("import matplotlib; matplotlib.use('Agg')\n"
             "import matplotlib.pyplot as plt\n"
-            "plt.plot([1, 2, 3]); plt.savefig('output/plot.png')\n")
+            "plt.plot([1, 2, 3]); plt.savefig('output/plot.png'); plt.close()\n")
     rc, r = sandbox_run(bin_dir, url, code, *flags, tmp=tmp)
     arts = r.get("artifacts", [])
     check(rc == 0 and len(arts) == 1 and arts[0].get("mime") == "image/png"

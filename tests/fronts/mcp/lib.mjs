@@ -132,8 +132,9 @@ export class RawMcp {
 /** The text blocks of a tool result, joined. */
 export const texts = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
 
-/** Python code that draws a plot with matplotlib into output/plot.png. */
+/** Python code that draws a plot with matplotlib into output/plot.png and
+ * closes it (a figure left open would come back as output/figure-1.png too). */
 export const PLOT = [
   "import matplotlib", "matplotlib.use('Agg')", "import matplotlib.pyplot as plt",
-  "plt.plot([1, 2, 3], [1, 4, 9])", "plt.savefig('output/plot.png')", "print('plotted')", "",
+  "plt.plot([1, 2, 3], [1, 4, 9])", "plt.savefig('output/plot.png')", "plt.close()", "print('plotted')", "",
 ].join("\n");
