@@ -50,5 +50,8 @@ char *sbxc_result_json(const struct sbxc_result *r) {
       (json_int_t)r->attempts, "result", sbxc_json_cstring(ok && r->result ? r->result : ""),
       "result_truncated", ok && r->result_truncated, "state_lost", ok && r->state_lost,
       "interpreter_ended", ok && r->interpreter_ended, "session_mode",
-      !ok ? "" : r->session_mode == 2 ? "interpreter" : r->session_mode == 1 ? "files" : ""));
+      !ok                    ? ""
+      : r->session_mode == 2 ? "interpreter"
+      : r->session_mode == 1 ? "files"
+                             : ""));
 }

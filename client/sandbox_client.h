@@ -107,7 +107,7 @@ struct sbxc_result {
   bool state_lost;        /* this call ran in a fresh interpreter: the old one's state is gone */
   bool interpreter_ended; /* this call ended the interpreter: the next one starts fresh */
   int session_mode;       /* enum sbxc_session_mode */
-  void *internal_; /* owned storage; freed by sbxc_result_free */
+  void *internal_;        /* owned storage; freed by sbxc_result_free */
 };
 
 typedef struct sbxc_client sbxc_client;

@@ -117,8 +117,8 @@ static const struct setting_def setting_defs[] = {
              "(0: the mode is off)"},
     {"interpreter-idle-s", SETTING_INT, OFF(interpreter_idle_s), 0, 1, 86400, .def = 600,
      .help = "an interpreter without a call this long ends (its session keeps its files)"},
-    {"interpreter-max-lifetime-s", SETTING_INT, OFF(interpreter_max_lifetime_s), 0, 1,
-     86400 * 7, .def = 3600,
+    {"interpreter-max-lifetime-s", SETTING_INT, OFF(interpreter_max_lifetime_s), 0, 1, 86400 * 7,
+     .def = 3600,
      .help = "an interpreter ends this long after its start (at most; its session is told)"},
     {"interpreter-grace-ms", SETTING_INT, OFF(interpreter_grace_ms), 0, 1, 60000, .def = 2000,
      .help = "after a cell's timeout raised KeyboardInterrupt, how long it may take to end before "

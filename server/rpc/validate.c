@@ -224,9 +224,8 @@ int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct se
   uint64_t inline_total = 0;
   int64_t eff[LIMITS_N] = {0};
   if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, err) < 0 ||
-      check_requirements(req, s, err) < 0 ||
-      check_files(req, s, &inline_total, err) < 0 || check_args_and_env(req, s, err) < 0 ||
-      effective_limits(req->limits, s, eff, err) < 0)
+      check_requirements(req, s, err) < 0 || check_files(req, s, &inline_total, err) < 0 ||
+      check_args_and_env(req, s, err) < 0 || effective_limits(req->limits, s, eff, err) < 0)
     return -1;
   if (inline_total > (uint64_t)eff[LIMIT_DISK_BYTES])
     return REFUSE("files: %" PRIu64 " bytes in all; allowed: at most the disk quota of %" PRId64

@@ -147,8 +147,7 @@ static void ended_reason(const struct interp *ip, char *out, size_t len) {
     snprintf(out, len, "killed at the session's memory cap of %llu bytes",
              (unsigned long long)r->limits.memory_bytes);
   else if (r->killed_by == SANDBOX_KILLED_BY_TIMEOUT)
-    snprintf(out, len, "used up its %s",
-             r->cpu_time_exceeded ? "CPU time" : "maximum lifetime");
+    snprintf(out, len, "used up its %s", r->cpu_time_exceeded ? "CPU time" : "maximum lifetime");
   else if (r->signal != 0)
     snprintf(out, len, "killed by signal %d (%s)", r->signal,
              r->signal == SIGXCPU ? "a cell's CPU time limit" : strsignal(r->signal));
@@ -609,9 +608,14 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   free(body);
   for (int i = 0; i < 3; i++)
     close(child_fds[i]);
-  struct cell_io io = {.in = in[1], .out = o[0], .err = e[0], .stdin_data = cell->stdin_data,
-                       .stdin_left = cell->stdin_len, .res = res,
-                       .cap = cell->limits.output_bytes, .stream = cell->stream};
+  struct cell_io io = {.in = in[1],
+                       .out = o[0],
+                       .err = e[0],
+                       .stdin_data = cell->stdin_data,
+                       .stdin_left = cell->stdin_len,
+                       .res = res,
+                       .cap = cell->limits.output_bytes,
+                       .stream = cell->stream};
   fcntl(io.in, F_SETFL, O_NONBLOCK);
   fcntl(io.out, F_SETFL, O_NONBLOCK);
   fcntl(io.err, F_SETFL, O_NONBLOCK);
@@ -675,7 +679,7 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
         }
         json_decref(obj);
       }
-        /* The kernel's channel is gone or garbled: it is ending (the engine
+      /* The kernel's channel is gone or garbled: it is ending (the engine
        * says how once it has reaped it), or it can no longer answer. */
       if (fr < 0 && !done && ctl_gone_end == 0)
         ctl_gone_end = sbx_monotonic_ms() + CTL_GONE_MS;
@@ -723,7 +727,8 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   close_fd(&io.err);
   struct timespec ts1;
   clock_gettime(CLOCK_MONOTONIC, &ts1);
-  res->wall_time_us = (uint64_t)((ts1.tv_sec - ts0.tv_sec) * 1000000 + (ts1.tv_nsec - ts0.tv_nsec) / 1000);
+  res->wall_time_us =
+      (uint64_t)((ts1.tv_sec - ts0.tv_sec) * 1000000 + (ts1.tv_nsec - ts0.tv_nsec) / 1000);
   res->killed_by = why;
   res->limits = cell->limits;
   res->limits.memory_bytes = start->limits.memory_bytes;
@@ -737,9 +742,10 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
     if (!done) {
       /* It died in the cell: how, from the engine's classification. */
       if (why == SANDBOX_KILLED_BY_NONE && ip->rc == 0)
-        res->killed_by = r->killed_by == SANDBOX_KILLED_BY_CANCELLED ? SANDBOX_KILLED_BY_SIGNAL
-                                                                      : r->killed_by;
-      if (ip->rc == 0 && res->killed_by == SANDBOX_KILLED_BY_TIMEOUT && why == SANDBOX_KILLED_BY_NONE)
+        res->killed_by =
+            r->killed_by == SANDBOX_KILLED_BY_CANCELLED ? SANDBOX_KILLED_BY_SIGNAL : r->killed_by;
+      if (ip->rc == 0 && res->killed_by == SANDBOX_KILLED_BY_TIMEOUT &&
+          why == SANDBOX_KILLED_BY_NONE)
         res->cpu_time_exceeded = true;
       res->exit_code = ip->rc == 0 && r->signal == 0 && !killed ? r->exit_code : -1;
       res->signal = killed ? SIGKILL : ip->rc == 0 ? r->signal : SIGKILL;

@@ -74,13 +74,13 @@ struct interp_cell {
 
 /* How the call went for the session's state, for its feedback. */
 struct interp_outcome {
-  bool started;       /* this call started the interpreter */
-  char lost[256];     /* "" or why the earlier state is gone (the call ran fresh) */
-  bool ended;         /* this call ended the interpreter: the next one starts fresh */
+  bool started;   /* this call started the interpreter */
+  char lost[256]; /* "" or why the earlier state is gone (the call ran fresh) */
+  bool ended;     /* this call ended the interpreter: the next one starts fresh */
   char ended_why[160];
-  bool interrupted;   /* KeyboardInterrupt was raised in the cell */
+  bool interrupted; /* KeyboardInterrupt was raised in the cell */
   bool has_result;
-  char *result;       /* text/plain of the last expression (malloc'd), when has_result */
+  char *result; /* text/plain of the last expression (malloc'd), when has_result */
   size_t result_len;
   bool result_truncated;
 };

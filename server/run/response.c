@@ -121,8 +121,8 @@ static void read_result(int ws_fd, struct run_scratch *sc) {
     return;
   uint8_t *data = NULL;
   size_t len = 0;
-  if (st.st_size >= 1 &&
-      safefs_pread(fd, 0, RUN_RESULT_MAX + 1, &data, &len, &err) == 0 && len >= 1) {
+  if (st.st_size >= 1 && safefs_pread(fd, 0, RUN_RESULT_MAX + 1, &data, &len, &err) == 0 &&
+      len >= 1) {
     sc->result_truncated = data[0] == 'T' || len - 1 > RUN_RESULT_MAX;
     len = len - 1 > RUN_RESULT_MAX ? RUN_RESULT_MAX : len - 1;
     /* Valid UTF-8 for the string field: what is not is replaced. */

@@ -87,7 +87,8 @@ static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scrat
   }
   /* Figures shown or left open come back as artifacts (sandboxd_cell's backend),
    * unless the request picks a backend of its own. */
-  if (!mpl_backend && (sc->env[sc->n_env++] = strdup("MPLBACKEND=module://sandboxd_inline")) == NULL)
+  if (!mpl_backend &&
+      (sc->env[sc->n_env++] = strdup("MPLBACKEND=module://sandboxd_inline")) == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
   for (size_t i = 0; i < req->n_files; i++)
     sc->files[i] = (struct workspace_file){req->files[i]->path, req->files[i]->content.data,
@@ -104,9 +105,8 @@ static void count_run(struct run_stats *st, const struct sandbox_result *res) {
 
 /* An INTERPRETER session's call: the code as a cell of its living
  * interpreter, started now over the session's workspace when it has none. */
-static int run_in_interpreter(struct runner *r, const struct run_call *call,
-                              struct run_scratch *sc, const char *workspace_dir,
-                              struct sbx_error *err) {
+static int run_in_interpreter(struct runner *r, const struct run_call *call, struct run_scratch *sc,
+                              const char *workspace_dir, struct sbx_error *err) {
   const Sandbox__V1__RunCodeRequest *req = call->req;
   struct interp_start start = {
       .workspace_dir = workspace_dir,

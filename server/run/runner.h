@@ -49,7 +49,7 @@ struct runner {
   unsigned n_slots;
   struct session_table sessions;
   bool sessions_ready;
-  struct installer installer; /* requirements: probe, store, egress proxy */
+  struct installer installer;  /* requirements: probe, store, egress proxy */
   struct interp_table interps; /* INTERPRETER sessions' living interpreters */
   struct mime_db mime;
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */

@@ -58,8 +58,8 @@ int pylib_write(const char *dir, struct sandbox_error *err) {
   if (write_source(src, err) < 0)
     return -1;
   /* -I: nothing of the server's environment or working directory. */
-  char *argv[] = {PYLIB_PYTHON, "-I", "-c", (char *)compile_py, src,
-                  SANDBOX_LIB_DIR "/sandboxd_cell.py", NULL};
+  char *argv[] = {
+      PYLIB_PYTHON, "-I", "-c", (char *)compile_py, src, SANDBOX_LIB_DIR "/sandboxd_cell.py", NULL};
   char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
   mode_t old = umask(022);
   pid_t pid;
@@ -72,7 +72,7 @@ int pylib_write(const char *dir, struct sandbox_error *err) {
     if (errno != EINTR)
       return sandbox_error_set(err, errno, "wait for %s", PYLIB_PYTHON);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return sandbox_error_set(err, EIO, "%s could not compile %s (status 0x%x)", PYLIB_PYTHON,
-                             src, (unsigned)status);
+    return sandbox_error_set(err, EIO, "%s could not compile %s (status 0x%x)", PYLIB_PYTHON, src,
+                             (unsigned)status);
   return 0;
 }

@@ -153,9 +153,9 @@ static int plan_add(struct rootfs_plan *plan, struct child_op op) {
 #define RO_FLAGS (MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 int rootfs_check_mount_target(const char *t, struct sandbox_error *err) {
-  static const char *const reserved[] = {"/usr",   "/bin",   "/sbin",   "/lib",
-                                         "/lib32", "/lib64", "/libx32", "/etc",
-                                         "/proc",  "/dev",   "/tmp",    "/workspace", "/run"};
+  static const char *const reserved[] = {"/usr",   "/bin",       "/sbin", "/lib",  "/lib32",
+                                         "/lib64", "/libx32",    "/etc",  "/proc", "/dev",
+                                         "/tmp",   "/workspace", "/run"};
   size_t len = strlen(t);
   if (t[0] != '/' || len < 2 || len > 255 || t[len - 1] == '/' || strstr(t, "//") != NULL ||
       strstr(t, "/./") != NULL || strstr(t, "/../") != NULL ||
@@ -306,8 +306,8 @@ static int plan_shared(const struct rootfs *fs, struct rootfs_plan *plan, bool n
   rc |= plan_root_and_host_dirs(fs, plan);
   rc |= plan_etc(fs, plan, network);
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT("/run"), .mode = 0755});
-  rc |= plan_add(plan,
-                 (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(SANDBOX_LIB_DIR), .mode = 0755});
+  rc |= plan_add(
+      plan, (struct child_op){.kind = CHILD_OP_MKDIR, .path = AT(SANDBOX_LIB_DIR), .mode = 0755});
   rc |= plan_add(plan, (struct child_op){.kind = CHILD_OP_BIND,
                                          .source = fs->lib,
                                          .path = AT(SANDBOX_LIB_DIR),
