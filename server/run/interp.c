@@ -56,6 +56,7 @@ struct interp {
   char workspace_dir[PATH_MAX];
   struct sandbox_mount mounts[SANDBOX_MAX_EXTRA_MOUNTS];
   struct sandbox_stream stream;
+  uint64_t seq;   /* the last cell's number, echoed in its done */
   uint8_t *frame; /* bytes received on ctl not yet parsed */
   size_t frame_len;
 };
@@ -180,7 +181,9 @@ int interp_acquire(struct interp_table *t, struct session *s, unsigned *slot,
     if (ip == NULL) {
       for (unsigned i = 0; i < t->n; i++) {
         struct interp *c = &t->items[i];
-        if (!c->busy && (victim == NULL || c->last_used_ms < victim->last_used_ms))
+        /* One whose process is gone already, else the least recently used. */
+        uint64_t age = c->alive ? c->last_used_ms : 0;
+        if (!c->busy && (victim == NULL || age < (victim->alive ? victim->last_used_ms : 0)))
           victim = c;
       }
       if (victim == NULL) {
@@ -192,7 +195,8 @@ int interp_acquire(struct interp_table *t, struct session *s, unsigned *slot,
       }
       ip = victim;
       disown(ip, "evicted for another session, --max-interpreters");
-      atomic_fetch_add(&t->evictions, 1);
+      if (ip->alive)
+        atomic_fetch_add(&t->evictions, 1);
     }
     ip->owner = s;
     s->interp = ip;
@@ -517,7 +521,7 @@ static void feed_stdin(struct cell_io *io) {
   close_fd(&io->in);
 }
 
-static char *cell_json(const struct interp_cell *c) {
+static char *cell_json(const struct interp_cell *c, uint64_t seq) {
   json_t *o = json_object();
   json_t *args = json_array(), *env = json_object();
   json_object_set_new(o, "code", json_stringn(c->code, c->code_len));
@@ -534,6 +538,7 @@ static char *cell_json(const struct interp_cell *c) {
   json_object_set_new(o, "args", args);
   json_object_set_new(o, "env", env);
   json_object_set_new(o, "cpu_s", json_integer((json_int_t)((c->limits.cpu_time_ms + 999) / 1000)));
+  json_object_set_new(o, "seq", json_integer((json_int_t)seq));
   char *s = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   return s;
@@ -578,6 +583,8 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   memset(res, 0, sizeof(*res));
   /* One that ended on its own since the last call: the session is told. */
   if (ip->alive && process_ended(ip)) {
+    pthread_join(ip->thread, NULL); /* its result is complete */
+    ip->joined = true;
     if (out->lost[0] == '\0')
       ended_reason(ip, out->lost, sizeof(out->lost));
     atomic_fetch_add(&t->lost, 1);
@@ -602,7 +609,8 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
     close_fd(&in[0]), close_fd(&in[1]), close_fd(&o[0]), close_fd(&o[1]), close_fd(&e[0]);
     return sbx_error_set(err, SBX_INTERNAL, en, "cell pipes");
   }
-  char *body = cell_json(cell);
+  uint64_t seq = ++ip->seq;
+  char *body = cell_json(cell, seq);
   int child_fds[3] = {in[0], o[1], e[1]};
   int sent = body != NULL ? send_frame(ip->ctl, body, strlen(body), child_fds, 3) : -1;
   free(body);
@@ -672,7 +680,11 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
       int fr;
       while ((fr = frame_read(ip, &obj, NULL)) > 0) {
         const char *op = json_string_value(json_object_get(obj, "op"));
-        if (op != NULL && strcmp(op, "done") == 0 && !done) {
+        json_t *jseq = json_object_get(obj, "seq");
+        /* A done of another cell (an earlier one's, or one a cell forged)
+         * is not this call's answer. */
+        if (op != NULL && strcmp(op, "done") == 0 && !done && json_is_integer(jseq) &&
+            (uint64_t)json_integer_value(jseq) == seq) {
           take_done(obj, res, out);
           done = true;
           drain_end = sbx_monotonic_ms() + DRAIN_MS;

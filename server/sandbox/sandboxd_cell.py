@@ -342,7 +342,7 @@ def kernel():
         _flush()
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        reply = {"op": "done", "status": status, "exit_code": code,
+        reply = {"op": "done", "seq": req.get("seq"), "status": status, "exit_code": code,
                  "cpu_us": _cpu_us() - cpu0, "truncated": truncated}
         if text is not None:
             reply["result"] = text.decode("utf-8", "replace")

@@ -128,6 +128,47 @@ static void runtimes(void **state) {
   assert_int_equal(check(), SBX_INVALID_ARGUMENT);
 }
 
+/* session_mode: a known value; INTERPRETER only in a session, on a server
+ * with interpreters, for runtime python, without requirements, with text. */
+static void session_modes(void **state) {
+  req.session_mode = SANDBOX__V1__SESSION_MODE__SESSION_MODE_FILES;
+  assert_int_equal(check(), SBX_OK);
+  req.session_mode = (Sandbox__V1__SessionMode)3;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "session_mode: 3 is not a session mode"));
+  req.session_mode = (Sandbox__V1__SessionMode)-1;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  req.session_mode = SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "INTERPRETER needs a session_id"));
+  req.session_id = "nb";
+  assert_int_equal(check(), SBX_OK);
+  settings.zygote = true;
+  req.runtime = "python-zygote";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "runtime must be"));
+  req.runtime = "python";
+  char *reqs[] = {"six"};
+  req.n_requirements = 1;
+  req.requirements = reqs;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "requirements: not supported in an INTERPRETER session"));
+  req.n_requirements = 0;
+  req.code = "print('\xff')";
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "code: not valid UTF-8"));
+  req.code = "print(1)";
+  char *args[] = {"ok", "\xc3("};
+  req.n_args = 2;
+  req.args = args;
+  assert_int_equal(check(), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "args[1]: not valid UTF-8"));
+  req.n_args = 0;
+  settings.max_interpreters = 0;
+  assert_int_equal(check(), SBX_FAILED_PRECONDITION);
+  assert_non_null(strstr(msg, "--max-interpreters 0"));
+}
+
 static void args_and_env_within_exec_limits(void **state) {
   /* execve refuses a string over 128 KiB and argv+envp over 2 MiB: refused
    * here by name instead of failing inside the sandbox. */
@@ -283,6 +324,7 @@ int main(void) {
       cmocka_unit_test_setup(negative_and_too_large_limits_named, setup),
       cmocka_unit_test_setup(bad_fields_refused, setup),
       cmocka_unit_test_setup(runtimes, setup),
+      cmocka_unit_test_setup(session_modes, setup),
       cmocka_unit_test_setup(args_and_env_within_exec_limits, setup),
       cmocka_unit_test_setup(file_paths_checked, setup),
       cmocka_unit_test_setup(file_sources_and_sizes_checked, setup),

@@ -29,6 +29,12 @@ Groups:
   interpreter_eviction   --max-interpreters 1: a second session evicts the
                          first (told on its next call); idle TTL and
                          lifetime end interpreters (told too)
+  interpreter_hostile    a cell writes on the kernel's control socket: a
+                         forged answer is bounded (result cut to 64 KiB,
+                         exit code masked) and the real one is not taken for
+                         the next call's; garbage or an oversized frame ends
+                         the interpreter (the reply says so); the server
+                         goes on
   interpreter_refused    bad session_mode values, INTERPRETER without a
                          session, with python-zygote, with requirements,
                          against a FILES session, and with
@@ -488,6 +494,62 @@ def group_interpreter_eviction(b):
               "past --interpreter-max-lifetime-s: a fresh interpreter, and the session is told",
               (r.state_lost, list(r.feedback), r.result))
         check(s.log_text().count("event=interpreter_end") >= 1, "the log says why one ended")
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+
+
+# ---- a hostile kernel ----
+
+# The kernel's control socket is fd 3 (sandboxd_cell.kernel: the dup of fd 0
+# made first); a cell finds its own request's seq in the kernel's frame.
+FORGE = """
+import json, os, socket, sys
+f = sys._getframe()
+while f is not None and 'req' not in f.f_locals:
+    f = f.f_back
+seq = f.f_locals['req']['seq']
+c = socket.socket(fileno=os.dup(3))
+def frame(obj):
+    data = json.dumps(obj).encode()
+    return len(data).to_bytes(8, 'little') + data
+"""
+
+
+def group_interpreter_hostile(b):
+    pb = load_pb2(b)
+    s = InterpServer(b, 45600, "--workers", "1")
+    c = Caller(s, pb)
+    try:
+        c.cell("h", "kept = 1\n")
+        r = c.cell("h", FORGE + "c.sendall(frame({'op': 'done', 'seq': seq, 'exit_code': 999, "
+                   "'cpu_us': -5, 'status': 'ok', 'result': 'A' * 200000}))\n"
+                   "import time\ntime.sleep(0.5)\n'real'\n")
+        check(len(r.result) == 65536 and r.result_truncated and r.exit_code == 999 & 0xFF
+              and r.cpu_time_ms < 10000,
+              "a forged answer: its result cut to 64 KiB, its exit code masked, its CPU ignored",
+              (len(r.result), r.result_truncated, r.exit_code, r.cpu_time_ms))
+        time.sleep(1)
+        r = c.cell("h", "kept + 1\n")
+        check(r.result == "2" and not r.state_lost,
+              "the forged cell's real answer is not taken for the next call's", (r.result,
+                                                                                 r.stderr))
+        r = c.cell("h", FORGE + "c.sendall(b'\\xff' * 8)\nimport time\ntime.sleep(30)\n")
+        check(r.interpreter_ended and "control channel" in fb(r) and r.wall_time_ms < 5000,
+              "a frame longer than the cap: the interpreter is killed, the reply says why",
+              (r.interpreter_ended, list(r.feedback), r.wall_time_ms))
+        r = c.cell("h", FORGE + "c.sendall(frame([1, 2]))\nimport time\ntime.sleep(30)\n")
+        check(r.state_lost and r.interpreter_ended and "control channel" in fb(r),
+              "a frame that is not a JSON object: the same", (r.interpreter_ended, list(r.feedback)))
+        r = c.cell("h", FORGE + "c.close()\nos.close(3)\nprint('closed')\n")
+        check(r.stdout == b"closed\n", "a cell that closes the channel runs to its end",
+              (r.stdout, r.stderr))
+        r = c.cell("h", "1 + 1\n")
+        check(r.state_lost and r.result == "2",
+              "and the next call finds a fresh interpreter", (r.state_lost, r.result,
+                                                              list(r.feedback)))
+        r = c.ok("print('ok')\n")
+        check(r.stdout == b"ok\n", "the server goes on")
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
