@@ -5,11 +5,14 @@
  * hits both alike, and prints the medians and their ratio. Also times the
  * bare namespace creation (clone with the same flags, child exits at once).
  *
- *   build/bin/engine-bench [--runs N] [--json] [--zygote MODULES] [--code PYTHON]
+ *   build/bin/engine-bench [--runs N] [--json] [--zygote MODULES] [--code PYTHON] [--cell]
  *
  * --zygote: the sandboxed runs are forked from a zygote that imported
  * MODULES (docs/ZYGOTE.md); --code: the program instead of print('hello')
- * (the same for both sides).
+ * (the same for both sides); --cell: also runs the script the way sandboxd
+ * does (through sandboxd_cell, docs/INTERPRETER.md: "python3 -u -c
+ * SANDBOX_CELL_LOADER script hello.py"), interleaved, and prints its ratios
+ * to the bare interpreter and to the plain sandboxed run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +107,7 @@ int main(int argc, char **argv) {
   int json = 0;
   int only_sandbox = 0; /* for profilers: no bare runs */
   const char *zygote = NULL, *code = "print('hello')\n";
+  bool cell = false;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
       runs = atoi(argv[++i]);
@@ -115,9 +119,11 @@ int main(int argc, char **argv) {
       zygote = argv[++i];
     else if (strcmp(argv[i], "--code") == 0 && i + 1 < argc)
       code = argv[++i];
+    else if (strcmp(argv[i], "--cell") == 0)
+      cell = true;
     else {
       fprintf(stderr, "usage: engine-bench [--runs N] [--json] [--only-sandbox] [--zygote MODULES]"
-                      " [--code PYTHON]\n");
+                      " [--code PYTHON] [--cell]\n");
       return 2;
     }
   }
@@ -150,6 +156,11 @@ int main(int argc, char **argv) {
   const char *zargv[] = {"/usr/bin/python3", "-u", "/workspace/hello.py", NULL};
   struct sandbox_spec spec = {
       .argv = zygote ? zargv : sargv, .workspace_dir = ws, .zygote = zygote != NULL};
+  const char *cargv[] = {"/usr/bin/python3",    "-u", "-c", SANDBOX_CELL_LOADER, "script",
+                         "/workspace/hello.py", NULL};
+  struct sandbox_spec cell_spec = {
+      .argv = zygote ? zargv : cargv, .workspace_dir = ws, .zygote = zygote != NULL};
+  double *cells = calloc((size_t)runs, sizeof(double));
 
   double *bare = calloc((size_t)runs, sizeof(double));
   double *sbx = calloc((size_t)runs, sizeof(double));
@@ -195,6 +206,20 @@ int main(int argc, char **argv) {
     }
     sandbox_result_free(&r);
     ns[i] = ns_only();
+    if (cell) {
+      t0 = now_ms();
+      if (sandbox_run(engine, 0, &cell_spec, &r, &err) < 0) {
+        fprintf(stderr, "engine-bench: %s\n", err.msg);
+        return 1;
+      }
+      cells[i] = now_ms() - t0;
+      if (r.exit_code != 0) {
+        fprintf(stderr, "engine-bench: --cell: %.*s\n", (int)r.stderr_len,
+                (const char *)r.stderr_data);
+        return 1;
+      }
+      sandbox_result_free(&r);
+    }
   }
   double mb = median(bare, runs), ms = median(sbx, runs), mn = median(ns, runs);
   const char *backend = sandbox_engine_report(engine)->backend_name;
@@ -211,6 +236,12 @@ int main(int argc, char **argv) {
            "  namespaces alone     median %7.2f ms wall\n"
            "  ratio sandbox/bare   %.3f wall (goal <= 1.10), %.3f CPU\n",
            runs, backend, mb, cb, ms, cs, mn, ms / mb, cs / cb);
+  if (cell && !json) {
+    double mc = median(cells, runs);
+    printf("  through sandboxd_cell median %7.2f ms wall: ratio %.3f to bare, %.3f to the plain "
+           "sandboxed run\n",
+           mc, mc / mb, mc / ms);
+  }
   unlink(script);
   rmdir(ws);
   sandbox_engine_free(engine);
@@ -218,5 +249,6 @@ int main(int argc, char **argv) {
   free(bare);
   free(sbx);
   free(ns);
+  free(cells);
   return 0;
 }

@@ -751,6 +751,9 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
       ip->joined = true;
     }
     const struct sandbox_result *r = &ip->result;
+    /* The interpreter's own peak (the group holds little once it is gone). */
+    if (ip->rc == 0)
+      res->peak_memory_bytes = r->peak_memory_bytes;
     if (!done) {
       /* It died in the cell: how, from the engine's classification. */
       if (why == SANDBOX_KILLED_BY_NONE && ip->rc == 0)
@@ -789,7 +792,8 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   }
   uint64_t used = 0;
   struct sandbox_error se;
-  if (start->group != 0 && sandbox_group_memory(t->engine, start->group, &used, &se) == 0)
+  if (start->group != 0 && sandbox_group_memory(t->engine, start->group, &used, &se) == 0 &&
+      used > res->peak_memory_bytes)
     res->peak_memory_bytes = used;
   return 0;
 }

@@ -3,7 +3,9 @@
  * collected by artifacts.c, never followed). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,9 +140,27 @@ static void read_result(int ws_fd, struct run_scratch *sc) {
   unlinkat(ws_fd, RUN_RESULT_FILE, 0);
 }
 
+/* A cell that KeyboardInterrupt stopped at a limit was not killed: the
+ * engine's wording of the limit's line is corrected. */
+static void interrupted_wording(struct feedback *fb) {
+  static const char *const killed[] = {"; the program was killed",
+                                       "; every process of the run was killed"};
+  for (size_t i = 0; fb->n > 0 && i < sizeof killed / sizeof killed[0]; i++) {
+    char *line = fb->lines[0], *p = strstr(line, killed[i]);
+    if (p == NULL)
+      continue;
+    char tail[FEEDBACK_LINE_MAX];
+    snprintf(tail, sizeof tail, "%s", p + strlen(killed[i]));
+    snprintf(p, FEEDBACK_LINE_MAX - (size_t)(p - line), "; KeyboardInterrupt stopped the cell%s",
+             tail);
+  }
+}
+
 /* An interpreter session's call: what happened to the session's state. */
 static void interp_feedback(const struct run_call *call, struct run_scratch *sc) {
   const struct interp_outcome *o = &sc->interp;
+  if (!o->ended && sc->result.killed_by != SANDBOX_KILLED_BY_NONE)
+    interrupted_wording(&sc->fb);
   if (o->lost[0] != '\0')
     feedback_add(&sc->fb,
                  "the interpreter's state was lost (%s); this call ran in a fresh one, files kept",

@@ -254,8 +254,11 @@ def group_interpreter_limits(b):
                    limits={"timeout_ms": 1000})
         check(r.killed_by == TIMEOUT and r.exit_code == 130 and b"KeyboardInterrupt" in r.stderr
               and r.stdout == b"before\n" and not r.interpreter_ended
-              and "KeyboardInterrupt ended the cell" in fb(r),
-              "a timeout raises KeyboardInterrupt in the cell; the interpreter is kept",
+              and "KeyboardInterrupt ended the cell" in fb(r)
+              and "timed out after 1 s; KeyboardInterrupt stopped the cell (limits.timeout_ms)"
+              in fb(r) and "was killed" not in fb(r),
+              "a timeout raises KeyboardInterrupt in the cell; the interpreter is kept (and the "
+              "reply does not say it was killed)",
               (r.killed_by, r.exit_code, r.stderr[-300:], list(r.feedback)))
         check(r.wall_time_ms < 1700, "the cell ended at its timeout", r.wall_time_ms)
         r = c.cell("lim", "x + 1\n")
@@ -268,6 +271,8 @@ def group_interpreter_limits(b):
               "a cell that ignores KeyboardInterrupt: killed after the grace, the reply says so",
               (r.killed_by, r.interpreter_ended, list(r.feedback)))
         check(1600 <= r.wall_time_ms < 4000, "killed at timeout + grace", r.wall_time_ms)
+        check(r.peak_memory_bytes > 4 * MIB, "the peak memory of the killed interpreter is its own",
+              r.peak_memory_bytes)
         r = c.cell("lim", "print(open('kept.txt').read())\nx\n")
         check(r.state_lost and "state was lost" in fb(r) and "files kept" in fb(r)
               and r.stdout == b"kept\n" and b"NameError" in r.stderr,
