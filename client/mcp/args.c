@@ -88,6 +88,28 @@ int mcp_arg_string(const json_t *obj, const char *where, const char *key, bool r
   return 0;
 }
 
+int mcp_arg_enum(const json_t *obj, const char *where, const char *key, const char *const *values,
+                 int *index, char *err, size_t errlen) {
+  const char *s;
+  size_t len;
+  *index = -1;
+  if (mcp_arg_string(obj, where, key, false, &s, &len, err, errlen) < 0)
+    return -1;
+  if (s == NULL)
+    return 0;
+  for (int i = 0; values[i] != NULL; i++)
+    if (strlen(values[i]) == len && memcmp(values[i], s, len) == 0) {
+      *index = i;
+      return 0;
+    }
+  char q[80], names[256] = "";
+  mcp_quote(s, len, q, sizeof(q));
+  for (size_t i = 0; values[i] != NULL; i++)
+    snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s\"%s\"", i ? ", " : "",
+             values[i]);
+  return fail(err, errlen, "%s.%s: %s is not one of the allowed values: %s", where, key, q, names);
+}
+
 /* A JSON number as an integer: integers, and reals without a fraction. */
 static bool integral(const json_t *v, int64_t *out) {
   if (json_is_integer(v)) {

@@ -20,7 +20,9 @@ static const char instructions[] =
     "sandboxd runs Python 3 code in isolated sandboxes. Call run_code with the program; files it "
     "saves under output/ come back (images as images). Pass the same session_id to several "
     "run_code calls to keep files between them, inspect them with list_session_files and "
-    "preview_file, and end the session with close_session.";
+    "preview_file, and end the session with close_session. With session_mode 'interpreter' "
+    "the session also keeps one live Python: variables and imports persist between calls, "
+    "each call is a notebook cell, and its last expression's value comes back as result.";
 
 bool mcp_version_supported(const char *version) {
   for (size_t i = 0; version != NULL && i < mcp_n_protocol_versions; i++)

@@ -33,6 +33,11 @@ int mcp_args_known(const json_t *obj, const char *where, const char *const *know
  * required and absent, or not a string. */
 int mcp_arg_string(const json_t *obj, const char *where, const char *key, bool required,
                    const char **s, size_t *len, char *err, size_t errlen);
+/* The string obj[key] as its index in values (NULL-terminated), *index -1
+ * when absent; -1 (err naming the allowed values) when it is another
+ * string or not a string. */
+int mcp_arg_enum(const json_t *obj, const char *where, const char *key, const char *const *values,
+                 int *index, char *err, size_t errlen);
 /* The integer obj[key] in lo..hi (a number with no fraction counts, as in
  * JSON Schema); *present false when absent. */
 int mcp_arg_int(const json_t *obj, const char *where, const char *key, int64_t lo, int64_t hi,

@@ -1,9 +1,11 @@
 /* result.c: a RunCode result as an MCP tool result. The first text block is
- * ours (how the run ended, ids and timings, the server's hints, what became
- * of each artifact); stdout and stderr follow in blocks of their own, so
- * that nothing a program prints can pose as a line of ours; then images
- * and embedded resources, within the caps of struct mcp_settings. A call
- * that failed, or a run that did not exit 0, is a result with isError. */
+ * ours (how the run ended, ids and timings, what became of an interpreter
+ * session's state, the server's hints, what became of each artifact);
+ * stdout, stderr and the last expression's value (result) follow in blocks
+ * of their own, so that nothing a program prints can pose as a line of
+ * ours; then images and embedded resources, within the caps of struct
+ * mcp_settings. A call that failed, or a run that did not exit 0, is a
+ * result with isError. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,12 @@ static void write_outcome(FILE *f, const struct sbxc_result *r) {
   if (r->killed_by == SBXC_KILLED_BY_SIGNAL || (r->killed_by == SBXC_KILLED_BY_NONE && r->signal)) {
     const char *name = sigabbrev_np(r->signal);
     fprintf(f, "status: killed (signal %d, SIG%s)\n", r->signal, name != NULL ? name : "?");
+  } else if (r->killed_by == SBXC_KILLED_BY_TIMEOUT &&
+             r->session_mode == SBXC_SESSION_MODE_INTERPRETER && !r->interpreter_ended) {
+    /* The timeout raised KeyboardInterrupt and it ended the cell in time:
+     * nothing was killed, and the model may go on with the state. */
+    fprintf(f, "status: killed (timeout: the cell was stopped with KeyboardInterrupt at its "
+               "limit; the interpreter and its state are kept)\n");
   } else if (r->killed_by != SBXC_KILLED_BY_NONE) {
     fprintf(f, "status: killed (%s: the sandbox stopped the program at its limit)\n",
             sbxc_killed_by_name(r->killed_by));
@@ -41,6 +49,9 @@ static void write_outcome(FILE *f, const struct sbxc_result *r) {
   if (r->session_id != NULL && r->session_id[0] != '\0')
     fprintf(f, "session_id: %s%s\n", r->session_id,
             r->session_created ? " (new: created by this run)" : "");
+  if (r->session_mode == SBXC_SESSION_MODE_INTERPRETER)
+    fprintf(f, "session_mode: interpreter (one live Python: variables, imports and data persist "
+               "between calls)\n");
   fprintf(f, "wall time %llu ms, CPU time %llu ms, peak memory %s\n",
           (unsigned long long)r->wall_time_ms, (unsigned long long)r->cpu_time_ms, mem);
 }
@@ -51,6 +62,26 @@ static void write_stream_line(FILE *f, const char *name, size_t len, bool trunca
   else
     fprintf(f, "%s: %zu bytes%s (in the %s block below)\n", name, len,
             truncated ? ", truncated by the server at limits.output_bytes" : "", name);
+}
+
+/* An interpreter session's state, when it did not simply live on: the
+ * model must not rely on variables that are gone. */
+static void write_state(FILE *f, const struct sbxc_result *r) {
+  if (r->state_lost)
+    fprintf(f, "state lost: this call ran in a fresh interpreter; the variables, imports and "
+               "data of earlier calls are gone (files are kept; the hints say why)\n");
+  if (r->interpreter_ended)
+    fprintf(f, "interpreter ended: this call ended the session's interpreter; the next call "
+               "starts a fresh one without the variables, imports and data of this one (files "
+               "are kept)\n");
+}
+
+static void write_result_line(FILE *f, const char *result, bool truncated) {
+  if (result[0] != '\0')
+    fprintf(f,
+            "result: the value of the last expression, %zu bytes%s (in the result block "
+            "below)\n",
+            strlen(result), truncated ? ", truncated by the server at 64 KiB" : "");
 }
 
 static void write_hints(FILE *f, const struct sbxc_result *r) {
@@ -199,9 +230,20 @@ static const char *status_word(const struct sbxc_result *r) {
   return r->exit_code == 0 ? "ok" : "error";
 }
 
+static const char *session_mode_word(const struct sbxc_result *r) {
+  switch (r->session_mode) {
+  case SBXC_SESSION_MODE_FILES:
+    return "files";
+  case SBXC_SESSION_MODE_INTERPRETER:
+    return "interpreter";
+  }
+  return NULL;
+}
+
 /* structuredContent (tools.c's output schema of run_code): the run's
- * outcome as data; stdout and stderr (taken) capped as in the blocks. */
-static json_t *run_structured(const struct sbxc_result *r, json_t *out, json_t *err,
+ * outcome as data; stdout, stderr and result (taken) capped as in the
+ * blocks. */
+static json_t *run_structured(const struct sbxc_result *r, json_t *out, json_t *err, json_t *result,
                               json_t *artifacts) {
   json_t *feedback = json_array();
   for (size_t i = 0; feedback != NULL && i < r->n_feedback; i++)
@@ -210,15 +252,19 @@ static json_t *run_structured(const struct sbxc_result *r, json_t *out, json_t *
       feedback = NULL;
     }
   bool session = r->session_id != NULL && r->session_id[0] != '\0';
+  const char *mode = session ? session_mode_word(r) : NULL;
   json_t *o = json_pack(
-      "{s:s, s:s, s:i, s:i, s:o, s:o*, s:b, s:I, s:I, s:I, s:o, s:b, s:o, s:b, s:o*, s:o}",
+      "{s:s, s:s, s:i, s:i, s:o, s:o*, s:b, s:s*, s:I, s:I, s:I, s:o, s:b, s:o, s:b, s:o, s:b, "
+      "s:b, s:b, s:o*, s:o}",
       "status", status_word(r), "killed_by", sbxc_killed_by_name(r->killed_by), "exit_code",
       r->exit_code, "signal", r->signal, "run_id", sbxc_json_cstring(r->run_id), "session_id",
       session ? sbxc_json_cstring(r->session_id) : NULL, "session_created", r->session_created,
-      "wall_time_ms", (json_int_t)r->wall_time_ms, "cpu_time_ms", (json_int_t)r->cpu_time_ms,
-      "peak_memory_bytes", (json_int_t)r->peak_memory_bytes, "stdout", out, "stdout_truncated",
-      r->stdout_truncated, "stderr", err, "stderr_truncated", r->stderr_truncated, "feedback",
-      feedback, "artifacts", artifacts);
+      "session_mode", mode, "wall_time_ms", (json_int_t)r->wall_time_ms, "cpu_time_ms",
+      (json_int_t)r->cpu_time_ms, "peak_memory_bytes", (json_int_t)r->peak_memory_bytes, "stdout",
+      out, "stdout_truncated", r->stdout_truncated, "stderr", err, "stderr_truncated",
+      r->stderr_truncated, "result", result, "result_truncated", r->result_truncated, "state_lost",
+      r->state_lost, "interpreter_ended", r->interpreter_ended, "feedback", feedback, "artifacts",
+      artifacts);
   return o;
 }
 
@@ -235,19 +281,28 @@ static json_t *run_content(const mcp_server *s, const struct sbxc_result *r) {
     json_decref(artifacts);
     return NULL;
   }
+  const char *value = r->result != NULL ? r->result : "";
+  size_t value_len = strlen(value);
   write_outcome(f, r);
+  write_state(f, r);
   write_stream_line(f, "stdout", r->stdout_len, r->stdout_truncated);
   write_stream_line(f, "stderr", r->stderr_len, r->stderr_truncated);
+  write_result_line(f, value, r->result_truncated);
   write_hints(f, r);
   int rc = write_artifacts(f, &at, artifacts);
   json_t *out_block = NULL, *out_text = NULL, *err_block = NULL, *err_text = NULL;
+  json_t *value_block = NULL, *value_text = NULL;
   size_t cap = s->settings.max_stream_text_bytes;
   if (fclose(f) != 0 || rc < 0 ||
       stream_parts("stdout", r->stdout_data, r->stdout_len, cap, &out_block, &out_text) < 0 ||
-      stream_parts("stderr", r->stderr_data, r->stderr_len, cap, &err_block, &err_text) < 0) {
+      stream_parts("stderr", r->stderr_data, r->stderr_len, cap, &err_block, &err_text) < 0 ||
+      stream_parts("result", (const uint8_t *)value, value_len, cap, &value_block, &value_text) <
+          0) {
     free(text);
     json_decref(out_block);
     json_decref(out_text);
+    json_decref(err_block);
+    json_decref(err_text);
     json_decref(at.blocks);
     json_decref(artifacts);
     return NULL;
@@ -257,11 +312,14 @@ static json_t *run_content(const mcp_server *s, const struct sbxc_result *r) {
   /* Empty streams are said so in the summary; no block of their own. */
   ok = ok && (r->stdout_len == 0 || json_array_append(content, out_block) == 0);
   ok = ok && (r->stderr_len == 0 || json_array_append(content, err_block) == 0);
+  /* After the output, as a notebook shows a cell's Out[]. */
+  ok = ok && (value_len == 0 || json_array_append(content, value_block) == 0);
   ok = ok && json_array_extend(content, at.blocks) == 0;
   json_decref(out_block);
   json_decref(err_block);
+  json_decref(value_block);
   json_decref(at.blocks);
-  json_t *structured = run_structured(r, out_text, err_text, artifacts);
+  json_t *structured = run_structured(r, out_text, err_text, value_text, artifacts);
   json_t *result = ok ? mcp_tool_result(content, run_failed(r)) : NULL;
   if (!ok)
     json_decref(content);

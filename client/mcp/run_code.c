@@ -15,8 +15,11 @@
 #define MAX_LIST 256
 
 static const char *const run_code_args[] = {
-    "code",           "requirements", "files", "session_id", "stdin",
-    "stdin_encoding", "args",         "env",   "limits",     NULL};
+    "code", "requirements", "files",  "session_id", "session_mode", "stdin", "stdin_encoding",
+    "args", "env",          "limits", NULL};
+/* session_mode's values and what each is on the wire. */
+static const char *const session_modes[] = {"files", "interpreter", NULL};
+static const int session_mode_wire[] = {SBXC_SESSION_MODE_FILES, SBXC_SESSION_MODE_INTERPRETER};
 static const char *const file_args[] = {"path", "content", "url", "encoding", NULL};
 static const char *const limit_args[] = {"timeout_ms", "cpu_time_ms",  "memory_bytes",
                                          "memory_mb",  "output_bytes", "max_processes",
@@ -201,10 +204,17 @@ static int set_stdin(sbxc_request *req, const json_t *args, const char *in, size
   return sbxc_request_set_stdin(req, data, len);
 }
 
-/* code, session_id and stdin. */
+/* code, session_id, session_mode and stdin. "interpreter" without a
+ * session_id goes to the server, which refuses it (INVALID_ARGUMENT, with
+ * its reason): one place says what a mode needs. */
 static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t errlen) {
   const char *code, *session, *in;
   size_t code_len, session_len, in_len;
+  int mode;
+  if (mcp_arg_enum(args, "arguments", "session_mode", session_modes, &mode, err, errlen) < 0)
+    return -1;
+  if (mode >= 0)
+    sbxc_request_set_session_mode(req, session_mode_wire[mode]);
   if (mcp_arg_string(args, "arguments", "code", true, &code, &code_len, err, errlen) < 0 ||
       mcp_check_no_nul("arguments.code", code, code_len, err, errlen) < 0 ||
       mcp_arg_string(args, "arguments", "session_id", false, &session, &session_len, err, errlen) <

@@ -2,8 +2,10 @@
  * through the official SDK's Client (@modelcontextprotocol/sdk): the
  * handshake, the tool list, every tool, a plot as an image, a timeout as a
  * tool error, bad arguments as tool errors, a session's files listed and
- * previewed and closed. ctx() gives {client, server} once the transport's
- * before() hook has connected. */
+ * previewed and closed, an interpreter session (state kept between calls,
+ * the last expression's value, a figure shown, a timeout's
+ * KeyboardInterrupt, the state lost). ctx() gives {client, server} once
+ * the transport's before() hook has connected. */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -31,7 +33,14 @@ export function toolCases(ctx, label) {
     assert.deepEqual(rc.required, ["code"]);
     for (const p of ["code", "requirements", "files", "session_id", "stdin", "limits"]) assert.ok(rc.properties[p], p);
     assert.ok(rc.properties.files.items.properties.url && rc.properties.files.items.properties.content);
+    assert.deepEqual(rc.properties.session_mode.enum, ["files", "interpreter"]);
+    assert.match(byName.run_code.description, /session_mode 'interpreter'/);
+    assert.match(byName.run_code.description, /KeyboardInterrupt/);
+    assert.match(byName.run_code.description, /plt\.show\(\)/);
     assert.equal(byName.run_code.outputSchema.type, "object");
+    for (const p of ["result", "result_truncated", "state_lost", "interpreter_ended", "session_mode"]) {
+      assert.ok(byName.run_code.outputSchema.properties[p], `outputSchema has ${p}`);
+    }
     assert.equal(byName.preview_file.annotations.readOnlyHint, true);
     assert.equal(byName.close_session.annotations.destructiveHint, true);
   });
@@ -118,6 +127,9 @@ export function toolCases(ctx, label) {
       [{ code: "1", session_id: "../s" }, /not a session id/],
       [{ code: "1", limits: { timeout_ms: "5" } }, /limits\.timeout_ms: expected an integer/],
       [{ code: "1", colour: "red" }, /unknown property "colour"/],
+      [{ code: "1", session_id: "s", session_mode: "notebook" },
+        /arguments\.session_mode: "notebook" is not one of the allowed values: "files", "interpreter"/],
+      [{ code: "1", session_mode: 2 }, /arguments\.session_mode: expected a string, got integer/],
     ];
     for (const [args, want] of cases) {
       const r = await client.callTool({ name: "run_code", arguments: args });
@@ -128,7 +140,105 @@ export function toolCases(ctx, label) {
     const r = await client.callTool({ name: "run_code", arguments: { code: "1", limits: { timeout_ms: 99999999 } } });
     assert.equal(r.isError, true);
     assert.match(texts(r), /INVALID_ARGUMENT.*limits\.timeout_ms/);
+    // An interpreter lives in a session: without session_id the server refuses.
+    const i = await client.callTool({ name: "run_code", arguments: { code: "1", session_mode: "interpreter" } });
+    assert.equal(i.isError, true);
+    assert.match(texts(i), /INVALID_ARGUMENT: session_mode: INTERPRETER needs a session_id/);
+    assert.match(texts(i), /nothing ran/);
     assert.equal(server.runs(), before, "nothing ran");
+  });
+
+  test(`${label}: every run returns the value of its last expression as result`, async () => {
+    const { client } = ctx();
+    let r = await client.callTool({ name: "run_code", arguments: { code: "print('side')\n2 + 3" } });
+    assert.equal(r.isError, false, texts(r));
+    assert.equal(r.structuredContent.result, "5");
+    assert.equal(r.structuredContent.result_truncated, false);
+    assert.equal(r.structuredContent.stdout, "side\n");
+    assert.match(texts(r), /result: the value of the last expression, 1 bytes/);
+    assert.equal(r.content.filter((c) => c.type === "text" && c.text === "result:\n5").length, 1, JSON.stringify(r.content));
+    assert.equal(r.structuredContent.session_mode, undefined, "no session, no mode");
+    r = await client.callTool({ name: "run_code", arguments: { code: "x = 5\nprint(x)" } });
+    assert.equal(r.structuredContent.result, "", "a statement has no value");
+    assert.doesNotMatch(texts(r), /result:/);
+  });
+
+  test(`${label}: an interpreter session keeps variables between calls, each call a cell`, async () => {
+    const { client } = ctx();
+    const sid = `i-${label}-${process.pid}`;
+    try {
+      let r = await client.callTool({ name: "run_code", arguments: { session_id: sid, session_mode: "interpreter", code: "x = 41" } });
+      assert.equal(r.isError, false, texts(r));
+      assert.equal(r.structuredContent.session_mode, "interpreter");
+      assert.equal(r.structuredContent.session_created, true);
+      assert.equal(r.structuredContent.result, "");
+      assert.match(texts(r), /session_mode: interpreter/);
+      // Later calls may leave session_mode out: the session has its mode.
+      r = await client.callTool({ name: "run_code", arguments: { session_id: sid, code: "x + 1" } });
+      assert.equal(r.isError, false, texts(r));
+      assert.equal(r.structuredContent.result, "42");
+      assert.equal(r.structuredContent.state_lost, false);
+      assert.equal(r.structuredContent.interpreter_ended, false);
+      assert.match(texts(r), /result:\n42/);
+      assert.doesNotMatch(texts(r), /state lost|interpreter ended/);
+      // A FILES call in an interpreter session is refused by the server.
+      r = await client.callTool({ name: "run_code", arguments: { session_id: sid, session_mode: "files", code: "1" } });
+      assert.equal(r.isError, true);
+      assert.match(texts(r), /FAILED_PRECONDITION: session_mode: .*INTERPRETER session/);
+    } finally {
+      await client.callTool({ name: "close_session", arguments: { session_id: sid } });
+    }
+  });
+
+  test(`${label}: a figure shown with plt.show() in an interpreter session is an image`, async () => {
+    const { client } = ctx();
+    const sid = `f-${label}-${process.pid}`;
+    try {
+      const code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()";
+      const r = await client.callTool({ name: "run_code", arguments: { session_id: sid, session_mode: "interpreter", code } });
+      assert.equal(r.isError, false, texts(r));
+      assert.equal(r.structuredContent.session_mode, "interpreter");
+      const images = r.content.filter((c) => c.type === "image");
+      assert.equal(images.length, 1, JSON.stringify(r.content.map((c) => c.type)));
+      assert.equal(images[0].mimeType, "image/png");
+      const png = Buffer.from(images[0].data, "base64");
+      assert.deepEqual([...png.subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
+      assert.ok(png.length > 1000, `a real plot: ${png.length} bytes`);
+      assert.deepEqual(r.structuredContent.artifacts.map((a) => [a.path, a.mime, a.attached]), [["output/figure-1.png", "image/png", "image"]]);
+    } finally {
+      await client.callTool({ name: "close_session", arguments: { session_id: sid } });
+    }
+  });
+
+  test(`${label}: an interpreter cell at its timeout: KeyboardInterrupt keeps the state; ignored, the state is lost`, async () => {
+    const { client } = ctx();
+    const sid = `t-${label}-${process.pid}`;
+    const call = (code, limits) => client.callTool({ name: "run_code", arguments: { session_id: sid, code, ...(limits ? { limits } : {}) } });
+    try {
+      let r = await client.callTool({ name: "run_code", arguments: { session_id: sid, session_mode: "interpreter", code: "x = 1" } });
+      assert.equal(r.isError, false, texts(r));
+      r = await call("import time\ntime.sleep(30)", { timeout_ms: 500 });
+      assert.equal(r.isError, true);
+      assert.equal(r.structuredContent.killed_by, "timeout");
+      assert.equal(r.structuredContent.interpreter_ended, false);
+      assert.match(texts(r), /KeyboardInterrupt/);
+      assert.match(texts(r), /status: killed \(timeout: the cell was stopped with KeyboardInterrupt at its limit; the interpreter and its state are kept\)/);
+      r = await call("x + 1");
+      assert.equal(r.structuredContent.result, "2", texts(r));
+      assert.equal(r.structuredContent.state_lost, false);
+
+      r = await call("import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass", { timeout_ms: 500 });
+      assert.equal(r.isError, true);
+      assert.equal(r.structuredContent.interpreter_ended, true, texts(r));
+      assert.match(texts(r), /interpreter ended: this call ended the session's interpreter/);
+      r = await call("x");
+      assert.equal(r.structuredContent.state_lost, true, texts(r));
+      assert.equal(r.structuredContent.interpreter_ended, false);
+      assert.match(texts(r), /state lost: this call ran in a fresh interpreter/);
+      assert.match(r.structuredContent.stderr, /NameError/);
+    } finally {
+      await client.callTool({ name: "close_session", arguments: { session_id: sid } });
+    }
   });
 
   test(`${label}: an unknown tool is a JSON-RPC error (-32602)`, async () => {
