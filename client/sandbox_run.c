@@ -659,12 +659,28 @@ static void print_summary(const struct sbxc_result *r) {
             r->n_feedback > 0 ? r->feedback[0] : "");
 }
 
+/* An interpreter session's call, as a notebook shows it: the last
+ * expression's value after the output, and what became of the state. */
+static void print_cell_end(const struct sbxc_result *r) {
+  if (r->status != SBXC_OK || r->session_mode != SBXC_SESSION_MODE_INTERPRETER)
+    return;
+  fflush(stdout);
+  if (r->result != NULL && r->result[0] != '\0') {
+    write_all(STDOUT_FILENO, (const uint8_t *)r->result, strlen(r->result));
+    write_all(STDOUT_FILENO, (const uint8_t *)"\n", 1);
+  }
+  for (size_t i = 0; (r->state_lost || r->interpreter_ended) && i < r->n_feedback; i++)
+    if (strstr(r->feedback[i], "interpreter") != NULL)
+      fprintf(stderr, "sandbox-run: %s\n", r->feedback[i]);
+}
+
 static void print_plain(const struct sbxc_result *r) {
   if (r->status == SBXC_OK) {
     fflush(stdout);
     write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
     write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
   }
+  print_cell_end(r);
   print_summary(r);
 }
 
@@ -674,9 +690,10 @@ static void print_plain(const struct sbxc_result *r) {
 static int finish_run(const struct cli *c, struct sbxc_result *result, bool streamed) {
   if (c->json)
     print_text(sbxc_result_json(result));
-  else if (streamed)
+  else if (streamed) {
+    print_cell_end(result);
     print_summary(result);
-  else
+  } else
     print_plain(result);
   fflush(stdout);
   if (result->status == SBXC_OK && c->artifacts_dir != NULL)
