@@ -233,6 +233,17 @@ def group_interpreter_state(b):
               [line for line in m.splitlines() if "interpreter" in line])
         check(len(interp_processes(s, 2, 4)) >= 1, "the interpreter lives between calls",
               interp_processes(s, 2, 4))
+        # sandbox-run's plain mode shows a cell's value as a notebook does.
+        run = [f"{b}/sandbox-run", "-e", s.tcp, "--session", "plain"]
+        p1 = subprocess.run(run + ["--session-mode", "interpreter", "-"], input=b"y = 5\n",
+                            capture_output=True, timeout=60)
+        p2 = subprocess.run(run + ["-"], input=b"print('out')\ny * 2\n", capture_output=True,
+                            timeout=60)
+        check(p1.returncode == 0 and p1.stdout == b"" and p2.returncode == 0
+              and p2.stdout == b"out\n10\n",
+              "sandbox-run plain mode prints the cell's value after its output",
+              (p1.stdout, p2.stdout, p2.stderr))
+        c.close_session("plain")
         check(c.close_session("st")[0] == OK, "CloseSession")
         time.sleep(0.5)
         check(interp_processes(s, 2, 4) == [] and c.info().interpreters == 0,
