@@ -15,6 +15,7 @@
 # Everything here runs inside the sandbox, as the sandbox's uid: the code it
 # runs can change any of it, and the server trusts nothing it reports beyond
 # the session's own results (sizes are checked on the host).
+import _ast  # the cell's last expression; imported here so a zygote has it before it forks
 import os
 import sys
 
@@ -94,7 +95,6 @@ class _InlineBackend:
 def _split(source, filename):
     """The code compiled as a notebook cell: the statements, and the last
     one apart when it is an expression (its value is the cell's result)."""
-    import _ast
     tree = compile(source, filename, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
     last = None
     if tree.body and isinstance(tree.body[-1], _ast.Expr):
