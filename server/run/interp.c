@@ -603,6 +603,12 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   }
   struct timespec ts0;
   clock_gettime(CLOCK_MONOTONIC, &ts0);
+  /* A process of the cell the OOM killer took while the interpreter lives
+   * on (v1 kills one process; v2 the whole group, which ends the run). */
+  uint64_t oom_before = 0, oom_after = 0;
+  struct sandbox_error oom_err;
+  bool have_oom = start->group != 0 &&
+                  sandbox_group_oom_kills(t->engine, start->group, &oom_before, &oom_err) == 0;
   int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0) {
     int en = errno;
@@ -790,6 +796,10 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
     snprintf(s->lost, sizeof(s->lost), "the previous call ended it");
     pthread_mutex_unlock(&t->lock);
   }
+  if (have_oom && !ended && res->killed_by == SANDBOX_KILLED_BY_NONE &&
+      sandbox_group_oom_kills(t->engine, start->group, &oom_after, &oom_err) == 0 &&
+      oom_after > oom_before)
+    res->killed_by = SANDBOX_KILLED_BY_MEMORY;
   uint64_t used = 0;
   struct sandbox_error se;
   if (start->group != 0 && sandbox_group_memory(t->engine, start->group, &used, &se) == 0 &&

@@ -140,9 +140,10 @@ static void read_result(int ws_fd, struct run_scratch *sc) {
   unlinkat(ws_fd, RUN_RESULT_FILE, 0);
 }
 
-/* A cell that KeyboardInterrupt stopped at a limit was not killed: the
- * engine's wording of the limit's line is corrected. */
-static void interrupted_wording(struct feedback *fb) {
+/* A cell that KeyboardInterrupt stopped at a limit, or whose process the
+ * OOM killer took, was not killed with its interpreter: the wording of the
+ * limit's line is corrected. */
+static void interrupted_wording(struct feedback *fb, const char *what) {
   static const char *const killed[] = {"; the program was killed",
                                        "; every process of the run was killed"};
   for (size_t i = 0; fb->n > 0 && i < sizeof killed / sizeof killed[0]; i++) {
@@ -151,8 +152,7 @@ static void interrupted_wording(struct feedback *fb) {
       continue;
     char tail[FEEDBACK_LINE_MAX];
     snprintf(tail, sizeof tail, "%s", p + strlen(killed[i]));
-    snprintf(p, FEEDBACK_LINE_MAX - (size_t)(p - line), "; KeyboardInterrupt stopped the cell%s",
-             tail);
+    snprintf(p, FEEDBACK_LINE_MAX - (size_t)(p - line), "; %s%s", what, tail);
   }
 }
 
@@ -160,7 +160,9 @@ static void interrupted_wording(struct feedback *fb) {
 static void interp_feedback(const struct run_call *call, struct run_scratch *sc) {
   const struct interp_outcome *o = &sc->interp;
   if (!o->ended && sc->result.killed_by != SANDBOX_KILLED_BY_NONE)
-    interrupted_wording(&sc->fb);
+    interrupted_wording(&sc->fb, sc->result.killed_by == SANDBOX_KILLED_BY_MEMORY
+                                     ? "a process of the cell was killed, the interpreter lives on"
+                                     : "KeyboardInterrupt stopped the cell");
   if (o->lost[0] != '\0')
     feedback_add(&sc->fb,
                  "the interpreter's state was lost (%s); this call ran in a fresh one, files kept",

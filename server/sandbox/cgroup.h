@@ -103,6 +103,8 @@ struct cgroup_backend {
   int (*group_create)(struct cgroup_manager *m, struct cgroup_group *g, struct sandbox_error *err);
   void (*group_destroy)(struct cgroup_manager *m, struct cgroup_group *g);
   int (*group_memory)(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *bytes);
+  /* Processes the kernel's OOM killer killed in the group so far. */
+  int (*group_oom_kills)(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *kills);
 };
 
 extern const struct cgroup_backend cgroup_backend_v2;

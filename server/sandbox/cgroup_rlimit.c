@@ -44,6 +44,12 @@ static int rlimit_group_memory(struct cgroup_manager *m, struct cgroup_group *g,
   return 0;
 }
 
+static int rlimit_group_oom_kills(struct cgroup_manager *m, struct cgroup_group *g,
+                                  uint64_t *kills) {
+  *kills = 0; /* no cgroup: RLIMIT_AS makes allocations fail instead */
+  return 0;
+}
+
 const struct cgroup_backend cgroup_backend_rlimit = {
     .kind = SANDBOX_BACKEND_RLIMIT,
     .name = "rlimit",
@@ -58,4 +64,5 @@ const struct cgroup_backend cgroup_backend_rlimit = {
     .group_create = rlimit_group_create,
     .group_destroy = rlimit_group_destroy,
     .group_memory = rlimit_group_memory,
+    .group_oom_kills = rlimit_group_oom_kills,
 };

@@ -372,6 +372,10 @@ static int v1_group_memory(struct cgroup_manager *m, struct cgroup_group *g, uin
   return 0;
 }
 
+static int v1_group_oom_kills(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *kills) {
+  return v1_read_oom_kills(g->dirfd, kills);
+}
+
 const struct cgroup_backend cgroup_backend_v1 = {
     .kind = SANDBOX_BACKEND_CGROUP_V1,
     .name = "cgroup v1",
@@ -388,4 +392,5 @@ const struct cgroup_backend cgroup_backend_v1 = {
     .group_create = v1_group_create,
     .group_destroy = v1_group_destroy,
     .group_memory = v1_group_memory,
+    .group_oom_kills = v1_group_oom_kills,
 };

@@ -342,6 +342,14 @@ static int v2_group_memory(struct cgroup_manager *m, struct cgroup_group *g, uin
   return 0;
 }
 
+/* memory.events counts the group's whole subtree (its runs' cgroups). */
+static int v2_group_oom_kills(struct cgroup_manager *m, struct cgroup_group *g, uint64_t *kills) {
+  char buf[1024];
+  if (cgroup_read_at(g->dirfd, "memory.events", buf, sizeof buf) <= 0)
+    return -1;
+  return cgroup_keyed_u64(buf, "oom_kill", kills);
+}
+
 const struct cgroup_backend cgroup_backend_v2 = {
     .kind = SANDBOX_BACKEND_CGROUP_V2,
     .name = "cgroup v2",
@@ -357,4 +365,5 @@ const struct cgroup_backend cgroup_backend_v2 = {
     .group_create = v2_group_create,
     .group_destroy = v2_group_destroy,
     .group_memory = v2_group_memory,
+    .group_oom_kills = v2_group_oom_kills,
 };

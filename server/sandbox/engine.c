@@ -395,6 +395,16 @@ int sandbox_group_memory(struct sandbox_engine *e, uint64_t id, uint64_t *bytes,
   return 0;
 }
 
+int sandbox_group_oom_kills(struct sandbox_engine *e, uint64_t id, uint64_t *kills,
+                            struct sandbox_error *err) {
+  struct cgroup_group *g = cgroup_group_find(&e->cgroups, id);
+  if (g == NULL)
+    return sandbox_error_set(err, ENOENT, "no group %llu", (unsigned long long)id);
+  if (e->cgroups.backend->group_oom_kills(&e->cgroups, g, kills) < 0)
+    return sandbox_error_set(err, errno, "OOM kills of group %llu", (unsigned long long)id);
+  return 0;
+}
+
 void sandbox_group_free(struct sandbox_engine *e, uint64_t id) {
   cgroup_group_free(&e->cgroups, id);
 }

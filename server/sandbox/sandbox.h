@@ -217,6 +217,11 @@ int sandbox_group_new(struct sandbox_engine *engine, uint64_t *id, struct sandbo
 /* Memory charged to the group now (0 with the rlimit backend). */
 int sandbox_group_memory(struct sandbox_engine *engine, uint64_t id, uint64_t *bytes,
                          struct sandbox_error *err);
+/* Processes the OOM killer killed in the group since it was made (0 with
+ * the rlimit backend): a run that lives on (an interpreter session's,
+ * docs/INTERPRETER.md) learns that a cell's process was killed. */
+int sandbox_group_oom_kills(struct sandbox_engine *engine, uint64_t id, uint64_t *kills,
+                            struct sandbox_error *err);
 /* Removes the group; free what its runs left charged first (unmount the
  * tmpfs), or it stays charged to the engine's cgroup until freed. */
 void sandbox_group_free(struct sandbox_engine *engine, uint64_t id);

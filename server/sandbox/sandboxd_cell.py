@@ -276,6 +276,14 @@ def _cpu_limit(seconds):
         pass
 
 
+def _to_null():
+    """fds 0, 1 and 2 to /dev/null between cells (the call's pipes closed)."""
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
 def kernel():
     # Everything the kernel uses, imported before any cell can put a module
     # of the same name in the workspace (sys.path[0] becomes /workspace).
@@ -287,15 +295,14 @@ def kernel():
     import socket
     import traceback
     del resource, traceback  # for _cpu_us, _cpu_limit, _show_exception: in sys.modules now
-    ctl = socket.socket(fileno=os.dup(0))
-    null = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
+    ctl = socket.socket(fileno=os.dup(0))  # fd 3: the cells' only extra descriptor
+    _to_null()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.argv = ["/workspace/main.py"]
     sys.path[0] = "/workspace"
     sys.meta_path.append(_InlineBackend)
     main = _new_main("/workspace/main.py")
+    kernel_pid = os.getpid()
     filenames = set()
     n = 0
     _send(ctl, {"op": "ready"})
@@ -330,6 +337,12 @@ def kernel():
             signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
                 status, code, text, truncated = run_cell(main, source, filename, filenames)
+                if os.getpid() != kernel_pid:
+                    # A process the cell forked came to the cell's end: it
+                    # ends there, as a forked script's child does, and never
+                    # serves cells itself.
+                    _flush()
+                    os._exit(code)
                 save_figures()
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -340,8 +353,7 @@ def kernel():
             _show_exception(e, ())
         _cpu_limit(None)
         _flush()
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
+        _to_null()
         reply = {"op": "done", "seq": req.get("seq"), "status": status, "exit_code": code,
                  "cpu_us": _cpu_us() - cpu0, "truncated": truncated}
         if text is not None:

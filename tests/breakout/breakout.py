@@ -32,6 +32,17 @@ server's children running "sandbox-zygote" as the slot's uid) are the only
 processes of the sandbox uids allowed to outlive a case; they are checked
 to be the server's own. Those servers use uids 46000-46349.
 
+With SBX_BREAKOUT_MODE=interpreter (ctest's breakout_interpreter_* entries)
+every case runs against an INTERPRETER session (docs/INTERPRETER.md),
+across two calls: a fresh session's first call starts its interpreter
+(with the case's own flags, so its limits are the interpreter's), the
+case's code is the second call, and the session is closed before the
+case's checks, so that nothing of it may outlive the case. A case that
+names sessions of its own gets them in interpreter mode; they are closed
+before its checks too. The verdicts are the same; the few expectations an
+interpreter changes are adapted where the case is, each with its reason.
+Those servers use uids 44000-44349.
+
 Attack programs print one JSON object; the host side compares it with what
 the isolation promises (docs/SECURITY.md has the map from family to group).
 
@@ -44,6 +55,7 @@ same verdicts; close_session ends sessions; the groups take uid bases
 of sandbox-run against a hostile server) stays as it is.
 """
 import concurrent.futures
+import itertools
 import json
 import os
 import socket
@@ -60,6 +72,7 @@ import piston  # noqa: E402
 
 FRONT = os.environ.get("SBX_BREAKOUT_FRONT", "")
 ZYGOTE = os.environ.get("SBX_BREAKOUT_MODE", "") == "zygote"
+INTERP = os.environ.get("SBX_BREAKOUT_MODE", "") == "interpreter"
 NATIVE_CALLS = []  # in the Piston pass: calls that needed sandbox-run, and why
 VIA_MCP = FRONT == "mcp"
 
@@ -104,6 +117,10 @@ class Server(ServiceServer):
         if ZYGOTE:
             uid_base = uid_base - 65000 + 46000
             extra = (*extra, "--zygote", "1")
+        if INTERP:
+            uid_base = uid_base - 65000 + 44000
+        self.interp_sessions = set()  # interpreter sessions a case opened, closed by after()
+        self.interp_seq = itertools.count(1)
         if VIA_MCP:
             uid_base = uid_base - 65000 + 61300
         elif FRONT == "piston":
@@ -141,6 +158,8 @@ class Server(ServiceServer):
     def run(self, code, *flags, url=None, stdin=None, timeout=90, prelude=True):
         if ZYGOTE:
             flags = ("--runtime", "python-zygote", *flags)
+        if INTERP and url is None:
+            return self.run_in_interpreter(code, flags, stdin, timeout, prelude)
         if self.mcp is not None and url is None:
             args, adir = mcp_stdio.run_code_arguments(self.script_text(code, prelude=prelude),
                                                       flags)
@@ -152,6 +171,39 @@ class Server(ServiceServer):
                 return 0, piston.as_sandbox_run(*piston.execute(self.http_port, body, timeout))
             NATIVE_CALLS.append(why)
         return super().run(code, *flags, url=url, stdin=stdin, timeout=timeout, prelude=prelude)
+
+    def run_in_interpreter(self, code, flags, stdin, timeout, prelude):
+        """The case's code as the second call of an interpreter session: a
+        session of the case's own (interpreter mode the first time it is
+        named), or a fresh one whose first call starts the interpreter with
+        the case's flags and is closed after the case's call."""
+        flags = list(flags)
+        if "--session" in flags:
+            sid = flags[flags.index("--session") + 1]
+            if sid not in self.interp_sessions:
+                self.interp_sessions.add(sid)
+                flags += ["--session-mode", "interpreter"]
+            return super().run(code, *flags, stdin=stdin, timeout=timeout, prelude=prelude)
+        sid = f"bi-{next(self.interp_seq)}"
+        try:
+            # The first call: the case's limits and files, code of its own.
+            # A request the server refuses is refused here already: that
+            # answer is the case's.
+            rc, first = super().run("first_call = True\n", *flags, "--session", sid,
+                                    "--session-mode", "interpreter", stdin=b"", timeout=timeout,
+                                    prelude=False)
+            if first.get("status") != "OK" or first.get("exit_code") != 0:
+                return rc, first
+            return super().run(code, *flags, "--session", sid, stdin=stdin, timeout=timeout,
+                               prelude=prelude)
+        finally:
+            self.sbx("--close-session", sid)
+
+    def close_interp_sessions(self):
+        """Closes the interpreter sessions a case named (after() does)."""
+        for sid in sorted(self.interp_sessions):
+            self.sbx("--close-session", sid)
+        self.interp_sessions.clear()
 
     def close_session(self, session_id):
         if self.mcp is None:
@@ -274,6 +326,9 @@ def sandbox_processes(uid_base, spare=()):
 
 def after(s, what):
     """The checks every case ends with."""
+    if INTERP:
+        s.close_interp_sessions()
+        time.sleep(0.3)  # a session's interpreter ends on the server's next tick
     rc, out = s.run(HELLO, prelude=False)
     check(out.get("stdout") == "hello\n", f"{what}: the server answers a normal request after",
           out)
@@ -1038,7 +1093,8 @@ done()
 ''')
         r = result(out)
         documented = {"HOME", "LANG", "PATH", "PYTHONUNBUFFERED", "TMPDIR", "XDG_CACHE_HOME",
-                      "MPLCONFIGDIR"}  # server/sandbox/engine.c env_minimum
+                      "MPLCONFIGDIR",  # server/sandbox/engine.c env_minimum
+                      "MPLBACKEND"}  # server/run/run.c: figures come back (docs/INTERPRETER.md)
         check(set(r.get("keys", ["?"])) <= documented and "PATH" in r["keys"]
               and r.get("leak") is False and r.get("self environ") is False,
               "leaks: only the documented environment variables reach the program", r)
@@ -1053,11 +1109,19 @@ for fd in range(0, 4096):
     except OSError:
         pass
 R["fds"] = open_fds
-R["kinds"] = [st.S_IFMT(os.fstat(fd).st_mode) for fd in (0, 1, 2)]
+R["kinds"] = [st.S_IFMT(os.fstat(fd).st_mode) for fd in open_fds]
 done()
 ''')
         r = result(out)
-        check(r.get("fds") == [0, 1, 2], "leaks: only fds 0, 1 and 2 are open", r)
+        if INTERP:
+            # The interpreter's kernel (sandboxd_cell) lives in the same
+            # process: fd 3 is its control socket to the server, the one
+            # descriptor a cell has beyond its own stdio (docs/SECURITY.md
+            # 2d: what a cell does with it reaches only its own session).
+            check(r.get("fds") == [0, 1, 2, 3] and r.get("kinds", [0] * 4)[3] == stat.S_IFSOCK,
+                  "leaks: only fds 0, 1, 2 and the interpreter's control socket are open", r)
+        else:
+            check(r.get("fds") == [0, 1, 2], "leaks: only fds 0, 1 and 2 are open", r)
         after(s, "leaks: file descriptors")
         rc, out = s.run(f'''
 pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
@@ -1367,6 +1431,15 @@ done()
         s.run(f"os.symlink({victim!r}, 'pw')\nos.symlink({victim_dir!r}, 'pwdir')\n"
               "done()\n", "--session", "planter")
         uids = set()
+        if INTERP:
+            # An interpreter session stays in its interpreter's slot: four
+            # other sessions take every interpreter (--max-interpreters 4),
+            # the planter's last (the least recently used), so that its next
+            # call runs in another slot, as another uid.
+            rc, out = s.run("R['uid'] = os.getuid()\ndone()\n", "--session", "planter")
+            uids.add(result(out).get("uid"))
+            for j in range(4):
+                s.run("pass\n", "--session", f"evictor-{j}", prelude=False)
         for i in range(12):
             with concurrent.futures.ThreadPoolExecutor(1) as ex:
                 # The blocker takes the worker that waited longest, the
@@ -1508,7 +1581,8 @@ GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.sta
 
 def main():
     rc = run_groups(GROUPS, f"breakout_{FRONT}_" if FRONT else
-                    "breakout_zygote_" if ZYGOTE else "breakout_")
+                    "breakout_zygote_" if ZYGOTE else
+                    "breakout_interpreter_" if INTERP else "breakout_")
     if FRONT == "piston":
         print(f"through the Piston front; {len(NATIVE_CALLS)} call(s) through sandbox-run "
               f"(no Piston field for them): {sorted(set(NATIVE_CALLS))}")

@@ -313,6 +313,34 @@ def group_interpreter_limits(b):
         check(r.state_lost and r.result == str(60 << 20) and r.killed_by == NONE,
               "in a fresh interpreter the same 60 MiB fits (it was the held memory)",
               (r.state_lost, r.result, r.killed_by))
+        # A child the OOM killer takes: killed_by MEMORY, the interpreter lives.
+        r = c.cell("mem", "import os, time\nkid = os.fork()\nif kid == 0:\n"
+                          "    h = bytearray(200 << 20)\n    for i in range(0, len(h), 4096): "
+                          "h[i] = 1\n    os._exit(0)\nos.waitpid(kid, 0)\nsurvivor = 1\n",
+                   limits=cap)
+        if c.info().isolation.backend == "cgroup v1":
+            check(r.killed_by == MEMORY and not r.interpreter_ended
+                  and "a process of the cell was killed, the interpreter lives on" in fb(r),
+                  "a cell's child killed at the cap: killed_by MEMORY, the interpreter lives on",
+                  (r.killed_by, r.interpreter_ended, list(r.feedback)))
+            r = c.cell("mem", "survivor + len(c) // (60 << 20)\n")
+            check(r.result == "2" and not r.state_lost, "and keeps its state",
+                  (r.result, r.stderr))
+        else:  # v2: memory.oom.group kills the whole group, the interpreter with it
+            check(r.killed_by == MEMORY and r.interpreter_ended,
+                  "a cell's child over the cap ends the interpreter (cgroup v2's oom.group)",
+                  (r.killed_by, r.interpreter_ended, list(r.feedback)))
+        # A forked child that reaches the cell's end ends there: it never
+        # answers for the cell nor serves the next one.
+        r = c.cell("lim", "import os\nkid = os.fork()\nprint('child' if kid == 0 else 'parent',"
+                          " flush=True)\nif kid:\n    os.waitpid(kid, 0)\n    'parent result'\n")
+        check(sorted(r.stdout.split()) == [b"child", b"parent"] and r.exit_code == 0,
+              "a forked child runs to the cell's end", (r.stdout, r.stderr))
+        for _ in range(3):
+            r = c.cell("lim", "import os\n(1, len([p for p in os.listdir('/proc') if "
+                              "p.isdigit()]))\n")
+            check(r.result == "(1, 2)", "then only the interpreter (and init) answer the next "
+                  "calls", (r.result, r.stderr))
         # The output limit interrupts the cell; the state stays.
         r = c.cell("lim", "y = 3\nwhile True:\n    print('x' * 1000)\n",
                    limits={"output_bytes": 10000})
