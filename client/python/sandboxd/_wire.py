@@ -94,11 +94,19 @@ def _strings(name: str, values: Sequence[str]) -> Sequence[str]:
     return values
 
 
+# session_mode (docs/INTERPRETER.md): None = the session's own (files for a
+# new one); "interpreter" keeps a living Python between the session's calls.
+SESSION_MODES = {None: 0, "files": 1, "interpreter": 2}
+_SESSION_MODE_NAMES = {0: "", 1: "files", 2: "interpreter"}
+
+
 def run_code_request(code: str, *, requirements: Sequence[str] = (), files=None,
                      stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
                      env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                      run_id: Optional[str] = None, limits=None,
-                     runtime: str = "python") -> Tuple[pb.RunCodeRequest, Optional[Limits]]:
+                     runtime: str = "python",
+                     session_mode: Optional[str] = None
+                     ) -> Tuple[pb.RunCodeRequest, Optional[Limits]]:
     """The RunCodeRequest for run_code's arguments (types checked here; values
     are the server's to judge, which names the field it refuses)."""
     if not isinstance(code, str):
@@ -107,7 +115,10 @@ def run_code_request(code: str, *, requirements: Sequence[str] = (), files=None,
         lim = Limits.coerce(limits)
     except ValueError as e:
         raise _refuse(str(e)) from None
-    req = pb.RunCodeRequest(code=code, runtime=runtime,
+    if session_mode not in SESSION_MODES:
+        raise ValueError(f"session_mode: {session_mode!r} is not one of "
+                         f"{', '.join(repr(m) for m in SESSION_MODES)}")
+    req = pb.RunCodeRequest(code=code, runtime=runtime, session_mode=SESSION_MODES[session_mode],
                             requirements=_strings("requirements", requirements),
                             args=_strings("args", args), session_id=session_id or "",
                             run_id=run_id or "")
@@ -200,7 +211,10 @@ def run_result(msg: pb.RunCodeResponse, endpoint: str, attempts: int) -> RunResu
         stderr_truncated=msg.stderr_truncated, killed_by=killed_by_name(msg.killed_by),
         exit_code=msg.exit_code, signal=msg.signal, wall_time_ms=msg.wall_time_ms,
         cpu_time_ms=msg.cpu_time_ms, peak_memory_bytes=msg.peak_memory_bytes, artifacts=arts,
-        feedback=tuple(msg.feedback), endpoint=endpoint, attempts=attempts)
+        feedback=tuple(msg.feedback), endpoint=endpoint, attempts=attempts,
+        result=msg.result, result_truncated=msg.result_truncated, state_lost=msg.state_lost,
+        interpreter_ended=msg.interpreter_ended,
+        session_mode=_SESSION_MODE_NAMES.get(msg.session_mode, f"SESSION_MODE_{msg.session_mode}"))
 
 
 def run_state_name(value: int) -> str:

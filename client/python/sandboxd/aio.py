@@ -75,17 +75,18 @@ class AsyncClient:
                        env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                        run_id: Optional[str] = None,
                        limits: Union[Limits, Mapping[str, int], None] = None,
-                       runtime: str = "python") -> RunResult:
+                       runtime: str = "python", session_mode: Optional[str] = None) -> RunResult:
         return await self._drive(self._core.run_code(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime))
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
+            session_mode=session_mode))
 
     def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
                stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
                env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                run_id: Optional[str] = None,
                limits: Union[Limits, Mapping[str, int], None] = None,
-               runtime: str = "python") -> AsyncRunStream:
+               runtime: str = "python", session_mode: Optional[str] = None) -> AsyncRunStream:
         """Client.stream as an async iterator (not a coroutine: StartRun is
         sent when the stream is first iterated, entered or awaited):
 
@@ -98,17 +99,19 @@ class AsyncClient:
         none is given."""
         return AsyncRunStream(self, self._core.start_request(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime))
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
+            session_mode=session_mode))
 
     async def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
                         stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
                         env: Optional[Mapping[str, str]] = None,
                         session_id: Optional[str] = None, run_id: Optional[str] = None,
                         limits: Union[Limits, Mapping[str, int], None] = None,
-                        runtime: str = "python") -> StartedRun:
+                        runtime: str = "python", session_mode: Optional[str] = None) -> StartedRun:
         req = self._core.start_request(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime)
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
+            session_mode=session_mode)
         return (await self._drive(self._core.start_run(req)))[0]
 
     async def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,

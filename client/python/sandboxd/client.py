@@ -73,13 +73,14 @@ class Client:
                  env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                  run_id: Optional[str] = None,
                  limits: Union[Limits, Mapping[str, int], None] = None,
-                 runtime: str = "python") -> RunResult:
+                 runtime: str = "python", session_mode: Optional[str] = None) -> RunResult:
         """Runs code (as /workspace/main.py). files: {path: bytes | str |
         FileURL}, written under /workspace/mounts/. Returns the RunResult of
         a run that happened; raises a SandboxError subclass otherwise."""
         return self._drive(self._core.run_code(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime))
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
+            session_mode=session_mode))
 
     # ---- streaming and cancel (docs/STREAMING.md) ----
 
@@ -88,7 +89,7 @@ class Client:
                env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                run_id: Optional[str] = None,
                limits: Union[Limits, Mapping[str, int], None] = None,
-               runtime: str = "python") -> RunStream:
+               runtime: str = "python", session_mode: Optional[str] = None) -> RunStream:
         """Starts code as run_code would (StartRun: refused with the same
         exceptions) and returns a RunStream of its output as it arrives:
 
@@ -100,7 +101,8 @@ class Client:
         Leaving the with block before the end cancels the run."""
         req = self._core.start_request(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime)
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
+            session_mode=session_mode)
         started, ep = self._drive(self._core.start_run(req))
         return RunStream(self, started, ep)
 
@@ -109,13 +111,14 @@ class Client:
                   env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                   run_id: Optional[str] = None,
                   limits: Union[Limits, Mapping[str, int], None] = None,
-                  runtime: str = "python") -> StartedRun:
+                  runtime: str = "python", session_mode: Optional[str] = None) -> StartedRun:
         """StartRun alone: returns StartedRun(run_id, endpoint) as soon as
         the server has queued the run. Watch and cancel it with watch_run
         and cancel_run (they go to that endpoint)."""
         req = self._core.start_request(
             code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime)
+            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
+            session_mode=session_mode)
         return self._drive(self._core.start_run(req))[0]
 
     def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,

@@ -120,6 +120,16 @@ class RunResult:
     feedback: Tuple[str, ...]
     endpoint: str
     attempts: int
+    # Rich results (docs/INTERPRETER.md): the last expression's value as
+    # text/plain ("" when none; at most 64 KiB, result_truncated), and in an
+    # interpreter session whether this call ran in a fresh interpreter (the
+    # earlier state is gone: feedback says why) or ended the interpreter.
+    # session_mode: "files", "interpreter", or "" without a session.
+    result: str = ""
+    result_truncated: bool = False
+    state_lost: bool = False
+    interpreter_ended: bool = False
+    session_mode: str = ""
 
     @property
     def stdout_text(self) -> str:
@@ -280,6 +290,16 @@ class ServerInfo:
     zygote_start_failures_total: int = 0
     zygote_forks_total: int = 0
     zygote_recycled_total: int = 0
+    # Interpreter sessions (docs/INTERPRETER.md): at most max_interpreters
+    # living at once (0: the mode is off), living now, totals since the
+    # start, and when an idle or old one ends.
+    max_interpreters: int = 0
+    interpreters: int = 0
+    interpreter_starts_total: int = 0
+    interpreter_evictions_total: int = 0
+    interpreter_lost_total: int = 0
+    interpreter_idle_s: int = 0
+    interpreter_max_lifetime_s: int = 0
 
 
 def field_names(cls) -> Tuple[str, ...]:

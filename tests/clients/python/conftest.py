@@ -2,7 +2,8 @@
 
 Servers come from tests/lib/harness.py's Server (its
 own port, ipc socket, state dir and uid range). This suite's uid bases are
-53000-53999, 58500-58999 for test_tls.py and 41500-41999 for test_stream.py,
+53000-53999 (test_interpreter.py: 53800-53849), 58500-58999 for test_tls.py and
+41500-41999 for test_stream.py,
 so it can run beside other engineers' servers; each test file owns a block of
 them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
 names the build's bin directory.
