@@ -191,7 +191,14 @@ export interface RunCodeParams {
   runId?: string;
   limits?: LimitsInput;
   runtime?: string;
+  /** What a new session keeps (docs/INTERPRETER.md): "files" (the default
+   * for a new session) or "interpreter" (one Python lives between the
+   * session's calls; each call is a notebook cell). Unset: the session's. */
+  sessionMode?: SessionModeName;
 }
+
+export type SessionModeName = "files" | "interpreter";
+const SESSION_MODES: Readonly<Record<string, number>> = { files: 1, interpreter: 2 };
 
 export type HealthStatus = "SERVING" | "NOT_SERVING" | "UNKNOWN";
 
@@ -252,6 +259,16 @@ export interface ServerInfo {
   zygoteStartFailuresTotal: number;
   zygoteForksTotal: number;
   zygoteRecycledTotal: number;
+  /** Interpreter sessions (docs/INTERPRETER.md): at most maxInterpreters
+   * living at once (0: the mode is off), living now, totals since the
+   * start, and when an idle or old one ends. */
+  maxInterpreters: number;
+  interpreters: number;
+  interpreterStartsTotal: number;
+  interpreterEvictionsTotal: number;
+  interpreterLostTotal: number;
+  interpreterIdleS: number;
+  interpreterMaxLifetimeS: number;
 }
 
 export type FileType = "file" | "directory" | "symlink" | "other";
@@ -516,6 +533,13 @@ export class Client {
       zygoteStartFailuresTotal: Number(r.zygoteStartFailuresTotal),
       zygoteForksTotal: Number(r.zygoteForksTotal),
       zygoteRecycledTotal: Number(r.zygoteRecycledTotal),
+      maxInterpreters: r.maxInterpreters,
+      interpreters: r.interpreters,
+      interpreterStartsTotal: Number(r.interpreterStartsTotal),
+      interpreterEvictionsTotal: Number(r.interpreterEvictionsTotal),
+      interpreterLostTotal: Number(r.interpreterLostTotal),
+      interpreterIdleS: Number(r.interpreterIdleS),
+      interpreterMaxLifetimeS: Number(r.interpreterMaxLifetimeS),
     };
   }
 
@@ -890,6 +914,10 @@ function decode<O extends DescMessage>(schema: O, bytes: Uint8Array, what: strin
 }
 
 function runCodeRequest(params: RunCodeParams) {
+  const mode = params.sessionMode;
+  if (mode !== undefined && !(mode in SESSION_MODES)) {
+    throw new RangeError(`sessionMode: ${JSON.stringify(mode)} is not "files" or "interpreter"`);
+  }
   return create(RunCodeRequestSchema, {
     code: params.code,
     requirements: [...(params.requirements ?? [])],
@@ -901,6 +929,7 @@ function runCodeRequest(params: RunCodeParams) {
     env: { ...(params.env ?? {}) },
     limits: limitsMessage(params.limits ?? {}),
     runtime: params.runtime ?? "",
+    sessionMode: mode === undefined ? 0 : SESSION_MODES[mode],
   });
 }
 

@@ -11,6 +11,7 @@ export {
   type HealthStatus,
   type LimitsInput,
   type RunCodeParams,
+  type SessionModeName,
   type RunHandle,
   type RunStateName,
   type RunUpdate,

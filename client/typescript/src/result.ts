@@ -145,6 +145,16 @@ export class RunResult {
   /** The endpoint that ran it, and how many calls it took (retries). */
   readonly endpoint: string;
   readonly attempts: number;
+  /** The last expression's value as text/plain ("" when none; at most 64
+   * KiB, resultTruncated), and in an interpreter session whether this call
+   * ran in a fresh interpreter (the earlier state is gone: feedback says
+   * why) or ended the interpreter (docs/INTERPRETER.md). sessionMode:
+   * "files", "interpreter", or "" without a session. */
+  readonly result: string;
+  readonly resultTruncated: boolean;
+  readonly stateLost: boolean;
+  readonly interpreterEnded: boolean;
+  readonly sessionMode: string;
 
   constructor(m: RunCodeResponse, endpoint: string, attempts: number) {
     this.runId = m.runId;
@@ -165,6 +175,11 @@ export class RunResult {
     this.feedback = [...m.feedback];
     this.endpoint = endpoint;
     this.attempts = attempts;
+    this.result = m.result;
+    this.resultTruncated = m.resultTruncated;
+    this.stateLost = m.stateLost;
+    this.interpreterEnded = m.interpreterEnded;
+    this.sessionMode = m.sessionMode === 2 ? "interpreter" : m.sessionMode === 1 ? "files" : "";
   }
 
   get stdoutText(): string {
