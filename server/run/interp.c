@@ -249,7 +249,11 @@ static int frame_read(struct interp *ip, json_t **obj, pid_t *pid) {
         *obj = json_loadb((const char *)ip->frame + 8, (size_t)n, 0, &je);
         memmove(ip->frame, ip->frame + 8 + n, ip->frame_len - 8 - (size_t)n);
         ip->frame_len -= 8 + (size_t)n;
-        return *obj != NULL && json_is_object(*obj) ? 1 : -1;
+        if (*obj != NULL && json_is_object(*obj))
+          return 1;
+        json_decref(*obj); /* valid JSON, but not a frame's object */
+        *obj = NULL;
+        return -1;
       }
     }
     uint8_t *grown = realloc(ip->frame, 8 + FRAME_MAX);

@@ -332,8 +332,9 @@ def group_interpreter_limits(b):
                   (r.killed_by, r.interpreter_ended, list(r.feedback)))
         # A forked child that reaches the cell's end ends there: it never
         # answers for the cell nor serves the next one.
-        r = c.cell("lim", "import os\nkid = os.fork()\nprint('child' if kid == 0 else 'parent',"
-                          " flush=True)\nif kid:\n    os.waitpid(kid, 0)\n    'parent result'\n")
+        r = c.cell("lim", "import os\nkid = os.fork()\n"
+                          "os.write(1, b'child\\n' if kid == 0 else b'parent\\n')\n"
+                          "if kid:\n    os.waitpid(kid, 0)\n    'parent result'\n")
         check(sorted(r.stdout.split()) == [b"child", b"parent"] and r.exit_code == 0,
               "a forked child runs to the cell's end", (r.stdout, r.stderr))
         for _ in range(3):
