@@ -183,12 +183,18 @@ def script(argv):
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(path)
     sys.meta_path.append(_InlineBackend)
-    # pyplot imported before this run (a zygote's preload) chose its backend
-    # then, without the run's MPLBACKEND.
-    plt, want = sys.modules.get("matplotlib.pyplot"), os.environ.get("MPLBACKEND")
-    if plt is not None and want:
+    # matplotlib imported before this run (a zygote's preload) read its
+    # backend from the environment then, without the run's MPLBACKEND. Named
+    # now, it is loaded only if the code plots; a backend pyplot loaded
+    # already is switched.
+    mpl, want = sys.modules.get("matplotlib"), os.environ.get("MPLBACKEND")
+    if mpl is not None and want:
         try:
-            plt.switch_backend(want)
+            plt = sys.modules.get("matplotlib.pyplot")
+            if plt is not None and getattr(plt, "_backend_mod", None) is not None:
+                plt.switch_backend(want)
+            else:
+                mpl.rcParams["backend"] = want
         except BaseException:
             pass
     result_path = os.path.join(os.path.dirname(path), ".sandboxd-result")

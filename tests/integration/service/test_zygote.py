@@ -277,13 +277,22 @@ def group_zygote_runs(b):
               and png.size == len(png.content) > 1000,
               "a matplotlib plot saved to output/plot.png comes back as an artifact",
               (r.exit_code, r.stderr[-500:], list(art)))
+        # Rich results (docs/INTERPRETER.md) from a zygote that preloaded
+        # pyplot before the run's MPLBACKEND: plt.show() saves the figure.
+        r = c.ok("import matplotlib, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n"
+                 "matplotlib.get_backend()\n")
+        check([a.relative_path for a in r.artifacts] == ["figure-1.png"]
+              and r.artifacts[0].mime == "image/png"
+              and r.result == "'module://sandboxd_inline'",
+              "plt.show() in a python-zygote run: figure-1.png, and the last expression's value",
+              ([a.relative_path for a in r.artifacts], r.result, r.stderr[-300:]))
         lines = run_lines(s)
         zyg = [line for line in lines if " runtime=python-zygote " in line]
-        check(len(lines) == 16 and len(zyg) == 13 and all(" method=RunCode runtime=" in line
+        check(len(lines) == 17 and len(zyg) == 14 and all(" method=RunCode runtime=" in line
                                                           for line in lines),
               "event=run: runtime=python-zygote or runtime=python after method=", lines[:3])
         i = c.info()
-        check(i.zygote_forks_total == 13, "each python-zygote run is a fork", i.zygote_forks_total)
+        check(i.zygote_forks_total == 14, "each python-zygote run is a fork", i.zygote_forks_total)
         only_zygotes_left(s, c, 2, "after the runs")
     finally:
         c.close()
