@@ -262,6 +262,23 @@ static int zygotes_dir(const struct cgroup_manager *m, int c, char *out, size_t 
   return (size_t)snprintf(out, size, "%s/zygotes", m->engine_dir[c]) < size ? 0 : -1;
 }
 
+/* The zygotes' limits: a zygote imports package code, so it is bounded as
+ * a run is (docs/SECURITY.md, "Package code is user code"). Whichever of
+ * the files this directory has (one controller per directory on v1). */
+static int zygotes_limit(const struct cgroup_manager *m, int dfd, const char *path,
+                         struct sandbox_error *err) {
+  const char *memory_file =
+      m->backend->kind == SANDBOX_BACKEND_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes";
+  if (faccessat(dfd, "pids.max", W_OK, 0) == 0 &&
+      cgroup_write_u64_at(dfd, "pids.max", (uint64_t)m->n_slots * CGROUP_ZYGOTE_PIDS, err) < 0)
+    return sandbox_error_wrap(err, "%s", path);
+  if (faccessat(dfd, memory_file, W_OK, 0) == 0 &&
+      cgroup_write_u64_at(dfd, memory_file, (uint64_t)m->n_slots * CGROUP_ZYGOTE_MEMORY_BYTES,
+                          err) < 0)
+    return sandbox_error_wrap(err, "%s", path);
+  return 0;
+}
+
 int cgroup_zygotes_adopt(struct cgroup_manager *m, pid_t pid, struct sandbox_error *err) {
   int n = m->backend->kind == SANDBOX_BACKEND_CGROUP_V1 ? CGROUP_V1_CONTROLLERS : 1;
   char buf[32];
@@ -270,11 +287,14 @@ int cgroup_zygotes_adopt(struct cgroup_manager *m, pid_t pid, struct sandbox_err
     char path[4200];
     if (zygotes_dir(m, c, path, sizeof path) < 0)
       continue; /* an optional controller this host does not offer */
-    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+    bool made = mkdir(path, 0700) == 0;
+    if (!made && errno != EEXIST)
       return sandbox_error_set(err, errno, "mkdir %s", path);
     cleanup_close int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
       return sandbox_error_set(err, errno, "open %s", path);
+    if (made && zygotes_limit(m, dfd, path, err) < 0)
+      return -1;
     if (cgroup_write_at(dfd, "cgroup.procs", buf, err) < 0)
       return -1;
   }

@@ -123,7 +123,11 @@ void cgroup_group_free(struct cgroup_manager *m, uint64_t id);
 
 /* The zygotes' cgroup: <engine dir>/zygotes in each hierarchy, made on
  * first use, removed with the engine's. Zygotes live there, out of the
- * slots (whose leftovers are killed after each run) and counted apart. */
+ * slots (whose leftovers are killed after each run) and counted apart,
+ * with at most CGROUP_ZYGOTE_PIDS tasks and CGROUP_ZYGOTE_MEMORY_BYTES per
+ * slot (a zygote imports package code: it is bounded like a run). */
+#define CGROUP_ZYGOTE_PIDS 64
+#define CGROUP_ZYGOTE_MEMORY_BYTES (2ULL << 30)
 int cgroup_zygotes_adopt(struct cgroup_manager *m, pid_t pid, struct sandbox_error *err);
 /* Memory charged to the zygotes' cgroup now; -1 when there is none yet. */
 int cgroup_zygotes_memory(struct cgroup_manager *m, uint64_t *bytes);

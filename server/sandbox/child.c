@@ -243,23 +243,48 @@ static void set_rlimits(const struct child_args *a) {
 }
 
 /* The bounding set can only shrink while we still hold CAP_SETPCAP. */
-static void drop_bounding_set(const struct child_args *a) {
-  for (int cap = 0; cap <= a->cap_last_cap; cap++)
+static int bounding_set_drop(int cap_last_cap) {
+  for (int cap = 0; cap <= cap_last_cap; cap++)
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-      child_fail(CHILD_STAGE_CAPS_BOUNDING);
+      return -1;
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+    return -1;
+  return 0;
+}
+
+static void drop_bounding_set(const struct child_args *a) {
+  if (bounding_set_drop(a->cap_last_cap) < 0)
     child_fail(CHILD_STAGE_CAPS_BOUNDING);
 }
 
-/* Permitted, effective and inheritable all zero, and no way back. */
-static void clear_capabilities(void) {
+/* Permitted, effective and inheritable all zero. */
+static int capabilities_clear(void) {
   struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
   struct __user_cap_data_struct data[2];
   memset(data, 0, sizeof data);
-  if (syscall(SYS_capset, &hdr, data) < 0)
+  return (int)syscall(SYS_capset, &hdr, data);
+}
+
+/* ... and no way back. */
+static void clear_capabilities(void) {
+  if (capabilities_clear() < 0)
     child_fail(CHILD_STAGE_CAPS);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     child_fail(CHILD_STAGE_NO_NEW_PRIVS);
+}
+
+int child_confine(int cap_last_cap, const struct seccomp_policy *seccomp, int *stage) {
+  *stage = CHILD_STAGE_CAPS_BOUNDING;
+  if (bounding_set_drop(cap_last_cap) < 0)
+    return -1;
+  *stage = CHILD_STAGE_CAPS;
+  if (capabilities_clear() < 0)
+    return -1;
+  *stage = CHILD_STAGE_NO_NEW_PRIVS;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    return -1;
+  *stage = CHILD_STAGE_SECCOMP;
+  return seccomp_policy_load(seccomp);
 }
 
 static void drop_privileges(const struct child_args *a) {

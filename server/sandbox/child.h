@@ -138,6 +138,12 @@ void child_zygote_enter(const struct child_args *a, const int *trees);
  * no_new_privs, the parent-death signal, the seccomp filter. */
 void child_zygote_confine(const struct child_args *a);
 
+/* Confinement in one call, for the zygote itself (before it imports
+ * anything) and for a zygote run's PID 1 (before it becomes sandbox-init):
+ * an empty bounding and ambient set, no capability, no_new_privs, then the
+ * filter. System calls only. -1 with errno, and the stage that failed. */
+int child_confine(int cap_last_cap, const struct seccomp_policy *seccomp, int *stage);
+
 /* Child side, on fd 3 (the report pipe or socket): one message; a setup
  * error at stage with errno, then _exit(127). Also zygote_main.c's. */
 void child_report(int32_t kind, int32_t stage, int32_t errnum, int32_t status);

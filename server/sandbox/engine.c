@@ -230,6 +230,7 @@ static void engine_release(struct sandbox_engine *e, enum engine_stage stage) {
   if (stage >= ENGINE_HAS_SECCOMP) {
     seccomp_policy_free(&e->seccomp);
     seccomp_policy_free(&e->seccomp_network);
+    seccomp_policy_free(&e->seccomp_zygote);
   }
   if (stage >= ENGINE_HAS_MNTNS)
     close(e->mntns_fd);
@@ -265,8 +266,9 @@ static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_
     engine_release(e, ENGINE_HAS_ROOTFS);
     return sandbox_error_wrap(err, "prepare the template mount namespace");
   }
-  if (seccomp_policy_compile(&e->seccomp, false, err) < 0 ||
-      seccomp_policy_compile(&e->seccomp_network, true, err) < 0) {
+  if (seccomp_policy_compile(&e->seccomp, SECCOMP_PROFILE_RUN, err) < 0 ||
+      seccomp_policy_compile(&e->seccomp_network, SECCOMP_PROFILE_INSTALLER, err) < 0 ||
+      seccomp_policy_compile(&e->seccomp_zygote, SECCOMP_PROFILE_ZYGOTE, err) < 0) {
     engine_release(e, ENGINE_HAS_SECCOMP);
     return sandbox_error_wrap(err, "compile seccomp policy");
   }

@@ -38,6 +38,7 @@ struct sandbox_engine {
   struct cgroup_manager cgroups;
   struct seccomp_policy seccomp;
   struct seccomp_policy seccomp_network; /* spec.network: the installer's profile */
+  struct seccomp_policy seccomp_zygote;  /* what a zygote loads before it imports anything */
   struct rootfs rootfs;
   struct sandbox_report report;
   int cap_last_cap;

@@ -12,10 +12,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -142,9 +144,19 @@ static int add_socket_rules(scmp_filter_ctx ctx, bool network, struct sandbox_er
   return 0;
 }
 
-static int add_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *err) {
+/* What a zygote's run's first process does before it loads the run's
+ * filter, in a user namespace of its own (zygote_main.c): not denied in the
+ * zygote's profile, and useless without that namespace's capabilities. */
+static bool zygote_needs(const char *name) {
+  return strcmp(name, "mount") == 0 || strcmp(name, "move_mount") == 0 ||
+         strcmp(name, "unshare") == 0;
+}
+
+static int add_rules(scmp_filter_ctx ctx, enum seccomp_profile profile, struct sandbox_error *err) {
   int rc;
   for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
+    if (profile == SECCOMP_PROFILE_ZYGOTE && zygote_needs(denied[i].name))
+      continue;
     int nr = seccomp_syscall_resolve_name(denied[i].name);
     if (nr == __NR_SCMP_ERROR)
       continue; /* not a syscall on this architecture */
@@ -153,12 +165,22 @@ static int add_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *er
       return sandbox_error_set(err, -rc, "seccomp rule for %s", denied[i].name);
   }
 
-  if (add_socket_rules(ctx, network, err) < 0)
+  if (add_socket_rules(ctx, profile == SECCOMP_PROFILE_INSTALLER, err) < 0)
     return -1;
 
+  if (profile == SECCOMP_PROFILE_ZYGOTE) {
+    /* A cgroup namespace only (the run's first process, once the engine
+     * placed it); clone's namespace flags are checked by zygote_guard. */
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
+                          SCMP_A0(SCMP_CMP_NE, CLONE_NEWCGROUP));
+    if (rc < 0)
+      return sandbox_error_set(err, -rc, "seccomp rule for unshare");
+  }
   /* clone with a namespace flag would give the program a fresh namespace
    * where it is root: denied flag by flag. */
-  for (size_t i = 0; i < sizeof namespace_flags / sizeof namespace_flags[0]; i++) {
+  for (size_t i = 0;
+       profile != SECCOMP_PROFILE_ZYGOTE && i < sizeof namespace_flags / sizeof namespace_flags[0];
+       i++) {
     rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                           SCMP_A0(SCMP_CMP_MASKED_EQ, namespace_flags[i], namespace_flags[i]));
     if (rc < 0)
@@ -247,16 +269,69 @@ static int export_program(scmp_filter_ctx ctx, struct seccomp_policy *policy,
   return read_program(fd, policy, err);
 }
 
-int seccomp_policy_compile(struct seccomp_policy *policy, bool network, struct sandbox_error *err) {
+#if defined(__x86_64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "the zygote's clone guard needs this architecture's AUDIT_ARCH"
+#endif
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the zygote's clone guard reads the low half of clone's flags first"
+#endif
+
+/* clone with any namespace flag is refused unless its flags are exactly
+ * SECCOMP_ZYGOTE_RUN_CLONE's. libseccomp takes one comparison per argument
+ * and rule, and "some namespace flag and not that word" needs two, so this
+ * is written by hand and put in front of libseccomp's program: every path
+ * but the refusal falls through to it. The kernel reads the low 32 bits of
+ * clone's flags only. */
+static const struct sock_filter zygote_guard[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 0, 6),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K,
+             CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |
+                 CLONE_NEWNET | CLONE_NEWCGROUP,
+             0, 2),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)SECCOMP_ZYGOTE_RUN_CLONE, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+};
+
+static int prepend_zygote_guard(struct seccomp_policy *policy, struct sandbox_error *err) {
+  size_t n_guard = sizeof zygote_guard / sizeof zygote_guard[0];
+  size_t n = n_guard + policy->prog.len;
+  if (n > BPF_MAXINSNS)
+    return sandbox_error_set(err, E2BIG, "seccomp program too long (%zu instructions)", n);
+  struct sock_filter *insns = malloc(n * sizeof *insns);
+  if (insns == NULL)
+    return sandbox_error_set(err, ENOMEM, "seccomp program");
+  memcpy(insns, zygote_guard, sizeof zygote_guard);
+  memcpy(insns + n_guard, policy->insns, policy->prog.len * sizeof *insns);
+  free(policy->insns);
+  policy->insns = insns;
+  policy->prog.filter = insns;
+  policy->prog.len = (unsigned short)n;
+  return 0;
+}
+
+int seccomp_policy_compile(struct seccomp_policy *policy, enum seccomp_profile profile,
+                           struct sandbox_error *err) {
   memset(policy, 0, sizeof *policy);
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == NULL)
     return sandbox_error_set(err, ENOMEM, "seccomp_init");
   int ret = -1;
-  if (set_filter_attributes(ctx, err) == 0 && add_rules(ctx, network, err) == 0 &&
+  if (set_filter_attributes(ctx, err) == 0 && add_rules(ctx, profile, err) == 0 &&
       export_program(ctx, policy, err) == 0)
     ret = 0;
   seccomp_release(ctx);
+  if (ret == 0 && profile == SECCOMP_PROFILE_ZYGOTE && prepend_zygote_guard(policy, err) < 0) {
+    seccomp_policy_free(policy);
+    ret = -1;
+  }
   return ret;
 }
 

@@ -228,19 +228,22 @@ static int configure(struct sandbox_engine *e, unsigned slot, struct zygote_slot
   snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
   if (write_file(pid, "gid_map", map) < 0)
     return sandbox_error_set(err, errno, "write the zygote's gid_map");
-  const struct seccomp_policy *sp = &e->seccomp;
+  const struct seccomp_policy *sp = &e->seccomp, *zp = &e->seccomp_zygote;
   struct zygote_config cfg = {.magic = ZYGOTE_MAGIC,
                               .uid = uid,
                               .gid = gid,
                               .cap_last_cap = (uint32_t)e->cap_last_cap,
                               .n_seccomp = sp->prog.len,
+                              .n_zygote_seccomp = zp->prog.len,
                               .preload_len = (uint32_t)strlen(e->zygote_preload)};
   cleanup_close int fd = memfd_create("sandbox-zygote-config", MFD_CLOEXEC);
   if (fd < 0)
     return sandbox_error_set(err, errno, "memfd");
   size_t insns = sizeof(struct sock_filter) * sp->prog.len;
+  size_t zinsns = sizeof(struct sock_filter) * zp->prog.len;
   if (write(fd, &cfg, sizeof cfg) != (ssize_t)sizeof cfg ||
       write(fd, sp->prog.filter, insns) != (ssize_t)insns ||
+      write(fd, zp->prog.filter, zinsns) != (ssize_t)zinsns ||
       write(fd, e->zygote_preload, cfg.preload_len) != (ssize_t)cfg.preload_len)
     return sandbox_error_set(err, errno, "write the zygote's configuration");
   int fds[2] = {fd, e->init_fd};

@@ -25,6 +25,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/securebits.h>
@@ -100,10 +101,14 @@ static const char bootstrap[] =
 struct zygote {
   char *first_stack; /* where each run's first process runs (CLONE_VM) */
   int ctl;
-  int init_fd; /* sandbox-init's memfd: each run's first process becomes it */
-  struct seccomp_policy seccomp;
-  int cap_last_cap; /* the engine's reading, for dropping the bounding set */
-  PyObject *ns;     /* the bootstrap's globals */
+  int init_fd;                   /* sandbox-init's memfd: each run's first process becomes it */
+  struct seccomp_policy seccomp; /* every run's (and its PID 1's) */
+  struct seccomp_policy zygote_seccomp; /* ours, loaded before Python starts */
+  int cap_last_cap;                     /* the engine's reading, for dropping the bounding set */
+  /* A run's user namespace maps the slot's ids to themselves, written by
+   * its first process (made here: it may only make system calls). */
+  char uid_map[32], gid_map[32];
+  PyObject *ns; /* the bootstrap's globals */
 };
 
 /* A failed start: the message on the control socket, then exit. */
@@ -122,6 +127,19 @@ __attribute__((noreturn, format(printf, 2, 3))) static void fail_start(int ctl, 
   ssize_t w = send(ctl, msg, (size_t)n + 1, MSG_NOSIGNAL);
   (void)w;
   _exit(1);
+}
+
+/* One write of text to path, by system calls only (a run's first process). */
+static int write_map(const char *path, const char *text) {
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  size_t len = strlen(text);
+  long n = syscall(SYS_write, fd, text, len);
+  int e = errno;
+  syscall(SYS_close, fd);
+  errno = e;
+  return n == (long)len ? 0 : -1;
 }
 
 static ssize_t recv_msg(int sock, char *kind, int *fds, size_t max_fds, size_t *n_fds) {
@@ -189,21 +207,29 @@ static void become_unprivileged(struct zygote *z, char **preload, size_t *preloa
   close(fd);
   memcpy(&cfg, buf, sizeof cfg);
   size_t insns = (size_t)cfg.n_seccomp * sizeof(struct sock_filter);
+  size_t zinsns = (size_t)cfg.n_zygote_seccomp * sizeof(struct sock_filter);
   if (cfg.magic != ZYGOTE_MAGIC || cfg.n_seccomp == 0 || cfg.n_seccomp > 65535 ||
-      sizeof cfg + insns + cfg.preload_len != (size_t)st.st_size)
+      cfg.n_zygote_seccomp == 0 || cfg.n_zygote_seccomp > 65535 ||
+      sizeof cfg + insns + zinsns + cfg.preload_len != (size_t)st.st_size)
     fail_start(z->ctl, "bad configuration");
   z->seccomp.insns = malloc(insns);
-  if (z->seccomp.insns == NULL)
+  z->zygote_seccomp.insns = malloc(zinsns);
+  if (z->seccomp.insns == NULL || z->zygote_seccomp.insns == NULL)
     fail_start(z->ctl, "out of memory");
   memcpy(z->seccomp.insns, buf + sizeof cfg, insns);
   z->seccomp.prog.len = (unsigned short)cfg.n_seccomp;
   z->seccomp.prog.filter = z->seccomp.insns;
+  memcpy(z->zygote_seccomp.insns, buf + sizeof cfg + insns, zinsns);
+  z->zygote_seccomp.prog.len = (unsigned short)cfg.n_zygote_seccomp;
+  z->zygote_seccomp.prog.filter = z->zygote_seccomp.insns;
   z->cap_last_cap = (int)cfg.cap_last_cap;
-  *preload = buf + sizeof cfg + insns;
+  snprintf(z->uid_map, sizeof z->uid_map, "%u %u 1\n", cfg.uid, cfg.uid);
+  snprintf(z->gid_map, sizeof z->gid_map, "%u %u 1\n", cfg.gid, cfg.gid);
+  *preload = buf + sizeof cfg + insns + zinsns;
   (*preload)[cfg.preload_len] = '\0';
   *preload_len = cfg.preload_len;
   /* The maps hold the slot's ids only. Keep the namespace's capabilities
-   * across the change of uid; the runs drop them. */
+   * across the change of uid, for the bounding set's drop below. */
   if (prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
     fail_start(z->ctl, "securebits: %s", strerror(errno));
   if (syscall(SYS_setresgid, cfg.gid, cfg.gid, cfg.gid) < 0 ||
@@ -212,6 +238,77 @@ static void become_unprivileged(struct zygote *z, char **preload, size_t *preloa
   /* Changing credentials cleared these. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     fail_start(z->ctl, "prctl: %s", strerror(errno));
+  /* From here on we are confined as a run is, before a byte of Python or
+   * package code (site hooks, .pth files, the preload's import-time code)
+   * runs: no capability anywhere, no_new_privs, our own filter (the runs'
+   * deny list, plus what a run's first process needs in a user namespace
+   * of its own: SECCOMP_PROFILE_ZYGOTE). */
+  int stage;
+  if (child_confine(z->cap_last_cap, &z->zygote_seccomp, &stage) < 0)
+    fail_start(z->ctl, "confine the zygote (%s): %s", child_stage_name(stage), strerror(errno));
+}
+
+/* What the preload may have left that a run could share, or that could
+ * reach our control socket: every other process in our PID namespace (we
+ * are its init: they are killed and reaped), other threads, shared memory
+ * mappings (a fork shares them with the zygote and every other run),
+ * sockets. Nothing of Python runs in this process after this. */
+static void check_preload_left_nothing(struct zygote *z) {
+  signal(SIGCHLD, SIG_IGN); /* whatever the preload set: runs are reaped by the kernel */
+  while (kill(-1, SIGKILL) == 0) {
+    /* With SIGCHLD ignored, wait returns once every child is gone. */
+    while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
+      ;
+  }
+  if (errno != ESRCH)
+    fail_start(z->ctl, "end the preload's processes: %s", strerror(errno));
+  int threads = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+    threads += de->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  if (threads != 1)
+    fail_start(z->ctl,
+               "the preload left %d threads running: a zygote forks from one thread only "
+               "(a module that starts threads at import cannot be preloaded)",
+               threads);
+  /* A shared mapping of a file under the read-only /usr that is not
+   * writable now cannot become so (no descriptor of it can be open for
+   * writing): glibc maps its gconv cache that way. */
+  FILE *maps = fopen("/proc/self/maps", "re");
+  char line[512];
+  while (maps != NULL && fgets(line, sizeof line, maps) != NULL) {
+    char perms[8] = "";
+    int path_at = 0;
+    line[strcspn(line, "\n")] = '\0';
+    if (sscanf(line, "%*s %7s %*s %*s %*s %n", perms, &path_at) < 1 || perms[3] != 's')
+      continue;
+    const char *path = path_at > 0 ? line + path_at : "";
+    bool usr_file_read_only =
+        perms[1] != 'w' && strncmp(path, "/usr/", 5) == 0 && strstr(path, " (deleted)") == NULL;
+    if (!usr_file_read_only) {
+      fail_start(z->ctl,
+                 "the preload left a shared memory mapping (%.200s): every run would share it",
+                 line);
+    }
+  }
+  if (maps == NULL)
+    fail_start(z->ctl, "read /proc/self/maps: %s", strerror(errno));
+  fclose(maps);
+  d = opendir("/proc/self/fd");
+  for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;) {
+    char link[64];
+    ssize_t n = readlinkat(dirfd(d), de->d_name, link, sizeof link - 1);
+    if (n <= 0 || atoi(de->d_name) == z->ctl)
+      continue;
+    link[n] = '\0';
+    if (strncmp(link, "socket:", 7) == 0)
+      fail_start(z->ctl, "the preload left a socket open (fd %s): a zygote holds none", de->d_name);
+  }
+  if (d == NULL)
+    fail_start(z->ctl, "read /proc/self/fd: %s", strerror(errno));
+  closedir(d);
 }
 
 static void start_python(struct zygote *z, char *preload) {
@@ -264,6 +361,9 @@ __attribute__((noreturn)) static void run_program(struct zygote *z, const struct
   /* Only its stdio: not the report socket, not the run's memfd. */
   if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
     child_fail(CHILD_STAGE_FDS);
+  /* Python again, after the confinement: its at-fork handlers are code
+   * of the preload's packages (os.register_at_fork). */
+  PyOS_AfterFork_Child();
   /* argv is "/usr/bin/python3 [-u] SCRIPT [ARGS...]" (checked by the engine). */
   size_t i = 1;
   while (run->argv[i] != NULL && strcmp(run->argv[i], "-u") == 0)
@@ -298,7 +398,6 @@ __attribute__((noreturn)) static void run_program(struct zygote *z, const struct
  * capabilities, then the confinement, then the script. Its setup errors
  * go to the report socket (fd 3), like the cold path's child's. */
 __attribute__((noreturn)) static void program_main(struct zygote *z, size_t n_fds) {
-  PyOS_AfterFork_Child();
   /* The run, not the zygote that lives in the same slot (cgroup.h,
    * host_zygote), is the OOM killer's first pick: raising needs no
    * privilege (lowering the zygote's would need CAP_SYS_RESOURCE), only
@@ -369,6 +468,14 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   sigaction(SIGCHLD, &dfl, NULL);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     child_fail(CHILD_STAGE_PDEATHSIG);
+  /* Our user namespace's maps: the slot's ids to themselves, as an
+   * unprivileged process may write for itself. Our /proc files belong to
+   * root while the memory (the zygote's) is not dumpable: dumpable for
+   * the instant of the writes (the zygote sets it back after the clone). */
+  if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 || write_map("/proc/self/uid_map", z->uid_map) < 0 ||
+      write_map("/proc/self/setgroups", "deny") < 0 ||
+      write_map("/proc/self/gid_map", z->gid_map) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    child_fail(CHILD_STAGE_ZYGOTE);
   /* HELLO: the engine reads our pid from the credentials the kernel adds,
    * places us in the slot's cgroup and says go. */
   child_report(CHILD_REPORT_HELLO, 0, 0, 0);
@@ -393,7 +500,15 @@ __attribute__((noreturn)) static void run_first(struct zygote *z, int *fds, size
   if (program < 0)
     child_fail(CHILD_STAGE_FORK);
   /* Become sandbox-init, which only reaps and reports (its own small
-   * image; no capability survives the exec, the uid not being 0). */
+   * image), confined as a cold run's PID 1 is: no capability, an empty
+   * bounding set, no_new_privs and the runs' filter. */
+  int stage = 0;
+  if (child_confine(z->cap_last_cap, &z->seccomp, &stage) < 0) {
+    int e = errno;
+    syscall(SYS_kill, program, SIGKILL);
+    errno = e;
+    child_fail(stage);
+  }
   if (syscall(SYS_fcntl, FD_REPORT, F_SETFD, 0) == 0) {
     static const char *const init_argv[] = {"sandbox-init", "-r", NULL};
     static const char *const init_env[] = {NULL};
@@ -437,10 +552,10 @@ static void serve(struct zygote *z) {
      * sandbox-init (vfork-style: we wait meanwhile), so that only the
      * program's process pays a copy of the zygote's address space. */
     struct first_args fa = {.z = z, .fds = fds, .n_fds = n_fds};
-    pid_t pid = clone(first_main, z->first_stack + FIRST_STACK_SIZE,
-                      CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-                          CLONE_NEWUTS | SIGCHLD,
-                      &fa);
+    pid_t pid = clone(first_main, z->first_stack + FIRST_STACK_SIZE, SECCOMP_ZYGOTE_RUN_CLONE, &fa);
+    /* Its map writes made our memory dumpable for an instant: not past
+     * its death in between. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (pid < 0) {
       struct child_report r = {
           .kind = CHILD_REPORT_SETUP_ERROR, .stage = CHILD_STAGE_ZYGOTE, .errnum = errno};
@@ -471,7 +586,14 @@ int main(void) {
   /* Finished runs are reaped by the kernel: the engine watches them by
    * pidfd, and their first process resets this. */
   signal(SIGCHLD, SIG_IGN);
+  /* One thread for the preload (checked after it): a BLAS library would
+   * start a pool at import, and a fork takes only the calling thread. */
+  static const char *const one_thread[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                           "MKL_NUM_THREADS"};
+  for (size_t i = 0; i < sizeof one_thread / sizeof one_thread[0]; i++)
+    setenv(one_thread[i], "1", 1);
   start_python(&z, preload);
+  check_preload_left_nothing(&z);
   char ready = ZYGOTE_MSG_READY;
   if (send(z.ctl, &ready, 1, MSG_NOSIGNAL) != 1)
     _exit(1);

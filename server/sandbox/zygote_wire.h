@@ -3,9 +3,9 @@
  *
  * Start: the zygote sends ZYGOTE_MSG_USERNS once it has made its user
  * namespace; the engine writes the maps and answers ZYGOTE_MSG_MAPPED with
- * a memfd (struct zygote_config, then the seccomp program, then the preload
- * list); the zygote answers ZYGOTE_MSG_READY, or ZYGOTE_MSG_FAILED and a
- * message, once its modules are imported.
+ * a memfd (struct zygote_config, then the runs' seccomp program, the
+ * zygote's own, then the preload list); the zygote answers ZYGOTE_MSG_READY, or ZYGOTE_MSG_FAILED
+ * and a message, once its modules are imported.
  *
  * A run: ZYGOTE_MSG_RUN with a sealed memfd (the packed run below) and the
  * run's fds: stdin, stdout, stderr, the report socket and one detached mount
@@ -41,10 +41,11 @@ enum { ZYGOTE_FD_MEMFD, ZYGOTE_FD_STDIN, ZYGOTE_FD_STDOUT, ZYGOTE_FD_STDERR, ZYG
 
 struct zygote_config {
   uint32_t magic;
-  uint32_t uid, gid;     /* the slot's: the user namespace maps them to themselves */
-  uint32_t cap_last_cap; /* the engine's reading of /proc/sys/kernel/cap_last_cap */
-  uint32_t n_seccomp;    /* struct sock_filter entries after this struct */
-  uint32_t preload_len;  /* then the preload list: module names, comma-separated */
+  uint32_t uid, gid;         /* the slot's: the user namespace maps them to themselves */
+  uint32_t cap_last_cap;     /* the engine's reading of /proc/sys/kernel/cap_last_cap */
+  uint32_t n_seccomp;        /* struct sock_filter entries after this struct: the runs' filter */
+  uint32_t n_zygote_seccomp; /* then these: the zygote's own (SECCOMP_PROFILE_ZYGOTE) */
+  uint32_t preload_len;      /* then the preload list: module names, comma-separated */
 };
 #define ZYGOTE_MAGIC 0x5a79676fu /* "Zygo" */
 

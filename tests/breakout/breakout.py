@@ -46,6 +46,16 @@ Those servers use uids 44000-44349.
 Attack programs print one JSON object; the host side compares it with what
 the isolation promises (docs/SECURITY.md has the map from family to group).
 
+With SBX_BREAKOUT_PACKAGE=hook (ctest's breakout_hook_* and
+breakout_zygote_hook_* entries) every server has a wheelhouse holding the
+hostile package of tests/lib/hostile_package.py (a .pth hook that probes
+what it may do and leaves a daemon meant to outlive its run) and every run
+requires it: in a cold run the hook runs at the interpreter's start, inside
+the run's sandbox; with python-zygote it ran in the environment's zygote at
+its start, which must be confined as a run and leave nothing. The cases'
+verdicts are the same. Those servers use uids 63400-63699 (cold) and
+63700-63999 (zygote).
+
 With SBX_BREAKOUT_FRONT=mcp (ctest's breakout_mcp_* entries) every case
 runs its code through the MCP front instead: the run_code tool of one
 sandbox-mcp per group (tests/lib/mcp_stdio.py turns sandbox-run's flags into
@@ -67,15 +77,32 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from harness import Server as ServiceServer, check, free_port, run_groups  # noqa: E402
+import hostile_package  # noqa: E402
 import mcp_stdio  # noqa: E402
 import piston  # noqa: E402
 
 FRONT = os.environ.get("SBX_BREAKOUT_FRONT", "")
 ZYGOTE = os.environ.get("SBX_BREAKOUT_MODE", "") == "zygote"
 INTERP = os.environ.get("SBX_BREAKOUT_MODE", "") == "interpreter"
+HOOK = os.environ.get("SBX_BREAKOUT_PACKAGE", "") == "hook"
 NATIVE_CALLS = []  # in the Piston pass: calls that needed sandbox-run, and why
 VIA_MCP = FRONT == "mcp"
 
+def host_has_i386():
+    """Whether this kernel runs i386 system calls from a 64-bit process at
+    all (IA32 emulation): int 0x80 getpid() in a bare interpreter. Where it
+    does not, int 0x80 faults (SIGSEGV) in and out of the sandbox, and that
+    is the i386 cases' refusal."""
+    code = ("import ctypes, mmap\n"
+            "buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+            "buf.write(b'\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3')\n"
+            "f = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))\n"
+            "print(ctypes.c_int32(f()).value)\n")
+    p = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, timeout=30)
+    return p.returncode == 0
+
+
+HOST_HAS_I386 = host_has_i386()
 TOKEN = f"sbxbreak{os.getpid()}x{time.monotonic_ns() % 100000}"
 HELLO = 'print("hello")\n'
 UID_SPAN = 50  # uids per group: base .. base+UID_SPAN-1
@@ -119,6 +146,13 @@ class Server(ServiceServer):
             extra = (*extra, "--zygote", "1")
         if INTERP:
             uid_base = uid_base - 65000 + 44000
+        if HOOK:
+            uid_base = uid_base - (46000 if ZYGOTE else 65000) + (63700 if ZYGOTE else 63400)
+            import tempfile
+            self.wheelhouse = tempfile.mkdtemp(prefix="sbx-breakout-wheels-")
+            os.chmod(self.wheelhouse, 0o755)
+            hostile_package.make_hostile_wheel(self.wheelhouse)
+            extra = (*extra, "--offline", "1", "--wheelhouse", self.wheelhouse)
         self.interp_sessions = set()  # interpreter sessions a case opened, closed by after()
         self.interp_seq = itertools.count(1)
         if VIA_MCP:
@@ -158,6 +192,8 @@ class Server(ServiceServer):
     def run(self, code, *flags, url=None, stdin=None, timeout=90, prelude=True):
         if ZYGOTE:
             flags = ("--runtime", "python-zygote", *flags)
+        if HOOK:
+            flags = ("--requirement", hostile_package.REQUIREMENT, *flags)
         if INTERP and url is None:
             return self.run_in_interpreter(code, flags, stdin, timeout, prelude)
         if self.mcp is not None and url is None:
@@ -335,6 +371,9 @@ def after(s, what):
     spare = zygote_pids(s.proc.pid) if ZYGOTE else []
     check(sandbox_processes(s.uid_base, spare) == [], f"{what}: no sandbox process left",
           (sandbox_processes(s.uid_base, spare), spare))
+    if HOOK:
+        left = hostile_package.daemons(s.uid_base, UID_SPAN)
+        check(left == [], f"{what}: no daemon of the package's hook left", left)
     check(cgroup_tasks(s.cgroup_dirs, s.proc.pid, spare) == [],
           f"{what}: the slot cgroups hold no sandbox process",
           cgroup_tasks(s.cgroup_dirs, s.proc.pid, spare))
@@ -725,17 +764,30 @@ def machine(code):
     addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
     return ctypes.CFUNCTYPE(ctypes.c_long)(addr), buf
 def int80(nr):
-    f, keep = machine(b"\xb8" + nr.to_bytes(4, "little") + b"\xcd\x80\xc3")
-    return ctypes.c_int32(f()).value
+    """The call's errno name; SIGSEGV where the kernel has no i386 ABI at
+    all (no IA32 emulation: int 0x80 faults before any system call)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        f, keep = machine(b"\xb8" + nr.to_bytes(4, "little") + b"\xcd\x80\xc3")
+        os.write(w, en(ctypes.c_int32(f()).value).encode())
+        os._exit(0)
+    os.close(w)
+    out = os.read(r, 64).decode()
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return "SIG" + {11: "SEGV"}.get(os.WTERMSIG(status), str(os.WTERMSIG(status)))
+    return out
 def syscall64(nr):
     f, keep = machine(b"\xb8" + nr.to_bytes(4, "little") + b"\x0f\x05\xc3")
     return f()
 X32 = 0x40000000
 R["native getpid"] = syscall64(39) == os.getpid()
-R["i386 getpid"] = en(int80(20))
-R["i386 socketcall"] = en(int80(102))
-R["i386 ptrace"] = en(int80(26))
-R["i386 unshare"] = en(int80(310))
+R["i386 getpid"] = int80(20)
+R["i386 socketcall"] = int80(102)
+R["i386 ptrace"] = int80(26)
+R["i386 unshare"] = int80(310)
 R["x32 getpid"] = en(syscall64(X32 | 39))
 R["x32 socket"] = en(syscall64(X32 | 41))
 R["x32 ptrace"] = en(syscall64(X32 | 521))
@@ -840,7 +892,8 @@ done()
      ["EPERM"]),
             ("i386 (int 0x80) and x32 system calls", ARCH_CODE,
              ["i386 getpid", "i386 socketcall", "i386 ptrace", "i386 unshare", "x32 getpid",
-              "x32 socket", "x32 ptrace", "x32 unshare"], ["ENOSYS"]),
+              "x32 socket", "x32 ptrace", "x32 unshare"],
+             ["ENOSYS", "SIGSEGV"] if not HOST_HAS_I386 else ["ENOSYS"]),
             ("the host's setuid binaries gain nothing", '''
 import subprocess
 R["nosuid"] = bool(os.statvfs("/usr/bin").f_flag & os.ST_NOSUID)

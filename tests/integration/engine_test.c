@@ -1621,9 +1621,12 @@ static void test_zygote_namespaces_fresh_per_run(void **state) {
       assert_string_equal(z2.name[i], cold.name[i]);
       assert_string_equal(zygote.name[i], cold.name[i]);
     } else if (strcmp(ns, "user") == 0) {
-      /* The zygote's, mapping only the slot's ids; a cold run has none. */
-      assert_string_equal(z1.name[i], zygote.name[i]);
-      assert_string_equal(z2.name[i], zygote.name[i]);
+      /* Fresh per run, inside the zygote's (both map only the slot's ids:
+       * the zygote holds no capability, its runs' namespaces are made by
+       * their own user namespace); a cold run has none. */
+      assert_string_not_equal(z1.name[i], z2.name[i]);
+      assert_string_not_equal(z1.name[i], zygote.name[i]);
+      assert_string_not_equal(z2.name[i], zygote.name[i]);
       assert_string_equal(cold.name[i], host.name[i]);
     } else {
       /* Fresh per run: not the zygote's, not the last run's. */

@@ -84,6 +84,19 @@ def _probe():
         return "ok" if libc.unshare(flags) == 0 else _errname(ctypes.get_errno())
     SEEN["unshare"] = _in_child(unshare)
 
+    def clone(flags):
+        def f():
+            rc = libc.syscall(56, flags, 0, 0, 0, 0)  # raw clone, fork-like
+            if rc == 0:
+                os._exit(0)
+            return "ok" if rc > 0 else _errname(ctypes.get_errno())
+        return f
+    # a network namespace (with a user namespace to own it), and the flags a
+    # zygote's run's first process uses without CLONE_VM | CLONE_VFORK
+    SEEN["clone_newnet"] = _in_child(clone(0x10000000 | 0x40000000 | 17))
+    SEEN["clone_run_flags"] = _in_child(clone(0x10000000 | 0x20000000 | 0x00020000 | 0x08000000
+                                              | 0x04000000 | 17))
+
     def mount():
         rc = libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)
         return "ok" if rc == 0 else _errname(ctypes.get_errno())
@@ -167,17 +180,24 @@ def confined(seen):
         ("io_uring_setup refused", seen.get("io_uring") == "EPERM"),
         ("unshare(NEWUSER|NEWNET|NEWNS) refused", seen.get("unshare") == "EPERM"),
         ("mount refused", seen.get("mount") == "EPERM"),
+        ("clone(NEWUSER|NEWNET) refused", seen.get("clone_newnet") == "EPERM"),
+        ("clone with a run's namespace flags but not its exact flags refused",
+         seen.get("clone_run_flags") == "EPERM"),
     ]
 
 
-def daemons():
-    """pids of every sbxhookd on the host."""
+def daemons(uid_base, n):
+    """pids of every sbxhookd running as a uid in [uid_base, uid_base + n):
+    one server's (groups run in parallel, each with its own uids)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/comm") as f:
-                if f.read().strip() == DAEMON_COMM:
-                    found.append(int(pid))
-        except OSError:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/status") as f:
+                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration):
             continue
+        if comm == DAEMON_COMM and uid_base <= uid < uid_base + n:
+            found.append(int(pid))
     return found

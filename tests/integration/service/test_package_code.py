@@ -80,12 +80,14 @@ def check_confined(seen, where):
         check(ok, f"{where}: {what}", seen)
 
 
-def no_daemons(what, timeout=5):
-    """No sbxhookd anywhere (a killed one may take an instant to go)."""
+def no_daemons(s, what, timeout=5):
+    """No sbxhookd of the server's uids (a killed one may take an instant
+    to go)."""
     deadline = time.monotonic() + timeout
-    while hp.daemons() and time.monotonic() < deadline:
+    while hp.daemons(s.uid_base, 8) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return check(not hp.daemons(), f"{what}: no process of the hook is left", hp.daemons())
+    left = hp.daemons(s.uid_base, 8)
+    return check(not left, f"{what}: no process of the hook is left", left)
 
 
 def group_package_code_cold(b):
@@ -101,7 +103,7 @@ def group_package_code_cold(b):
         check_confined(seen, "cold: the hook")
         check(seen.get("daemon_answers") == "hook daemon here\n",
               "cold: within its run the hook's daemon serves its socket (the probe works)", seen)
-        no_daemons("cold, after the run")
+        no_daemons(s, "cold, after the run")
         check(slot_processes(s.uid_base, 2) == {}, "cold: nothing of the run is left",
               slot_processes(s.uid_base, 2))
         r = c.ok("import socket\ns = socket.socket(socket.AF_UNIX)\n"
@@ -112,7 +114,7 @@ def group_package_code_cold(b):
         c.close()
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(wh, ignore_errors=True)
-    no_daemons("cold, after the server")
+    no_daemons(s, "cold, after the server")
 
 
 def group_package_code_zygote(b):
@@ -129,7 +131,7 @@ def group_package_code_zygote(b):
         check(seen.get("daemon_answers") == "",
               "python-zygote: the daemon the hook started in the zygote is gone before any run",
               seen)
-        no_daemons("python-zygote, after the run")
+        no_daemons(s, "python-zygote, after the run")
         r2 = c.ok(hp.REPORT, requirements=[hp.REQUIREMENT], runtime="python-zygote")
         seen2 = seen_of(r2, "zygote, second run")
         check(seen2.get("pid") == seen.get("pid") and seen2.get("daemon_answers") == "",
@@ -146,12 +148,12 @@ def group_package_code_zygote(b):
               "no bounding set, as a cold run's", (r.stdout, r.stderr[-500:]))
         procs = slot_processes(s.uid_base, 2)
         check(len(procs) == 1, "python-zygote: of the slot's uid only the zygote is left", procs)
-        no_daemons("python-zygote, after the runs")
+        no_daemons(s, "python-zygote, after the runs")
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(wh, ignore_errors=True)
-    no_daemons("python-zygote, after the server")
+    no_daemons(s, "python-zygote, after the server")
 
 
 SITECUSTOMIZE = "import sbx_hook_boot\n"
@@ -168,25 +170,25 @@ def group_package_code_interpreter(b):
         check(st == INVALID_ARGUMENT and "requirements" in msg,
               "interpreter: a session with requirements is refused before anything runs",
               (st, msg))
-        no_daemons("interpreter, refused")
+        no_daemons(s, "interpreter, refused")
         files = [pb.File(path="lib/sitecustomize.py", content=SITECUSTOMIZE.encode()),
                  pb.File(path="lib/sbx_hook_boot.py", content=hp.HOOK.encode())]
         r = c.ok(hp.REPORT, session_id="nb2", session_mode=pb.SESSION_MODE_INTERPRETER,
-                 files=files, env={"PYTHONPATH": "/workspace/lib"})
+                 files=files, env={"PYTHONPATH": "/workspace/mounts/lib"})
         seen = seen_of(r, "interpreter")
         check(r.exit_code == 0 and seen.get("pid") == seen.get("my_pid"),
               "interpreter: the sitecustomize hook ran in the interpreter itself", seen)
         check_confined(seen, "interpreter: the hook")
         st, msg = c.close_session("nb2")
         check(st == OK, "interpreter: the session closes", (st, msg))
-        no_daemons("interpreter, after the session")
+        no_daemons(s, "interpreter, after the session")
         procs = slot_processes(s.uid_base, 4)
         check(procs == {}, "interpreter: nothing of the session is left", procs)
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(wh, ignore_errors=True)
-    no_daemons("interpreter, after the server")
+    no_daemons(s, "interpreter, after the server")
 
 
 GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
