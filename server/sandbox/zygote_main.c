@@ -10,17 +10,23 @@
  *   - drops the supplementary groups (host root's would follow it into the
  *     user namespace, unmapped but still honoured by permission checks);
  *   - makes a user namespace that maps only the slot's uid and gid to
- *     themselves (the engine writes the maps), becomes that uid and gid and
- *     keeps the capabilities it holds there, nowhere else;
+ *     themselves (the engine writes the maps) and becomes that uid and gid;
+ *   - confines itself as a run: no capability, no_new_privs, its own
+ *     filter (SECCOMP_PROFILE_ZYGOTE). What it imports next is package
+ *     code (the preload, an environment's .pth files and site hooks) and
+ *     is treated as user code (docs/SECURITY.md, "Package code is user
+ *     code");
  *   - imports the modules, freezes the garbage collector's objects (so
- *     that forks share them untouched), and says READY.
- * It never runs user code. Per run (ZYGOTE_MSG_RUN) it forks with new PID,
- * mount, IPC and UTS namespaces; that fork (PID 1 of the run, C code only)
- * says HELLO with its credentials on the report socket, waits until the
- * engine has put it in the slot's cgroup, enters a cgroup namespace, makes
- * the run's mounts, forks the program's process and reaps, like
- * sandbox-init, until the program ends. The program's process drops every
- * capability, sets no_new_privs, loads the engine's seccomp filter, closes
+ *     that forks share them untouched), ends whatever the imports left
+ *     (processes; refuses threads, shared mappings, sockets) and says READY.
+ * Per run (ZYGOTE_MSG_RUN) it clones with a new user namespace and PID,
+ * mount, IPC and UTS namespaces owned by it; that process (PID 1 of the
+ * run, C code only) writes its maps, says HELLO with its credentials on
+ * the report socket, waits until the engine has put it in the slot's
+ * cgroup, enters a cgroup namespace, forks the program's process, drops
+ * every capability, loads the runs' filter and becomes sandbox-init -r,
+ * which reaps until the program ends. The program's process makes the
+ * run's mounts, drops every capability, loads the runs' filter, closes
  * all but its stdio, reseeds the random generators and runs the script. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
