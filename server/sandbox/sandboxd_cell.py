@@ -48,16 +48,40 @@ def _figure_path():
             continue
 
 
+def _note_savefig():
+    """Figure.savefig marks the figures the code saved itself, so that
+    save_figures() does not send them back a second time (nor render them
+    again). Idempotent; nothing before matplotlib.figure is imported."""
+    mod = sys.modules.get("matplotlib.figure")
+    cls = getattr(mod, "Figure", None)
+    if cls is None or getattr(cls.savefig, "_sandboxd", False):
+        return
+    orig = cls.savefig
+
+    def savefig(self, *args, **kwargs):
+        r = orig(self, *args, **kwargs)
+        self._sandboxd_saved = True
+        return r
+
+    savefig._sandboxd = True
+    savefig.__doc__, savefig.__name__ = orig.__doc__, orig.__name__
+    savefig.__qualname__, savefig.__wrapped__ = orig.__qualname__, orig
+    cls.savefig = savefig
+
+
 def save_figures():
     """Every open matplotlib figure as output/figure-N.png, then closed (as
-    a notebook shows a cell's figures). Nothing when pyplot was never
-    imported."""
+    a notebook shows a cell's figures), but those the code saved itself
+    (closed only). Nothing when pyplot was never imported."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return []
     saved = []
     for num in list(plt.get_fignums()):
         fig = plt.figure(num)
+        if getattr(fig, "_sandboxd_saved", False):
+            plt.close(fig)
+            continue
         fd, path = _figure_path()
         with os.fdopen(fd, "wb") as f:
             fig.savefig(f, format="png")
@@ -84,6 +108,7 @@ class _InlineBackend:
     @staticmethod
     def exec_module(mod):
         from matplotlib.backends import backend_agg
+        _note_savefig()
         mod.FigureCanvas = backend_agg.FigureCanvasAgg
         mod.FigureManager = backend_agg.FigureManagerBase
         def show(*args, **kwargs):
@@ -188,6 +213,7 @@ def script(argv):
     # now, it is loaded only if the code plots; a backend pyplot loaded
     # already is switched.
     mpl, want = sys.modules.get("matplotlib"), os.environ.get("MPLBACKEND")
+    _note_savefig()
     if mpl is not None and want:
         try:
             plt = sys.modules.get("matplotlib.pyplot")

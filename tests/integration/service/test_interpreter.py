@@ -411,6 +411,20 @@ def group_interpreter_figures(b):
         check([a.relative_path for a in r.artifacts] == ["mine.png"],
               "a figure the code saved and closed is not sent twice",
               [a.relative_path for a in r.artifacts])
+        r = c.ok(PLOT + "import os\nos.makedirs('output', exist_ok=True)\n"
+                 "plt.savefig('output/mine.png')\n", limits=big)
+        check([a.relative_path for a in r.artifacts] == ["mine.png"],
+              "a figure the code saved and left open is not sent twice (no figure-1.png)",
+              [a.relative_path for a in r.artifacts])
+        r = c.cell("fig", "import os\nos.makedirs('output', exist_ok=True)\n"
+                   "f1 = plt.figure()\nplt.plot([1, 2])\nplt.savefig('output/kept.png')\n"
+                   "f2 = plt.figure()\nplt.plot([2, 1])\n", limits=big)
+        check(sorted(a.relative_path for a in r.artifacts)
+              == ["figure-1.png", "figure-2.png", "figure-3.png", "kept.png"],
+              "in a session: a figure saved by the cell is not saved again, the one left "
+              "unsaved is (figure-3.png)", sorted(a.relative_path for a in r.artifacts))
+        r = c.cell("fig", "len(plt.get_fignums())\n")
+        check(r.result == "0", "both are closed at the cell's end", r.result)
         r = c.ok(PLOT + "plt.show()\n", limits=big, env={"MPLBACKEND": "agg"})
         check([a.relative_path for a in r.artifacts] == ["figure-1.png"],
               "a backend of the request's own: figures left open still come back",
