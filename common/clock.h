@@ -11,5 +11,10 @@
 uint64_t sbx_now_unix_ms(void);
 /* CLOCK_MONOTONIC. */
 uint64_t sbx_monotonic_ms(void);
+/* A duration in microseconds as whole milliseconds, rounded up: a run
+ * that took any time at all never reports 0 ms. */
+static inline uint64_t sbx_us_to_ms_ceil(uint64_t us) {
+  return us / 1000 + (us % 1000 != 0);
+}
 
 #endif

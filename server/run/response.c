@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "run_internal.h"
 #include "safefs.h"
 #include "text.h"
@@ -233,7 +234,7 @@ void run_build_response(struct runner *r, const struct run_call *call, int ws_fd
   resp->killed_by = (Sandbox__V1__KilledBy)res->killed_by; /* the same values: asserted above */
   resp->exit_code = res->exit_code;
   resp->signal = res->signal;
-  resp->wall_time_ms = res->wall_time_us / 1000;
+  resp->wall_time_ms = sbx_us_to_ms_ceil(res->wall_time_us);
   resp->cpu_time_ms = res->cpu_time_us / 1000;
   resp->peak_memory_bytes = res->peak_memory_bytes;
   resp->n_feedback = sc->fb.n;

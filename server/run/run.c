@@ -278,20 +278,21 @@ static void log_success(const struct run_call *call, unsigned slot, const struct
   const struct sandbox_result *res = &sc->result;
   char rid[72];
   log_request_id(call, rid, sizeof(rid));
-  log_line(
-      "run",
-      "run_id=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%u session=%s status=OK "
-      "killed_by=%s exit_code=%d signal=%d "
-      "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
-      "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-      sc->run_id, rid, call->method, run_runtime_name(call->req),
-      call->peer != NULL ? call->peer : "?", slot,
-      call->req->session_id[0] != '\0' ? call->req->session_id : "-",
-      killed_by_name(res->killed_by), res->exit_code, res->signal,
-      (unsigned long long)(res->wall_time_us / 1000), (unsigned long long)(res->cpu_time_us / 1000),
-      (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len, sc->artifacts.n,
-      sc->pkg_env != NULL ? sc->pkg_env->key : "-", (unsigned long long)sc->env_ms,
-      (unsigned long long)queue_ms, (unsigned long long)(sbx_monotonic_ms() - call->received_ms));
+  log_line("run",
+           "run_id=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%u session=%s status=OK "
+           "killed_by=%s exit_code=%d signal=%d "
+           "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
+           "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
+           sc->run_id, rid, call->method, run_runtime_name(call->req),
+           call->peer != NULL ? call->peer : "?", slot,
+           call->req->session_id[0] != '\0' ? call->req->session_id : "-",
+           killed_by_name(res->killed_by), res->exit_code, res->signal,
+           (unsigned long long)sbx_us_to_ms_ceil(res->wall_time_us),
+           (unsigned long long)(res->cpu_time_us / 1000),
+           (unsigned long long)res->peak_memory_bytes, res->stdout_len, res->stderr_len,
+           sc->artifacts.n, sc->pkg_env != NULL ? sc->pkg_env->key : "-",
+           (unsigned long long)sc->env_ms, (unsigned long long)queue_ms,
+           (unsigned long long)(sbx_monotonic_ms() - call->received_ms));
 }
 
 /* The log gets the message's first line, printable, so it stays one logfmt

@@ -160,6 +160,9 @@ def group_interpreter_state(b):
               and r2.session_mode == INTERP,
               "x + 1 in the next call: result 42 (the session's mode without naming it)",
               (r2.result, r2.stderr, list(r2.feedback)))
+        short = [c.ok("pass\n", session_id="st").wall_time_ms for _ in range(5)]
+        check(all(ms >= 1 for ms in short), "a cell shorter than a millisecond reports "
+              "wall_time_ms 1, not 0 (rounded up)", short)
         r = c.cell("st", "import pandas as pd\n"
                          "df = pd.DataFrame({'a': [1, 2, 3], 'b': [10, 20, 30]})\n",
                    limits={"timeout_ms": 30000})
