@@ -201,3 +201,30 @@ def daemons(uid_base, n):
         if comm == DAEMON_COMM and uid_base <= uid < uid_base + n:
             found.append(int(pid))
     return found
+
+
+FORKER = "sbx-forker"
+FORKER_REQUIREMENT = f"{FORKER}==1.0"
+FORKER_MAX = 3000
+FORKER_HOOK = r'''
+import os, time
+FORKED = 0
+for _ in range(%d):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    FORKED += 1
+''' % FORKER_MAX
+
+
+def make_forker_wheel(wheelhouse):
+    """A package whose .pth forks sleeping children until the kernel refuses
+    (at most FORKER_MAX): what a zygote that imports it may start is bounded
+    by the zygotes' pids limit, and none of them outlives the start."""
+    return make_wheel(wheelhouse, FORKER, "1.0",
+                      {"sbx_forker.pth": "import sbx_forker_boot\n",
+                       "sbx_forker_boot.py": FORKER_HOOK})

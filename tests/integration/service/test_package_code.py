@@ -16,6 +16,9 @@ Groups:
                             the start; a later cold run on the same slot
                             finds no socket of it; nothing of the hook is
                             left; the zygote's runs' PID 1 is filtered
+  package_code_zygote_limits  a preload (an environment's .pth) that forks
+                            until refused: stopped by the zygotes' pids.max,
+                            nothing of it left once the zygote serves
   package_code_interpreter  an INTERPRETER session: requirements are refused
                             (the hook ran nowhere); a sitecustomize on the
                             session's PYTHONPATH runs confined at the
@@ -154,6 +157,46 @@ def group_package_code_zygote(b):
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(wh, ignore_errors=True)
     no_daemons(s, "python-zygote, after the server")
+
+
+def zygotes_pids_max(server_pid):
+    """pids.max of the server's zygotes' cgroup (v1 pids hierarchy or v2)."""
+    import glob
+    for pattern in (f"/sys/fs/cgroup/pids/**/sandboxd.{server_pid}/zygotes/pids.max",
+                    f"/sys/fs/cgroup/**/sandboxd.{server_pid}/zygotes/pids.max"):
+        found = glob.glob(pattern, recursive=True)
+        if found:
+            with open(found[0]) as f:
+                return f.read().strip()
+    return None
+
+
+def group_package_code_zygote_limits(b):
+    pb = load_pb2(b)
+    wh = wheelhouse()
+    hp.make_forker_wheel(wh)
+    s = Server(b, 63250, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1",
+               "--zygote-preload", "json")
+    c = Caller(s, pb)
+    try:
+        r = c.ok("import sbx_forker_boot, os\nprint(sbx_forker_boot.FORKED)\n",
+                 requirements=[hp.FORKER_REQUIREMENT], runtime="python-zygote",
+                 limits=pb.Limits(timeout_ms=60000))
+        limit = zygotes_pids_max(s.proc.pid)
+        forked = int(r.stdout or b"-1")
+        check(limit is not None and limit.isdigit() and 0 < forked < int(limit)
+              and forked < hp.FORKER_MAX,
+              "a zygote's preload that forks until refused is stopped by the zygotes' "
+              "pids.max", (forked, limit, r.stderr[-500:]))
+        procs = slot_processes(s.uid_base, 2)
+        check(len(procs) == 1, "none of the preload's processes outlived the zygote's start",
+              len(procs))
+        r = c.ok("print('after')\n", runtime="python-zygote")
+        check(r.stdout == b"after\n", "the slot serves python-zygote runs after", r.stdout)
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+        shutil.rmtree(wh, ignore_errors=True)
 
 
 SITECUSTOMIZE = "import sbx_hook_boot\n"
