@@ -266,16 +266,20 @@ static int zygotes_dir(const struct cgroup_manager *m, int c, char *out, size_t 
  * a run is (docs/SECURITY.md, "Package code is user code"). Whichever of
  * the files this directory has (one controller per directory on v1). */
 static int zygotes_limit(const struct cgroup_manager *m, int dfd, const char *path,
-                         struct sandbox_error *err) {
+                         unsigned *written, struct sandbox_error *err) {
   const char *memory_file =
       m->backend->kind == SANDBOX_BACKEND_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes";
-  if (faccessat(dfd, "pids.max", W_OK, 0) == 0 &&
-      cgroup_write_u64_at(dfd, "pids.max", (uint64_t)m->n_slots * CGROUP_ZYGOTE_PIDS, err) < 0)
-    return sandbox_error_wrap(err, "%s", path);
-  if (faccessat(dfd, memory_file, W_OK, 0) == 0 &&
-      cgroup_write_u64_at(dfd, memory_file, (uint64_t)m->n_slots * CGROUP_ZYGOTE_MEMORY_BYTES,
-                          err) < 0)
-    return sandbox_error_wrap(err, "%s", path);
+  if (faccessat(dfd, "pids.max", W_OK, 0) == 0) {
+    if (cgroup_write_u64_at(dfd, "pids.max", (uint64_t)m->n_slots * CGROUP_ZYGOTE_PIDS, err) < 0)
+      return sandbox_error_wrap(err, "%s", path);
+    *written |= 1;
+  }
+  if (faccessat(dfd, memory_file, W_OK, 0) == 0) {
+    if (cgroup_write_u64_at(dfd, memory_file, (uint64_t)m->n_slots * CGROUP_ZYGOTE_MEMORY_BYTES,
+                            err) < 0)
+      return sandbox_error_wrap(err, "%s", path);
+    *written |= 2;
+  }
   return 0;
 }
 
@@ -283,18 +287,31 @@ int cgroup_zygotes_adopt(struct cgroup_manager *m, pid_t pid, struct sandbox_err
   int n = m->backend->kind == SANDBOX_BACKEND_CGROUP_V1 ? CGROUP_V1_CONTROLLERS : 1;
   char buf[32];
   snprintf(buf, sizeof buf, "%d", (int)pid);
+  /* The limits first, in every hierarchy, then the zygote: it never runs
+   * unbounded, and a cgroup without them is refused (fail closed). */
+  unsigned written = 0;
   for (int c = 0; c < n; c++) {
     char path[4200];
     if (zygotes_dir(m, c, path, sizeof path) < 0)
       continue; /* an optional controller this host does not offer */
-    bool made = mkdir(path, 0700) == 0;
-    if (!made && errno != EEXIST)
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
       return sandbox_error_set(err, errno, "mkdir %s", path);
     cleanup_close int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
       return sandbox_error_set(err, errno, "open %s", path);
-    if (made && zygotes_limit(m, dfd, path, err) < 0)
+    if (zygotes_limit(m, dfd, path, &written, err) < 0)
       return -1;
+  }
+  if (written != 3)
+    return sandbox_error_set(err, ENOTSUP, "the zygotes' cgroup offers no %s limit",
+                             (written & 1) == 0 ? "pids" : "memory");
+  for (int c = 0; c < n; c++) {
+    char path[4200];
+    if (zygotes_dir(m, c, path, sizeof path) < 0)
+      continue;
+    cleanup_close int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+      return sandbox_error_set(err, errno, "open %s", path);
     if (cgroup_write_at(dfd, "cgroup.procs", buf, err) < 0)
       return -1;
   }

@@ -536,21 +536,26 @@ def group_interpreter_eviction(b):
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
-    s = InterpServer(b, 45450, "--workers", "1", "--interpreter-idle-s", "1",
+    s = InterpServer(b, 45450, "--workers", "1", "--interpreter-idle-s", "2",
                      "--interpreter-max-lifetime-s", "4")
     c = Caller(s, pb)
     try:
         c.cell("idle", "x = 1\n")
-        time.sleep(2.5)
+        time.sleep(3.5)
         check(c.info().interpreters == 0, "idle past --interpreter-idle-s: ended")
         r = c.cell("idle", "x\n")
         check(r.state_lost and "without a call" in fb(r), "and its session is told",
               (r.state_lost, list(r.feedback)))
-        for _ in range(6):
+        # Calls 0.3 s apart for 3.4 s of the new interpreter's 4 s lifetime,
+        # then one past it, never 2 s idle in between (with 1 s of idle and a
+        # fixed pause, a loaded machine let the idle tick win the race).
+        t_start = time.monotonic()
+        while time.monotonic() - t_start < 3.4:
             r = c.cell("idle", "x = 2\n")
-            check(not r.state_lost, "calls every 0.6 s keep it", list(r.feedback))
-            time.sleep(0.6)
-        time.sleep(0.5)
+            check(not r.state_lost, "calls every 0.3 s keep it", list(r.feedback))
+            time.sleep(0.3)
+        while time.monotonic() - t_start < 4.3:
+            time.sleep(0.05)
         r = c.cell("idle", "'x' in dir()\n")
         check(r.state_lost and "maximum lifetime" in fb(r) and r.result == "False",
               "past --interpreter-max-lifetime-s: a fresh interpreter, and the session is told",
