@@ -178,7 +178,11 @@ class Server(ServiceServer):
     def stop(self, timeout=30):
         if self.mcp is not None:
             check(self.mcp.close() == 0, "sandbox-mcp exits 0 at the end of its stdin")
-        return super().stop(timeout)
+        code = super().stop(timeout)
+        if HOOK:
+            import shutil
+            shutil.rmtree(self.wheelhouse, ignore_errors=True)
+        return code
 
     def extra_args(self):
         self.config = os.path.join(self.tmp, "sandboxd.conf")
