@@ -753,7 +753,9 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
       (uint64_t)((ts1.tv_sec - ts0.tv_sec) * 1000000 + (ts1.tv_nsec - ts0.tv_nsec) / 1000);
   res->killed_by = why;
   res->limits = cell->limits;
-  res->limits.memory_bytes = start->limits.memory_bytes;
+  /* The cap in force is the one the interpreter started with, not this
+   * call's (which applies to the next interpreter). */
+  res->limits.memory_bytes = ip->spec.limits.memory_bytes;
   res->backend = sandbox_engine_report(t->engine)->backend;
   if (ended) {
     if (!ip->joined) {

@@ -3,14 +3,16 @@
 # kernel. Boots Debian's own cloud kernel (linux-image-cloud-amd64, fetched
 # with apt-get download and unpacked with dpkg -x, never installed) under
 # qemu with an initramfs holding busybox, /usr/bin/python3 and its standard
-# library, the built binaries and their libraries; tests/vm/init mounts
-# cgroup2 and runs tests/vm/suite.sh. The VM writes one "VMTEST <name>
-# PASS|FAIL" line per check to its second serial port; this script passes
+# library, Debian's pip, the built binaries and their libraries (the
+# zygote's libpython too), and the hostile-.pth wheel of
+# tests/lib/hostile_package.py; tests/vm/init mounts cgroup2 and runs
+# tests/vm/suite.sh. The VM writes one "VMTEST <name> PASS|FAIL" line per
+# check to its second serial port; this script passes
 # only when every line says PASS, the summary agrees, the required checks are
 # all there and the VM powered off in time. Otherwise it fails and prints the
 # VM's console.
 #
-# Environment: SANDBOXD_VM_TIMEOUT (seconds, default 420),
+# Environment: SANDBOXD_VM_TIMEOUT (seconds, default 600),
 # SANDBOXD_VM_CACHE (kernel cache, default BUILD_DIR/vm-cache),
 # SANDBOXD_VM_TIME_SCALE (engine_test's SANDBOX_TEST_TIME_SCALE in the VM,
 # default 4 under TCG, 2 under KVM), SANDBOXD_VM_ACCEL (kvm or tcg: skip the probe).
@@ -19,7 +21,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: run-vm-tests.sh BUILD_DIR}" && pwd)
 bindir=$build/bin
-timeout_s=${SANDBOXD_VM_TIMEOUT:-420}
+timeout_s=${SANDBOXD_VM_TIMEOUT:-600}
 cache=${SANDBOXD_VM_CACHE:-$build/vm-cache}
 work=$build/vm
 t0=$(date +%s)
@@ -123,6 +125,17 @@ for d in "/usr/local/lib/$(basename "$pyver")/dist-packages" /usr/lib/python3/di
   [ -d "$d" ] && mkdir -p "$root$d"
 done
 
+# pip, for the requirements the server installs in a sandbox (Debian's
+# python3-pip, its dependencies vendored), with its __pycache__: /usr is
+# read-only in a run, so pip would otherwise compile what it imports at
+# every install.
+pipdir=/usr/lib/python3/dist-packages/pip
+if [ -d "$pipdir" ]; then
+  tar -C / -cf - "${pipdir#/}" | tar -C "$root" -xf -
+else
+  log "no $pipdir (python3-pip): the package-code checks will fail in the VM"
+fi
+
 missing=()
 for b in engine_test sandbox-exec sandboxd sandbox-run; do
   if [ -x "$bindir/$b" ]; then
@@ -133,6 +146,13 @@ for b in engine_test sandbox-exec sandboxd sandbox-run; do
     missing+=("$b")
   fi
 done
+# The zygote is carried inside sandboxd and exec'd from a memfd: only its
+# libraries (libpython) go into the image.
+if [ -x "$bindir/sandbox-zygote" ]; then
+  put_libs "$bindir/sandbox-zygote"
+else
+  missing+=(sandbox-zygote)
+fi
 [ "${#missing[@]}" -eq 0 ] || log "not built (their checks will fail in the VM): ${missing[*]}"
 
 # /etc: the loader's cache for the copied libraries, and a root user.
@@ -167,6 +187,18 @@ log "accelerator $accel, engine_test time scale $scale"
 
 install -m 0755 "$here/init" "$root/init"
 install -m 0644 "$here/suite.sh" "$root/vmtest/suite.sh"
+# The hostile-.pth package (tests/lib/hostile_package.py): its wheel, the
+# report a run prints, and the module itself, whose confined() the VM checks.
+mkdir -p "$root/vmtest/wheels" "$root/vmtest/lib"
+cp "$here/../lib/hostile_package.py" "$here/../lib/wheelhouse.py" "$root/vmtest/lib/"
+/usr/bin/python3 -I - "$here/../lib" "$root/vmtest" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import hostile_package as hp
+hp.make_hostile_wheel(sys.argv[2] + "/wheels")
+with open(sys.argv[2] + "/hook_report.py", "w") as f:
+    f.write(hp.REPORT)
+PY
 echo "TIME_SCALE=$scale" >"$root/vmtest/config.sh"
 
 initrd=$work/initramfs.cpio.gz
@@ -225,7 +257,11 @@ required=(cgroup2_mounted engine_test_exit engine_test_all_ran engine_backend_is
   service_ready service_info_says_v2 service_hello_world delegated_made_leaf
   delegated_controllers_enabled container_backend_v2 session_files_not_charged_to_others
   session_files_count_for_the_session session_run_refused_beside_its_files
-  session_memory_group_freed)
+  session_memory_group_freed zygote_hello zygote_confined_like_cold zygote_memory_killed
+  zygote_peak_memory zygote_fork_bomb_timeout zygote_left_no_process zygote_left_no_run_cgroup
+  interp_state_kept interp_oom_killed_by_memory interp_state_lost_after_oom
+  interp_child_oom_ends_interpreter
+  zygote_hook_all_confined zygote_hook_ran_in_zygote zygote_hook_no_sbxhookd)
 absent=()
 for r in "${required[@]}"; do
   grep -qxF "VMTEST $r PASS" "$results.txt" || absent+=("$r")

@@ -38,6 +38,21 @@ for k in sys.argv[1].split("."):
 print(v)' "$1"
 }
 
+# The processes whose real uid is in [BASE, BASE + N): "pid name" a line.
+uid_procs() {
+  "$PY" -I -c '
+import os, sys
+lo, n = int(sys.argv[1]), int(sys.argv[2])
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            st = dict(l.split(":", 1) for l in f if ":" in l)
+    except OSError:
+        continue
+    if lo <= int(st["Uid"].split()[0]) < lo + n:
+        print(pid, st["Name"].strip())' "$1" "$2"
+}
+
 section() {
   echo "==== $1 (uptime $(cut -d' ' -f1 /proc/uptime)s)"
 }
@@ -207,6 +222,152 @@ if [ -x $BIN/sandboxd ] && [ -x $BIN/sandbox-run ]; then
   kill $other
 else
   result service FAIL "sandboxd or sandbox-run was not built"
+fi
+
+# ---- zygote runs, an interpreter session and package code, on v2 ----
+# A second server, in a delegated cgroup of its own, with zygotes that
+# preload only json (numpy would cost minutes under TCG; what is proven is
+# the zygote's path, not its preload), one interpreter slot, and the
+# hostile-.pth wheel (tests/lib/hostile_package.py, built by the host) as its
+# only package source.
+section "sandboxd --zygote: python-zygote runs, an interpreter session, package code"
+if [ -x $BIN/sandboxd ] && [ -x $BIN/sandbox-run ]; then
+  Z=$CG/zygote-svc
+  ZURL=tcp://127.0.0.1:7879
+  ZUID=63700
+  ZRUN="$BIN/sandbox-run -e $ZURL"
+  mkdir $Z
+  echo "+memory +pids +cpu" >$CG/cgroup.subtree_control
+  sh -c "echo \$\$ > $Z/cgroup.procs && exec $BIN/sandboxd --listen $ZURL \
+    --state-dir /tmp/zsvc-state --workers 1 --max-interpreters 1 --uid-base $ZUID \
+    --zygote 1 --zygote-preload json --offline 1 --wheelhouse /vmtest/wheels" \
+    >/tmp/zsvc.log 2>&1 &
+  zserver=$!
+  ready=no
+  i=0
+  while [ $i -lt 300 ]; do
+    if grep -q ready /tmp/zsvc.log; then ready=yes; break; fi
+    kill -0 $zserver 2>/dev/null || break
+    sleep 0.2
+    i=$((i + 1))
+  done
+  check zygote_service_ready test $ready = yes
+  E=$Z/sandboxd.$zserver
+  # Its uids: slot 0 (the worker; pip runs there too), slot 1 (the
+  # interpreter), and one past them, where nothing may run either.
+  ZSLOTS=3
+
+  echo 'import sys; print("hello from", sys.version_info[:2])' >/tmp/z-hello.py
+  $ZRUN --runtime python-zygote /tmp/z-hello.py >/tmp/z-hello.out 2>/tmp/z-hello.err
+  rc=$?
+  cat /tmp/z-hello.out /tmp/z-hello.err
+  check zygote_hello sh -c "test $rc -eq 0 && test \"\$(cat /tmp/z-hello.out)\" = 'hello from (3, 11)'"
+  echo "zygotes: procs=[$(cat $E/zygotes/cgroup.procs 2>/dev/null | tr '\n' ' ')]" \
+    "pids.max=$(cat $E/zygotes/pids.max 2>/dev/null) memory.max=$(cat $E/zygotes/memory.max 2>/dev/null)"
+  check zygote_in_zygotes_cgroup sh -c "test \"\$(wc -l <$E/zygotes/cgroup.procs)\" -eq 1 &&
+    test \"\$(cat $E/zygotes/pids.max)\" != max && test \"\$(cat $E/zygotes/memory.max)\" != max"
+
+  # Who the program is, and its PID 1: a zygote run's must read as a cold run's.
+  cat >/tmp/z-ids.py <<'PY'
+import os
+def status(pid):
+    st = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status"))
+    return " ".join(st[k].strip() for k in ("Seccomp", "NoNewPrivs", "CapEff", "CapPrm", "CapBnd"))
+print("uid", os.getuid(), os.getgid(), os.getgroups(), "self", status("self"), "pid1", status(1))
+PY
+  $ZRUN --runtime python /tmp/z-ids.py >/tmp/z-ids-cold.out 2>&1
+  $ZRUN --runtime python-zygote /tmp/z-ids.py >/tmp/z-ids-zyg.out 2>&1
+  echo "cold:   $(cat /tmp/z-ids-cold.out)"
+  echo "zygote: $(cat /tmp/z-ids-zyg.out)"
+  check zygote_confined_like_cold sh -c "grep -q '^uid [1-9][0-9]* [1-9][0-9]* \[\] self 2 1 0000000000000000 0000000000000000 0000000000000000 pid1 2 1 ' /tmp/z-ids-cold.out &&
+    cmp -s /tmp/z-ids-cold.out /tmp/z-ids-zyg.out"
+
+  echo 'b = bytearray(256 * 2**20); print("survived")' >/tmp/z-bomb.py
+  $ZRUN --json --runtime python-zygote --memory-mb 64 /tmp/z-bomb.py >/tmp/z-bomb.json 2>&1
+  cat /tmp/z-bomb.json
+  check zygote_memory_killed test "$(json_field killed_by </tmp/z-bomb.json)" = memory
+
+  # 48 MiB touched under a 128 MiB limit: the run's memory.peak, which
+  # counts the run alone (the zygote's pages are charged to its own cgroup).
+  echo 'b = b"x" * (48 << 20); print(len(b))' >/tmp/z-peak.py
+  $ZRUN --json --runtime python-zygote --memory-mb 128 /tmp/z-peak.py >/tmp/z-peak.json 2>&1
+  cat /tmp/z-peak.json
+  peak=$(json_field peak_memory_bytes </tmp/z-peak.json 2>/dev/null || echo 0)
+  check zygote_peak_memory test "${peak:-0}" -ge $((48 << 20)) -a "${peak:-0}" -le $((128 << 20))
+
+  printf 'import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n' >/tmp/z-forkbomb.py
+  $ZRUN --json --runtime python-zygote --max-processes 16 \
+    --timeout-ms "$(awk "BEGIN{print int(2000*$TIME_SCALE)}")" \
+    /tmp/z-forkbomb.py >/tmp/z-forkbomb.json 2>&1
+  cat /tmp/z-forkbomb.json
+  check zygote_fork_bomb_timeout test "$(json_field killed_by </tmp/z-forkbomb.json)" = timeout
+  # The answer comes once the tree is dead and the run's cgroup removed:
+  # of the server's uids only the zygote is left, and it is the zygote.
+  uid_procs $ZUID $ZSLOTS >/tmp/z-procs.txt
+  echo "processes of the server's uids: $(tr '\n' ' ' </tmp/z-procs.txt)"
+  check zygote_left_no_process sh -c "test \"\$(wc -l </tmp/z-procs.txt)\" -eq 1 &&
+    grep -qx \"\$(cut -d' ' -f1 /tmp/z-procs.txt)\" $E/zygotes/cgroup.procs"
+  check zygote_left_no_run_cgroup sh -c "! ls -d $E/slot-* 2>/dev/null"
+  $ZRUN --runtime python-zygote /tmp/z-hello.py >/tmp/z-after.out 2>&1
+  check zygote_answers_after_bombs grep -qx 'hello from (3, 11)' /tmp/z-after.out
+
+  # An interpreter session (started cold, in its own slot and memory group).
+  echo 'x = 41' | $ZRUN --json --session nb --session-mode interpreter --memory-mb 96 - >/tmp/i1.json 2>&1
+  echo 'x + 1' | $ZRUN --json --session nb - >/tmp/i2.json 2>&1
+  cat /tmp/i1.json /tmp/i2.json
+  check interp_state_kept test "$(json_field result </tmp/i2.json)/$(json_field state_lost </tmp/i2.json)" = 42/False
+  check interp_in_memory_group sh -c "ls -d $E/group-*/run"
+  echo 'b = b"x" * (256 << 20)' | $ZRUN --json --session nb - >/tmp/i3.json 2>&1
+  echo 'print("x" in dir())' | $ZRUN --json --session nb --memory-mb 96 - >/tmp/i4.json 2>&1
+  cat /tmp/i3.json /tmp/i4.json
+  check interp_oom_killed_by_memory test "$(json_field killed_by </tmp/i3.json)/$(json_field interpreter_ended </tmp/i3.json)" = memory/True
+  # The cap in force is the first call's 96 MiB, not this call's default.
+  json_field feedback </tmp/i3.json >/tmp/i3.feedback 2>&1
+  check interp_oom_feedback_names_the_cap grep -q 'memory limit of 96 MiB reached' /tmp/i3.feedback
+  check interp_state_lost_after_oom test "$(json_field state_lost </tmp/i4.json)/$(json_field stdout </tmp/i4.json)" = True/False
+  # A cell's child over the cap: on v2 memory.oom.group takes the whole
+  # group, the interpreter with it (v1 kills the child alone).
+  printf 'import os\nkid = os.fork()\nif kid == 0:\n    h = b"x" * (256 << 20)\n    os._exit(0)\nos.waitpid(kid, 0)\n' |
+    $ZRUN --json --session nb - >/tmp/i5.json 2>&1
+  cat /tmp/i5.json
+  check interp_child_oom_ends_interpreter test "$(json_field killed_by </tmp/i5.json)/$(json_field interpreter_ended </tmp/i5.json)" = memory/True
+  $ZRUN --close-session nb
+  check interp_group_freed test -z "$(ls -d $E/group-* 2>/dev/null)"
+
+  # Package code: the hostile .pth runs in the environment's zygote at its
+  # start; it must have been confined there as a run, and its daemon gone.
+  $ZRUN --json --runtime python-zygote --requirement sbx-hook==1.0 \
+    /vmtest/hook_report.py >/tmp/z-hook.json 2>&1
+  cat /tmp/z-hook.json
+  "$PY" -I - /tmp/z-hook.json >/tmp/z-hook.res <<'PY'
+import json, re, sys
+sys.path.insert(0, "/vmtest/lib")
+import hostile_package as hp
+try:
+    seen = json.loads(json.load(open(sys.argv[1]))["stdout"])
+except (ValueError, KeyError, TypeError):
+    seen = {}
+print("seen:", seen, file=sys.stderr)
+items = hp.confined(seen)
+for what, ok in items:
+    print("zygote_hook." + re.sub("[^a-z0-9]+", "_", what.lower()).strip("_")[:48], "PASS" if ok else "FAIL")
+print("zygote_hook_all_confined", "PASS" if seen and all(ok for _, ok in items) else "FAIL")
+print("zygote_hook_ran_in_zygote",
+      "PASS" if seen.get("pid") not in (None, seen.get("my_pid")) else "FAIL")
+print("zygote_hook_daemon_gone", "PASS" if seen and seen.get("daemon_answers") == "" else "FAIL")
+PY
+  while read -r n v; do result "$n" "$v"; done </tmp/z-hook.res
+  check zygote_hook_no_sbxhookd sh -c "! grep -qx sbxhookd /proc/[0-9]*/comm 2>/dev/null"
+
+  kill -TERM $zserver
+  wait $zserver
+  rc=$?
+  tail -n 3 /tmp/zsvc.log
+  check zygote_service_stopped_cleanly test $rc -eq 0
+  check zygote_service_removed_its_cgroup test ! -e $E
+  check zygote_service_left_no_process test -z "$(uid_procs $ZUID $ZSLOTS)"
+else
+  result zygote FAIL "sandboxd or sandbox-run was not built"
 fi
 
 # ---- no delegation: a cgroup whose parent enabled no controllers ----

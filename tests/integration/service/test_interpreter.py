@@ -306,10 +306,14 @@ def group_interpreter_limits(b):
                           "len(a) + len(b)\n", limits=cap)
         check(r.exit_code == 0 and r.result == str(120 << 20), "another 60 MiB fits in 150 MiB",
               (r.result, r.killed_by, r.stderr[-300:]))
+        # This call asks for more: the cap stays the one the interpreter
+        # started with, and the feedback names that one.
         r = c.cell("mem", "c = bytearray(60 << 20)\nfor i in range(0, len(c), 4096): c[i] = 1\n",
-                   limits=cap)
-        check(r.killed_by == MEMORY and r.interpreter_ended and "memory cap" in fb(r),
-              "a third 60 MiB goes over the cap with the first two held: killed_by MEMORY",
+                   limits={"memory_bytes": 300 * MIB, "timeout_ms": 20000})
+        check(r.killed_by == MEMORY and r.interpreter_ended and "memory cap" in fb(r)
+              and "memory limit of 150 MiB reached" in fb(r),
+              "a third 60 MiB goes over the cap with the first two held (a larger memory_bytes "
+              "of this call does not apply): killed_by MEMORY, the cap in force in the feedback",
               (r.killed_by, r.interpreter_ended, list(r.feedback)))
         r = c.cell("mem", "c = bytearray(60 << 20)\nfor i in range(0, len(c), 4096): c[i] = 1\n"
                           "len(c)\n", limits=cap)
