@@ -2,7 +2,7 @@
  * their tools as processes. Reads newline-delimited JSON-RPC messages on
  * stdin, writes each response as one line on stdout (and nothing else:
  * logs go to stderr), and runs the tools through the C client against the
- * sandboxd endpoints given (-e, repeatable: a fleet). The protocol is
+ * sandboxd endpoints given (--endpoint or -e, repeatable: a fleet). The protocol is
  * client/mcp/ (mcp.h); this file is the transport: framing, the size cap
  * of a message, and a fixed set of threads started here (--concurrency) so
  * that an agent's parallel tool calls run side by side. A message over the
@@ -28,7 +28,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: sandbox-mcp [-e URL]... [--concurrency N] [--max-message-bytes N]\n"
+          "usage: sandbox-mcp [--endpoint URL]... [--concurrency N] [--max-message-bytes N]\n"
           "                   [--retries N] [--connect-timeout-ms N] [--max-image-bytes N]\n"
           "                   [--max-resource-bytes N] [--max-attached-bytes N]\n"
           "                   [--max-stream-text-bytes N] [-v]\n"
@@ -37,7 +37,9 @@ static void usage(FILE *out) {
           "Serves the Model Context Protocol (revision %s) on stdin/stdout, one JSON-RPC\n"
           "message per line, with the tools run_code, list_session_files, preview_file and\n"
           "close_session, run by sandboxd at URL (default tcp://127.0.0.1:7878, or\n"
-          "$SANDBOX_URL, comma-separated). Several -e form a fleet. Logs go to stderr.\n"
+          "$SANDBOX_URL, comma-separated). Several --endpoint form a fleet. Logs go to stderr.\n"
+          "  --endpoint URL, -e URL   a sandboxd endpoint (prefer --endpoint: the MCP\n"
+          "                           Inspector takes -e for itself)\n"
           "  --concurrency N          tool calls served at once (default 4)\n"
           "  --max-message-bytes N    the largest message read (default 16 MiB)\n"
           "  --retries N              retries of calls sandboxd refused as busy (default 3)\n"
