@@ -54,7 +54,7 @@ static int client_open(sbxc_client **out, const char *const *urls, size_t n,
     return sbxc_fail(err, errlen, "out of memory");
   c->retries = 3;
   c->queue_wait_ms = 30000;
-  c->connect_timeout_ms = SBXC_CONNECT_TIMEOUT_CALL;
+  c->connect_timeout_ms = SBXC_CONNECT_TIMEOUT_DEFAULT_MS;
   c->max_request_bytes = SBXC_DEFAULT_MAX_REQUEST_BYTES;
   c->fleet = sbxc_fleet_open(urls, n, tls, err, errlen);
   if (c->fleet == NULL) {

@@ -43,7 +43,7 @@ static void usage(FILE *out) {
           "  --concurrency N          tool calls served at once (default 4)\n"
           "  --max-message-bytes N    the largest message read (default 16 MiB)\n"
           "  --retries N              retries of calls sandboxd refused as busy (default 3)\n"
-          "  --connect-timeout-ms N   how long a call waits for a connection (default 10000)\n"
+          "  --connect-timeout-ms N   how long a call waits for a connection (default 5000)\n"
           "  --max-image-bytes N      one image in a result (default 1 MiB)\n"
           "  --max-resource-bytes N   one other file embedded in a result (default 256 KiB)\n"
           "  --max-attached-bytes N   all files of one result (default 4 MiB)\n"
@@ -394,8 +394,10 @@ static sbxc_client *open_client(const struct options *o) {
 }
 
 int main(int argc, char **argv) {
-  struct options o = {
-      .concurrency = 4, .max_message_bytes = 16 << 20, .retries = 3, .connect_timeout_ms = 10000};
+  struct options o = {.concurrency = 4,
+                      .max_message_bytes = 16 << 20,
+                      .retries = 3,
+                      .connect_timeout_ms = SBXC_CONNECT_TIMEOUT_DEFAULT_MS};
   mcp_settings_default(&o.caps);
   int rc = parse_args(argc, argv, &o);
   if (rc != 0) {

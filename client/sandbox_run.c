@@ -957,7 +957,9 @@ static void free_cli(struct cli *c) {
 }
 
 int main(int argc, char **argv) {
-  struct cli c = {.retries = 3, .max_request_bytes = 8LL << 20, .connect_timeout_ms = 5000};
+  struct cli c = {.retries = 3,
+                  .max_request_bytes = 8LL << 20,
+                  .connect_timeout_ms = SBXC_CONNECT_TIMEOUT_DEFAULT_MS};
   c.req = sbxc_request_new();
   if (c.req == NULL) {
     fprintf(stderr, "sandbox-run: out of memory\n");

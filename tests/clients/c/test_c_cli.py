@@ -1,0 +1,57 @@
+"""sandbox-run and sandbox-mcp as a user meets them (issue 24, "what a new
+user tripped over"): the connect timeout's default is the one
+docs/CLIENTS.md gives every client, and the error names it. uid bases (this
+file's, 57600-57699) are given per test below."""
+import json
+import os
+import re
+import socket
+import subprocess
+
+from conftest import BIN_DIR, REPO
+
+RUN = f"{BIN_DIR}/sandbox-run"
+MCP = f"{BIN_DIR}/sandbox-mcp"
+
+
+def closed_port():
+    """A port of 127.0.0.1 nothing listens on: every dial is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def documented_connect_timeout_ms(client):
+    """The default of the docs' connect timeout table for client's row."""
+    with open(os.path.join(REPO, "docs", "CLIENTS.md")) as f:
+        doc = f.read()
+    m = re.search(rf"^\| {re.escape(client)} \| [^|]+ \| (\d+) (ms|s)\b", doc, re.M)
+    assert m, f"docs/CLIENTS.md has no connect timeout row for {client}"
+    return int(m.group(1)) * (1000 if m.group(2) == "s" else 1)
+
+
+def test_sandbox_run_connect_timeout_default_is_documented(tmp_path):
+    ms = documented_connect_timeout_ms("`sandbox-run`, `sandbox-bench`, `sandbox-mcp`")
+    script = tmp_path / "a.py"
+    script.write_text("print(1)\n")
+    p = subprocess.run([RUN, "-e", f"tcp://127.0.0.1:{closed_port()}", str(script)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 125, p
+    assert f"UNAVAILABLE: no endpoint connected within {ms} ms" in p.stderr, p.stderr
+    assert "nothing was sent" in p.stderr
+    assert "(default %d)" % ms in subprocess.run([RUN, "--help"], capture_output=True,
+                                                 text=True).stdout
+
+
+def test_sandbox_mcp_connect_timeout_default_is_documented():
+    ms = documented_connect_timeout_ms("`sandbox-run`, `sandbox-bench`, `sandbox-mcp`")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "run_code", "arguments": {"code": "print(1)"}}}
+    p = subprocess.run([MCP, "--endpoint", f"tcp://127.0.0.1:{closed_port()}"],
+                       input=json.dumps(call) + "\n", capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p
+    result = json.loads(p.stdout)["result"]
+    assert result["isError"] is True
+    assert f"no endpoint connected within {ms} ms" in result["content"][0]["text"], result
+    assert "(default %d)" % ms in subprocess.run([MCP, "--help"], capture_output=True,
+                                                 text=True).stdout
