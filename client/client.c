@@ -468,8 +468,7 @@ static int acquire(sbxc_client *c, const struct call *call, const struct sbxc_ro
   if (call->pinned == NULL)
     return sbxc_fleet_acquire(c->fleet, route, ep, call->err, call->errlen);
   *ep = call->pinned;
-  return sbxc_fleet_acquire_held(c->fleet, call->pinned, route->wait_until_ms, call->err,
-                                 call->errlen);
+  return sbxc_fleet_acquire_held(c->fleet, call->pinned, route, call->err, call->errlen);
 }
 
 /* One attempt: an endpoint from the fleet and the request to it. A request
@@ -479,7 +478,7 @@ static Sandbox__V1__ReplyEnvelope *attempt(sbxc_client *c, struct call *call) {
   uint64_t wait = (uint64_t)reply_timeout_ms(c, call);
   if (c->connect_timeout_ms < wait)
     wait = c->connect_timeout_ms;
-  struct sbxc_route route = {call->session_id, &call->tried, sbx_monotonic_ms() + wait};
+  struct sbxc_route route = {call->session_id, &call->tried, sbx_monotonic_ms() + wait, wait};
   for (;;) {
     struct sbxc_endpoint *ep;
     if (acquire(c, call, &route, &ep) < 0) {
