@@ -1,14 +1,21 @@
 """sandbox-run and sandbox-mcp as a user meets them (issue 24, "what a new
 user tripped over"): the connect timeout's default is the one
-docs/CLIENTS.md gives every client, and the error names it. uid bases (this
-file's, 57600-57699) are given per test below."""
+docs/CLIENTS.md gives every client, and the error names it; request ids of
+separate processes differ. uid bases (this file's, 57600-57699): one
+server for the module at 57600."""
 import json
 import os
 import re
 import socket
 import subprocess
+import sys
+
+import pytest
 
 from conftest import BIN_DIR, REPO
+
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+from harness import Server  # noqa: E402
 
 RUN = f"{BIN_DIR}/sandbox-run"
 MCP = f"{BIN_DIR}/sandbox-mcp"
@@ -55,3 +62,28 @@ def test_sandbox_mcp_connect_timeout_default_is_documented():
     assert f"no endpoint connected within {ms} ms" in result["content"][0]["text"], result
     assert "(default %d)" % ms in subprocess.run([MCP, "--help"], capture_output=True,
                                                  text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server(BIN_DIR, 57600, "--workers", "2")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_request_ids_differ_between_processes(server, tmp_path):
+    """Each process numbers its calls from 1; started in the same second,
+    they once all sent '<time in hex>-1' (6b0863fc-1 on three runs)."""
+    script = tmp_path / "a.py"
+    script.write_text("print(1)\n")
+    procs = [subprocess.Popen([RUN, "-e", server.tcp, "--run-id", f"rid-{i}", str(script)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(4)]
+    for p in procs:
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    ids = dict(re.findall(r'event=run run_id=(rid-\d) request_id="([^"]*)"', server.log_text()))
+    assert len(ids) == 4, server.log_text()[-2000:]
+    assert len(set(ids.values())) == 4, ids
+    for rid in ids.values():
+        assert re.fullmatch(r"[0-9a-f]{16}-1", rid), rid
