@@ -649,18 +649,26 @@ static int load_inputs(const struct cli *c) {
   return 0;
 }
 
-/* Plain mode's lines on stderr: why the call failed, or why the program
- * was killed. */
+/* Plain mode's lines on stderr, after the program's output: why the call
+ * failed, or the server's hints (the response's feedback: why the program
+ * was killed, "add 'requests' to requirements", the state an interpreter
+ * lost), one line each, the first after "killed (reason): " when it was. */
 static void print_summary(const struct sbxc_result *r) {
-  if (r->status != SBXC_OK)
+  if (r->status != SBXC_OK) {
     fprintf(stderr, "sandbox-run: %s: %s\n", sbxc_status_name(r->status), r->message);
-  else if (r->killed_by != SBXC_KILLED_BY_NONE)
+    return;
+  }
+  size_t i = 0;
+  if (r->killed_by != SBXC_KILLED_BY_NONE)
     fprintf(stderr, "sandbox-run: killed (%s): %s\n", sbxc_killed_by_name(r->killed_by),
-            r->n_feedback > 0 ? r->feedback[0] : "");
+            r->n_feedback > 0 ? r->feedback[i++] : "");
+  for (; i < r->n_feedback; i++)
+    fprintf(stderr, "sandbox-run: %s\n", r->feedback[i]);
 }
 
 /* An interpreter session's call, as a notebook shows it: the last
- * expression's value after the output, and what became of the state. */
+ * expression's value after the output (what became of the state is in the
+ * feedback, which print_summary prints). */
 static void print_cell_end(const struct sbxc_result *r) {
   if (r->status != SBXC_OK || r->session_mode != SBXC_SESSION_MODE_INTERPRETER)
     return;
@@ -669,9 +677,6 @@ static void print_cell_end(const struct sbxc_result *r) {
     write_all(STDOUT_FILENO, (const uint8_t *)r->result, strlen(r->result));
     write_all(STDOUT_FILENO, (const uint8_t *)"\n", 1);
   }
-  for (size_t i = 0; (r->state_lost || r->interpreter_ended) && i < r->n_feedback; i++)
-    if (strstr(r->feedback[i], "interpreter") != NULL)
-      fprintf(stderr, "sandbox-run: %s\n", r->feedback[i]);
 }
 
 static void print_plain(const struct sbxc_result *r) {

@@ -87,3 +87,29 @@ def test_request_ids_differ_between_processes(server, tmp_path):
     assert len(set(ids.values())) == 4, ids
     for rid in ids.values():
         assert re.fullmatch(r"[0-9a-f]{16}-1", rid), rid
+
+
+def run_plain(server, tmp_path, code, *flags, **kw):
+    script = tmp_path / f"s{abs(hash(code))}.py"
+    script.write_text(code)
+    return subprocess.run([RUN, "-e", server.tcp, *flags, str(script)], capture_output=True,
+                          timeout=60, **kw)
+
+
+def test_plain_mode_prints_the_servers_hints_on_stderr(server, tmp_path):
+    """The response's feedback ("add 'requests' to requirements") is on
+    stderr after the program's own, as --json has it in "feedback"."""
+    p = run_plain(server, tmp_path, "import requests\n")
+    assert p.returncode == 1, p
+    err = p.stderr.decode()
+    assert "ModuleNotFoundError" in err, err
+    hint = "sandbox-run: add 'requests' to requirements"
+    assert hint in err and err.index(hint) > err.index("ModuleNotFoundError"), err
+    p = run_plain(server, tmp_path, "import requests\n", "--json")
+    assert any(f.startswith("add 'requests' to requirements")
+               for f in json.loads(p.stdout)["feedback"]), p.stdout
+    p = run_plain(server, tmp_path, "print('hi')\n")
+    assert (p.returncode, p.stdout, p.stderr) == (0, b"hi\n", b""), p
+    p = run_plain(server, tmp_path, "import time\ntime.sleep(10)\n", "--timeout-ms", "300")
+    assert p.returncode == 124
+    assert p.stderr.decode().startswith("sandbox-run: killed (timeout): "), p.stderr
