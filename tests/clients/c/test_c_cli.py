@@ -113,3 +113,70 @@ def test_plain_mode_prints_the_servers_hints_on_stderr(server, tmp_path):
     p = run_plain(server, tmp_path, "import time\ntime.sleep(10)\n", "--timeout-ms", "300")
     assert p.returncode == 124
     assert p.stderr.decode().startswith("sandbox-run: killed (timeout): "), p.stderr
+
+
+# A program's terminal escape sequences: a window title (OSC 0), a screen
+# clear, a C1 CSI (U+009B), a byte that is not UTF-8, a carriage return;
+# then text that must pass as it is (a tab, UTF-8). Its stderr: a colour.
+ESCAPES = r"""
+import sys
+out = sys.stdout.buffer
+out.write(b"\x1b]0;pwned\x07title\n\x1b[2Jtab\there\n\xc3\xa9 \xe2\x9c\x93\n\xc2\x9b\xff\r\n")
+out.flush()
+sys.stderr.buffer.write(b"\x1b[31mred\x1b[0m\n")
+"""
+RAW_OUT = (b"\x1b]0;pwned\x07title\n\x1b[2Jtab\there\n\xc3\xa9 \xe2\x9c\x93\n"
+           b"\xc2\x9b\xff\r\n")
+RAW_ERR = b"\x1b[31mred\x1b[0m\n"
+# As cat -v shows them; \n and \t, and valid UTF-8 text, as they are.
+VISIBLE_OUT = "^[]0;pwned^Gtitle\n^[[2Jtab\there\né ✓\nM-^[M-^?^M\n".encode()
+VISIBLE_ERR = b"^[[31mred^[[0m\n"
+
+
+def run_on_ptys(server, tmp_path, code, *flags):
+    """sandbox-run with stdout and stderr each on a pty of its own (raw: no
+    \\n to \\r\\n); what each terminal received."""
+    import pty
+    import select
+    import tty
+    script = tmp_path / "esc.py"
+    script.write_text(code)
+    masters, slaves = zip(*(pty.openpty() for _ in range(2)))
+    for s in slaves:
+        tty.setraw(s)
+    p = subprocess.Popen([RUN, "-e", server.tcp, *flags, str(script)], stdin=subprocess.DEVNULL,
+                         stdout=slaves[0], stderr=slaves[1])
+    for s in slaves:
+        os.close(s)
+    got = {m: b"" for m in masters}
+    open_fds = set(masters)
+    while open_fds:
+        ready, _, _ = select.select(list(open_fds), [], [], 60)
+        assert ready, "sandbox-run wrote nothing for 60 s"
+        for m in ready:
+            try:
+                chunk = os.read(m, 65536)
+            except OSError:  # EIO: the other side is closed
+                chunk = b""
+            if chunk:
+                got[m] += chunk
+            else:
+                open_fds.discard(m)
+                os.close(m)
+    assert p.wait(timeout=60) == 0
+    return got[masters[0]], got[masters[1]]
+
+
+@pytest.mark.parametrize("mode", [[], ["--stream"]], ids=["plain", "stream"])
+def test_terminal_gets_control_characters_visible(server, tmp_path, mode):
+    out, err = run_on_ptys(server, tmp_path, ESCAPES, *mode)
+    assert out == VISIBLE_OUT, out
+    assert err == VISIBLE_ERR, err
+    out, err = run_on_ptys(server, tmp_path, ESCAPES, *mode, "--raw")
+    assert (out, err) == (RAW_OUT, RAW_ERR)
+
+
+@pytest.mark.parametrize("mode", [[], ["--stream"]], ids=["plain", "stream"])
+def test_pipe_gets_the_bytes_unchanged(server, tmp_path, mode):
+    p = run_plain(server, tmp_path, ESCAPES, *mode)
+    assert (p.returncode, p.stdout, p.stderr) == (0, RAW_OUT, RAW_ERR), p
