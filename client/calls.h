@@ -19,6 +19,7 @@ struct sbxc_client {
   uint64_t connect_timeout_ms; /* SBXC_CONNECT_TIMEOUT_CALL: the call's own timeout */
   size_t max_request_bytes;
   _Atomic unsigned long requests; /* numbers the request ids */
+  uint64_t request_id_prefix;     /* random per client: ids unique across processes */
 };
 
 struct sbxc_request {

@@ -1,5 +1,6 @@
 /* cli_endpoints.h: how sandbox-run, sandbox-bench and sandbox-mcp reach
- * sandboxd, alike: -e URL (repeatable: a fleet), else $SANDBOX_URL
+ * sandboxd, alike: -e URL or --endpoint URL (repeatable: a fleet; the long
+ * form because the MCP Inspector takes -e for itself), else $SANDBOX_URL
  * (comma-separated), else tcp://127.0.0.1:7878; and the TLS flags of
  * tls+tcp:// endpoints (--tls-ca, --tls-cert, --tls-key,
  * --tls-server-name). Each tool adds CLI_ENDPOINT_LONG_OPTIONS to its
@@ -18,7 +19,7 @@
 enum { CLI_OPT_TLS_CA = 0x1000, CLI_OPT_TLS_CERT, CLI_OPT_TLS_KEY, CLI_OPT_TLS_SERVER_NAME };
 
 #define CLI_ENDPOINT_LONG_OPTIONS                                                                  \
-  {"tls-ca", required_argument, NULL, CLI_OPT_TLS_CA},                                             \
+  {"endpoint", required_argument, NULL, 'e'}, {"tls-ca", required_argument, NULL, CLI_OPT_TLS_CA}, \
       {"tls-cert", required_argument, NULL, CLI_OPT_TLS_CERT},                                     \
       {"tls-key", required_argument, NULL, CLI_OPT_TLS_KEY}, {                                     \
     "tls-server-name", required_argument, NULL, CLI_OPT_TLS_SERVER_NAME                            \

@@ -2,6 +2,7 @@
  * at-most-once rules of sandbox_client.h. Where each call goes is fleet.c's
  * business; this file sends it. Thread-safe: every call has its own nng
  * context and aio on the socket of the endpoint the fleet gave it. */
+#include <inttypes.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <stdarg.h>
@@ -9,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "envelope.h"
 #include "calls.h"
@@ -47,6 +50,21 @@ int sbxc_fail(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 /* Both open functions: tls NULL for plain endpoints. */
+/* 64 random bits that start every request id of this client, so that two
+ * processes started in the same second (each numbering its calls from 1)
+ * never share one in the server's log. getrandom fails only before the
+ * kernel's pool is ready: then the clock, the pid and an address, which
+ * still differ between processes. */
+static uint64_t request_id_prefix(const void *c) {
+  uint64_t v;
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+    return v;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40) ^
+         (uint64_t)(uintptr_t)c;
+}
+
 static int client_open(sbxc_client **out, const char *const *urls, size_t n,
                        const struct sbxc_tls *tls, char *err, size_t errlen) {
   sbxc_client *c = calloc(1, sizeof(*c));
@@ -54,8 +72,9 @@ static int client_open(sbxc_client **out, const char *const *urls, size_t n,
     return sbxc_fail(err, errlen, "out of memory");
   c->retries = 3;
   c->queue_wait_ms = 30000;
-  c->connect_timeout_ms = SBXC_CONNECT_TIMEOUT_CALL;
+  c->connect_timeout_ms = SBXC_CONNECT_TIMEOUT_DEFAULT_MS;
   c->max_request_bytes = SBXC_DEFAULT_MAX_REQUEST_BYTES;
+  c->request_id_prefix = request_id_prefix(c);
   c->fleet = sbxc_fleet_open(urls, n, tls, err, errlen);
   if (c->fleet == NULL) {
     free(c);
@@ -415,7 +434,7 @@ static Sandbox__V1__ReplyEnvelope *call_on(sbxc_client *c, struct sbxc_endpoint 
   Sandbox__V1__ReplyEnvelope *reply = NULL;
   const char *key = sbxc_endpoint_key(ep);
   char request_id[40];
-  snprintf(request_id, sizeof(request_id), "%lx-%lu", (unsigned long)time(NULL),
+  snprintf(request_id, sizeof(request_id), "%016" PRIx64 "-%lu", c->request_id_prefix,
            atomic_fetch_add(&c->requests, 1) + 1);
   int rv = nng_ctx_open(&ctx, sbxc_endpoint_socket(ep));
   if (rv != 0) {
@@ -468,8 +487,7 @@ static int acquire(sbxc_client *c, const struct call *call, const struct sbxc_ro
   if (call->pinned == NULL)
     return sbxc_fleet_acquire(c->fleet, route, ep, call->err, call->errlen);
   *ep = call->pinned;
-  return sbxc_fleet_acquire_held(c->fleet, call->pinned, route->wait_until_ms, call->err,
-                                 call->errlen);
+  return sbxc_fleet_acquire_held(c->fleet, call->pinned, route, call->err, call->errlen);
 }
 
 /* One attempt: an endpoint from the fleet and the request to it. A request
@@ -479,7 +497,7 @@ static Sandbox__V1__ReplyEnvelope *attempt(sbxc_client *c, struct call *call) {
   uint64_t wait = (uint64_t)reply_timeout_ms(c, call);
   if (c->connect_timeout_ms < wait)
     wait = c->connect_timeout_ms;
-  struct sbxc_route route = {call->session_id, &call->tried, sbx_monotonic_ms() + wait};
+  struct sbxc_route route = {call->session_id, &call->tried, sbx_monotonic_ms() + wait, wait};
   for (;;) {
     struct sbxc_endpoint *ep;
     if (acquire(c, call, &route, &ep) < 0) {

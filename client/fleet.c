@@ -830,7 +830,8 @@ static void describe(struct sbxc_fleet *f, char *err, size_t errlen, size_t *use
     }
 }
 
-/* Why no endpoint could take the call (f->lock held). */
+/* Why no endpoint could take the call (f->lock held). waited_ms: the wait
+ * granted, not the time measured, so that the message names the setting. */
 static int no_endpoint(struct sbxc_fleet *f, const char *session_id, uint64_t waited_ms, char *err,
                        size_t errlen) {
   size_t used = 0;
@@ -881,7 +882,6 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
                        struct sbxc_endpoint **out, char *err, size_t errlen) {
   const char *session =
       route->session_id != NULL && route->session_id[0] != '\0' ? route->session_id : NULL;
-  uint64_t start = sbx_monotonic_ms();
   resolve_due(f);
   pthread_mutex_lock(&f->lock);
   for (;;) {
@@ -904,7 +904,7 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
   pthread_mutex_unlock(&f->lock);
   read_tls_failures(f);
   pthread_mutex_lock(&f->lock);
-  no_endpoint(f, session, sbx_monotonic_ms() - start, err, errlen);
+  no_endpoint(f, session, route->wait_ms, err, errlen);
   pthread_mutex_unlock(&f->lock);
   return -1;
 }
@@ -962,9 +962,9 @@ void sbxc_fleet_unhold(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
     fleet_reap(f);
 }
 
-int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep, uint64_t wait_until_ms,
-                            char *err, size_t errlen) {
-  uint64_t start = sbx_monotonic_ms();
+int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep,
+                            const struct sbxc_route *route, char *err, size_t errlen) {
+  uint64_t wait_until_ms = route->wait_until_ms;
   pthread_mutex_lock(&f->lock);
   for (;;) {
     if (f->closed) {
@@ -983,7 +983,7 @@ int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep, uint
   pthread_mutex_unlock(&f->lock);
   return fail(err, errlen,
               "the run lives on %s, which was not connected within %llu ms; nothing was sent",
-              ep->key, (unsigned long long)(sbx_monotonic_ms() - start));
+              ep->key, (unsigned long long)route->wait_ms);
 }
 
 bool sbxc_fleet_untried_live(struct sbxc_fleet *f, const struct sbxc_key_set *tried) {

@@ -100,6 +100,7 @@ struct sbxc_route {
   const char *session_id;           /* NULL or "": no session */
   const struct sbxc_key_set *tried; /* may be NULL */
   uint64_t wait_until_ms;           /* monotonic: how long to wait for a connection */
+  uint64_t wait_ms;                 /* the wait granted (the connect timeout), for errors */
 };
 
 /* Chooses the endpoint for one attempt and counts the call on it; release
@@ -127,10 +128,10 @@ int sbxc_fleet_hold_key(struct sbxc_fleet *f, const char *key, struct sbxc_endpo
                         char *err, size_t errlen);
 void sbxc_fleet_unhold(struct sbxc_fleet *f, struct sbxc_endpoint *ep);
 /* Acquires the held ep itself for one call once it is connected, waiting
- * until the monotonic wait_until_ms; release it with sbxc_fleet_release.
- * Returns 0, or -1 with err (nothing was sent). */
-int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep, uint64_t wait_until_ms,
-                            char *err, size_t errlen);
+ * until route->wait_until_ms; release it with sbxc_fleet_release. Returns
+ * 0, or -1 with err (nothing was sent). */
+int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep,
+                            const struct sbxc_route *route, char *err, size_t errlen);
 
 /* True when a connected endpoint is not in tried. */
 bool sbxc_fleet_untried_live(struct sbxc_fleet *f, const struct sbxc_key_set *tried);

@@ -333,8 +333,10 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  *o = (struct options){
-      .concurrency = 1, .requests = -1, .connect_timeout_ms = 5000, .resolve_interval_ms = -1};
+  *o = (struct options){.concurrency = 1,
+                        .requests = -1,
+                        .connect_timeout_ms = SBXC_CONNECT_TIMEOUT_DEFAULT_MS,
+                        .resolve_interval_ms = -1};
   int c, bad = 0;
   while ((c = getopt_long(argc, argv, "e:c:n:d:t:jh", opts, NULL)) != -1) {
     if (c == 'h') {

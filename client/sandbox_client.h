@@ -169,8 +169,12 @@ void sbxc_client_set_queue_wait_ms(sbxc_client *client, uint64_t ms);
 void sbxc_client_set_max_request_bytes(sbxc_client *client, size_t bytes);
 /* How long a call waits for a connected endpoint (for a session: for the
  * endpoint holding it) when there is none, before it fails UNAVAILABLE with
- * "nothing was sent". Default SBXC_CONNECT_TIMEOUT_CALL: as long as the call
- * may take (queue wait + the run's timeout + 5 s). */
+ * "no endpoint connected within N ms ... nothing was sent". Default
+ * SBXC_CONNECT_TIMEOUT_DEFAULT_MS, the connect timeout of every client (the
+ * CLIs' --connect-timeout-ms, Python's connect_timeout_s, TypeScript's
+ * connectTimeoutMs: docs/CLIENTS.md); SBXC_CONNECT_TIMEOUT_CALL: as long as
+ * the call may take (queue wait + the run's timeout + 5 s). */
+#define SBXC_CONNECT_TIMEOUT_DEFAULT_MS 5000
 #define SBXC_CONNECT_TIMEOUT_CALL UINT64_MAX
 void sbxc_client_set_connect_timeout_ms(sbxc_client *client, uint64_t ms);
 /* How often host names are looked up again (default 30000 ms). */

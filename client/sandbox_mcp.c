@@ -2,7 +2,7 @@
  * their tools as processes. Reads newline-delimited JSON-RPC messages on
  * stdin, writes each response as one line on stdout (and nothing else:
  * logs go to stderr), and runs the tools through the C client against the
- * sandboxd endpoints given (-e, repeatable: a fleet). The protocol is
+ * sandboxd endpoints given (--endpoint or -e, repeatable: a fleet). The protocol is
  * client/mcp/ (mcp.h); this file is the transport: framing, the size cap
  * of a message, and a fixed set of threads started here (--concurrency) so
  * that an agent's parallel tool calls run side by side. A message over the
@@ -28,7 +28,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: sandbox-mcp [-e URL]... [--concurrency N] [--max-message-bytes N]\n"
+          "usage: sandbox-mcp [--endpoint URL]... [--concurrency N] [--max-message-bytes N]\n"
           "                   [--retries N] [--connect-timeout-ms N] [--max-image-bytes N]\n"
           "                   [--max-resource-bytes N] [--max-attached-bytes N]\n"
           "                   [--max-stream-text-bytes N] [-v]\n"
@@ -37,11 +37,13 @@ static void usage(FILE *out) {
           "Serves the Model Context Protocol (revision %s) on stdin/stdout, one JSON-RPC\n"
           "message per line, with the tools run_code, list_session_files, preview_file and\n"
           "close_session, run by sandboxd at URL (default tcp://127.0.0.1:7878, or\n"
-          "$SANDBOX_URL, comma-separated). Several -e form a fleet. Logs go to stderr.\n"
+          "$SANDBOX_URL, comma-separated). Several --endpoint form a fleet. Logs go to stderr.\n"
+          "  --endpoint URL, -e URL   a sandboxd endpoint (prefer --endpoint: the MCP\n"
+          "                           Inspector takes -e for itself)\n"
           "  --concurrency N          tool calls served at once (default 4)\n"
           "  --max-message-bytes N    the largest message read (default 16 MiB)\n"
           "  --retries N              retries of calls sandboxd refused as busy (default 3)\n"
-          "  --connect-timeout-ms N   how long a call waits for a connection (default 10000)\n"
+          "  --connect-timeout-ms N   how long a call waits for a connection (default 5000)\n"
           "  --max-image-bytes N      one image in a result (default 1 MiB)\n"
           "  --max-resource-bytes N   one other file embedded in a result (default 256 KiB)\n"
           "  --max-attached-bytes N   all files of one result (default 4 MiB)\n"
@@ -392,8 +394,10 @@ static sbxc_client *open_client(const struct options *o) {
 }
 
 int main(int argc, char **argv) {
-  struct options o = {
-      .concurrency = 4, .max_message_bytes = 16 << 20, .retries = 3, .connect_timeout_ms = 10000};
+  struct options o = {.concurrency = 4,
+                      .max_message_bytes = 16 << 20,
+                      .retries = 3,
+                      .connect_timeout_ms = SBXC_CONNECT_TIMEOUT_DEFAULT_MS};
   mcp_settings_default(&o.caps);
   int rc = parse_args(argc, argv, &o);
   if (rc != 0) {

@@ -22,6 +22,7 @@
 
 #include "cleanup.h"
 #include "cli_endpoints.h"
+#include "visible.h"
 #include "client_internal.h"
 #include "json.h"
 #include "sandbox_client.h"
@@ -44,7 +45,7 @@ static void usage(FILE *out) {
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
       "                   [--max-request-bytes N] [--connect-timeout-ms N]\n"
       "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
-      "                    [--tls-server-name NAME]] [--json] [--stream] SCRIPT|-\n"
+      "                    [--tls-server-name NAME]] [--json] [--stream] [--raw] SCRIPT|-\n"
       "       sandbox-run [-e URL] --watch RUN_ID | --cancel RUN_ID\n"
       "       sandbox-run [-e URL]... --health | --info | --endpoints\n"
       "       sandbox-run [-e URL]... --close-session ID\n"
@@ -53,17 +54,21 @@ static void usage(FILE *out) {
       "Runs SCRIPT (or code read from stdin for -) in sandboxd and prints its stdout and\n"
       "stderr. Exits with the program's status: 124 when it timed out, 128+N when signal\n"
       "N ended it, 125 when the call failed, 130 when the run was cancelled.\n"
+      "On a terminal the program's control characters are shown as cat -v shows them\n"
+      "(ESC as ^[; newlines and tabs as they are), so that its escape sequences cannot\n"
+      "retitle the terminal, write the clipboard or move the cursor; --raw writes them\n"
+      "as they are. Pipes and files always get the bytes unchanged.\n"
       "--stream writes the output as it arrives (raw bytes; with --json one JSON line per\n"
       "chunk, then the result object); Ctrl-C or SIGTERM cancels the run (exit 130), a\n"
       "second one exits at once without waiting for the cancel's answer. --watch RUN_ID\n"
       "follows a run started elsewhere (a RunCode with --run-id while it runs) the same\n"
       "way (Ctrl-C just stops watching); --cancel RUN_ID cancels it. Both need the one\n"
       "endpoint the run lives on. Default URL: tcp://127.0.0.1:7878\n"
-      "(or $SANDBOX_URL, a comma-separated list). Several -e form a fleet: a call goes\n"
-      "to a connected endpoint, a session's to the endpoint holding it. Retries only\n"
-      "answers that prove nothing ran. --endpoints prints each endpoint address and\n"
-      "whether it connected within --connect-timeout-ms (default 5000); exit 1 when\n"
-      "one did not.\n"
+      "(or $SANDBOX_URL, a comma-separated list); --endpoint URL is -e URL. Several -e\n"
+      "form a fleet: a call goes to a connected endpoint, a session's to the endpoint\n"
+      "holding it. Retries only answers that prove nothing ran. --endpoints prints\n"
+      "each endpoint address and whether it connected within --connect-timeout-ms\n"
+      "(default 5000); exit 1 when one did not.\n"
       "tls+tcp://HOST:PORT endpoints need --tls-ca, the PEM CA bundle the server's\n"
       "certificate must chain to; --tls-cert/--tls-key: this client's PEM certificate and\n"
       "unencrypted key, for servers that ask for one; --tls-server-name: the name the\n"
@@ -161,6 +166,25 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
     n -= (size_t)w;
   }
   return 0;
+}
+
+/* A program's output to fd: as it is, or when visible (fd is a terminal and
+ * no --raw) with its control characters shown as cat -v shows them, so
+ * that escape sequences from the sandbox never reach the terminal. st holds
+ * a character cut between chunks until the next one, or until final. */
+static void write_program_output(int fd, bool visible, struct visible *st, const uint8_t *data,
+                                 size_t len, bool final) {
+  if (!visible) {
+    write_all(fd, data, len);
+    return;
+  }
+  size_t n;
+  cleanup_free char *text = visible_encode(st, data, len, final, &n);
+  if (text == NULL) {
+    fprintf(stderr, "sandbox-run: out of memory\n");
+    return;
+  }
+  write_all(fd, (const uint8_t *)text, n);
 }
 
 /* Opens (making it if needed) the directory comp below cur, never through
@@ -280,6 +304,8 @@ struct cli {
   const char *watch_id, *cancel_id; /* --watch, --cancel */
   int64_t offset, length, retries, max_request_bytes, connect_timeout_ms;
   bool json, health, info, endpoints, stream;
+  bool raw;        /* --raw: a terminal gets the program's bytes unchanged */
+  bool visible[2]; /* stdout, stderr: a terminal, shown as cat -v (visible.h) */
 };
 
 enum {
@@ -315,6 +341,7 @@ enum {
   OPT_ENDPOINTS,
   OPT_CONNECT_TIMEOUT,
   OPT_STREAM,
+  OPT_RAW,
   OPT_WATCH,
   OPT_CANCEL,
 };
@@ -351,6 +378,7 @@ static const struct option cli_options[] = {
     {"endpoints", no_argument, NULL, OPT_ENDPOINTS},
     {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
     {"stream", no_argument, NULL, OPT_STREAM},
+    {"raw", no_argument, NULL, OPT_RAW},
     {"watch", required_argument, NULL, OPT_WATCH},
     {"cancel", required_argument, NULL, OPT_CANCEL},
     CLI_ENDPOINT_LONG_OPTIONS,
@@ -463,6 +491,9 @@ static int take_mode(struct cli *c, int opt, char *v) {
     return 0;
   case OPT_JSON:
     c->json = true;
+    return 0;
+  case OPT_RAW:
+    c->raw = true;
     return 0;
   case OPT_STREAM:
     c->stream = true;
@@ -649,38 +680,46 @@ static int load_inputs(const struct cli *c) {
   return 0;
 }
 
-/* Plain mode's lines on stderr: why the call failed, or why the program
- * was killed. */
+/* Plain mode's lines on stderr, after the program's output: why the call
+ * failed, or the server's hints (the response's feedback: why the program
+ * was killed, "add 'requests' to requirements", the state an interpreter
+ * lost), one line each, the first after "killed (reason): " when it was. */
 static void print_summary(const struct sbxc_result *r) {
-  if (r->status != SBXC_OK)
+  if (r->status != SBXC_OK) {
     fprintf(stderr, "sandbox-run: %s: %s\n", sbxc_status_name(r->status), r->message);
-  else if (r->killed_by != SBXC_KILLED_BY_NONE)
+    return;
+  }
+  size_t i = 0;
+  if (r->killed_by != SBXC_KILLED_BY_NONE)
     fprintf(stderr, "sandbox-run: killed (%s): %s\n", sbxc_killed_by_name(r->killed_by),
-            r->n_feedback > 0 ? r->feedback[0] : "");
+            r->n_feedback > 0 ? r->feedback[i++] : "");
+  for (; i < r->n_feedback; i++)
+    fprintf(stderr, "sandbox-run: %s\n", r->feedback[i]);
 }
 
 /* An interpreter session's call, as a notebook shows it: the last
- * expression's value after the output, and what became of the state. */
-static void print_cell_end(const struct sbxc_result *r) {
+ * expression's value after the output (what became of the state is in the
+ * feedback, which print_summary prints). */
+static void print_cell_end(const struct cli *c, const struct sbxc_result *r) {
   if (r->status != SBXC_OK || r->session_mode != SBXC_SESSION_MODE_INTERPRETER)
     return;
   fflush(stdout);
   if (r->result != NULL && r->result[0] != '\0') {
-    write_all(STDOUT_FILENO, (const uint8_t *)r->result, strlen(r->result));
+    struct visible st = {0};
+    write_program_output(STDOUT_FILENO, c->visible[0], &st, (const uint8_t *)r->result,
+                         strlen(r->result), true);
     write_all(STDOUT_FILENO, (const uint8_t *)"\n", 1);
   }
-  for (size_t i = 0; (r->state_lost || r->interpreter_ended) && i < r->n_feedback; i++)
-    if (strstr(r->feedback[i], "interpreter") != NULL)
-      fprintf(stderr, "sandbox-run: %s\n", r->feedback[i]);
 }
 
-static void print_plain(const struct sbxc_result *r) {
+static void print_plain(const struct cli *c, const struct sbxc_result *r) {
   if (r->status == SBXC_OK) {
+    struct visible st[2] = {{0}, {0}};
     fflush(stdout);
-    write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
-    write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
+    write_program_output(STDOUT_FILENO, c->visible[0], &st[0], r->stdout_data, r->stdout_len, true);
+    write_program_output(STDERR_FILENO, c->visible[1], &st[1], r->stderr_data, r->stderr_len, true);
   }
-  print_cell_end(r);
+  print_cell_end(c, r);
   print_summary(r);
 }
 
@@ -691,10 +730,10 @@ static int finish_run(const struct cli *c, struct sbxc_result *result, bool stre
   if (c->json)
     print_text(sbxc_result_json(result));
   else if (streamed) {
-    print_cell_end(result);
+    print_cell_end(c, result);
     print_summary(result);
   } else
-    print_plain(result);
+    print_plain(c, result);
   fflush(stdout);
   if (result->status == SBXC_OK && c->artifacts_dir != NULL)
     save_artifacts(c->artifacts_dir, result);
@@ -713,6 +752,8 @@ struct stream_out {
   bool json;
   uint8_t held[2][4];
   size_t n_held[2];
+  bool visible[2];       /* plain: shown as cat -v (the cli's visible) */
+  struct visible vis[2]; /* plain: a character cut between chunks */
 };
 
 static void print_chunk_json(int stream, const uint8_t *data, size_t len) {
@@ -724,7 +765,9 @@ static void print_chunk_json(int stream, const uint8_t *data, size_t len) {
 static void on_output(void *user, int stream, const uint8_t *data, size_t len) {
   struct stream_out *o = user;
   if (!o->json) {
-    write_all(stream == SBXC_STDOUT ? STDOUT_FILENO : STDERR_FILENO, data, len);
+    int i = stream == SBXC_STDOUT ? 0 : 1;
+    write_program_output(i == 0 ? STDOUT_FILENO : STDERR_FILENO, o->visible[i], &o->vis[i], data,
+                         len, false);
     return;
   }
   int i = stream == SBXC_STDOUT ? 0 : 1;
@@ -745,9 +788,12 @@ static void on_output(void *user, int stream, const uint8_t *data, size_t len) {
 
 /* The end of the streams: what was held back is not going to complete. */
 static void flush_held(struct stream_out *o) {
-  for (int i = 0; i < 2; i++)
-    if (o->n_held[i] > 0)
+  for (int i = 0; i < 2; i++) {
+    if (o->json && o->n_held[i] > 0)
       print_chunk_json(i == 0 ? SBXC_STDOUT : SBXC_STDERR, o->held[i], o->n_held[i]);
+    if (!o->json && o->vis[i].n_held > 0)
+      write_program_output(i == 0 ? STDOUT_FILENO : STDERR_FILENO, true, &o->vis[i], NULL, 0, true);
+  }
 }
 
 /* --stream: the run and the signals that cancel it. SIGINT and SIGTERM are
@@ -885,10 +931,9 @@ static int stream_script(sbxc_client *client, const struct cli *c, struct stream
   const sbxc_run *now = claim_cancel(s); /* a signal came during StartRun */
   if (now != NULL)
     send_cancel(s, now);
-  struct stream_out out = {.json = c->json};
+  struct stream_out out = {.json = c->json, .visible = {c->visible[0], c->visible[1]}};
   sbxc_follow_run(client, run, STREAM_WAIT_MS, on_output, &out, &result);
-  if (c->json)
-    flush_held(&out);
+  flush_held(&out);
   stop_signal_thread(s);
   sbxc_run_free(run);
   return finish_run(c, &result, true);
@@ -907,11 +952,10 @@ static int run_call(sbxc_client *client, const struct cli *c) {
   }
   int rc = 0;
   if (c->watch_id != NULL) {
-    struct stream_out out = {.json = c->json};
+    struct stream_out out = {.json = c->json, .visible = {c->visible[0], c->visible[1]}};
     struct sbxc_result result;
     sbxc_follow_run(client, run, STREAM_WAIT_MS, on_output, &out, &result);
-    if (c->json)
-      flush_held(&out);
+    flush_held(&out);
     rc = finish_run(c, &result, true);
   } else {
     int code = SBXC_OK, state = 0;
@@ -957,7 +1001,9 @@ static void free_cli(struct cli *c) {
 }
 
 int main(int argc, char **argv) {
-  struct cli c = {.retries = 3, .max_request_bytes = 8LL << 20, .connect_timeout_ms = 5000};
+  struct cli c = {.retries = 3,
+                  .max_request_bytes = 8LL << 20,
+                  .connect_timeout_ms = SBXC_CONNECT_TIMEOUT_DEFAULT_MS};
   c.req = sbxc_request_new();
   if (c.req == NULL) {
     fprintf(stderr, "sandbox-run: out of memory\n");
@@ -970,6 +1016,11 @@ int main(int argc, char **argv) {
     free_cli(&c);
     return rc == 1 ? 0 : 2;
   }
+  /* A terminal shows a program's control characters as cat -v does (its
+   * escape sequences could retitle it, write the clipboard, move the
+   * cursor); pipes and files get the bytes. */
+  c.visible[0] = !c.raw && isatty(STDOUT_FILENO);
+  c.visible[1] = !c.raw && isatty(STDERR_FILENO);
   struct stream_ctl stream = {0};
   bool streams = c.stream && !c.endpoints && !c.health && !c.info && c.close_session == NULL &&
                  c.list_path == NULL && c.read_path == NULL && c.watch_id == NULL &&

@@ -223,7 +223,7 @@ static void log_stopped(struct server *srv) {
   log_line("stopped", "requests_total=%llu runs_total=%llu rejected_total=%llu",
            (unsigned long long)atomic_load(&srv->requests_total),
            (unsigned long long)atomic_load(&srv->runner.runs_total),
-           (unsigned long long)atomic_load(&srv->rejected_total));
+           (unsigned long long)rpc_stats_rejections_total(&srv->stats));
 }
 
 int main(int argc, char **argv) {

@@ -58,8 +58,10 @@ struct server {
   /* With --zygote: workers whose slot's first zygote start has not ended
    * yet (success or failure); /readyz waits for 0. */
   atomic_uint zygotes_warming;
-  /* Our own counters: nng's socket statistics stay 0 for REQ/REP. */
-  atomic_uint_fast64_t requests_total, rejected_total;
+  /* Our own counters: nng's socket statistics stay 0 for REQ/REP. The
+   * calls refused before they ran are counted by reason in stats only
+   * (rpc_stats_rejections_total), one source for GetInfo and /metrics. */
+  atomic_uint_fast64_t requests_total;
   struct rpc_stats stats;    /* answers by method and status, refusals by reason */
   struct log_limit call_log; /* event=call lines (refused calls), a second */
 };

@@ -52,8 +52,11 @@ static const struct setting_def setting_defs[] = {
      .help = "resource backend: auto, v2, v1, rlimit"},
     {"cgroup-parent", SETTING_STRING, STR(cgroup_parent), 0, 0, .def_text = "the engine's choice",
      .help = "cgroup to create slot cgroups under"},
-    {"uid-base", SETTING_INT, OFF(uid_base), 0, 1000, 4000000000LL, .def = 60000,
-     .help = "slot i runs as uid and gid uid-base + i"},
+    {"uid-base", SETTING_INT, OFF(uid_base), 0, SETTINGS_UID_MIN, SETTINGS_UID_END - 1,
+     .def = 60000,
+     .help = "slot i runs as uid and gid uid-base + i, interpreter i as uid-base + workers + i; "
+             "from 1000, and uid-base + workers + max-interpreters at most 65534 (nobody): "
+             "65528 with 2 workers and 4 interpreters"},
     {"max-message-bytes", SETTING_INT, OFF(max_message_bytes), 0, 4096, 1LL << 30, .def = 8LL << 20,
      .help = "largest request accepted, NNG_OPT_RECVMAXSZ"},
     {"max-connections", SETTING_INT, OFF(max_connections), 0, 1, 65536, .def = 1024,
@@ -606,8 +609,25 @@ static int check_zygote(const struct server_settings *s, struct sbx_error *err) 
   return 0;
 }
 
+/* The engine runs slot i as uid and gid uid-base + i, for every worker and
+ * interpreter, below nobody (65534): say so here, with the range, rather
+ * than let it refuse "uid/gid range 410000+6" at start. */
+static int check_uids(const struct server_settings *s, struct sbx_error *err) {
+  int64_t n = s->workers + s->max_interpreters;
+  if (s->uid_base + n <= SETTINGS_UID_END)
+    return 0;
+  return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                       "uid-base: %" PRId64 " + %" PRId64 " workers + %" PRId64
+                       " interpreters passes uid %d: the sandboxes' uids and gids lie in %d..%d, "
+                       "so uid-base is from %d to %" PRId64 " with these (or fewer workers or "
+                       "max-interpreters)",
+                       s->uid_base, s->workers, s->max_interpreters, SETTINGS_UID_END - 1,
+                       SETTINGS_UID_MIN, SETTINGS_UID_END - 1, SETTINGS_UID_MIN,
+                       SETTINGS_UID_END - n);
+}
+
 int settings_check(const struct server_settings *s, struct sbx_error *err) {
-  if (check_tls(s, err) < 0 || check_zygote(s, err) < 0)
+  if (check_tls(s, err) < 0 || check_zygote(s, err) < 0 || check_uids(s, err) < 0)
     return -1;
   for (size_t i = 0; i < LIMITS_N; i++)
     if (s->default_limits.v[i] > s->max_limits.v[i])

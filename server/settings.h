@@ -19,6 +19,11 @@
 
 #define SETTINGS_MAX_LISTEN 8
 #define SETTINGS_URL_MAX 256
+/* The sandboxes' uids and gids: uid-base .. uid-base + workers +
+ * max-interpreters - 1 lie in SETTINGS_UID_MIN .. SETTINGS_UID_END - 1
+ * (below nobody, 65534, as the engine requires). */
+#define SETTINGS_UID_MIN 1000
+#define SETTINGS_UID_END 65534
 
 /* The limits of a run, as sandbox.v1.Limits has them, indexed by one enum
  * everywhere in the server (settings, validation, GetInfo): signed so bad

@@ -272,7 +272,7 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   resp.max_message_bytes = (uint64_t)srv->settings.max_message_bytes;
   resp.requests_total = atomic_load(&srv->requests_total);
   resp.runs_total = atomic_load(&srv->runner.runs_total);
-  resp.rejected_total = atomic_load(&srv->rejected_total);
+  resp.rejected_total = rpc_stats_rejections_total(&srv->stats);
   resp.sessions = (uint32_t)session_count(&srv->runner.sessions);
   char index[SETTINGS_URL_MAX];
   requirements_info(&srv->runner.installer, &resp, index, sizeof index);

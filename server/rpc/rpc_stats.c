@@ -15,6 +15,13 @@ void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why) {
     atomic_fetch_add_explicit(&s->rejections[why], 1, memory_order_relaxed);
 }
 
+uint64_t rpc_stats_rejections_total(const struct rpc_stats *s) {
+  uint64_t sum = 0;
+  for (int r = 0; r < RPC_REJECT_N; r++)
+    sum += atomic_load_explicit(&s->rejections[r], memory_order_relaxed);
+  return sum;
+}
+
 const char *rpc_rejection_name(enum rpc_rejection why) {
   static const char *const names[RPC_REJECT_N] = {
       [RPC_REJECT_QUEUE_FULL] = "queue_full",   [RPC_REJECT_DRAINING] = "draining",

@@ -2,7 +2,8 @@
  * (server/ops/ reads it for /metrics): every answer by method and status,
  * and the calls refused before they ran, by reason. Recording is one
  * relaxed atomic add, from nng's callbacks and the workers alike; this
- * layer never reads the counts back. */
+ * layer reads the counts back only for GetInfo's rejected_total, which is
+ * their sum (so it always agrees with sandboxd_rejections_total). */
 #ifndef SBX_RPC_STATS_H
 #define SBX_RPC_STATS_H
 
@@ -31,6 +32,9 @@ struct rpc_stats {
  * named none the service has (or did not decode). */
 void rpc_stats_reply(struct rpc_stats *s, int method, int code);
 void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why);
+/* The refusals of every reason: GetInfo's rejected_total, the sum of the
+ * sandboxd_rejections_total series, and the stopped line's. */
+uint64_t rpc_stats_rejections_total(const struct rpc_stats *s);
 /* "queue_full", "draining", "client_gone", "deadline_exceeded",
  * "cancelled". */
 const char *rpc_rejection_name(enum rpc_rejection why);

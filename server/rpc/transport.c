@@ -49,8 +49,6 @@ void call_reply(struct server_call *call, sbx_code status, const char *message,
     nng_msg_free(call->reply);
     call->reply = NULL;
   }
-  if (status != SBX_OK)
-    atomic_fetch_add(&call->srv->rejected_total, 1);
   rpc_stats_reply(&call->srv->stats, call->method, status);
   if (sbx_reply_msg_new(status, message, call->request_id, payload, &call->reply) == 0)
     return;

@@ -255,6 +255,38 @@ static void zygote(void **state) {
   assert_non_null(strstr(err.msg, "zygote-max-forks"));
 }
 
+/* --uid-base 410000 once failed at the engine's start with "uid/gid range
+ * 410000+6 is out of bounds": the refusal and --help name the range. */
+static void uid_range_is_named(void **state) {
+  struct server_settings s;
+  char *far[] = {"sandboxd", "--uid-base", "410000", NULL};
+  assert_int_equal(load(&s, 3, far), -1);
+  assert_non_null(strstr(err.msg, "uid-base"));
+  assert_non_null(strstr(err.msg, "between 1000 and 65533"));
+
+  char *edge[] = {"sandboxd", "--uid-base",         "65529", "--workers",
+                  "2",        "--max-interpreters", "4",     NULL};
+  assert_int_equal(load(&s, 7, edge), -1);
+  assert_non_null(strstr(err.msg, "uid-base: 65529 + 2 workers + 4 interpreters passes uid 65533"));
+  assert_non_null(strstr(err.msg, "uid-base is from 1000 to 65528"));
+  char *fits[] = {"sandboxd", "--uid-base",         "65528", "--workers",
+                  "2",        "--max-interpreters", "4",     NULL};
+  assert_int_equal(load(&s, 7, fits), 0);
+  assert_int_equal(s.uid_base, 65528);
+
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  assert_non_null(out);
+  settings_usage(out, "sandboxd");
+  fclose(out);
+  const char *line = strstr(text, "--uid-base N");
+  assert_non_null(line);
+  assert_non_null(
+      strstr(line, "from 1000, and uid-base + workers + max-interpreters at most 65534"));
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
@@ -265,6 +297,7 @@ int main(void) {
       cmocka_unit_test(limits_table),
       cmocka_unit_test_setup_teardown(operations, setup, teardown),
       cmocka_unit_test_setup_teardown(zygote, setup, teardown),
+      cmocka_unit_test_setup_teardown(uid_range_is_named, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

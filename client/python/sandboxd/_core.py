@@ -39,6 +39,9 @@ from .types import FileContent, FileList, Health, RunResult, ServerInfo, Started
 REPLY_MARGIN_MS = 5000
 SMALLEST_SERVER_CAP = 4096
 DEFAULT_MAX_REQUEST_BYTES = 8 << 20
+# How long a call waits for a connected endpoint: the same default in every
+# sandboxd client (docs/CLIENTS.md, "The connect timeout").
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
 RETRIABLE = (8, 14)  # RESOURCE_EXHAUSTED, UNAVAILABLE: nothing ran
 WATCH_WAIT_MS = 10_000  # a stream's long poll (the server takes up to 60000)
 MAX_WATCH_WAIT_MS = 60_000

@@ -30,7 +30,7 @@ class Client:
 
     def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
                  retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
-                 connect_timeout_s: float = 5.0, resolve_interval_s: float = 30.0,
+                 connect_timeout_s: float = _core.DEFAULT_CONNECT_TIMEOUT_S, resolve_interval_s: float = 30.0,
                  max_request_bytes: int = _core.DEFAULT_MAX_REQUEST_BYTES):
         self._core = _core.Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
                                 queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,

@@ -75,6 +75,10 @@ const MAX_WATCH_WAIT_MS = 60000;
 /** How long sandboxd holds a CancelRun for the run to end before it
  * answers with the state then (server/rpc/runs.h, RUNS_CANCEL_WAIT_MS). */
 const SERVER_CANCEL_WAIT_MS = 10000;
+/** How long a call waits for a reachable endpoint: the same default in every
+ * sandboxd client (sandbox-run's --connect-timeout-ms, the C library's
+ * SBXC_CONNECT_TIMEOUT_DEFAULT_MS, Python's connect_timeout_s). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
 
 export interface ClientOptions {
   /** Retries of RESOURCE_EXHAUSTED/UNAVAILABLE (default 3; 0 = never). */
@@ -83,10 +87,13 @@ export interface ClientOptions {
   queueWaitMs?: number;
   /** Beyond queue wait and run timeout: setup, teardown, transport (5000 ms). */
   replyMarginMs?: number;
-  /** TCP/TLS connect plus the SP handshake (default 5000 ms). */
+  /** How long a call waits for a reachable endpoint (TCP/TLS connect plus
+   * the SP handshake, and the waits between attempts) before it fails with
+   * a client-side UNAVAILABLE, nothing sent (default 5000 ms, the connect
+   * timeout of every sandboxd client: docs/CLIENTS.md). */
   connectTimeoutMs?: number;
-  /** How long a call waits for a reachable endpoint before it fails with a
-   * client-side UNAVAILABLE, nothing sent (default 30000 ms). */
+  /** @deprecated The old name of connectTimeoutMs (which wins when both are
+   * given); it was a second setting with a default of its own (30000 ms). */
   waitForEndpointMs?: number;
   /** Largest request sent (default 8 MiB, sandboxd's default cap). */
   maxRequestBytes?: number;
@@ -311,7 +318,7 @@ interface Settings {
   retries: number;
   queueWaitMs: number;
   replyMarginMs: number;
-  waitForEndpointMs: number;
+  connectTimeoutMs: number;
   maxRequestBytes: number;
   retryBaseMs: number;
   retryMaxMs: number;
@@ -360,17 +367,21 @@ export class Client {
 
   constructor(endpoints: string | readonly string[], opts: ClientOptions = {}) {
     const urls = typeof endpoints === "string" ? [endpoints] : [...endpoints];
+    const connectTimeoutMs = nonNegative(
+      "connectTimeoutMs",
+      opts.connectTimeoutMs ?? opts.waitForEndpointMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    );
     this.settings = {
       retries: nonNegative("retries", opts.retries ?? 3),
       queueWaitMs: nonNegative("queueWaitMs", opts.queueWaitMs ?? 30000),
       replyMarginMs: nonNegative("replyMarginMs", opts.replyMarginMs ?? 5000),
-      waitForEndpointMs: nonNegative("waitForEndpointMs", opts.waitForEndpointMs ?? 30000),
+      connectTimeoutMs,
       maxRequestBytes: nonNegative("maxRequestBytes", opts.maxRequestBytes ?? 8 << 20),
       retryBaseMs: nonNegative("retryBaseMs", opts.retryBaseMs ?? 50),
       retryMaxMs: nonNegative("retryMaxMs", opts.retryMaxMs ?? 2000),
     };
     this.fleet = new Fleet(urls, {
-      connectTimeoutMs: nonNegative("connectTimeoutMs", opts.connectTimeoutMs ?? 5000),
+      connectTimeoutMs,
       maxReplyBytes: nonNegative("maxReplyBytes", opts.maxReplyBytes ?? 1 << 30),
       tls: opts.tls,
       resolveIntervalMs: nonNegative("resolveIntervalMs", opts.resolveIntervalMs ?? 30000),
@@ -796,7 +807,8 @@ export class Client {
       return await this.fleet.acquire({
         avoid,
         sessionId: spec.sessionId,
-        deadline: performance.now() + this.settings.waitForEndpointMs,
+        deadline: performance.now() + this.settings.connectTimeoutMs,
+        timeoutMs: this.settings.connectTimeoutMs,
         signal: spec.signal,
       });
     } catch (err) {

@@ -189,6 +189,8 @@ export interface AcquireOptions {
   sessionId?: string | undefined;
   /** Monotonic ms (performance.now()) after which waiting for an endpoint stops. */
   deadline: number;
+  /** The wait that deadline stands for, named in the error (connectTimeoutMs). */
+  timeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -256,7 +258,7 @@ export class Fleet {
         }
       }
       if (performance.now() >= opts.deadline) {
-        throw new TransportError("connect", false, this.unreachableMessage(candidates, opts.sessionId));
+        throw new TransportError("connect", false, this.unreachableMessage(candidates, opts.sessionId, opts.timeoutMs));
       }
       void this.refresh(true);
       await this.waitForChange(opts.deadline, opts.signal);
@@ -332,13 +334,14 @@ export class Fleet {
     return ties[this.rr % ties.length];
   }
 
-  private unreachableMessage(candidates: Endpoint[], sessionId: string | undefined): string {
+  private unreachableMessage(candidates: Endpoint[], sessionId: string | undefined, timeoutMs: number | undefined): string {
     const errors = this.groups.map((g) => g.lastError).filter((m) => m !== "");
     errors.push(...candidates.map((e) => e.lastError).filter((m) => m !== ""));
     const where =
       candidates.length > 0 ? candidates.map((e) => e.address.key).join(", ") : this.groups.map((g) => g.url.url).join(", ");
     const session = sessionId !== undefined && sessionId !== "" ? ` for session ${sessionId}` : "";
-    return `no endpoint reachable${session} (${where})${errors.length > 0 ? `: ${errors.join("; ")}` : ""}; nothing was sent`;
+    const within = timeoutMs !== undefined ? ` within ${timeoutMs} ms (connectTimeoutMs)` : "";
+    return `no endpoint reachable${session}${within} (${where})${errors.length > 0 ? `: ${errors.join("; ")}` : ""}; nothing was sent`;
   }
 
   private waitForChange(deadline: number, signal: AbortSignal | undefined): Promise<void> {

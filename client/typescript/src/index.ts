@@ -1,6 +1,7 @@
 /* index.ts: the public surface of @sandboxd/client. */
 export {
   Client,
+  DEFAULT_CONNECT_TIMEOUT_MS,
   type CallOptions,
   type ClientOptions,
   type FileContent,

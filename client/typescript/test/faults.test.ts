@@ -4,10 +4,12 @@
  * reply comes), reconnecting after a restart, and many calls in flight on
  * one connection. Each test has its own server (uid bases 54100-54199). */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import * as path from "node:path";
 import { test } from "node:test";
 
-import { Cancelled, Client, DeadlineExceeded, ResourceExhausted, SandboxError, Unavailable, Unknown } from "../src/index.js";
-import { Sandboxd, sleep, waitFor } from "./helpers/sandboxd.js";
+import { Cancelled, Client, DEFAULT_CONNECT_TIMEOUT_MS, DeadlineExceeded, ResourceExhausted, SandboxError, Unavailable, Unknown } from "../src/index.js";
+import { repoRoot, Sandboxd, sleep, waitFor } from "./helpers/sandboxd.js";
 
 async function rejection(p: Promise<unknown>): Promise<SandboxError> {
   const e = await p.then(
@@ -168,16 +170,34 @@ test("UNKNOWN when the server is killed mid-call (never retried); the client rec
   }
 });
 
-test("a server that is down: UNAVAILABLE from the client after waitForEndpointMs, nothing sent", { timeout: 90000 }, async () => {
+test("a server that is down: UNAVAILABLE from the client after connectTimeoutMs, nothing sent", { timeout: 90000 }, async () => {
   const s = await Sandboxd.start({ uidBase: 54150, args: ["--workers", "1"] });
   await s.cleanup();
-  const c = new Client(s.tcp, { waitForEndpointMs: 500, connectTimeoutMs: 300 });
+  const c = new Client(s.tcp, { connectTimeoutMs: 500 });
   try {
     const e = await rejection(c.runCode({ code: "print(1)" }));
     assert.ok(e instanceof Unavailable, e.message);
     assert.equal(e.fromServer, false);
     assert.equal(e.mayHaveRun, false);
-    assert.match(e.message, /no endpoint reachable.*ECONNREFUSED.*nothing was sent/);
+    assert.match(e.message, /no endpoint reachable within 500 ms \(connectTimeoutMs\).*ECONNREFUSED.*nothing was sent/);
+  } finally {
+    c.close();
+  }
+});
+
+test("the connect timeout's default is the one docs/CLIENTS.md gives every client (5000 ms), named in the error", { timeout: 90000 }, async () => {
+  const doc = readFileSync(path.join(repoRoot, "docs/CLIENTS.md"), "utf8");
+  const documented = /\| TypeScript \| `connectTimeoutMs` \| (\d+) ms \|/.exec(doc);
+  assert.ok(documented, "docs/CLIENTS.md names TypeScript's connectTimeoutMs and its default");
+  assert.equal(DEFAULT_CONNECT_TIMEOUT_MS, Number(documented[1]));
+  const s = await Sandboxd.start({ uidBase: 54155, args: ["--workers", "1"] });
+  await s.cleanup(); // its port is closed now: every dial is refused
+  const c = new Client(s.tcp); // the defaults
+  try {
+    const e = await rejection(c.runCode({ code: "print(1)" }));
+    assert.ok(e instanceof Unavailable, e.message);
+    assert.equal(e.mayHaveRun, false);
+    assert.match(e.message, new RegExp(`no endpoint reachable within ${documented[1]} ms \\(connectTimeoutMs\\)`));
   } finally {
     c.close();
   }

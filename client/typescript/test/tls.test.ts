@@ -89,7 +89,7 @@ test("refused either way: UNAVAILABLE, nothing sent, nothing ran, the server kee
       { ...good(), cert: pem("expired_client_crt"), key: pem("expired_client_key") }, /alert certificate expired/i],
   ];
   for (const [what, url, opts, why] of cases) {
-    const c = new Client(url, { tls: opts, resolver: async () => ["127.0.0.1"], waitForEndpointMs: 1000 });
+    const c = new Client(url, { tls: opts, resolver: async () => ["127.0.0.1"], connectTimeoutMs: 1000 });
     try {
       const e = await c.runCode({ code: "print('must not run')" }).then(
         () => assert.fail(`${what}: the call should fail`),

@@ -244,7 +244,7 @@ async function fakePeer(header: Buffer, onRequest?: (sock: net.Socket, req: Buff
   };
 }
 
-const quick = { connectTimeoutMs: 1000, waitForEndpointMs: 300, queueWaitMs: 500, replyMarginMs: 500, retries: 0 };
+const quick = { connectTimeoutMs: 300, queueWaitMs: 500, replyMarginMs: 500, retries: 0 };
 
 test("a peer with the wrong SP protocol id: the connection is closed, nothing is sent, UNAVAILABLE", async () => {
   for (const proto of [0x30, 0x10, 0x3100]) {

@@ -187,6 +187,29 @@ def test_no_server_is_unavailable_nothing_sent():
     assert ei.value.nothing_ran and not ei.value.from_server and time.monotonic() - t0 < 5
 
 
+def test_connect_timeout_default_is_documented():
+    """The default wait for an unreachable server is docs/CLIENTS.md's (one
+    default in every client), and the error names it; the port is closed, so
+    no dial succeeds."""
+    import inspect
+    import re
+    import socket
+    with open(os.path.join(REPO, "docs", "CLIENTS.md")) as f:
+        m = re.search(r"^\| Python \| `connect_timeout_s` \| (\d+) s \|", f.read(), re.M)
+    assert m, "docs/CLIENTS.md names Python's connect_timeout_s and its default"
+    documented = float(m.group(1))
+    for cls in (sandboxd.Client, sandboxd.AsyncClient):
+        default = inspect.signature(cls).parameters["connect_timeout_s"].default
+        assert default == documented, cls
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with sandboxd.Client(f"tcp://127.0.0.1:{port}") as c:
+        with pytest.raises(sandboxd.Unavailable, match=f"no endpoint connected within {documented:g} s") as ei:
+            c.run_code("print(1)")
+    assert ei.value.nothing_ran and not ei.value.from_server
+
+
 def test_unresolvable_name_is_reported():
     with sandboxd.Client("tcp://no-such-host.invalid:7878", connect_timeout_s=0.1) as c:
         with pytest.raises(sandboxd.Unavailable, match="no-such-host.invalid.*no address"):

@@ -1,5 +1,6 @@
 /* stdio.test.mjs: sandbox-mcp over stdio, driven by the official MCP SDK's
- * Client and StdioClientTransport, against a real sandboxd (uid base
+ * Client and StdioClientTransport (the endpoint given as --endpoint URL, raw
+ * lines below as -e URL), against a real sandboxd (uid base
  * 61100); then raw lines for what the SDK never sends: bad JSON, an
  * unknown method, bad params, batches, a line over the cap, and older
  * protocol revisions. Needs root (sandboxd does). */
@@ -20,7 +21,9 @@ let transport;
 
 before(async () => {
   server = await Sandboxd.start({ uidBase: 61100, args: ["--workers", "2", "--max-timeout-ms", "60000"] });
-  transport = new StdioClientTransport({ command: path.join(binDir, "sandbox-mcp"), args: ["-e", server.tcp], stderr: "pipe" });
+  // --endpoint, as the docs' client configurations spell it (the MCP
+  // Inspector takes -e for itself); RawMcp below still uses -e.
+  transport = new StdioClientTransport({ command: path.join(binDir, "sandbox-mcp"), args: ["--endpoint", server.tcp], stderr: "pipe" });
   client = new Client({ name: "sandboxd-tests", version: "1.0.0" });
   await client.connect(transport);
 });

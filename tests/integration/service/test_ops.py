@@ -282,10 +282,29 @@ def check_queue_full(s):
     check(m.get("sandboxd_rejections_total", reason="queue_full") == 1,
           "sandboxd_rejections_total{reason=queue_full} counts it",
           m.get("sandboxd_rejections_total", reason="queue_full"))
+    check_rejected_total_agrees(s)
     outs = [json.loads(p.communicate(timeout=30)[0]).get("stdout") for p in (running, queued)]
     check(outs == ["first\n", "second\n"], "the running and the queued call finish", outs)
     st, h, body = s.http("GET", "/readyz")
     check(st == 200, "/readyz: 200 again once the queue drained", (st, body))
+
+
+def check_rejected_total_agrees(s):
+    """GetInfo's rejected_total (sandbox-run --info) is the sum of the
+    sandboxd_rejections_total series: one source. It once counted every
+    answer that was not OK (a bad argument too) while the metric counted
+    refusals by reason, and a user saw 1 against all zeros."""
+    rc, out = s.run(HELLO, "--timeout-ms", "-1")
+    check(out.get("status") == "INVALID_ARGUMENT", "a bad argument: INVALID_ARGUMENT", out)
+    p = subprocess.run([f"{s.bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True)
+    info = json.loads(p.stdout)
+    m = s.metrics()
+    series = {labels: v for (name, labels), v in m.samples.items()
+              if name == "sandboxd_rejections_total"}
+    check(len(series) >= 5, "sandboxd_rejections_total has a series per reason", series)
+    check(info.get("rejected_total") == sum(series.values()) >= 1,
+          "GetInfo's rejected_total is the sum of sandboxd_rejections_total",
+          (info.get("rejected_total"), series))
 
 
 def check_drain(s):
