@@ -424,7 +424,8 @@ def check_slow_and_big(s):
     big = json.dumps(program("x = '" + "a" * 200000 + "'\n")).encode()
     st, h, body = s.request("POST", "/api/v2/execute", big, {"Content-Type": "application/json"})
     check(st == 413 and b"--http-max-body-bytes" in body, "a body over the cap: 413", (st, body))
-    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               b"Content-Type: application/json\r\n"
                b"Content-Length: 200\r\n\r\n{\"language\": \"python\"")
     c = socket.create_connection(("127.0.0.1", s.http_port), timeout=30)
     t0, sent, closed = time.monotonic(), 0, False

@@ -225,7 +225,7 @@ def check_limits(s):
           time.monotonic() - t0)
     answers = []
     for c in held:
-        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         try:
             answers.append(c.recv(100)[:12])
         except OSError as e:
@@ -253,7 +253,7 @@ def check_slow_and_idle_clients(s):
     idle.close()
     # A request sent slowly, but within the timeout between bytes, is served.
     c = raw_connect(s.http_port, timeout=10)
-    for part in (b"GET /hea", b"lthz HTTP/1.1\r\n", b"Host: x\r\n", b"\r\n"):
+    for part in (b"GET /hea", b"lthz HTTP/1.1\r\n", b"Host: 127.0.0.1\r\n", b"\r\n"):
         c.sendall(part)
         time.sleep(0.5)
     reply = c.recv(4096)
@@ -385,7 +385,8 @@ def group_ops_fronts_http(b):
 def check_body_cap(s):
     # Announced over the cap: 413 at once, before a byte of the body is sent.
     c = raw_connect(s.http_port, timeout=10)
-    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Content-Type: application/json\r\n"
               b"Content-Length: 10000000\r\n\r\n")
     reply = c.recv(4096)
     c.close()
@@ -397,7 +398,8 @@ def check_body_cap(s):
           "JSON)", (st, body[:200]))
     # Chunked, with no length announced: cut off once past the cap.
     c = raw_connect(s.http_port, timeout=10)
-    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Content-Type: application/json\r\n"
               b"Transfer-Encoding: chunked\r\n\r\n")
     chunk = b"x" * 16384
     sent, closed = 0, False
@@ -429,7 +431,8 @@ def check_origin_and_json(s):
 def check_request_timeout(s):
     """One byte a second is never idle for --http-timeout-s (2), but the
     whole request must be in within --http-request-timeout-s (3)."""
-    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               b"Content-Type: application/json\r\n"
                b"Content-Length: %d\r\n\r\n%s" % (len(hello_body()), hello_body()))
     c = raw_connect(s.http_port, timeout=30)
     t0 = time.monotonic()
