@@ -566,7 +566,8 @@ static int check_http_fronts(const struct server_settings *s, struct sbx_error *
 /* --http-allowed-hosts: names (letters, digits, '-', '.', '_') or IP
  * addresses (an IPv6 one with or without brackets), without a port. */
 static int check_http_allowed_hosts(const struct server_settings *s, struct sbx_error *err) {
-  for (const char *p = s->http_allowed_hosts; *p != '\0';) {
+  const char *list = s->http_allowed_hosts;
+  for (const char *p = list; *list != '\0'; p++) { /* every entry, an empty last one too */
     size_t n = strcspn(p, ",");
     char entry[256] = "";
     bool ok = n > 0 && n < sizeof(entry);
@@ -588,9 +589,11 @@ static int check_http_allowed_hosts(const struct server_settings *s, struct sbx_
                            "http-allowed-hosts: \"%.*s\" is not a host name or an IP address "
                            "(comma-separated, no port: ports are not compared)",
                            (int)n, p);
-    p += n + (p[n] == ',');
+    p += n;
+    if (*p == '\0')
+      break;
   }
-  if (s->http_allowed_hosts[0] != '\0' && s->http_listen[0] == '\0')
+  if (list[0] != '\0' && s->http_listen[0] == '\0')
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "http-allowed-hosts: \"%s\" needs --http-listen to be served on",
                          s->http_allowed_hosts);
