@@ -3,6 +3,7 @@
  * and argv. */
 #include "settings.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -206,6 +207,13 @@ static const struct setting_def setting_defs[] = {
              "Piston API v2 at /api/v2/), mcp (the Model Context Protocol, Streamable HTTP at "
              "/mcp); they run code for anyone who reaches the listener (over https:// with "
              "--tls-client-auth required: only for clients with a certificate from --tls-ca)"},
+    {"http-allowed-hosts", SETTING_STRING, STR(http_allowed_hosts), 0, 0,
+     .def_text = "the listener's own names and addresses",
+     .help = "comma-separated host names or IP addresses the HTTP listener also answers to in "
+             "the Host header (a proxy's, an ingress', a Service's name); besides these it "
+             "answers only to the host of --http-listen, localhost, the machine's hostname and "
+             "addresses, and refuses any other Host with 421 (DNS rebinding); ports are not "
+             "compared"},
     {"http-max-connections", SETTING_INT, OFF(http_max_connections), 0, 1, 65536, .def = 64,
      .help = "connections the HTTP listener holds at once (each a thread); past it new ones are "
              "closed"},
@@ -558,6 +566,43 @@ static int check_http_fronts(const struct server_settings *s, struct sbx_error *
   return 0;
 }
 
+/* --http-allowed-hosts: names (letters, digits, '-', '.', '_') or IP
+ * addresses (an IPv6 one with or without brackets), without a port. */
+static int check_http_allowed_hosts(const struct server_settings *s, struct sbx_error *err) {
+  const char *list = s->http_allowed_hosts;
+  for (const char *p = list; *list != '\0'; p++) { /* every entry, an empty last one too */
+    size_t n = strcspn(p, ",");
+    char entry[256] = "";
+    bool ok = n > 0 && n < sizeof(entry);
+    if (ok) {
+      memcpy(entry, p, n);
+      entry[n] = '\0';
+    }
+    char *e = entry;
+    if (ok && entry[0] == '[' && entry[n - 1] == ']') {
+      entry[n - 1] = '\0';
+      e++;
+    }
+    unsigned char addr[16];
+    if (ok && inet_pton(AF_INET6, e, addr) != 1)
+      ok = e == entry && strspn(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789-._") == n;
+    if (!ok)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "http-allowed-hosts: \"%.*s\" is not a host name or an IP address "
+                           "(comma-separated, no port: ports are not compared)",
+                           (int)n, p);
+    p += n;
+    if (*p == '\0')
+      break;
+  }
+  if (list[0] != '\0' && s->http_listen[0] == '\0')
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "http-allowed-hosts: \"%s\" needs --http-listen to be served on",
+                         s->http_allowed_hosts);
+  return 0;
+}
+
 /* The operations listener and the log format. */
 static int check_operations(const struct server_settings *s, struct sbx_error *err) {
   if (strcmp(s->log_format, "logfmt") != 0 && strcmp(s->log_format, "json") != 0)
@@ -568,6 +613,8 @@ static int check_operations(const struct server_settings *s, struct sbx_error *e
   if (s->http_listen[0] != '\0' &&
       settings_http_listen_parts(s->http_listen, host, sizeof(host), &port, err) < 0)
     return sbx_error_wrap(err, "http-listen");
+  if (check_http_allowed_hosts(s, err) < 0)
+    return -1;
   return check_http_fronts(s, err);
 }
 

@@ -121,7 +121,8 @@ struct server_settings {
   int64_t http_max_body_bytes;    /* a POST body to a front; past it 413 */
   int64_t http_request_timeout_s; /* a whole request (line, headers, body) must arrive in this */
   char http_fronts[64]; /* comma-separated fronts on http_listen: "piston", "mcp"; "" = none */
-  char log_format[16];  /* logfmt or json */
+  char http_allowed_hosts[1024]; /* Host names besides the listener's own, comma-separated */
+  char log_format[16];           /* logfmt or json */
   /* Zygotes (docs/ZYGOTE.md): runtime "python-zygote". */
   bool zygote;               /* runs may ask to be forked from the slot's zygote */
   char zygote_preload[1024]; /* dotted module names, comma-separated: imported once */

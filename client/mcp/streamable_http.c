@@ -17,8 +17,9 @@
 
 #define JSON_TYPE "application/json"
 
-/* A transport-level refusal: status and a JSON-RPC error without an id
- * (the transport specification's form for these). */
+/* A transport-level refusal: status and a JSON-RPC error with id null
+ * (JSON-RPC 2.0: the id of a request that could not be read; the
+ * transport specification's form for these). */
 static void refuse(struct mcp_http_response *resp, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void refuse(struct mcp_http_response *resp, unsigned status, const char *fmt, ...) {
@@ -27,8 +28,8 @@ static void refuse(struct mcp_http_response *resp, unsigned status, const char *
   va_start(ap, fmt);
   vsnprintf(message, sizeof(message), fmt, ap);
   va_end(ap);
-  json_t *body = json_pack("{s:s, s:{s:i, s:s}}", "jsonrpc", "2.0", "error", "code", -32000,
-                           "message", message);
+  json_t *body = json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code",
+                           -32000, "message", message);
   resp->body = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
   json_decref(body);
   resp->status = resp->body != NULL ? status : 500;

@@ -5,6 +5,7 @@
  * response. Every tool is one call of the fronts' C client on the inproc
  * listener, so a run from here meets the same validation, queue, limits and
  * sessions as any other. It never runs anything itself. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fronts.h"
@@ -12,15 +13,22 @@
 #include "mcp.h"
 #include "server.h"
 
+/* A refusal of the transport (the listener's own: 404, 405, 413, 415,
+ * 421, ...; or a drain): a JSON-RPC error with id null, as the transport's
+ * specification writes them. */
+static void mcp_error(struct http_response *resp, unsigned status, const char *message) {
+  char *text = mcp_error_text(-32000, message);
+  free(resp->body);
+  resp->status = text != NULL ? status : 500;
+  resp->content_type = "application/json";
+  resp->body = text;
+  resp->len = text != NULL ? strlen(text) : 0;
+}
+
 static void handle_mcp(void *ctx, const struct http_request *req, struct http_response *resp) {
   struct fronts *f = ctx;
   if (fronts_draining(f)) {
-    /* The transport's refusal: a JSON-RPC error without an id. */
-    char *text = mcp_error_text(-32000, "the server is shutting down; nothing ran");
-    resp->status = text != NULL ? 503 : 500;
-    resp->content_type = "application/json";
-    resp->body = text;
-    resp->len = text != NULL ? strlen(text) : 0;
+    mcp_error(resp, 503, "the server is shutting down; nothing ran");
     return;
   }
   struct mcp_http_settings hs = {
@@ -54,6 +62,8 @@ int mcp_front_add_routes(struct fronts *f, struct http_listener *http, struct sb
   /* GET and DELETE reach the handler, which answers them as the transport
    * says a server without streams or sessions does (405, Allow: POST),
    * after the Origin check that applies to every request. */
+  if (http_listener_errors(http, "/mcp", mcp_error, err) < 0)
+    return -1;
   return http_listener_route(http, "/mcp", HTTP_POST | HTTP_GET | HTTP_DELETE, handle_mcp, f, err);
 }
 

@@ -346,8 +346,6 @@ static int add_limits(sbxc_request *rq, const json_t *body, struct piston_refusa
 /* The whole request into rq; -1 with r when it is refused. */
 static int execute_request(const struct fronts *f, const struct http_request *req, sbxc_request *rq,
                            struct piston_refusal *r) {
-  if (http_body_type(req) == HTTP_BODY_OTHER)
-    return refuse(r, 415, "requests must be of type application/json");
   char why[PISTON_MESSAGE_MAX - 64];
   json_t *body = http_json_body_object(req, why, sizeof(why));
   if (body == NULL)
@@ -559,10 +557,22 @@ static void handle_execute(void *ctx, const struct http_request *req, struct htt
   sbxc_result_free(&res);
 }
 
+/* The listener's own refusals under /api/v2/ (404, 405, 413, 415, 421,
+ * ...) as Piston answers errors: {"message": ...}. A client reads every
+ * answer as JSON (piston-client's res.json()). */
+static void piston_error(struct http_response *resp, unsigned status, const char *message) {
+  http_response_json_message(resp, status, "%s", message);
+}
+
+/* /api/v2/execute also takes a body labelled text/plain from a client that
+ * is no browser: the npm piston-client sends its JSON so (node-fetch's
+ * type for a string body), though Piston itself wants application/json. */
 int piston_add_routes(struct fronts *f, struct http_listener *http, struct sbx_error *err) {
-  if (http_listener_route(http, "/api/v2/runtimes", HTTP_GET | HTTP_HEAD, handle_runtimes, f, err) <
+  if (http_listener_errors(http, "/api/v2/", piston_error, err) < 0 ||
+      http_listener_route(http, "/api/v2/runtimes", HTTP_GET | HTTP_HEAD, handle_runtimes, f, err) <
           0 ||
-      http_listener_route(http, "/api/v2/execute", HTTP_POST, handle_execute, f, err) < 0)
+      http_listener_route(http, "/api/v2/execute", HTTP_POST | HTTP_TEXT_PLAIN_JSON, handle_execute,
+                          f, err) < 0)
     return -1;
   return 0;
 }

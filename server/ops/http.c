@@ -2,9 +2,11 @@
  * keep-alive, chunked bodies, 100-continue, HEAD without a body) is
  * libmicrohttpd's; this file binds the socket, sets the limits in one place
  * (listener_options, with the TLS ones from http_tls.c for https://),
- * routes each request, gathers a POST body within its cap, keeps the
- * request clock of every connection and counts the answers. It never
- * parses HTTP itself.
+ * checks what MHD 0.9.75 lets through (a repeated Content-Length or Host,
+ * Transfer-Encoding beside Content-Length, a missing Host: MHD takes the
+ * first and goes on) and the Host's name (http_host.c), routes each
+ * request, gathers a POST body within its cap, keeps the request clock of
+ * every connection and counts the answers. It never parses HTTP itself.
  *
  * Why a thread per connection: the fronts call RunCode through the C
  * client, which blocks until the reply, and a run may take a minute. MHD's
@@ -17,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -91,20 +94,51 @@ int http_listener_route(struct http_listener *l, const char *path, unsigned meth
   return 0;
 }
 
+/* Whether path is pattern (an exact path) or under it (a prefix ending in
+ * '/'); *len is the pattern's length, for the longest match. */
+static bool path_matches(const char *pattern, const char *path, size_t *len) {
+  *len = strlen(pattern);
+  bool prefix = *len > 0 && pattern[*len - 1] == '/';
+  return prefix ? strncmp(path, pattern, *len) == 0 : strcmp(path, pattern) == 0;
+}
+
 const struct http_route *http_route_match(const struct http_route *routes, size_t n,
                                           const char *path) {
   const struct http_route *best = NULL;
-  size_t best_len = 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t len = strlen(routes[i].path);
-    bool prefix = len > 0 && routes[i].path[len - 1] == '/';
-    bool hit = prefix ? strncmp(path, routes[i].path, len) == 0 : strcmp(path, routes[i].path) == 0;
-    if (hit && (best == NULL || len > best_len)) {
+  size_t best_len = 0, len;
+  for (size_t i = 0; i < n; i++)
+    if (path_matches(routes[i].path, path, &len) && (best == NULL || len > best_len)) {
       best = &routes[i];
       best_len = len;
     }
-  }
   return best;
+}
+
+int http_listener_errors(struct http_listener *l, const char *path, http_error_fn fn,
+                         struct sbx_error *err) {
+  if (l->n_error_shapes >= HTTP_ERROR_SHAPES_MAX)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "http errors of %s: more than %d paths", path,
+                         HTTP_ERROR_SHAPES_MAX);
+  if (path[0] != '/' || strlen(path) >= HTTP_ROUTE_PATH_MAX)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "http errors of %s: not a path of at most %d bytes",
+                         path, HTTP_ROUTE_PATH_MAX - 1);
+  struct http_error_shape *e = &l->error_shapes[l->n_error_shapes++];
+  snprintf(e->path, sizeof(e->path), "%s", path);
+  e->fn = fn;
+  return 0;
+}
+
+/* How the refusals on path are written: the longest match's function, or
+ * NULL for text. */
+static http_error_fn error_shape(const struct http_listener *l, const char *path) {
+  http_error_fn fn = NULL;
+  size_t best_len = 0, len;
+  for (size_t i = 0; i < l->n_error_shapes; i++)
+    if (path_matches(l->error_shapes[i].path, path, &len) && (fn == NULL || len > best_len)) {
+      fn = l->error_shapes[i].fn;
+      best_len = len;
+    }
+  return fn;
 }
 
 const char *http_request_header(const struct http_request *req, const char *name) {
@@ -272,6 +306,121 @@ static const char *header(struct MHD_Connection *conn, const char *name) {
   return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
 }
 
+/* A refusal of the listener's, in the shape of the path's front (text
+ * when shape is NULL); always false, for admit's returns. */
+static bool refuse(struct http_response *resp, http_error_fn shape, unsigned status,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static bool refuse(struct http_response *resp, http_error_fn shape, unsigned status,
+                   const char *fmt, ...) {
+  char message[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof(message), fmt, ap);
+  va_end(ap);
+  if (shape != NULL)
+    shape(resp, status, message);
+  else
+    http_response_text(resp, status, "%s\n", message);
+  return false;
+}
+
+/* The request's header fields that decide how it is framed and whom it is
+ * for, counted: a field sent twice may be read one way here and another
+ * way by a proxy in front (request smuggling), so each must come once. */
+struct request_heads {
+  unsigned n_host, n_length, n_transfer, n_sec_fetch;
+  const char *host, *transfer;
+};
+
+static enum MHD_Result count_head(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value) {
+  (void)kind;
+  struct request_heads *h = cls;
+  if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+    h->host = h->n_host++ == 0 ? value : h->host;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    h->n_length++;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    h->transfer = h->n_transfer++ == 0 ? value : h->transfer;
+  } else if (strncasecmp(key, "Sec-Fetch-", 10) == 0) {
+    h->n_sec_fetch++;
+  }
+  return MHD_YES;
+}
+
+/* RFC 9112, 6.3: a length sent twice, or with a transfer coding, leaves
+ * the body's end to the reader's choice: 400, and the connection closes
+ * (MHD reads no body after an early answer). A coding other than chunked
+ * is not one MHD decodes: 501. */
+static bool framing_ok(const struct request_heads *h, http_error_fn shape,
+                       struct http_response *resp) {
+  if (h->n_length > 1)
+    return refuse(resp, shape, 400,
+                  "more than one Content-Length header: the body's length is ambiguous "
+                  "(RFC 9112, 6.3)");
+  if (h->n_transfer > 0 && h->n_length > 0)
+    return refuse(resp, shape, 400,
+                  "both Transfer-Encoding and Content-Length: the body's length is ambiguous "
+                  "(RFC 9112, 6.3)");
+  if (h->n_transfer > 1 || (h->n_transfer == 1 && strcasecmp(h->transfer, "chunked") != 0))
+    return refuse(resp, shape, 501, "Transfer-Encoding: only one coding, chunked, is implemented");
+  return true;
+}
+
+/* RFC 9112, 3.2: an HTTP/1.1 request has one Host, host[:port] (400
+ * otherwise); and it must name this server (421: DNS rebinding). An
+ * HTTP/1.0 request may have none (no browser sends one so). */
+static bool host_ok(const struct http_listener *l, const struct request_heads *h,
+                    const char *version, http_error_fn shape, struct http_response *resp) {
+  if (h->n_host == 0 && strcmp(version, MHD_HTTP_VERSION_1_0) == 0)
+    return true;
+  if (h->n_host == 0)
+    return refuse(resp, shape, 400, "an HTTP/1.1 request needs a Host header (RFC 9112, 3.2)");
+  if (h->n_host > 1)
+    return refuse(resp, shape, 400, "more than one Host header (RFC 9112, 3.2)");
+  char name[HTTP_HOST_NAME_MAX];
+  if (!http_host_parse(h->host, name, sizeof(name)))
+    return refuse(resp, shape, 400,
+                  "the Host header is not a host name or address with an optional port "
+                  "(RFC 9112, 3.2)");
+  if (!http_host_allowed(&l->hosts, name))
+    return refuse(resp, shape, 421,
+                  "this server does not answer to the name \"%s\" (Host): only to its own names "
+                  "and addresses and those of --http-allowed-hosts (a web page whose name was "
+                  "pointed at this machine is refused: DNS rebinding)",
+                  name);
+  return true;
+}
+
+/* The media type of a Content-Type value is type "/" subtype up to ';' or
+ * white space, case-insensitive (RFC 9110, 8.3.1). */
+static bool media_type_is(const char *value, const char *type) {
+  size_t n = strlen(type);
+  value += strspn(value, " \t");
+  return strncasecmp(value, type, n) == 0 &&
+         (value[n] == '\0' || value[n] == ';' || value[n] == ' ' || value[n] == '\t');
+}
+
+/* A POST body is JSON, labelled so: a browser's form can send only
+ * text/plain, urlencoded or multipart, so it cannot reach a route without
+ * a preflight that we never answer. text/plain only where the route takes
+ * it (HTTP_TEXT_PLAIN_JSON), from a client that is no browser. */
+static bool body_type_ok(const struct http_route *route, struct MHD_Connection *conn,
+                         const struct request_heads *h, http_error_fn shape,
+                         struct http_response *resp) {
+  const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+  if (ct != NULL && media_type_is(ct, "application/json"))
+    return true;
+  bool plain = ct != NULL && media_type_is(ct, "text/plain");
+  if (plain && (route->methods & HTTP_TEXT_PLAIN_JSON) != 0 && h->n_sec_fetch == 0)
+    return true;
+  if (plain && (route->methods & HTTP_TEXT_PLAIN_JSON) != 0)
+    return refuse(resp, shape, 415,
+                  "requests must be of type application/json (text/plain is taken only from "
+                  "clients that are not browsers, and this request has Sec-Fetch-* headers)");
+  return refuse(resp, shape, 415, "requests must be of type application/json");
+}
+
 /* Whether the request announces a body. */
 static bool has_body(struct MHD_Connection *conn) {
   const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -282,7 +431,7 @@ static bool has_body(struct MHD_Connection *conn) {
 /* A body for a route that takes one: refused (413) when its announced
  * length is over the cap; a chunked one is checked as it comes. */
 static bool body_fits(const struct http_listener *l, struct MHD_Connection *conn,
-                      struct http_exchange *x, struct http_response *resp) {
+                      struct http_exchange *x, http_error_fn shape, struct http_response *resp) {
   const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
   x->chunked = cl == NULL;
   if (cl == NULL)
@@ -292,56 +441,57 @@ static bool body_fits(const struct http_listener *l, struct MHD_Connection *conn
   unsigned long long n = strtoull(cl, &end, 10);
   if (errno == 0 && *end == '\0' && n <= l->max_body_bytes)
     return true;
-  http_response_text(resp, 413,
-                     "the request body is %s bytes, more than the %zu this server takes "
-                     "(--http-max-body-bytes)\n",
-                     cl, l->max_body_bytes);
-  return false;
+  return refuse(resp, shape, 413,
+                "the request body is %s bytes, more than the %zu this server takes "
+                "(--http-max-body-bytes)",
+                cl, l->max_body_bytes);
 }
 
-/* Why a request to route (NULL: no route matched) cannot be served, into
- * resp (and its Allow header into allow): no route (404), no verified
- * client certificate where one is required (403), a method the route does
- * not take (405), a cross-origin POST (403), a body where none is taken or
- * one over the cap (413). False when refused. */
+/* Why a request for url to route (NULL: no route matched) cannot be
+ * served, into resp (and its Allow header into allow), in the shape of the
+ * path's front: ambiguous framing (400, 501), a missing or bad Host (400)
+ * or one not ours (421), no route (404), no verified client certificate
+ * where one is required (403), a method the route does not take (405), a
+ * cross-origin POST (403), a POST body not labelled JSON (415), a body
+ * where none is taken or one over the cap (413). False when refused. */
 static bool admit(const struct http_listener *l, const struct http_route *route,
-                  struct MHD_Connection *conn, const char *method, struct http_exchange *x,
-                  struct http_response *resp, char *allow, size_t allow_len) {
+                  struct MHD_Connection *conn, const char *url, const char *method,
+                  const char *version, struct http_exchange *x, struct http_response *resp,
+                  char *allow, size_t allow_len) {
+  http_error_fn shape = error_shape(l, url);
+  struct request_heads h = {0};
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, count_head, &h);
+  if (!framing_ok(&h, shape, resp) || !host_ok(l, &h, version, shape, resp))
+    return false;
   unsigned bit = method_bit(method);
-  if (route == NULL) {
-    http_response_text(resp, 404, "no such path\n");
-    return false;
-  }
+  if (route == NULL)
+    return refuse(resp, shape, 404, "no such path");
   if (l->client_cert_required && (route->methods & HTTP_ANY_CLIENT) == 0 &&
-      !http_tls_client_verified(conn)) {
-    http_response_text(resp, 403,
-                       "a client certificate from the server's --tls-ca, valid now, is required\n");
-    return false;
-  }
+      !http_tls_client_verified(conn))
+    return refuse(resp, shape, 403,
+                  "a client certificate from the server's --tls-ca, valid now, is required");
   if ((route->methods & bit) == 0) {
     allow_header(route->methods, allow, allow_len);
-    http_response_text(resp, 405, "method not allowed; allowed: %s\n", allow);
-    return false;
+    return refuse(resp, shape, 405, "method not allowed; allowed: %s", allow);
   }
   x->takes_body = bit == HTTP_POST;
-  if (x->takes_body && header(conn, "Origin") != NULL) {
-    http_response_text(resp, 403,
-                       "a request with an Origin header (from a web page) is refused: this "
-                       "server runs code and answers no cross-origin request\n");
+  if (x->takes_body && header(conn, "Origin") != NULL)
+    return refuse(resp, shape, 403,
+                  "a request with an Origin header (from a web page) is refused: this server "
+                  "runs code and answers no cross-origin request");
+  if (x->takes_body && !body_type_ok(route, conn, &h, shape, resp))
     return false;
-  }
-  if (!x->takes_body && has_body(conn)) {
-    http_response_text(resp, 413, "no request body is accepted\n");
-    return false;
-  }
-  return !x->takes_body || body_fits(l, conn, x, resp);
+  if (!x->takes_body && has_body(conn))
+    return refuse(resp, shape, 413, "no request body is accepted");
+  return !x->takes_body || body_fits(l, conn, x, shape, resp);
 }
 
 /* The first call, once the request line and headers are in: a request that
  * cannot be served is refused here (MHD then reads no body and closes the
  * connection); any other gets its exchange and is served on a later call. */
 static enum MHD_Result begin_request(struct http_listener *l, struct MHD_Connection *conn,
-                                     const char *url, const char *method, void **con_cls) {
+                                     const char *url, const char *method, const char *version,
+                                     void **con_cls) {
   struct http_exchange *x = calloc(1, sizeof(*x));
   if (x == NULL)
     return MHD_NO;
@@ -349,7 +499,7 @@ static enum MHD_Result begin_request(struct http_listener *l, struct MHD_Connect
   struct http_route *route = (struct http_route *)http_route_match(l->routes, l->n_routes, url);
   struct http_response resp = {0};
   char allow[40] = "";
-  if (admit(l, route, conn, method, x, &resp, allow, sizeof(allow))) {
+  if (admit(l, route, conn, url, method, version, x, &resp, allow, sizeof(allow))) {
     x->route = route;
     return MHD_YES;
   }
@@ -413,7 +563,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   struct http_listener *l = cls;
   struct http_exchange *x = *con_cls;
   if (x == NULL)
-    return begin_request(l, conn, url, method, con_cls);
+    return begin_request(l, conn, url, method, version, con_cls);
   if (x->route == NULL) /* refused and answered: its body is never read */
     return *upload_data_size != 0 ? MHD_NO : MHD_YES;
   if (*upload_data_size != 0)
@@ -504,6 +654,9 @@ int http_listener_start(struct http_listener *l, const struct http_config *cfg,
   char host[SETTINGS_URL_MAX];
   unsigned port;
   if (settings_http_listen_parts(cfg->url, host, sizeof(host), &port, err) < 0)
+    return -1;
+  if (http_host_names_init(&l->hosts, host, cfg->allowed_hosts != NULL ? cfg->allowed_hosts : "",
+                           err) < 0)
     return -1;
   int fd = bind_socket(cfg->url, host, port, err);
   if (fd < 0)

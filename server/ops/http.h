@@ -20,12 +20,23 @@
  *
  * Routes map a path to a handler: an exact path ("/metrics"), or a prefix
  * when the path ends in '/' ("/api/v2/" serves "/api/v2/execute"); the
- * longest match wins. A path no route matches is 404; a method the route
- * does not take is 405 with an Allow header; a POST carrying an Origin
- * header (a browser's cross-origin or DNS-rebinding request: the fronts
- * serve no pages and no CORS) is 403. Routes are added before the listener
- * starts and never change while it serves, so its threads read them without
- * a lock. Answers are counted per route and status (http_route_counts). */
+ * longest match wins. Before any route is served, the request's framing
+ * and its Host are checked (RFC 9112): more than one Content-Length, or
+ * Transfer-Encoding with Content-Length, is 400 (a request two servers
+ * could read two ways); a Transfer-Encoding other than chunked is 501; an
+ * HTTP/1.1 request without Host, or with two, or with one that is not
+ * host[:port], is 400; a Host that is none of the listener's names and
+ * addresses (http_host.h: DNS rebinding) is 421, on every route. Then a
+ * path no route matches is 404; a method the route does not take is 405
+ * with an Allow header; a POST carrying an Origin header (a browser's
+ * cross-origin or DNS-rebinding request: the fronts serve no pages and no
+ * CORS) is 403; a POST whose body is not labelled application/json is 415
+ * (a browser's form cannot send that type). Each of these refusals is
+ * written in the protocol of the path's front (http_listener_errors: a
+ * Piston {"message"}, a JSON-RPC error), text elsewhere. Routes are added
+ * before the listener starts and never change while it serves, so its
+ * threads read them without a lock. Answers are counted per route and
+ * status (http_route_counts). */
 #ifndef SBX_OPS_HTTP_H
 #define SBX_OPS_HTTP_H
 
@@ -36,22 +47,31 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "http_host.h"
 
 #define HTTP_ROUTES_MAX 32
+#define HTTP_ERROR_SHAPES_MAX 8
 #define HTTP_ROUTE_PATH_MAX 64
 #define HTTP_RESPONSE_HEADERS_MAX 8
 #define HTTP_HEADER_VALUE_MAX 128
 
 /* The methods a route takes: a mask. A route that takes POST takes a body
- * (the only method that does). HTTP_ANY_CLIENT is not a method: on an
- * https:// listener with --tls-client-auth required, such a route also
- * serves clients without a verified certificate (the probes: a kubelet
- * shows none); every other route answers them 403. */
+ * (the only method that does), of type application/json. Two flags are not
+ * methods: HTTP_ANY_CLIENT: on an https:// listener with --tls-client-auth
+ * required, such a route also serves clients without a verified
+ * certificate (the probes: a kubelet shows none); every other route
+ * answers them 403. HTTP_TEXT_PLAIN_JSON: a POST body labelled text/plain
+ * is taken too (as JSON), but only from a client that is no browser: the
+ * request has none of the Sec-Fetch-* headers every current browser sends
+ * (and no Origin, refused on every POST). For a client that labels its
+ * JSON so (the npm piston-client: node-fetch calls a string body
+ * text/plain;charset=UTF-8). */
 enum {
   HTTP_GET = 1u << 0,
   HTTP_HEAD = 1u << 1,
   HTTP_POST = 1u << 2,
   HTTP_DELETE = 1u << 3,
+  HTTP_TEXT_PLAIN_JSON = 1u << 14,
   HTTP_ANY_CLIENT = 1u << 15
 };
 
@@ -94,9 +114,9 @@ typedef void (*http_handler_fn)(void *ctx, const struct http_request *req,
 
 /* Answers counted by status: the codes a listener gives, then any other. */
 #define HTTP_COUNTED_CODES                                                                         \
-  200, 201, 202, 204, 400, 401, 403, 404, 405, 406, 409, 411, 413, 415, 422, 429, 500, 501, 502,   \
-      503, 504
-enum { HTTP_CODE_SLOTS = 22 }; /* the codes above and "other" */
+  200, 201, 202, 204, 400, 401, 403, 404, 405, 406, 409, 411, 413, 415, 421, 422, 429, 500, 501,   \
+      502, 503, 504
+enum { HTTP_CODE_SLOTS = 23 }; /* the codes above and "other" */
 struct http_counts {
   _Atomic uint64_t by_code[HTTP_CODE_SLOTS];
 };
@@ -112,6 +132,16 @@ struct http_route {
   struct http_counts answers;
 };
 
+/* How the listener's own refusals (400, 403, 404, 405, 413, 415, 421, 501)
+ * are written for the paths of a front: message is one line, without a
+ * final newline. */
+typedef void (*http_error_fn)(struct http_response *resp, unsigned status, const char *message);
+
+struct http_error_shape {
+  char path[HTTP_ROUTE_PATH_MAX]; /* matched as a route's path is */
+  http_error_fn fn;
+};
+
 struct tls_files;
 
 struct http_config {
@@ -123,6 +153,7 @@ struct http_config {
   unsigned request_timeout_s; /* a whole request, however slowly it trickles */
   size_t max_request_bytes;   /* MHD's memory per connection: request line and headers */
   size_t max_body_bytes;      /* a POST body */
+  const char *allowed_hosts;  /* names besides the listener's own (http_host.h); "" for none */
 };
 
 struct MHD_Daemon;
@@ -132,7 +163,10 @@ struct http_listener {
   struct MHD_Daemon *daemon;
   struct http_route routes[HTTP_ROUTES_MAX];
   size_t n_routes;
-  unsigned port; /* bound (the configured one, or the kernel's pick for port 0) */
+  struct http_error_shape error_shapes[HTTP_ERROR_SHAPES_MAX];
+  size_t n_error_shapes;
+  struct http_host_names hosts; /* what Host may name */
+  unsigned port;                /* bound (the configured one, or the kernel's pick for port 0) */
   size_t max_body_bytes;
   uint64_t request_timeout_ms;
   /* The open connections, for the request clock (http_listener_sweep). */
@@ -152,8 +186,15 @@ struct http_listener {
 int http_listener_route(struct http_listener *l, const char *path, unsigned methods,
                         http_handler_fn fn, void *ctx, struct sbx_error *err);
 
+/* The listener's refusals on path (an exact path, or a prefix ending in
+ * '/', as for routes) are written by fn (before http_listener_start); the
+ * rest are text. 0, or -1 with err (too many, or a bad path). */
+int http_listener_errors(struct http_listener *l, const char *path, http_error_fn fn,
+                         struct sbx_error *err);
+
 /* Binds cfg->url and starts serving the routes. 0, or -1 with err (the
- * address, and why it could not be bound). */
+ * address, and why it could not be bound; an allowed host that is not a
+ * name or an address). */
 int http_listener_start(struct http_listener *l, const struct http_config *cfg,
                         struct sbx_error *err);
 

@@ -7,29 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define JSON_CONTENT_TYPE "application/json; charset=utf-8"
-
-/* The media type of a Content-Type value is type "/" subtype up to ';' or
- * white space, case-insensitive (RFC 9110, 8.3.1). */
-static bool media_type_is(const char *value, const char *type) {
-  size_t n = strlen(type);
-  return strncasecmp(value, type, n) == 0 &&
-         (value[n] == '\0' || value[n] == ';' || value[n] == ' ' || value[n] == '\t');
-}
-
-enum http_body_type http_body_type(const struct http_request *req) {
-  const char *ct = http_request_header(req, "Content-Type");
-  if (ct == NULL)
-    return HTTP_BODY_UNTYPED;
-  ct += strspn(ct, " \t");
-  if (media_type_is(ct, "application/json"))
-    return HTTP_BODY_JSON;
-  if (media_type_is(ct, "text/plain"))
-    return HTTP_BODY_UNTYPED;
-  return HTTP_BODY_OTHER;
-}
 
 json_t *http_json_body_object(const struct http_request *req, char *why, size_t len) {
   json_error_t jerr;

@@ -15,14 +15,6 @@
 
 #include "http.h"
 
-/* What the Content-Type header says about a body. */
-enum http_body_type {
-  HTTP_BODY_JSON,    /* application/json (any parameters) */
-  HTTP_BODY_UNTYPED, /* none, or text/plain: JSON sent by a client that did not say so */
-  HTTP_BODY_OTHER,   /* a form, multipart, anything else */
-};
-enum http_body_type http_body_type(const struct http_request *req);
-
 /* The body as one JSON object (duplicate keys refused, "\u0000" allowed in
  * strings), or NULL with why: "invalid JSON at line 1, column 9: ..." or
  * "the body is a JSON array, not an object". */

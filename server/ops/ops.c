@@ -47,6 +47,7 @@ int ops_start_listener(struct ops *ops, struct sbx_error *err) {
       .request_timeout_s = (unsigned)s->http_request_timeout_s,
       .max_request_bytes = (size_t)s->http_max_request_bytes,
       .max_body_bytes = (size_t)s->http_max_body_bytes,
+      .allowed_hosts = s->http_allowed_hosts,
       .tls = settings_http_listen_is_tls(s->http_listen) ? &ops->srv->tls : NULL,
   };
   if (http_listener_start(&ops->http, &cfg, err) < 0)

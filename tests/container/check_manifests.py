@@ -112,6 +112,18 @@ def main():
         g = get(c, f"{probe}.httpGet") or {}
         check(g.get("path") == path and g.get("port") in ("http", 9090),
               f"Deployment: {probe} is HTTP {path} on the http port", g)
+        # The listener answers 421 to a Host it does not know; a probe with
+        # neither sends the pod's IP, an address of the pod's own.
+        headers = [h.get("name", "").lower() for h in g.get("httpHeaders", [])]
+        check("host" not in g and "host" not in headers,
+              f"Deployment: {probe} sets no host (the kubelet sends POD_IP:PORT as Host)", g)
+    allowed = args[args.index("--http-allowed-hosts") + 1].split(",") \
+        if "--http-allowed-hosts" in args else []
+    svc_names = [f"{objs['Service']['metadata']['name']}.{objs['Service']['metadata']['namespace']}"
+                 + suffix for suffix in (".svc", ".svc.cluster.local", "")]
+    check(all(n in allowed for n in svc_names),
+          "Deployment: --http-allowed-hosts names the Service, as a client dialing it sends Host",
+          (allowed, svc_names))
     sc = c["securityContext"]
     caps = sc["capabilities"]
     check(caps.get("drop") == ["ALL"] and len(caps.get("add", [])) == 10

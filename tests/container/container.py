@@ -394,8 +394,10 @@ def kube_yaml(dep, tmp, name, rpc_port, http_port, has_http):
         p["hostPort"] = rpc_port if p["containerPort"] == 7878 else http_port
     if not has_http:
         a = c["args"]
-        i = a.index("--http-listen")
-        del a[i:i + 2]
+        for flag in ("--http-listen", "--http-allowed-hosts"):  # the second needs the first
+            if flag in a:
+                i = a.index(flag)
+                del a[i:i + 2]
         probe = {"exec": {"command": ["/usr/local/bin/sandbox-run", "-e",
                                       "tcp://127.0.0.1:7878", "--health"]}}
         for k in ("readinessProbe", "livenessProbe"):

@@ -195,6 +195,47 @@ static void operations(void **state) {
   assert_string_equal(s.log_format, "logfmt");
 }
 
+/* --http-allowed-hosts: from flags, the environment and the file; names
+ * and addresses only (no port, no empty entry), and only with a listener. */
+static void http_allowed_hosts(void **state) {
+  struct server_settings s;
+  char *a1[] = {"sandboxd",
+                "--http-listen",
+                "http://0.0.0.0:9090",
+                "--http-allowed-hosts",
+                "sandboxd.sandboxd.svc,10.0.0.7,[fd00::7],fd00::8,Sbx_1.example.",
+                NULL};
+  assert_int_equal(load(&s, 5, a1), 0);
+  assert_string_equal(s.http_allowed_hosts,
+                      "sandboxd.sandboxd.svc,10.0.0.7,[fd00::7],fd00::8,Sbx_1.example.");
+  setenv("SANDBOXD_HTTP_ALLOWED_HOSTS", "from-env.example", 1);
+  char *a2[] = {"sandboxd", "--http-listen", "http://0.0.0.0:9090", NULL};
+  assert_int_equal(load(&s, 3, a2), 0);
+  assert_string_equal(s.http_allowed_hosts, "from-env.example");
+  unsetenv("SANDBOXD_HTTP_ALLOWED_HOSTS");
+  FILE *f = fopen(config_path, "a");
+  fprintf(f, "http-allowed-hosts = from-file.example\n");
+  fclose(f);
+  char *a3[] = {"sandboxd", "--config", config_path, "--http-listen", "http://0.0.0.0:9090", NULL};
+  assert_int_equal(load(&s, 5, a3), 0);
+  assert_string_equal(s.http_allowed_hosts, "from-file.example");
+  const char *bad[] = {"a.example:80", "a.example,", ",a",     "a,,b",     "a b",
+                       "[a.example]",  "a/b",        "user@a", "[::1]:80", "*"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char *a[] = {
+        "sandboxd", "--http-listen", "http://0.0.0.0:9090", "--http-allowed-hosts", (char *)bad[i],
+        NULL};
+    assert_int_equal(load(&s, 5, a), -1);
+    assert_non_null(strstr(err.msg, "http-allowed-hosts"));
+    assert_non_null(strstr(err.msg, "is not a host name or an IP address"));
+  }
+  char *a4[] = {"sandboxd", "--http-allowed-hosts", "a.example", NULL};
+  assert_int_equal(load(&s, 3, a4), -1);
+  assert_non_null(strstr(err.msg, "needs --http-listen"));
+  settings_defaults(&s);
+  assert_string_equal(s.http_allowed_hosts, "");
+}
+
 /* Zygotes: off by default; --zygote alone, --zygote 0/1, the environment
  * and the file; the preload list checked as dotted module names. */
 static void zygote(void **state) {
@@ -296,6 +337,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(package_sources, setup, teardown),
       cmocka_unit_test(limits_table),
       cmocka_unit_test_setup_teardown(operations, setup, teardown),
+      cmocka_unit_test_setup_teardown(http_allowed_hosts, setup, teardown),
       cmocka_unit_test_setup_teardown(zygote, setup, teardown),
       cmocka_unit_test_setup_teardown(uid_range_is_named, setup, teardown),
   };

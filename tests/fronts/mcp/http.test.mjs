@@ -2,9 +2,12 @@
  * (--http-fronts mcp), driven by the official MCP SDK's Client and
  * StreamableHTTPClientTransport: the same tool cases as over stdio; then
  * raw requests for the transport's own rules: Origin (DNS rebinding),
- * MCP-Protocol-Version, no session ids, GET and DELETE, media types, the
- * body cap, malformed messages, notifications. Needs root (uid base 61200). */
+ * Host (421), MCP-Protocol-Version, no session ids, GET and DELETE, media
+ * types, the body cap, malformed messages, notifications; every refusal a
+ * JSON-RPC error (id null before a message was read). Needs root (uid base
+ * 61200). */
 import assert from "node:assert/strict";
+import http from "node:http";
 import { after, before, test } from "node:test";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -58,12 +61,53 @@ test("http: initialize over raw POST: JSON answer, no session id issued, older r
   assert.equal(r.json.result.protocolVersion, "2025-11-25");
 });
 
+/* A refusal before any message was read (the listener's or the
+ * transport's): a JSON-RPC error object with id null, labelled JSON. */
+function transportError(r, message) {
+  assert.match(r.headers.get("content-type") ?? "", /^application\/json/, r.text);
+  assert.equal(r.json.jsonrpc, "2.0");
+  assert.ok("id" in r.json && r.json.id === null, r.text);
+  assert.equal(typeof r.json.error.code, "number");
+  assert.match(r.json.error.message, message);
+}
+
+/* One raw request with a Host header of our choosing (fetch sets its own). */
+function rawPost(host, body) {
+  const url = new URL(endpoint);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, path: "/mcp", method: "POST",
+      headers: { ...JSON_HEADERS, host, "content-length": Buffer.byteLength(body) } }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (d) => { text += d; });
+      res.on("end", () => resolve({ status: res.statusCode, headers: new Headers(res.headers), text,
+        json: text ? JSON.parse(text) : undefined }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+test("http: a Host that is not the server's is 421 (DNS rebinding), a JSON-RPC error; nothing runs", async () => {
+  const before = server.runs();
+  const call = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "run_code", arguments: { code: "print(1)" } } });
+  for (const host of ["rebound.example", `rebound.example:${new URL(endpoint).port}`]) {
+    const r = await rawPost(host, call);
+    assert.equal(r.status, 421, host);
+    transportError(r, /DNS rebinding/);
+  }
+  const ok = await rawPost(`localhost:${new URL(endpoint).port}`, JSON.stringify({ jsonrpc: "2.0", id: 3, method: "ping" }));
+  assert.equal(ok.status, 200, "the server's own name is served");
+  assert.equal(server.runs(), before);
+});
+
 test("http: a request with an Origin header is 403 (DNS rebinding), and nothing runs", async () => {
   const before = server.runs();
   const call = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "run_code", arguments: { code: "print(1)" } } });
   for (const origin of ["http://evil.example", "http://127.0.0.1:1234", "null"]) {
     const r = await post(call, { origin });
     assert.equal(r.status, 403, origin);
+    transportError(r, /Origin/);
   }
   const g = await fetch(endpoint, { method: "GET", headers: { origin: "http://evil.example", accept: "text/event-stream" } });
   assert.equal(g.status, 403);
@@ -94,10 +138,12 @@ test("http: media types, the body cap, malformed messages; the server keeps serv
   const before = server.runs();
   let r = await post(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "ping" }), { "content-type": "text/plain" });
   assert.equal(r.status, 415);
+  transportError(r, /application\/json/);
   r = await post(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "ping" }), { accept: "text/html" });
   assert.equal(r.status, 406);
   r = await post(JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "run_code", arguments: { code: "#".repeat(70000) } } }));
   assert.equal(r.status, 413);
+  transportError(r, /--http-max-body-bytes/);
   r = await post("{not json");
   assert.equal(r.status, 400);
   assert.equal(r.json.error.code, -32700);

@@ -4,7 +4,9 @@ server/fronts/piston.c): the Piston API v2 as Piston's users reach it.
 
 - piston_client: the real npm client, piston-client (pinned in
   package-lock.json beside this file; `npm ci` is run here when
-  node_modules does not match the lock), against the front.
+  node_modules does not match the lock), against the front; it labels its
+  JSON text/plain (node-fetch's type for a string), and reads every answer,
+  the listener's refusals too, as JSON.
 - piston_platform: requests shaped as a learning platform's provider sends
   them (5 s run_timeout, 128 MB run_memory_limit, a server whose output cap
   is 64 KiB): hello, a spin past the timeout, a 512 MiB allocation, an
@@ -17,9 +19,10 @@ server/fronts/piston.c): the Piston API v2 as Piston's users reach it.
   runs, a drain with a run in flight.
 - piston_bad_input: invalid JSON, wrong types, unknown fields, bad file
   names, a body over the cap, an unknown language, a version that does not
-  match, a non-JSON content type, a connection that sends a byte a second:
-  each a 4xx naming the problem, nothing run, HTTP and the nng RPC still
-  serving.
+  match, a non-JSON content type, an Origin, a Host that is not the
+  server's, an unknown path, a method not taken, a connection that sends a
+  byte a second: each a 4xx naming the problem in Piston's {"message"},
+  nothing run, HTTP and the nng RPC still serving.
 
 - piston_https: over https:// with --tls-client-auth required, the front
   runs code only for a client with a certificate from --tls-ca (403 and
@@ -105,7 +108,7 @@ def group_piston_client(b):
     if not check(shutil.which("node") and shutil.which("npm"), "node and npm are installed "
                  "(scripts/install-deps)") or not npm_ci():
         return
-    s = PistonServer(b, 60200, "--workers", "2")
+    s = PistonServer(b, 60200, "--workers", "2", "--http-max-body-bytes", "65536")
     try:
         answers = node_client(s, [
             {"op": "runtimes"},
@@ -118,8 +121,9 @@ def group_piston_client(b):
             {"op": "execute", "language": "python", "code": "import sys\nsys.exit(4)"},
             {"op": "execute", "language": "python", "code": "print(1)",
              "config": {"version": "2.7"}},
+            {"op": "execute", "language": "python", "code": "#" * 70000},
         ])
-        runtimes, hello, stdin, spin, exit4, old = answers
+        runtimes, hello, stdin, spin, exit4, old, big = answers
         check(runtimes == [{"language": "python", "version": RUNTIME_VERSION,
                             "aliases": ["py", "py3", "python3",
                                         "python" + ".".join(RUNTIME_VERSION.split(".")[:2])]}],
@@ -139,6 +143,11 @@ def group_piston_client(b):
               "piston-client: a non-zero exit: RE with its code", exit4)
         check(old == {"message": "python-2.7 runtime is unknown"},
               "piston-client: a version that does not match: Piston's message", old)
+        # The listener's own refusal, before the body is read, is Piston's
+        # JSON too: the client reads every answer with res.json().
+        check(list(big) == ["message"] and "--http-max-body-bytes" in big["message"],
+              "piston-client: a body over the cap: Piston's {message} (413), not a FetchError",
+              big)
         still_serving(s, "piston-client")
     finally:
         check(s.stop() == 0, "sandboxd exits 0")
@@ -409,22 +418,42 @@ def check_refusals(s):
               f"body {raw[:24]!r}: 400 {message!r}", (st, got))
     st, h, body = s.request("POST", "/api/v2/execute", b"language=python",
                             {"Content-Type": "application/x-www-form-urlencoded"})
-    check(st == 415 and json.loads(body) == {"message": "requests must be of type application/json"},
+    check(st == 415 and piston_message(h, body) == "requests must be of type application/json",
           "a form body: 415, Piston's message", (st, body))
     st, h, body = s.request("POST", "/api/v2/execute", json.dumps(program(HELLO)).encode(),
                             {"Content-Type": "application/json", "Origin": "http://a.example"})
-    check(st == 403, "a POST with an Origin header: 403", (st, body))
+    check(st == 403 and "Origin" in piston_message(h, body),
+          "a POST with an Origin header: 403 {message}", (st, body))
     st, h, body = s.request("PUT", "/api/v2/execute", b"{}")
-    check(st == 405, "PUT /api/v2/execute: 405", (st, body))
+    check(st == 405 and "allowed: POST" in piston_message(h, body),
+          "PUT /api/v2/execute: 405 {message}", (st, body))
     st, h, body = s.request("GET", "/api/v2/packages")
-    check(st == 404, "the package routes are not served: 404", (st, body))
+    check(st == 404 and piston_message(h, body) == "no such path",
+          "the package routes are not served: 404 {message}", (st, body))
+    st, h, body = s.request("POST", "/api/v2/execute", json.dumps(program(HELLO)).encode(),
+                            {"Content-Type": "application/json", "Host": "rebound.example"})
+    check(st == 421 and "DNS rebinding" in piston_message(h, body),
+          "a Host not the server's: 421 {message}", (st, body))
+
+
+def piston_message(headers, body):
+    """The message of an answer in Piston's error shape, exactly
+    {"message": "..."} as application/json; "" for anything else."""
+    if not headers.get("content-type", "").startswith("application/json"):
+        return ""
+    try:
+        j = json.loads(body)
+    except ValueError:
+        return ""
+    return j["message"] if isinstance(j, dict) and list(j) == ["message"] else ""
 
 
 def check_slow_and_big(s):
     big = json.dumps(program("x = '" + "a" * 200000 + "'\n")).encode()
     st, h, body = s.request("POST", "/api/v2/execute", big, {"Content-Type": "application/json"})
     check(st == 413 and b"--http-max-body-bytes" in body, "a body over the cap: 413", (st, body))
-    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               b"Content-Type: application/json\r\n"
                b"Content-Length: 200\r\n\r\n{\"language\": \"python\"")
     c = socket.create_connection(("127.0.0.1", s.http_port), timeout=30)
     t0, sent, closed = time.monotonic(), 0, False

@@ -103,7 +103,7 @@ def group_https_client_auth_required(b):
         check(status is None and "CERTIFICATE_VERIFY_FAILED" in err,
               "a client dialing another name refuses the server", err)
         with socket.create_connection(("127.0.0.1", s.http_port), timeout=5) as raw:
-            raw.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            raw.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             try:
                 got = raw.recv(4096)
             except OSError:

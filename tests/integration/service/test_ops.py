@@ -225,7 +225,7 @@ def check_limits(s):
           time.monotonic() - t0)
     answers = []
     for c in held:
-        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         try:
             answers.append(c.recv(100)[:12])
         except OSError as e:
@@ -253,7 +253,7 @@ def check_slow_and_idle_clients(s):
     idle.close()
     # A request sent slowly, but within the timeout between bytes, is served.
     c = raw_connect(s.http_port, timeout=10)
-    for part in (b"GET /hea", b"lthz HTTP/1.1\r\n", b"Host: x\r\n", b"\r\n"):
+    for part in (b"GET /hea", b"lthz HTTP/1.1\r\n", b"Host: 127.0.0.1\r\n", b"\r\n"):
         c.sendall(part)
         time.sleep(0.5)
     reply = c.recv(4096)
@@ -404,7 +404,8 @@ def group_ops_fronts_http(b):
 def check_body_cap(s):
     # Announced over the cap: 413 at once, before a byte of the body is sent.
     c = raw_connect(s.http_port, timeout=10)
-    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Content-Type: application/json\r\n"
               b"Content-Length: 10000000\r\n\r\n")
     reply = c.recv(4096)
     c.close()
@@ -416,7 +417,8 @@ def check_body_cap(s):
           "JSON)", (st, body[:200]))
     # Chunked, with no length announced: cut off once past the cap.
     c = raw_connect(s.http_port, timeout=10)
-    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    c.sendall(b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Content-Type: application/json\r\n"
               b"Transfer-Encoding: chunked\r\n\r\n")
     chunk = b"x" * 16384
     sent, closed = 0, False
@@ -448,7 +450,8 @@ def check_origin_and_json(s):
 def check_request_timeout(s):
     """One byte a second is never idle for --http-timeout-s (2), but the
     whole request must be in within --http-request-timeout-s (3)."""
-    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    request = (b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               b"Content-Type: application/json\r\n"
                b"Content-Length: %d\r\n\r\n%s" % (len(hello_body()), hello_body()))
     c = raw_connect(s.http_port, timeout=30)
     t0 = time.monotonic()
@@ -464,6 +467,340 @@ def check_request_timeout(s):
     check(closed and sent < len(request),
           "a request sent a byte at a time is cut off before it is all in",
           (closed, sent, len(request), round(time.monotonic() - t0, 1)))
+
+
+# ---- before any route: the request's Host, its framing, its media type ----
+
+ALLOWED_EXTRA = "sandboxd.sandboxd.svc,10.255.0.7"
+
+
+def raw_exchange(port, data, timeout=10):
+    """Sends data on a connection of its own: (status, headers, body, closed),
+    the answer read up to its Content-Length, closed whether the server then
+    closed the connection (None, {}, the bytes read, True when it closed
+    without an answer)."""
+    c = raw_connect(port, timeout=timeout)
+    try:
+        c.sendall(data)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            d = c.recv(65536)
+            if not d:
+                return None, {}, got, True
+            got += d
+        head, _, body = got.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in
+                   (line.partition(":") for line in lines[1:])}
+        want = int(headers.get("content-length", "0"))
+        while len(body) < want:
+            d = c.recv(65536)
+            if not d:
+                break
+            body += d
+        return int(lines[0].split()[1]), headers, body[:want], closed_by_peer(c, 3)
+    except OSError as e:
+        return None, {}, repr(e).encode(), True
+    finally:
+        c.close()
+
+
+def own_addresses():
+    """This machine's non-loopback interface addresses (ip -j addr), as a
+    kubelet's probe or a Prometheus scrape of a pod would put them in Host:
+    [(address, family)]."""
+    p = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True)
+    try:
+        ifs = json.loads(p.stdout)
+    except ValueError:
+        return []
+    return [(a["local"], a["family"]) for i in ifs if i.get("ifname") != "lo"
+            for a in i.get("addr_info", []) if a.get("scope") == "global"]
+
+
+def json_body(headers, body):
+    """The answer's JSON when it is labelled application/json, else None."""
+    if not headers.get("content-type", "").startswith("application/json"):
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def piston_error(headers, body):
+    """Piston's error shape: exactly {"message": a string}; the message."""
+    j = json_body(headers, body)
+    ok = isinstance(j, dict) and set(j) == {"message"} and isinstance(j["message"], str)
+    return j["message"] if ok else None
+
+
+def mcp_error(headers, body):
+    """A JSON-RPC error with id null (no id is known); its message."""
+    j = json_body(headers, body)
+    ok = (isinstance(j, dict) and j.get("jsonrpc") == "2.0" and "id" in j and j["id"] is None
+          and isinstance(j.get("error"), dict) and isinstance(j["error"].get("code"), int)
+          and isinstance(j["error"].get("message"), str))
+    return j["error"]["message"] if ok else None
+
+
+MCP_RUN = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "run_code", "arguments": {"code": HELLO}}}).encode()
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+def group_ops_http_requests(b):
+    """What the listener checks before it serves any route (the fronts' and
+    the operations' alike): the Host names the server (421, DNS rebinding;
+    400 missing or repeated), one way to frame a body (400, 501), a POST
+    body labelled JSON (415); and every refusal on a front's path in that
+    front's JSON. Nothing runs for a refused request; both sides keep
+    serving."""
+    check_allowed_hosts_setting(b)
+    s = OpsServer(b, 56400, "--workers", "1", "--http-fronts", "piston,mcp",
+                  "--http-max-body-bytes", "65536", "--http-allowed-hosts", ALLOWED_EXTRA)
+    try:
+        check_still_serving(s, "the start")
+        before = runs_total(s)
+        check_hosts_refused(s)
+        ran = check_hosts_served(s)
+        check_host_header_rules(s)
+        check_framing(s)
+        check(runs_total(s) == before + ran, "nothing ran for a refused Host or framing",
+              (before, ran, runs_total(s)))
+        ran += check_media_types(s)
+        check_front_errors(s)
+        check(runs_total(s) == before + ran,
+              f"only the {ran} requests labelled as taken ran", (before, runs_total(s)))
+        check_still_serving(s, "every refusal")
+        m = s.metrics()
+        check(m.get("sandboxd_http_requests_total", route="/healthz", code="421") >= 2
+              and m.get("sandboxd_http_requests_total", route=EXECUTE, code="421") >= 2
+              and m.get("sandboxd_http_requests_total", route="none", code="421") >= 2,
+              "421s are counted per route (none: no route)",
+              {(dict(lab)["route"], dict(lab)["code"]): v for (n, lab), v in m.samples.items()
+               if n == "sandboxd_http_requests_total"})
+    finally:
+        check(s.stop() == 0, "sandboxd exits 0")
+
+
+def check_allowed_hosts_setting(b):
+    for value in ("a.example:8080", "a.example,,b.example", "x/y"):
+        p = subprocess.run([f"{b}/sandboxd", "--http-listen", "http://127.0.0.1:1",
+                            "--http-allowed-hosts", value], capture_output=True, text=True,
+                           timeout=30)
+        check(p.returncode == 2 and "http-allowed-hosts" in p.stderr
+              and "is not a host name or an IP address" in p.stderr,
+              f"--http-allowed-hosts {value!r}: refused at start (exit 2), naming the setting",
+              (p.returncode, p.stderr[-300:]))
+
+
+HOST_ROUTES = [("GET", "/metrics"), ("HEAD", "/metrics"), ("GET", "/healthz"),
+               ("GET", "/readyz"), ("GET", "/nope"), ("GET", "/api/v2/runtimes"),
+               ("POST", EXECUTE), ("POST", "/mcp"), ("GET", "/mcp")]
+
+
+def host_request(s, method, path, host):
+    headers, body = {"Host": host}, None
+    if path == EXECUTE:
+        headers, body = {**headers, **JSON_TYPE}, hello_body()
+    elif path == "/mcp" and method == "POST":
+        headers, body = {**headers, **MCP_HEADERS}, MCP_RUN
+    return s.http(method, path, headers, body, timeout=60)
+
+
+def check_hosts_refused(s):
+    """A page whose name now resolves here (DNS rebinding) sends its own
+    name: 421 on every route, GET and POST, in the front's shape."""
+    for host in ("evil.example", f"evil.example:{s.http_port}", "127.0.0.1.evil.example",
+                 "localhost.evil.example", "198.51.100.250", "[2001:db8::1]:80"):
+        for method, path in HOST_ROUTES:
+            st, h, body = host_request(s, method, path, host)
+            if method == "HEAD":
+                shaped = body == b""
+            elif path.startswith("/api/v2/"):
+                shaped = "DNS rebinding" in (piston_error(h, body) or "")
+            elif path == "/mcp":
+                shaped = "DNS rebinding" in (mcp_error(h, body) or "")
+            else:
+                shaped = h.get("content-type", "").startswith("text/plain") and \
+                    b"--http-allowed-hosts" in body
+            check(st == 421 and shaped,
+                  f"Host {host}: {method} {path} is 421 (in its front's shape)",
+                  (st, h.get("content-type"), body[:300]))
+
+
+def check_hosts_served(s):
+    """The listener's own names and addresses, with or without a port (a
+    port mapping changes it), and those of --http-allowed-hosts."""
+    port = s.http_port
+    hosts = ["127.0.0.1", f"127.0.0.1:{port}", "localhost", f"localhost:{port}", "LocalHost.",
+             f"[::1]:{port}", "[::1]", "127.0.0.2:1", socket.gethostname(),
+             f"{socket.gethostname()}:{port}", "sandboxd.sandboxd.svc",
+             "sandboxd.sandboxd.svc:9090", "10.255.0.7:80"]
+    for host in hosts:
+        for path in ("/healthz", "/api/v2/runtimes"):
+            st, h, body = s.http("GET", path, {"Host": host})
+            check(st == 200, f"Host {host}: GET {path} 200", (st, body[:200]))
+    # A kubelet's httpGet probe sends the pod's IP and port; a Prometheus
+    # scrape of the pod, its target address: an interface's address.
+    addrs = own_addresses()
+    if not addrs:
+        print("note: no non-loopback interface address here; the pod-IP Host is not tried")
+    for addr, family in addrs:
+        host = f"[{addr}]:{port}" if family == "inet6" else f"{addr}:{port}"
+        for path in ("/readyz", "/healthz", "/metrics"):
+            st, h, body = s.http("GET", path, {"Host": host})
+            check(st == 200, f"Host {host} (an interface's address, as a probe or a scrape "
+                  f"sends it): GET {path} 200", (st, body[:200]))
+    st, h, body = s.http("POST", EXECUTE, {"Host": f"sandboxd.sandboxd.svc:{port}",
+                                           **JSON_TYPE}, hello_body(), timeout=60)
+    ok = st == 200 and json.loads(body).get("run", {}).get("stdout") == "hello\n"
+    check(ok, "a run through a name of --http-allowed-hosts", (st, body[:200]))
+    return int(ok)
+
+
+def check_host_header_rules(s):
+    """RFC 9112, 3.2: one Host in HTTP/1.1, of the form host[:port]."""
+    port = s.http_port
+    for what, request, want in (
+            ("HTTP/1.1 without Host", b"GET /healthz HTTP/1.1\r\n\r\n", 400),
+            ("two Host headers", b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: localhost"
+             b"\r\n\r\n", 400),
+            ("an empty Host", b"GET /healthz HTTP/1.1\r\nHost: \r\n\r\n", 400),
+            ("Host [::1 (unclosed)", b"GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", 400),
+            ("Host with a bad port", b"GET /healthz HTTP/1.1\r\nHost: localhost:x\r\n\r\n", 400),
+            ("Host with a path", b"GET /healthz HTTP/1.1\r\nHost: localhost/x\r\n\r\n", 400),
+            ("HTTP/1.0 without Host (allowed)", b"GET /healthz HTTP/1.0\r\n\r\n", 200)):
+        st, h, body, closed = raw_exchange(port, request)
+        check(st == want, f"{what}: {want}", (st, body[:200]))
+    st, h, body, closed = raw_exchange(port, b"POST /api/v2/execute HTTP/1.1\r\n"
+                                       b"Content-Type: application/json\r\nContent-Length: %d"
+                                       b"\r\n\r\n%s" % (len(hello_body()), hello_body()))
+    check(st == 400 and "Host" in (piston_error(h, body) or "") and closed,
+          "a run without Host: 400 {message}, the connection closed", (st, body[:200], closed))
+
+
+def check_framing(s):
+    """RFC 9112, 6.3: a body whose end two readers could see in two places
+    (two Content-Lengths, one beside Transfer-Encoding) is 400 and the
+    connection closes, so what follows is never read as a request; a
+    Content-Length that is not digits is 400 (libmicrohttpd's own answer);
+    a transfer coding other than chunked 501."""
+    body = hello_body()
+    head = (b"POST /api/v2/execute HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n")
+    smuggled = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    for what, request, want, ours in (
+            ("two Content-Lengths (first the body's)",
+             head + b"Content-Length: %d\r\nContent-Length: 5\r\n\r\n%s%s"
+             % (len(body), body, smuggled), 400, True),
+            ("two Content-Lengths (first shorter)",
+             head + b"Content-Length: 5\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body), 400,
+             True),
+            ("two equal Content-Lengths",
+             head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n%s" % (len(body), len(body),
+                                                                             body), 400, True),
+            ("Transfer-Encoding: chunked with Content-Length",
+             head + b"Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" + chunked, 400,
+             True),
+            ("Content-Length with Transfer-Encoding: chunked",
+             head + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s" % (len(body),
+                                                                                     body), 400,
+             True),
+            ("Transfer-Encoding: gzip", head + b"Transfer-Encoding: gzip\r\n\r\n" + body, 501,
+             True),
+            ("Transfer-Encoding: gzip, chunked",
+             head + b"Transfer-Encoding: gzip, chunked\r\n\r\n" + chunked, 501, True),
+            ("two Transfer-Encoding: chunked",
+             head + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked,
+             501, True),
+            ("Content-Length: 12abc", head + b"Content-Length: 12abc\r\n\r\n" + body, 400, False),
+            ("Content-Length: +5", head + b"Content-Length: +5\r\n\r\n" + body, 400, False),
+            ("Content-Length: -1", head + b"Content-Length: -1\r\n\r\n" + body, 400, False),
+            ("Content-Length: 5, 5", head + b"Content-Length: 5, 5\r\n\r\n" + body, 400, False)):
+        st, h, got, closed = raw_exchange(s.http_port, request)
+        # libmicrohttpd answers a malformed length itself (its own HTML).
+        shaped = not ours or "ambiguous" in (piston_error(h, got) or "") or \
+            "chunked" in (piston_error(h, got) or "")
+        check(st == want and shaped and closed,
+              f"{what}: {want}{' {message}' if ours else ''}, the connection closed",
+              (st, got[:200], closed))
+    st, h, got, closed = raw_exchange(s.http_port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                      b"Content-Length: 0\r\nContent-Length: 0\r\n\r\n")
+    check(st == 400 and b"Content-Length" in got and closed,
+          "two Content-Lengths on an operations route: 400 too", (st, got[:200], closed))
+
+
+def check_media_types(s):
+    """A POST body is application/json (any parameters): a browser's form
+    cannot send that. /api/v2/execute also takes text/plain from a client
+    that is no browser (no Sec-Fetch-*), as the npm piston-client labels
+    its JSON. The runs that were taken, counted."""
+    ran = 0
+    for ct in ("application/json", "application/json; charset=utf-8", "Application/JSON",
+               "text/plain;charset=UTF-8", "text/plain"):
+        st, h, body = s.http("POST", EXECUTE, {"Content-Type": ct}, hello_body(), timeout=60)
+        ok = st == 200 and json.loads(body).get("run", {}).get("stdout") == "hello\n"
+        check(ok, f"Content-Type {ct}: the run is taken", (st, body[:200]))
+        ran += ok
+    browser = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate",
+               "Sec-Fetch-Dest": "document"}
+    for what, headers in (("no Content-Type", {}),
+                          ("a form", {"Content-Type": "application/x-www-form-urlencoded"}),
+                          ("multipart", {"Content-Type": "multipart/form-data; boundary=x"}),
+                          ("application/jsonx", {"Content-Type": "application/jsonx"}),
+                          ("text/html", {"Content-Type": "text/html"}),
+                          ("a browser's text/plain (Sec-Fetch-*)",
+                           {"Content-Type": "text/plain", **browser}),
+                          ("text/plain with Sec-Fetch-Mode only",
+                           {"Content-Type": "text/plain", "Sec-Fetch-Mode": "no-cors"})):
+        st, h, body = s.http("POST", EXECUTE, headers, hello_body())
+        msg = piston_error(h, body) or ""
+        check(st == 415 and msg.startswith("requests must be of type application/json"),
+              f"/api/v2/execute, {what}: 415 {{message}}", (st, body[:200]))
+    for what, headers in (("text/plain", {"Content-Type": "text/plain",
+                                          "Accept": "application/json"}),
+                          ("no Content-Type", {"Accept": "application/json"})):
+        st, h, body = s.http("POST", "/mcp", headers, MCP_RUN)
+        check(st == 415 and "application/json" in (mcp_error(h, body) or ""),
+              f"/mcp, {what}: 415 with a JSON-RPC error, id null", (st, body[:200]))
+    return ran
+
+
+def check_front_errors(s):
+    """Every refusal on a front's path is that front's JSON (piston-client
+    reads every answer with res.json()); the operations' stay text."""
+    big = json.dumps({"language": "python", "version": "*",
+                      "files": [{"content": "#" * 70000}]}).encode()
+    for what, method, path, headers, body, want in (
+            ("an unknown Piston path", "GET", "/api/v2/packages", {}, None, 404),
+            ("PUT on execute", "PUT", EXECUTE, {}, b"{}", 405),
+            ("POST on runtimes", "POST", "/api/v2/runtimes", JSON_TYPE, b"{}", 405),
+            ("a body over the cap", "POST", EXECUTE, JSON_TYPE, big, 413),
+            ("a body on runtimes", "GET", "/api/v2/runtimes", {}, b"x" * 10, 413),
+            ("an Origin header", "POST", EXECUTE, {**JSON_TYPE, "Origin": "http://a.example"},
+             hello_body(), 403)):
+        st, h, got = s.http(method, path, headers, body)
+        check(st == want and piston_error(h, got) is not None,
+              f"Piston: {what}: {want} {{message}}", (st, h.get("content-type"), got[:200]))
+    st, h, got = s.http("PUT", EXECUTE)
+    check(h.get("allow") == "POST", "and the 405 keeps its Allow header", h)
+    mcp_big = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "run_code", "arguments": {"code": "#" * 70000}}}).encode()
+    for what, method, headers, body, want in (
+            ("a body over the cap", "POST", MCP_HEADERS, mcp_big, 413),
+            ("an Origin header", "POST", {**MCP_HEADERS, "Origin": "http://a.example"}, MCP_RUN,
+             403),
+            ("PUT", "PUT", MCP_HEADERS, b"{}", 405),
+            ("GET (no stream)", "GET", {"Accept": "text/event-stream"}, None, 405)):
+        st, h, got = s.http(method, "/mcp", headers, body)
+        check(st == want and mcp_error(h, got) is not None,
+              f"MCP: {what}: {want} with a JSON-RPC error, id null", (st, got[:200]))
+    st, h, got = s.http("GET", "/nope")
+    check(st == 404 and h.get("content-type", "").startswith("text/plain"),
+          "an operations path stays text/plain", (st, h))
 
 
 # ---- /metrics: what the calls of each kind leave in it ----
