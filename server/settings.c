@@ -207,8 +207,7 @@ static const struct setting_def setting_defs[] = {
              "Piston API v2 at /api/v2/), mcp (the Model Context Protocol, Streamable HTTP at "
              "/mcp); they run code for anyone who reaches the listener (over https:// with "
              "--tls-client-auth required: only for clients with a certificate from --tls-ca)"},
-    {"http-allowed-hosts", SETTING_STRING, STR(http_allowed_hosts), 0, 0,
-     .def_text = "the listener's own names and addresses",
+    {"http-allowed-hosts", SETTING_STRING, STR(http_allowed_hosts), 0, 0, .def_text = "none",
      .help = "comma-separated host names or IP addresses the HTTP listener also answers to in "
              "the Host header (a proxy's, an ingress', a Service's name); besides these it "
              "answers only to the host of --http-listen, localhost, the machine's hostname and "
