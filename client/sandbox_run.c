@@ -693,6 +693,12 @@ static void print_summary(const struct sbxc_result *r) {
   if (r->killed_by != SBXC_KILLED_BY_NONE)
     fprintf(stderr, "sandbox-run: killed (%s): %s\n", sbxc_killed_by_name(r->killed_by),
             r->n_feedback > 0 ? r->feedback[i++] : "");
+  /* "exited with status N; see stderr" restates what plain mode's own exit
+   * status says: the program's stderr stays its own then. */
+  static const char restated[] = "exited with status ";
+  if (r->killed_by == SBXC_KILLED_BY_NONE && r->signal == 0 && r->exit_code != 0 &&
+      i < r->n_feedback && strncmp(r->feedback[i], restated, sizeof restated - 1) == 0)
+    i++;
   for (; i < r->n_feedback; i++)
     fprintf(stderr, "sandbox-run: %s\n", r->feedback[i]);
 }
