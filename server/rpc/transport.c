@@ -50,7 +50,19 @@ void call_reply(struct server_call *call, sbx_code status, const char *message,
     call->reply = NULL;
   }
   rpc_stats_reply(&call->srv->stats, call->method, status);
-  if (sbx_reply_msg_new(status, message, call->request_id, payload, &call->reply) == 0)
+  /* The message is a proto3 string, which clients refuse to decode unless
+   * it is UTF-8, and it may quote a zygote, pip or a cut in the middle of
+   * a character: repaired here, where every answer passes. */
+  char *repaired = NULL;
+  if (message != NULL && !text_utf8_valid(message, strlen(message))) {
+    size_t n;
+    repaired = text_utf8_repair((const uint8_t *)message, strlen(message), &n);
+    if (repaired != NULL)
+      message = repaired;
+  }
+  int rc = sbx_reply_msg_new(status, message, call->request_id, payload, &call->reply);
+  free(repaired);
+  if (rc == 0)
     return;
   if (sbx_reply_msg_new(SBX_INTERNAL, "out of memory building the reply", call->request_id, NULL,
                         &call->reply) != 0)

@@ -290,32 +290,31 @@ int cgroup_zygotes_adopt(struct cgroup_manager *m, pid_t pid, struct sandbox_err
   /* The limits first, in every hierarchy, then the zygote: it never runs
    * unbounded, and a cgroup without them is refused (fail closed). */
   unsigned written = 0;
-  for (int c = 0; c < n; c++) {
+  int dfds[CGROUP_V1_CONTROLLERS];
+  for (int c = 0; c < CGROUP_V1_CONTROLLERS; c++)
+    dfds[c] = -1;
+  int ret = 0;
+  for (int c = 0; c < n && ret == 0; c++) {
     char path[4200];
     if (zygotes_dir(m, c, path, sizeof path) < 0)
       continue; /* an optional controller this host does not offer */
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
-      return sandbox_error_set(err, errno, "mkdir %s", path);
-    cleanup_close int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-      return sandbox_error_set(err, errno, "open %s", path);
-    if (zygotes_limit(m, dfd, path, &written, err) < 0)
-      return -1;
+      ret = sandbox_error_set(err, errno, "mkdir %s", path);
+    else if ((dfds[c] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+      ret = sandbox_error_set(err, errno, "open %s", path);
+    else
+      ret = zygotes_limit(m, dfds[c], path, &written, err);
   }
-  if (written != 3)
-    return sandbox_error_set(err, ENOTSUP, "the zygotes' cgroup offers no %s limit",
-                             (written & 1) == 0 ? "pids" : "memory");
-  for (int c = 0; c < n; c++) {
-    char path[4200];
-    if (zygotes_dir(m, c, path, sizeof path) < 0)
-      continue;
-    cleanup_close int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-      return sandbox_error_set(err, errno, "open %s", path);
-    if (cgroup_write_at(dfd, "cgroup.procs", buf, err) < 0)
-      return -1;
-  }
-  return 0;
+  if (ret == 0 && written != 3)
+    ret = sandbox_error_set(err, ENOTSUP, "the zygotes' cgroup offers no %s limit",
+                            (written & 1) == 0 ? "pids" : "memory");
+  for (int c = 0; c < n && ret == 0; c++)
+    if (dfds[c] >= 0)
+      ret = cgroup_write_at(dfds[c], "cgroup.procs", buf, err);
+  for (int c = 0; c < n; c++)
+    if (dfds[c] >= 0)
+      close(dfds[c]);
+  return ret;
 }
 
 int cgroup_zygotes_memory(struct cgroup_manager *m, uint64_t *bytes) {

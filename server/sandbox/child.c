@@ -315,16 +315,15 @@ void child_zygote_enter(const struct child_args *a, const int *trees) {
 
 void child_zygote_confine(const struct child_args *a) {
   set_rlimits(a);
-  drop_bounding_set(a);
-  /* Already the slot's uid and gid (the zygote's user namespace maps only
-   * those) and no supplementary group (dropped before it was made). The
-   * capabilities it holds there go; with no_new_privs and an empty
-   * bounding set nothing executed gets any back. */
-  clear_capabilities();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     child_fail(CHILD_STAGE_PDEATHSIG);
-  if (seccomp_policy_load(a->seccomp) < 0)
-    child_fail(CHILD_STAGE_SECCOMP);
+  /* Already the slot's uid and gid (the run's user namespace maps only
+   * those) and no supplementary group (dropped before the zygote's was
+   * made). The capabilities it holds there go; with no_new_privs and an
+   * empty bounding set nothing executed gets any back. */
+  int stage;
+  if (child_confine(a->cap_last_cap, a->seccomp, &stage) < 0)
+    child_fail(stage);
 }
 
 int child_main(void *arg) {

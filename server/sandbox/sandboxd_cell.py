@@ -56,16 +56,16 @@ def _note_savefig():
     cls = getattr(mod, "Figure", None)
     if cls is None or getattr(cls.savefig, "_sandboxd", False):
         return
+    import functools  # matplotlib has imported it already
     orig = cls.savefig
 
+    @functools.wraps(orig)
     def savefig(self, *args, **kwargs):
         r = orig(self, *args, **kwargs)
         self._sandboxd_saved = True
         return r
 
     savefig._sandboxd = True
-    savefig.__doc__, savefig.__name__ = orig.__doc__, orig.__name__
-    savefig.__qualname__, savefig.__wrapped__ = orig.__qualname__, orig
     cls.savefig = savefig
 
 

@@ -270,10 +270,11 @@ static void check_preload_left_nothing(struct zygote *z) {
     fail_start(z->ctl, "end the preload's processes: %s", strerror(errno));
   int threads = 0;
   DIR *d = opendir("/proc/self/task");
-  for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+  if (d == NULL)
+    fail_start(z->ctl, "read /proc/self/task: %s", strerror(errno));
+  for (struct dirent *de; (de = readdir(d)) != NULL;)
     threads += de->d_name[0] != '.';
-  if (d != NULL)
-    closedir(d);
+  closedir(d);
   if (threads != 1)
     fail_start(z->ctl,
                "the preload left %d threads running: a zygote forks from one thread only "
@@ -283,8 +284,11 @@ static void check_preload_left_nothing(struct zygote *z) {
    * writable now cannot become so (no descriptor of it can be open for
    * writing): glibc maps its gconv cache that way. */
   FILE *maps = fopen("/proc/self/maps", "re");
-  char line[512];
-  while (maps != NULL && fgets(line, sizeof line, maps) != NULL) {
+  if (maps == NULL)
+    fail_start(z->ctl, "read /proc/self/maps: %s", strerror(errno));
+  char *line = NULL; /* whole lines: a path's " (deleted)" is at the end */
+  size_t cap = 0;
+  while (getline(&line, &cap, maps) > 0) {
     char perms[8] = "";
     int path_at = 0;
     line[strcspn(line, "\n")] = '\0';
@@ -299,11 +303,12 @@ static void check_preload_left_nothing(struct zygote *z) {
                  line);
     }
   }
-  if (maps == NULL)
-    fail_start(z->ctl, "read /proc/self/maps: %s", strerror(errno));
+  free(line);
   fclose(maps);
   d = opendir("/proc/self/fd");
-  for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;) {
+  if (d == NULL)
+    fail_start(z->ctl, "read /proc/self/fd: %s", strerror(errno));
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
     char link[64];
     ssize_t n = readlinkat(dirfd(d), de->d_name, link, sizeof link - 1);
     if (n <= 0 || atoi(de->d_name) == z->ctl)
@@ -312,8 +317,6 @@ static void check_preload_left_nothing(struct zygote *z) {
     if (strncmp(link, "socket:", 7) == 0)
       fail_start(z->ctl, "the preload left a socket open (fd %s): a zygote holds none", de->d_name);
   }
-  if (d == NULL)
-    fail_start(z->ctl, "read /proc/self/fd: %s", strerror(errno));
   closedir(d);
 }
 

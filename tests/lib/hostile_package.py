@@ -228,3 +228,34 @@ def make_forker_wheel(wheelhouse):
     return make_wheel(wheelhouse, FORKER, "1.0",
                       {"sbx_forker.pth": "import sbx_forker_boot\n",
                        "sbx_forker_boot.py": FORKER_HOOK})
+
+
+# What a package's .pth may leave in a zygote that the zygote refuses to
+# serve with (zygote_main.c, check_preload_left_nothing), by wheel name:
+# (code run at the interpreter's start, what the refusal says).
+LEFTOVERS = {
+    "sbx-left-thread": ("import threading, time\n"
+                        "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n",
+                        "the preload left 2 threads running"),
+    "sbx-left-shm": ("import mmap\nM = mmap.mmap(-1, 4096)\n",
+                     "the preload left a shared memory mapping"),
+    "sbx-left-socket": ("import os, socket\nS = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+                        "S.bind('\\0sbx-left-%d' % os.getpid())\n",
+                        "the preload left a socket open"),
+    # Bytes of its own on the zygote's control socket, as a start failure
+    # that is not UTF-8: the caller still gets a message it can decode.
+    "sbx-left-junk": ("import os\n"
+                      "for fd in os.listdir('/proc/self/fd'):\n"
+                      "    try:\n"
+                      "        if os.readlink('/proc/self/fd/' + fd).startswith('socket:'):\n"
+                      "            os.write(int(fd), b'F junk \\xff\\xfe\\xc3')\n"
+                      "    except OSError:\n"
+                      "        pass\n",
+                      "junk \ufffd"),
+}
+
+
+def make_leftover_wheel(wheelhouse, name):
+    mod = name.replace("-", "_")
+    return make_wheel(wheelhouse, name, "1.0", {f"{mod}.pth": f"import {mod}_boot\n",
+                                                f"{mod}_boot.py": LEFTOVERS[name][0]})

@@ -19,6 +19,10 @@ Groups:
   package_code_zygote_limits  a preload (an environment's .pth) that forks
                             until refused: stopped by the zygotes' pids.max,
                             nothing of it left once the zygote serves
+  package_code_zygote_leftovers  a preload that leaves a thread, a shared
+                            mapping or a socket, or writes bytes that are not
+                            UTF-8 on the zygote's control socket: refused with
+                            a message the caller can decode, nothing ran
   package_code_interpreter  an INTERPRETER session: requirements are refused
                             (the hook ran nowhere); a sitecustomize on the
                             session's PYTHONPATH runs confined at the
@@ -37,7 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
 from harness import Server, WireCaller, check, load_pb2, run_groups, slot_processes  # noqa: E402
 import hostile_package as hp  # noqa: E402
 
-OK, INVALID_ARGUMENT = 0, 3
+OK, INVALID_ARGUMENT, INTERNAL = 0, 3, 13
 
 
 class Caller:
@@ -193,6 +197,32 @@ def group_package_code_zygote_limits(b):
               len(procs))
         r = c.ok("print('after')\n", runtime="python-zygote")
         check(r.stdout == b"after\n", "the slot serves python-zygote runs after", r.stdout)
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+        shutil.rmtree(wh, ignore_errors=True)
+
+
+def group_package_code_zygote_leftovers(b):
+    pb = load_pb2(b)
+    wh = wheelhouse()
+    for name in hp.LEFTOVERS:
+        hp.make_leftover_wheel(wh, name)
+    s = Server(b, 63280, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1",
+               "--zygote-preload", "json")
+    c = Caller(s, pb)
+    try:
+        for name, (_, says) in hp.LEFTOVERS.items():
+            st, msg, r = c.run("print('ran')\n", requirements=[f"{name}==1.0"],
+                               runtime="python-zygote")
+            check(st == INTERNAL and says in msg and "nothing ran" in msg and r is None,
+                  f"{name}: the zygote refuses to serve, the call says why and nothing ran",
+                  (st, msg))
+            r = c.ok("print('after')\n", runtime="python-zygote")
+            check(r.stdout == b"after\n", f"{name}: the slot serves python-zygote runs after",
+                  r.stdout)
+        check(len(slot_processes(s.uid_base, 2)) == 1, "nothing of the refused zygotes is left",
+              slot_processes(s.uid_base, 2))
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
