@@ -107,3 +107,14 @@ bool text_graphic_ascii(const char *s) {
       return false;
   return true;
 }
+
+bool text_list_has(const char *list, const char *item) {
+  size_t len = strlen(item);
+  for (const char *p = list; *p != '\0';) {
+    size_t n = strcspn(p, ",");
+    if (n == len && memcmp(p, item, len) == 0)
+      return true;
+    p += n + (p[n] == ',');
+  }
+  return false;
+}

@@ -25,6 +25,10 @@ char *text_utf8_repair(const uint8_t *data, size_t len, size_t *out_len);
  * keep_newlines, '\n' and '\t' stay. Always NUL-terminates out. */
 void text_printable(const char *in, size_t in_len, char *out, size_t out_len, bool keep_newlines);
 
+/* Whether item is one of the entries of a comma-separated list (exactly,
+ * as the settings hold them: --http-fronts, --http-allowed-hosts). */
+bool text_list_has(const char *list, const char *item);
+
 /* "64 KiB", "128 MiB", "1.5 GiB", "100 bytes": sizes in messages. */
 void text_format_bytes(uint64_t bytes, char *buf, size_t len);
 

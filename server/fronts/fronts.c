@@ -8,21 +8,11 @@
 #include <string.h>
 
 #include "server.h"
+#include "text.h"
 
 /* The inproc connection is up within milliseconds of the start; a call
  * that finds none is past the end of a drain. */
 #define FRONTS_CONNECT_TIMEOUT_MS 2000
-
-static bool names_front(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = list; *p != '\0';) {
-    size_t len = strcspn(p, ",");
-    if (len == n && strncmp(p, name, n) == 0)
-      return true;
-    p += len + (p[len] == ',');
-  }
-  return false;
-}
 
 int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener *http,
                       struct sbx_error *err) {
@@ -43,9 +33,9 @@ int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener
   sbxc_client_set_retries(f->client, 0);
   sbxc_client_set_connect_timeout_ms(f->client, FRONTS_CONNECT_TIMEOUT_MS);
   sbxc_client_set_max_request_bytes(f->client, (size_t)srv->settings.max_message_bytes);
-  if (names_front(list, "piston") && piston_add_routes(f, http, err) < 0)
+  if (text_list_has(list, "piston") && piston_add_routes(f, http, err) < 0)
     return -1;
-  if (names_front(list, "mcp") && mcp_front_add_routes(f, http, err) < 0)
+  if (text_list_has(list, "mcp") && mcp_front_add_routes(f, http, err) < 0)
     return -1;
   return 0;
 }

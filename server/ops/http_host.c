@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "text.h"
+
 static bool name_char(char c) {
   return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_';
 }
@@ -120,17 +122,6 @@ int http_host_names_init(struct http_host_names *n, const char *listen_host, con
   return 0;
 }
 
-static bool on_list(const char *list, const char *name) {
-  size_t len = strlen(name);
-  for (const char *p = list; *p != '\0';) {
-    size_t n = strcspn(p, ",");
-    if (n == len && memcmp(p, name, len) == 0)
-      return true;
-    p += n + (p[n] == ',');
-  }
-  return false;
-}
-
 /* Whether addr (family's binary form) is loopback or on an interface. */
 static bool own_address(int family, const unsigned char *addr) {
   if (family == AF_INET && addr[0] == 127)
@@ -155,7 +146,7 @@ static bool own_address(int family, const unsigned char *addr) {
 }
 
 bool http_host_allowed(const struct http_host_names *n, const char *name) {
-  if (on_list(n->list, name))
+  if (text_list_has(n->list, name))
     return true;
   unsigned char addr[sizeof(struct in6_addr)];
   if (inet_pton(AF_INET, name, addr) == 1)
