@@ -67,4 +67,18 @@ struct result_storage *sbxc_result_init(struct sbxc_result *out);
  * with out->status INTERNAL when out of memory. */
 int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out);
 
+/* An OK answer's output, as a RunCodeResponse and a WatchRunResponse (r)
+ * both carry it, into a struct sbxc_result or a struct sbxc_watch (out):
+ * the two pairs of types name these fields alike. The bytes stay r's. */
+#define SBXC_COPY_OUTPUT(out, r)                                                                   \
+  do {                                                                                             \
+    (out)->status = SBXC_OK;                                                                       \
+    (out)->stdout_data = (r)->stdout.data;                                                         \
+    (out)->stdout_len = (r)->stdout.len;                                                           \
+    (out)->stdout_truncated = (r)->stdout_truncated;                                               \
+    (out)->stderr_data = (r)->stderr.data;                                                         \
+    (out)->stderr_len = (r)->stderr.len;                                                           \
+    (out)->stderr_truncated = (r)->stderr_truncated;                                               \
+  } while (0)
+
 #endif

@@ -195,16 +195,10 @@ static int watch_answer(struct watch_storage *ws, const char *endpoint, unsigned
     return -1;
   }
   Sandbox__V1__WatchRunResponse *r = ws->resp;
-  out->status = SBXC_OK;
+  SBXC_COPY_OUTPUT(out, r);
   out->state = r->state;
-  out->stdout_data = r->stdout.data;
-  out->stdout_len = r->stdout.len;
   out->stdout_offset = r->stdout_offset;
-  out->stderr_data = r->stderr.data;
-  out->stderr_len = r->stderr.len;
   out->stderr_offset = r->stderr_offset;
-  out->stdout_truncated = r->stdout_truncated;
-  out->stderr_truncated = r->stderr_truncated;
   out->complete = r->complete;
   if (r->complete)
     outcome(r, endpoint, attempts, &out->result);
