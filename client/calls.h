@@ -60,6 +60,12 @@ struct result_storage {
   char endpoint[SBXC_KEY_MAX];
 };
 
+/* Zeroes an answer (a struct sbxc_result or sbxc_watch: answer_size
+ * bytes) and gives it calloc'd storage of storage_size bytes in *internal,
+ * which it returns; NULL when out of memory, with *status SBXC_INTERNAL
+ * and *message saying so. status, message and internal point into answer. */
+void *sbxc_answer_init(void *answer, size_t answer_size, size_t storage_size, int *status,
+                       const char **message, void **internal);
 /* Zeroes out and gives it its storage; NULL (out says why) when out of
  * memory. out->message starts as the storage's message buffer. */
 struct result_storage *sbxc_result_init(struct sbxc_result *out);

@@ -599,16 +599,23 @@ int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out) {
   return 0;
 }
 
-struct result_storage *sbxc_result_init(struct sbxc_result *out) {
-  memset(out, 0, sizeof(*out));
-  struct result_storage *st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    out->status = SBXC_INTERNAL;
-    out->message = "out of memory";
-    return NULL;
+void *sbxc_answer_init(void *answer, size_t answer_size, size_t storage_size, int *status,
+                       const char **message, void **internal) {
+  memset(answer, 0, answer_size);
+  void *storage = calloc(1, storage_size);
+  if (storage == NULL) {
+    *status = SBXC_INTERNAL;
+    *message = "out of memory";
   }
-  out->internal_ = st;
-  out->message = st->message;
+  *internal = storage;
+  return storage;
+}
+
+struct result_storage *sbxc_result_init(struct sbxc_result *out) {
+  struct result_storage *st = sbxc_answer_init(out, sizeof(*out), sizeof(*st), &out->status,
+                                               &out->message, &out->internal_);
+  if (st != NULL)
+    out->message = st->message;
   return st;
 }
 

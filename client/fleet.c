@@ -729,13 +729,20 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
   return -1;
 }
 
-void sbxc_fleet_release(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+/* One use of ep ends: a call in flight or a hold (*uses, one of its
+ * counts under f->lock). A retired endpoint nothing uses any more is
+ * closed, without the lock. */
+static void end_use(struct sbxc_fleet *f, struct sbxc_endpoint *ep, unsigned *uses) {
   pthread_mutex_lock(&f->lock);
-  ep->in_flight--;
+  (*uses)--;
   bool idle = idle_retired(ep);
   pthread_mutex_unlock(&f->lock);
   if (idle)
     fleet_reap(f);
+}
+
+void sbxc_fleet_release(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  end_use(f, ep, &ep->in_flight);
 }
 
 /* ---- runs: held endpoints ---- */
@@ -774,12 +781,7 @@ int sbxc_fleet_hold_key(struct sbxc_fleet *f, const char *key, struct sbxc_endpo
 }
 
 void sbxc_fleet_unhold(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
-  pthread_mutex_lock(&f->lock);
-  ep->held--;
-  bool idle = idle_retired(ep);
-  pthread_mutex_unlock(&f->lock);
-  if (idle)
-    fleet_reap(f);
+  end_use(f, ep, &ep->held);
 }
 
 int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep,

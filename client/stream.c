@@ -208,15 +208,10 @@ static int watch_answer(struct watch_storage *ws, const char *endpoint, unsigned
 /* Zeroes out and gives it its storage; NULL (out says why) when out of
  * memory. */
 static struct watch_storage *watch_init(struct sbxc_watch *out) {
-  memset(out, 0, sizeof(*out));
-  struct watch_storage *ws = calloc(1, sizeof(*ws));
-  if (ws == NULL) {
-    out->status = SBXC_INTERNAL;
-    out->message = "out of memory";
-    return NULL;
-  }
-  out->internal_ = ws;
-  out->message = ws->message;
+  struct watch_storage *ws = sbxc_answer_init(out, sizeof(*out), sizeof(*ws), &out->status,
+                                              &out->message, &out->internal_);
+  if (ws != NULL)
+    out->message = ws->message;
   return ws;
 }
 
