@@ -112,7 +112,7 @@ static int write_file(int cur, const char *name, const struct sbxc_artifact *a, 
 }
 
 int sbxc_artifact_save(const struct sbxc_artifact *a, const char *dir, char *err, size_t errlen) {
-  const char *rel = a->relative_path;
+  const char *rel = a->relative_path != NULL ? a->relative_path : "";
   const char *why = unsafe_path(rel);
   if (a->content_omitted)
     return refuse(ENODATA, rel,

@@ -97,6 +97,10 @@ static void hostile_paths_refused(void **state) {
   refused(f, "a/.", EINVAL, "'.'");
   refused(f, "..", EINVAL, "'..' component");
   refused(f, "", EINVAL, "empty");
+  struct sbxc_artifact no_path = artifact("", "x");
+  no_path.relative_path = NULL;
+  char err[128];
+  assert_int_equal(sbxc_artifact_save(&no_path, f->dir, err, sizeof(err)), -1);
   char long_name[300];
   memset(long_name, 'n', 256);
   long_name[256] = '\0';
