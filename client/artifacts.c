@@ -133,9 +133,8 @@ int sbxc_artifact_save(const struct sbxc_artifact *a, const char *dir, char *err
     int next = open_subdir(cur, comp);
     if (next < 0 && (errno == ELOOP || errno == ENOTDIR))
       return refuse(EINVAL, rel,
-                    "a directory on its way is a symlink or not a directory: not "
-                    "followed",
-                    err, errlen);
+                    "a directory on its way is a symlink or not a directory: not followed", err,
+                    errlen);
     if (next < 0)
       return refuse(errno, rel, strerror(errno), err, errlen);
     close(cur);
