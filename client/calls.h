@@ -60,11 +60,31 @@ struct result_storage {
   char endpoint[SBXC_KEY_MAX];
 };
 
+/* Zeroes an answer (a struct sbxc_result or sbxc_watch: answer_size
+ * bytes) and gives it calloc'd storage of storage_size bytes in *internal,
+ * which it returns; NULL when out of memory, with *status SBXC_INTERNAL
+ * and *message saying so. status, message and internal point into answer. */
+void *sbxc_answer_init(void *answer, size_t answer_size, size_t storage_size, int *status,
+                       const char **message, void **internal);
 /* Zeroes out and gives it its storage; NULL (out says why) when out of
  * memory. out->message starts as the storage's message buffer. */
 struct result_storage *sbxc_result_init(struct sbxc_result *out);
 /* Fills out from st->resp (an OK outcome, owned by st). Returns 0, or -1
  * with out->status INTERNAL when out of memory. */
 int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out);
+
+/* An OK answer's output, as a RunCodeResponse and a WatchRunResponse (r)
+ * both carry it, into a struct sbxc_result or a struct sbxc_watch (out):
+ * the two pairs of types name these fields alike. The bytes stay r's. */
+#define SBXC_COPY_OUTPUT(out, r)                                                                   \
+  do {                                                                                             \
+    (out)->status = SBXC_OK;                                                                       \
+    (out)->stdout_data = (r)->stdout.data;                                                         \
+    (out)->stdout_len = (r)->stdout.len;                                                           \
+    (out)->stdout_truncated = (r)->stdout_truncated;                                               \
+    (out)->stderr_data = (r)->stderr.data;                                                         \
+    (out)->stderr_len = (r)->stderr.len;                                                           \
+    (out)->stderr_truncated = (r)->stderr_truncated;                                               \
+  } while (0)
 
 #endif

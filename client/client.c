@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,16 +37,6 @@
  * (which may have gone since) before the call asks the fleet again. A send
  * that did not complete never left: asking again is safe. */
 #define SBXC_SEND_SLICE_MS 500
-
-int sbxc_fail(char *err, size_t errlen, const char *fmt, ...) {
-  if (err != NULL && errlen > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
 
 /* Both open functions: tls NULL for plain endpoints. */
 /* 64 random bits that start every request id of this client, so that two
@@ -573,15 +562,9 @@ static int result_from_reply(struct result_storage *st, struct sbxc_result *out)
 
 int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out) {
   Sandbox__V1__RunCodeResponse *r = st->resp;
-  out->status = SBXC_OK;
+  SBXC_COPY_OUTPUT(out, r);
   out->run_id = r->run_id;
   out->session_id = r->session_id;
-  out->stdout_data = r->stdout.data;
-  out->stdout_len = r->stdout.len;
-  out->stdout_truncated = r->stdout_truncated;
-  out->stderr_data = r->stderr.data;
-  out->stderr_len = r->stderr.len;
-  out->stderr_truncated = r->stderr_truncated;
   out->killed_by = r->killed_by;
   out->exit_code = r->exit_code;
   out->signal = r->signal;
@@ -616,16 +599,23 @@ int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out) {
   return 0;
 }
 
-struct result_storage *sbxc_result_init(struct sbxc_result *out) {
-  memset(out, 0, sizeof(*out));
-  struct result_storage *st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    out->status = SBXC_INTERNAL;
-    out->message = "out of memory";
-    return NULL;
+void *sbxc_answer_init(void *answer, size_t answer_size, size_t storage_size, int *status,
+                       const char **message, void **internal) {
+  memset(answer, 0, answer_size);
+  void *storage = calloc(1, storage_size);
+  if (storage == NULL) {
+    *status = SBXC_INTERNAL;
+    *message = "out of memory";
   }
-  out->internal_ = st;
-  out->message = st->message;
+  *internal = storage;
+  return storage;
+}
+
+struct result_storage *sbxc_result_init(struct sbxc_result *out) {
+  struct result_storage *st = sbxc_answer_init(out, sizeof(*out), sizeof(*st), &out->status,
+                                               &out->message, &out->internal_);
+  if (st != NULL)
+    out->message = st->message;
   return st;
 }
 
@@ -774,6 +764,18 @@ int sbxc_close_session(sbxc_client *c, const char *session_id, int *status, char
   return 0;
 }
 
+/* A reply message (NULL: the call failed, err says why) as a malloc'd JSON
+ * object in *json; frees r. */
+static int reply_json(ProtobufCMessage *r, char **json, char *err, size_t errlen) {
+  if (r == NULL)
+    return -1;
+  *json = sbxc_json_dump(sbxc_json_message(r));
+  protobuf_c_message_free_unpacked(r, NULL);
+  if (*json == NULL)
+    return sbxc_fail(err, errlen, "out of memory");
+  return 0;
+}
+
 int sbxc_list_files_json(sbxc_client *c, const char *session_id, const char *path, char **json,
                          int *status, char *err, size_t errlen) {
   Sandbox__V1__ListFilesRequest req = SANDBOX__V1__LIST_FILES_REQUEST__INIT;
@@ -782,13 +784,7 @@ int sbxc_list_files_json(sbxc_client *c, const char *session_id, const char *pat
   ProtobufCMessage *r =
       simple_call_status(c, SBX_METHOD_LIST_FILES, &req.base, session_id,
                          &sandbox__v1__list_files_response__descriptor, status, err, errlen);
-  if (r == NULL)
-    return -1;
-  *json = sbxc_json_dump(sbxc_json_message(r));
-  protobuf_c_message_free_unpacked(r, NULL);
-  if (*json == NULL)
-    return sbxc_fail(err, errlen, "out of memory");
-  return 0;
+  return reply_json(r, json, err, errlen);
 }
 
 int sbxc_read_file(sbxc_client *c, const char *session_id, const char *path, uint64_t offset,
@@ -833,13 +829,7 @@ int sbxc_get_info_json(sbxc_client *c, char **json, char *err, size_t errlen) {
   Sandbox__V1__GetInfoRequest req = SANDBOX__V1__GET_INFO_REQUEST__INIT;
   ProtobufCMessage *r = simple_call(c, SBX_METHOD_GET_INFO, &req.base,
                                     &sandbox__v1__get_info_response__descriptor, err, errlen);
-  if (r == NULL)
-    return -1;
-  *json = sbxc_json_dump(sbxc_json_message(r));
-  protobuf_c_message_free_unpacked(r, NULL);
-  if (*json == NULL)
-    return sbxc_fail(err, errlen, "out of memory");
-  return 0;
+  return reply_json(r, json, err, errlen);
 }
 
 const char *sbxc_status_name(int status) {

@@ -6,14 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fail.h"
 #include "sandbox_client.h"
 
 /* Decodes a RunCode reply envelope (the bytes of the nng message) into out,
  * as sbxc_run_code does after the call. Returns 0 for an OK reply, -1 with
  * out->status and out->message otherwise. Free out with sbxc_result_free. */
-/* err = fmt's text (when err is not NULL); returns -1. */
-int sbxc_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
 int sbxc_result_from_reply_bytes(const uint8_t *buf, size_t len, struct sbxc_result *out);
 
 /* Decodes a WatchRun reply envelope into out, as sbxc_watch_run does after

@@ -8,7 +8,6 @@
  * was sent or a server said nothing ran. */
 #include "fleet.h"
 
-#include <arpa/inet.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fail.h"
 #include "nngstat.h"
 #include "session_pins.h"
 #include "tls_config.h"
@@ -74,187 +74,6 @@ struct sbxc_fleet {
   unsigned rr;
   bool closed;
 };
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...) {
-  if (err != NULL && errlen > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
-
-/* ---- URLs and keys ---- */
-
-static int parse_port(const char *s, unsigned *port) {
-  unsigned long v = 0;
-  if (*s == '\0')
-    return -1;
-  for (; *s != '\0'; s++) {
-    if (*s < '0' || *s > '9' || (v = v * 10 + (unsigned long)(*s - '0')) > 65535)
-      return -1;
-  }
-  if (v == 0)
-    return -1;
-  *port = (unsigned)v;
-  return 0;
-}
-
-static bool is_host_name(const char *h) {
-  if (*h == '\0')
-    return false;
-  for (; *h != '\0'; h++)
-    if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') || (*h >= '0' && *h <= '9') ||
-          *h == '-' || *h == '.' || *h == '_'))
-      return false;
-  return true;
-}
-
-static const char *target_scheme(const struct sbxc_target *t) {
-  return t->tls ? "tls+tcp" : "tcp";
-}
-
-/* tcp://[IPv6]:PORT */
-static int parse_bracketed(const char *hp, struct sbxc_target *out, char *err, size_t errlen) {
-  const char *close = strchr(hp, ']');
-  struct in6_addr a6;
-  if (close == NULL || close[1] != ':' || (size_t)(close - hp) >= sizeof(out->host))
-    return fail(err, errlen, "endpoint %s: expected %s://[IPv6]:PORT", out->url,
-                target_scheme(out));
-  memcpy(out->host, hp + 1, (size_t)(close - hp - 1));
-  out->host[close - hp - 1] = '\0';
-  if (inet_pton(AF_INET6, out->host, &a6) != 1)
-    return fail(err, errlen, "endpoint %s: %s is not an IPv6 address", out->url, out->host);
-  if (parse_port(close + 2, &out->port) < 0)
-    return fail(err, errlen, "endpoint %s: the port must be 1 to 65535", out->url);
-  if (sbxc_address_key(target_scheme(out), AF_INET6, &a6, out->port, out->fixed_key,
-                       sizeof(out->fixed_key)) < 0)
-    return fail(err, errlen, "endpoint %s: too long", out->url);
-  return 0;
-}
-
-/* tcp://HOST:PORT with HOST an IPv4 address or a name. */
-static int parse_host_port(const char *hp, struct sbxc_target *out, char *err, size_t errlen) {
-  const char *colon = strrchr(hp, ':');
-  struct in_addr a4;
-  if (colon == NULL || (size_t)(colon - hp) >= sizeof(out->host))
-    return fail(err, errlen, "endpoint %s: expected %s://HOST:PORT", out->url, target_scheme(out));
-  memcpy(out->host, hp, (size_t)(colon - hp));
-  out->host[colon - hp] = '\0';
-  if (parse_port(colon + 1, &out->port) < 0)
-    return fail(err, errlen, "endpoint %s: the port must be 1 to 65535", out->url);
-  if (inet_pton(AF_INET, out->host, &a4) == 1) {
-    if (sbxc_address_key(target_scheme(out), AF_INET, &a4, out->port, out->fixed_key,
-                         sizeof(out->fixed_key)) < 0)
-      return fail(err, errlen, "endpoint %s: too long", out->url);
-    return 0;
-  }
-  if (!is_host_name(out->host))
-    return fail(err, errlen, "endpoint %s: expected %s://HOST:PORT", out->url, target_scheme(out));
-  out->is_name = true;
-  return 0;
-}
-
-int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof(*out));
-  if (strlen(url) >= sizeof(out->url))
-    return fail(err, errlen, "endpoint %.40s...: longer than %d bytes", url, SBXC_KEY_MAX - 1);
-  snprintf(out->url, sizeof(out->url), "%s", url);
-  /* ipc://PATH and inproc://NAME (a server in this very process: the
-   * fronts of sandboxd) are one fixed address each, keyed as given. */
-  if (strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0) {
-    if (url[strlen(url) - 1] == '/')
-      return fail(err, errlen, "endpoint %s: needs a socket path or name", url);
-    snprintf(out->fixed_key, sizeof(out->fixed_key), "%s", url);
-    return 0;
-  }
-  size_t skip = 6;
-  if (strncmp(url, "tls+tcp://", 10) == 0) {
-    out->tls = true;
-    skip = 10;
-  } else if (strncmp(url, "tcp://", 6) != 0) {
-    return fail(err, errlen,
-                "endpoint %s: tcp://HOST:PORT, tls+tcp://HOST:PORT, ipc://PATH or inproc://NAME "
-                "only",
-                url);
-  }
-  return url[skip] == '[' ? parse_bracketed(url + skip, out, err, errlen)
-                          : parse_host_port(url + skip, out, err, errlen);
-}
-
-int sbxc_address_key(const char *scheme, int family, const void *addr, unsigned port, char *out,
-                     size_t len) {
-  char ip[INET6_ADDRSTRLEN];
-  if (inet_ntop(family, addr, ip, sizeof(ip)) == NULL)
-    return -1;
-  int n = family == AF_INET6 ? snprintf(out, len, "%s://[%s]:%u", scheme, ip, port)
-                             : snprintf(out, len, "%s://%s:%u", scheme, ip, port);
-  return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
-static uint32_t fnv1a32_more(uint32_t h, const void *data, size_t len) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++) {
-    h ^= p[i];
-    h *= 0x01000193u;
-  }
-  return h;
-}
-
-uint32_t sbxc_fnv1a32(const void *data, size_t len) {
-  return fnv1a32_more(0x811c9dc5u, data, len);
-}
-
-uint32_t sbxc_session_score(const char *session_id, const char *key) {
-  uint32_t h = fnv1a32_more(0x811c9dc5u, session_id, strlen(session_id));
-  h = fnv1a32_more(h, "", 1); /* the NUL between them */
-  return fnv1a32_more(h, key, strlen(key));
-}
-
-/* The rendezvous rule's order: a higher score first, then the smaller key. */
-static bool home_before(uint32_t score_a, const char *key_a, uint32_t score_b, const char *key_b) {
-  return score_a > score_b || (score_a == score_b && strcmp(key_a, key_b) < 0);
-}
-
-size_t sbxc_session_home(const char *session_id, const char *const *keys, size_t n) {
-  size_t best = 0;
-  uint32_t best_score = sbxc_session_score(session_id, keys[0]);
-  for (size_t i = 1; i < n; i++) {
-    uint32_t s = sbxc_session_score(session_id, keys[i]);
-    if (home_before(s, keys[i], best_score, keys[best])) {
-      best = i;
-      best_score = s;
-    }
-  }
-  return best;
-}
-
-bool sbxc_key_set_has(const struct sbxc_key_set *s, const char *key) {
-  for (size_t i = 0; s != NULL && i < s->n; i++)
-    if (strcmp(s->keys[i], key) == 0)
-      return true;
-  return false;
-}
-
-int sbxc_key_set_add(struct sbxc_key_set *s, const char *key) {
-  if (sbxc_key_set_has(s, key))
-    return 0;
-  char(*keys)[SBXC_KEY_MAX] = realloc(s->keys, (s->n + 1) * sizeof(*keys));
-  if (keys == NULL)
-    return -1;
-  snprintf(keys[s->n], sizeof(keys[s->n]), "%s", key);
-  s->keys = keys;
-  s->n++;
-  return 0;
-}
-
-void sbxc_key_set_free(struct sbxc_key_set *s) {
-  free(s->keys);
-  s->keys = NULL;
-  s->n = 0;
-}
 
 /* ---- one endpoint: its socket and its connections ---- */
 
@@ -312,7 +131,7 @@ static struct sbxc_endpoint *endpoint_open(struct sbxc_fleet *f, const char *key
                                            nng_tls_config *tls, char *err, size_t errlen) {
   struct sbxc_endpoint *ep = calloc(1, sizeof(*ep));
   if (ep == NULL) {
-    fail(err, errlen, "%s: out of memory", key);
+    sbxc_fail(err, errlen, "%s: out of memory", key);
     return NULL;
   }
   snprintf(ep->key, sizeof(ep->key), "%s", key);
@@ -320,14 +139,14 @@ static struct sbxc_endpoint *endpoint_open(struct sbxc_fleet *f, const char *key
   int rv = nng_req0_open(&ep->sock);
   if (rv != 0) {
     free(ep);
-    fail(err, errlen, "%s: nng_req0_open: %s", key, nng_strerror(rv));
+    sbxc_fail(err, errlen, "%s: nng_req0_open: %s", key, nng_strerror(rv));
     return NULL;
   }
   if ((rv = endpoint_configure(ep, &ep->dialer, tls)) != 0 ||
       (rv = nng_dialer_start(ep->dialer, NNG_FLAG_NONBLOCK)) != 0) {
     nng_close(ep->sock);
     free(ep);
-    fail(err, errlen, "%s: %s", key, nng_strerror(rv));
+    sbxc_fail(err, errlen, "%s: %s", key, nng_strerror(rv));
     return NULL;
   }
   ep->tls = tls != NULL;
@@ -463,9 +282,6 @@ static bool adopt(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
   return taken;
 }
 
-/* Makes the endpoints match the targets' keys: a socket for each new key,
- * the ones no target holds retired (and closed once idle). Returns 0, or
- * -1 with err naming a key that got no socket (noted on its targets). */
 /* The TLS configuration of the targets holding key: a tls+tcp:// key is
  * only ever held by tls+tcp:// targets. NULL for a plain one. */
 static nng_tls_config *key_tls(struct sbxc_fleet *f, const char *key) {
@@ -478,16 +294,19 @@ static nng_tls_config *key_tls(struct sbxc_fleet *f, const char *key) {
   return cfg;
 }
 
+/* Makes the endpoints match the targets' keys: a socket for each new key,
+ * the ones no target holds retired (and closed once idle). Returns 0, or
+ * -1 with err naming a key that got no socket (noted on its targets). */
 static int fleet_sync(struct sbxc_fleet *f, char *err, size_t errlen) {
   struct sbxc_key_set missing = {0};
-  int rv = plan_sync(f, &missing) < 0 ? fail(err, errlen, "out of memory") : 0;
+  int rv = plan_sync(f, &missing) < 0 ? sbxc_fail(err, errlen, "out of memory") : 0;
   for (size_t i = 0; i < missing.n; i++) {
     char why[256];
     struct sbxc_endpoint *ep =
         endpoint_open(f, missing.keys[i], key_tls(f, missing.keys[i]), why, sizeof(why));
     if (ep == NULL) {
       note_error(f, missing.keys[i], why);
-      rv = fail(err, errlen, "%s", why);
+      rv = sbxc_fail(err, errlen, "%s", why);
     } else if (!adopt(f, ep)) {
       endpoint_close(ep);
     }
@@ -506,21 +325,22 @@ static int resolve_target(const struct sbxc_target *t, struct sbxc_key_set *keys
   struct addrinfo *res = NULL;
   int rv = getaddrinfo(t->host, NULL, &hints, &res);
   if (rv != 0)
-    return fail(err, errlen, "resolving %s: %s", t->host, gai_strerror(rv));
+    return sbxc_fail(err, errlen, "resolving %s: %s", t->host, gai_strerror(rv));
   for (struct addrinfo *a = res; a != NULL; a = a->ai_next) {
     char key[SBXC_KEY_MAX];
     const void *addr = a->ai_family == AF_INET
                            ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
                            : (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
     if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
-        sbxc_address_key(target_scheme(t), a->ai_family, addr, t->port, key, sizeof(key)) == 0 &&
+        sbxc_address_key(sbxc_target_scheme(t), a->ai_family, addr, t->port, key, sizeof(key)) ==
+            0 &&
         sbxc_key_set_add(keys, key) < 0) {
       freeaddrinfo(res);
-      return fail(err, errlen, "resolving %s: out of memory", t->host);
+      return sbxc_fail(err, errlen, "resolving %s: out of memory", t->host);
     }
   }
   freeaddrinfo(res);
-  return keys->n > 0 ? 0 : fail(err, errlen, "resolving %s: no IPv4 or IPv6 address", t->host);
+  return keys->n > 0 ? 0 : sbxc_fail(err, errlen, "resolving %s: no IPv4 or IPv6 address", t->host);
 }
 
 static uint64_t next_resolve_after(const struct sbxc_fleet *f, const struct target_state *ts,
@@ -629,15 +449,15 @@ static int fleet_init_sync(struct sbxc_fleet *f) {
  * without them cannot verify anything. */
 static int target_tls(struct sbxc_fleet *f, struct target_state *ts, char *err, size_t errlen) {
   if (ts->t.tls && f->tls == NULL)
-    return fail(err, errlen,
-                "endpoint %s: a tls+tcp:// endpoint needs TLS settings (sbxc_client_open_tls; "
-                "sandbox-run --tls-ca FILE)",
-                ts->t.url);
+    return sbxc_fail(err, errlen,
+                     "endpoint %s: a tls+tcp:// endpoint needs TLS settings (sbxc_client_open_tls; "
+                     "sandbox-run --tls-ca FILE)",
+                     ts->t.url);
   if (!ts->t.tls && f->tls != NULL)
-    return fail(err, errlen,
-                "endpoint %s: TLS settings are given, so every endpoint must be "
-                "tls+tcp://HOST:PORT",
-                ts->t.url);
+    return sbxc_fail(err, errlen,
+                     "endpoint %s: TLS settings are given, so every endpoint must be "
+                     "tls+tcp://HOST:PORT",
+                     ts->t.url);
   if (ts->t.tls && (ts->tls = sbxc_tls_configs_get(f->tls, ts->t.host, err, errlen)) == NULL)
     return -1;
   return 0;
@@ -648,14 +468,14 @@ static int fleet_parse(struct sbxc_fleet *f, const char *const *urls, size_t n, 
                        size_t errlen) {
   f->targets = calloc(n, sizeof(*f->targets));
   if (f->targets == NULL)
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   f->n_targets = n;
   for (size_t i = 0; i < n; i++) {
     struct target_state *ts = &f->targets[i];
     if (sbxc_target_parse(urls[i], &ts->t, err, errlen) < 0 || target_tls(f, ts, err, errlen) < 0)
       return -1;
     if (!ts->t.is_name && sbxc_key_set_add(&ts->keys, ts->t.fixed_key) < 0)
-      return fail(err, errlen, "out of memory");
+      return sbxc_fail(err, errlen, "out of memory");
   }
   return 0;
 }
@@ -675,20 +495,20 @@ static void fleet_free(struct sbxc_fleet *f) {
 struct sbxc_fleet *sbxc_fleet_open(const char *const *urls, size_t n, const struct sbxc_tls *tls,
                                    char *err, size_t errlen) {
   if (n == 0) {
-    fail(err, errlen, "no endpoint: give at least one URL");
+    sbxc_fail(err, errlen, "no endpoint: give at least one URL");
     return NULL;
   }
   struct sbxc_fleet *f = calloc(1, sizeof(*f));
   if (f == NULL || fleet_init_sync(f) < 0) {
     free(f);
-    fail(err, errlen, "out of memory");
+    sbxc_fail(err, errlen, "out of memory");
     return NULL;
   }
   f->resolve_interval_ms = SBXC_RESOLVE_INTERVAL_MS;
   f->rr = random_start(); /* one-shot processes must not all start on the first */
   f->pins = sbxc_pins_new(SBXC_MAX_REMEMBERED_SESSIONS);
   if (f->pins == NULL) {
-    fail(err, errlen, "out of memory");
+    sbxc_fail(err, errlen, "out of memory");
     fleet_free(f);
     return NULL;
   }
@@ -776,7 +596,7 @@ static struct sbxc_endpoint *session_home(struct sbxc_fleet *f, const char *sess
     if (ep->retired)
       continue;
     uint32_t s = sbxc_session_score(session_id, ep->key);
-    if (home == NULL || home_before(s, ep->key, best_score, home->key)) {
+    if (home == NULL || sbxc_home_before(s, ep->key, best_score, home->key)) {
       home = ep;
       best_score = s;
     }
@@ -887,7 +707,7 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
   for (;;) {
     if (f->closed) {
       pthread_mutex_unlock(&f->lock);
-      return fail(err, errlen, "the client is closed; nothing was sent");
+      return sbxc_fail(err, errlen, "the client is closed; nothing was sent");
     }
     struct sbxc_endpoint *ep =
         session != NULL ? session_home(f, session) : pick_connected(f, route->tried);
@@ -909,13 +729,20 @@ int sbxc_fleet_acquire(struct sbxc_fleet *f, const struct sbxc_route *route,
   return -1;
 }
 
-void sbxc_fleet_release(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+/* One use of ep ends: a call in flight or a hold (*uses, one of its
+ * counts under f->lock). A retired endpoint nothing uses any more is
+ * closed, without the lock. */
+static void end_use(struct sbxc_fleet *f, struct sbxc_endpoint *ep, unsigned *uses) {
   pthread_mutex_lock(&f->lock);
-  ep->in_flight--;
+  (*uses)--;
   bool idle = idle_retired(ep);
   pthread_mutex_unlock(&f->lock);
   if (idle)
     fleet_reap(f);
+}
+
+void sbxc_fleet_release(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
+  end_use(f, ep, &ep->in_flight);
 }
 
 /* ---- runs: held endpoints ---- */
@@ -946,20 +773,15 @@ int sbxc_fleet_hold_key(struct sbxc_fleet *f, const char *key, struct sbxc_endpo
     return 0;
   }
   if (key != NULL)
-    return fail(err, errlen, "%s is not an endpoint of this client", key);
-  return fail(err, errlen,
-              "this client has %zu endpoints: name the one the run lives on (it lives on the "
-              "server that started it)",
-              n);
+    return sbxc_fail(err, errlen, "%s is not an endpoint of this client", key);
+  return sbxc_fail(err, errlen,
+                   "this client has %zu endpoints: name the one the run lives on (it lives on the "
+                   "server that started it)",
+                   n);
 }
 
 void sbxc_fleet_unhold(struct sbxc_fleet *f, struct sbxc_endpoint *ep) {
-  pthread_mutex_lock(&f->lock);
-  ep->held--;
-  bool idle = idle_retired(ep);
-  pthread_mutex_unlock(&f->lock);
-  if (idle)
-    fleet_reap(f);
+  end_use(f, ep, &ep->held);
 }
 
 int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep,
@@ -969,7 +791,7 @@ int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep,
   for (;;) {
     if (f->closed) {
       pthread_mutex_unlock(&f->lock);
-      return fail(err, errlen, "the client is closed; nothing was sent");
+      return sbxc_fail(err, errlen, "the client is closed; nothing was sent");
     }
     if (ep->n_pipes > 0) { /* retired or not: the run lives there */
       ep->in_flight++;
@@ -981,9 +803,9 @@ int sbxc_fleet_acquire_held(struct sbxc_fleet *f, struct sbxc_endpoint *ep,
     wait_for_change(f, wait_until_ms);
   }
   pthread_mutex_unlock(&f->lock);
-  return fail(err, errlen,
-              "the run lives on %s, which was not connected within %llu ms; nothing was sent",
-              ep->key, (unsigned long long)route->wait_ms);
+  return sbxc_fail(err, errlen,
+                   "the run lives on %s, which was not connected within %llu ms; nothing was sent",
+                   ep->key, (unsigned long long)route->wait_ms);
 }
 
 bool sbxc_fleet_untried_live(struct sbxc_fleet *f, const struct sbxc_key_set *tried) {

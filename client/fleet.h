@@ -10,7 +10,8 @@
  * own: nng's threads run the pipe callbacks, names are resolved on the
  * calling thread. One mutex and one condition variable guard everything
  * below; nng is never called with the mutex held (nng_close waits for pipe
- * callbacks, which take it). */
+ * callbacks, which take it). The URLs and keys themselves, and the
+ * rendezvous rule, are endpoint.h's (pure). */
 #ifndef SBXC_FLEET_H
 #define SBXC_FLEET_H
 
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "endpoint.h"
 #include "sandbox_client.h"
 
 #define SBXC_RECONNECT_MIN_MS 100
@@ -29,59 +31,11 @@
 #define SBXC_MAX_REMEMBERED_SESSIONS 4096
 /* An endpoint that answered UNAVAILABLE (draining) is avoided this long. */
 #define SBXC_DRAINING_AVOID_MS 1000
-/* The longest endpoint key: nng's own limit on a URL (NNG_MAXADDRLEN, 128). */
-#define SBXC_KEY_MAX 160
-
-/* ---- endpoint URLs and keys (pure; tests/unit/test_client.c) ---- */
-
-/* One URL as given. An ipc:// or inproc:// URL or an IP literal is one
- * fixed address; a host name is resolved (getaddrinfo) to its addresses. */
-struct sbxc_target {
-  char url[SBXC_KEY_MAX];
-  bool is_name;
-  bool tls;                /* tls+tcp:// */
-  char host[SBXC_KEY_MAX]; /* tcp, tls: as written (an IPv6 address without brackets) */
-  unsigned port;           /* tcp, tls */
-  char fixed_key[SBXC_KEY_MAX];
-};
-
-/* Parses tcp://HOST:PORT and tls+tcp://HOST:PORT (HOST a name, an IPv4
- * address or [IPv6]), ipc://PATH or inproc://NAME. Returns 0, or -1 with
- * err. */
-int sbxc_target_parse(const char *url, struct sbxc_target *out, char *err, size_t errlen);
-
-/* The key of one address, spelled as every client spells it:
- * "tcp://1.2.3.4:7878", "tls+tcp://[::1]:7878" (inet_ntop's form). scheme is
- * "tcp" or "tls+tcp", family AF_INET or AF_INET6, addr an in_addr or
- * in6_addr. Returns 0 or -1. */
-int sbxc_address_key(const char *scheme, int family, const void *addr, unsigned port, char *out,
-                     size_t len);
-
-/* FNV-1a 32-bit (offset basis 0x811c9dc5, prime 0x01000193). */
-uint32_t sbxc_fnv1a32(const void *data, size_t len);
-/* The rendezvous score of an endpoint for a session: FNV-1a 32 over the
- * session id's bytes, one NUL byte and the key (docs/CLIENTS.md). */
-uint32_t sbxc_session_score(const char *session_id, const char *key);
-/* The index of the key holding the session: the highest score, equal
- * scores to the smallest key (strcmp). n must be > 0. */
-size_t sbxc_session_home(const char *session_id, const char *const *keys, size_t n);
 
 /* ---- the fleet ---- */
 
 struct sbxc_fleet;
 struct sbxc_endpoint;
-
-/* A set of endpoint keys: a name's addresses, or the endpoints one call
- * was answered RESOURCE_EXHAUSTED or UNAVAILABLE by, or could not send to
- * (its retries prefer others). Start from {0}. */
-struct sbxc_key_set {
-  char (*keys)[SBXC_KEY_MAX];
-  size_t n;
-};
-bool sbxc_key_set_has(const struct sbxc_key_set *s, const char *key);
-/* Returns 0, or -1 when out of memory. */
-int sbxc_key_set_add(struct sbxc_key_set *s, const char *key);
-void sbxc_key_set_free(struct sbxc_key_set *s);
 
 /* Opens the fleet of urls (n > 0): parses them, resolves host names and
  * starts dialing every address. A name that does not resolve now is not an

@@ -216,6 +216,28 @@ void sbxc_result_free(struct sbxc_result *result);
  * when it failed; "" when it went nowhere. Valid until sbxc_result_free. */
 const char *sbxc_result_endpoint(const struct sbxc_result *result);
 
+/* Artifacts come from the sandbox: their relative_path is hostile. These
+ * write them below dir and never outside it, as the Python client's
+ * Artifact.save and the TypeScript client's saveTo do: only a plain
+ * relative path (no empty, "." or ".." component, not absolute, shorter
+ * than PATH_MAX, no component over 255 bytes); every directory below dir
+ * made if missing and opened without following a symlink; the file
+ * created or truncated only when it is a regular file with no other hard
+ * link (a symlink, a FIFO or a directory at its name is refused, and
+ * nothing blocks). dir itself is the caller's: it is made (with its
+ * parents) when missing, and may be a symlink. */
+/* Writes a's content to dir/a->relative_path. Returns 0, or -1 with err
+ * ("artifact \"PATH\": why", the path made printable) and errno: EINVAL a
+ * path or a file refused as unsafe, ENODATA content the server left out,
+ * else the system's. */
+int sbxc_artifact_save(const struct sbxc_artifact *artifact, const char *dir, char *err,
+                       size_t errlen);
+/* Saves every artifact of result whose content came back, in order;
+ * stops at the first that cannot be saved (-1 with err and errno as
+ * above), as the Python client's save_artifacts does. Returns 0 or -1. */
+int sbxc_artifacts_save(const struct sbxc_result *result, const char *dir, char *err,
+                        size_t errlen);
+
 /* Calls Health on one connected endpoint: *serving is true for SERVING.
  * Returns 0 or -1 (message in err). */
 int sbxc_health(sbxc_client *client, bool *serving, char *err, size_t errlen);

@@ -17,13 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "cli_endpoints.h"
 #include "visible.h"
 #include "client_internal.h"
+#include "io.h"
 #include "json.h"
 #include "sandbox_client.h"
 
@@ -75,33 +76,29 @@ static void usage(FILE *out) {
       "server's certificate must carry (default: the URL's host).\n");
 }
 
+/* Everything fd holds until its end: a script, stdin, a --file. No
+ * ceiling of its own: the request's size is checked when it is sent. */
 static int read_fd(int fd, uint8_t **out, size_t *len) {
-  size_t cap = 4096, n = 0;
-  uint8_t *buf = malloc(cap);
-  if (buf == NULL)
-    return -1;
+  struct sbx_buf b = {0};
   for (;;) {
-    if (n == cap) {
-      uint8_t *p = realloc(buf, cap *= 2);
-      if (p == NULL) {
-        free(buf);
-        return -1;
-      }
-      buf = p;
+    if (sbx_buf_reserve(&b, 4096, SIZE_MAX) < 0) {
+      sbx_buf_free(&b);
+      return -1;
     }
-    ssize_t r = read(fd, buf + n, cap - n);
+    ssize_t r = read(fd, b.data + b.len, b.cap - b.len);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0) {
-      free(buf);
+      int saved = errno;
+      sbx_buf_free(&b);
+      errno = saved;
       return -1;
     }
     if (r == 0)
       break;
-    n += (size_t)r;
+    b.len += (size_t)r;
   }
-  *out = buf;
-  *len = n;
+  *out = sbx_buf_steal(&b, len);
   return 0;
 }
 
@@ -155,19 +152,6 @@ static int scaled(const char *s, const char *flag, int64_t unit, int64_t *out) {
   return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0)
-      return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* A program's output to fd: as it is, or when visible (fd is a terminal and
  * no --raw) with its control characters shown as cat -v shows them, so
  * that escape sequences from the sandbox never reach the terminal. st holds
@@ -175,7 +159,7 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
 static void write_program_output(int fd, bool visible, struct visible *st, const uint8_t *data,
                                  size_t len, bool final) {
   if (!visible) {
-    write_all(fd, data, len);
+    sbx_write_all(fd, data, len);
     return;
   }
   size_t n;
@@ -184,84 +168,17 @@ static void write_program_output(int fd, bool visible, struct visible *st, const
     fprintf(stderr, "sandbox-run: out of memory\n");
     return;
   }
-  write_all(fd, (const uint8_t *)text, n);
+  sbx_write_all(fd, text, n);
 }
 
-/* Opens (making it if needed) the directory comp below cur, never through
- * a symlink; -1 with errno otherwise. */
-static int open_subdir(int cur, const char *comp) {
-  if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
-    return -1;
-  return openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/* Artifacts come from the sandbox: relative_path is hostile. Only plain
- * relative paths (no empty, "." or ".." component), created below dir and
- * never outside it: every directory opened with O_NOFOLLOW relative to the
- * one above, the file created with O_NOFOLLOW and O_NONBLOCK and checked to
- * be a regular file (a FIFO or symlink planted in DIR is never followed). */
-static int save_artifact(int dir_fd, const struct sbxc_artifact *a) {
-  const char *rel = a->relative_path;
-  size_t len = strlen(rel);
-  char buf[PATH_MAX];
-  if (len == 0 || len >= sizeof(buf) || rel[0] == '/') {
-    errno = EINVAL;
-    return -1;
-  }
-  memcpy(buf, rel, len + 1);
-  cleanup_close int cur = dup(dir_fd);
-  if (cur < 0)
-    return -1;
-  char *comp = buf;
-  for (;;) {
-    char *slash = strchr(comp, '/');
-    if (slash != NULL)
-      *slash = '\0';
-    if (comp[0] == '\0' || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
-      errno = EINVAL;
-      return -1;
-    }
-    if (slash == NULL)
-      break;
-    int next = open_subdir(cur, comp);
-    if (next < 0)
-      return -1;
-    close(cur);
-    cur = next;
-    comp = slash + 1;
-  }
-  cleanup_close int fd =
-      openat(cur, comp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -1;
-  struct stat st;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) < 0) {
-    errno = EINVAL;
-    return -1;
-  }
-  return write_all(fd, a->content, a->content_len);
-}
-
+/* Artifacts come from the sandbox: their paths are hostile. The library
+ * saves each below dir or refuses it (sbxc_artifact_save); each one not
+ * saved is reported, once. */
 static void save_artifacts(const char *dir, const struct sbxc_result *r) {
-  if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-    fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", dir, strerror(errno));
-    return;
-  }
-  cleanup_close int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) {
-    fprintf(stderr, "sandbox-run: --artifacts-dir %s: %s\n", dir, strerror(errno));
-    return;
-  }
   for (size_t i = 0; i < r->n_artifacts; i++) {
-    const struct sbxc_artifact *a = &r->artifacts[i];
-    if (a->content_omitted)
-      fprintf(stderr,
-              "sandbox-run: artifact %s (%llu bytes): content left out by the server, "
-              "not saved\n",
-              a->relative_path, (unsigned long long)a->size);
-    else if (save_artifact(dir_fd, a) < 0)
-      fprintf(stderr, "sandbox-run: artifact %s: not saved: %s\n", a->relative_path,
-              strerror(errno));
+    char err[512];
+    if (sbxc_artifact_save(&r->artifacts[i], dir, err, sizeof(err)) < 0)
+      fprintf(stderr, "sandbox-run: not saved: %s\n", err);
   }
 }
 
@@ -591,7 +508,7 @@ static int read_session_file(sbxc_client *client, const struct cli *c) {
     print_json(json_pack("{s:s, s:o, s:I, s:b}", "status", "OK", "content",
                          sbxc_json_text(data, len), "size", (json_int_t)size, "eof", eof));
   else
-    write_all(STDOUT_FILENO, data, len);
+    sbx_write_all(STDOUT_FILENO, data, len);
   return 0;
 }
 
@@ -714,7 +631,7 @@ static void print_cell_end(const struct cli *c, const struct sbxc_result *r) {
     struct visible st = {0};
     write_program_output(STDOUT_FILENO, c->visible[0], &st, (const uint8_t *)r->result,
                          strlen(r->result), true);
-    write_all(STDOUT_FILENO, (const uint8_t *)"\n", 1);
+    sbx_write_all(STDOUT_FILENO, "\n", 1);
   }
 }
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet.h"
+#include "endpoint.h"
 
 struct pin {
   char *session_id;

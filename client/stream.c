@@ -195,16 +195,10 @@ static int watch_answer(struct watch_storage *ws, const char *endpoint, unsigned
     return -1;
   }
   Sandbox__V1__WatchRunResponse *r = ws->resp;
-  out->status = SBXC_OK;
+  SBXC_COPY_OUTPUT(out, r);
   out->state = r->state;
-  out->stdout_data = r->stdout.data;
-  out->stdout_len = r->stdout.len;
   out->stdout_offset = r->stdout_offset;
-  out->stderr_data = r->stderr.data;
-  out->stderr_len = r->stderr.len;
   out->stderr_offset = r->stderr_offset;
-  out->stdout_truncated = r->stdout_truncated;
-  out->stderr_truncated = r->stderr_truncated;
   out->complete = r->complete;
   if (r->complete)
     outcome(r, endpoint, attempts, &out->result);
@@ -214,15 +208,10 @@ static int watch_answer(struct watch_storage *ws, const char *endpoint, unsigned
 /* Zeroes out and gives it its storage; NULL (out says why) when out of
  * memory. */
 static struct watch_storage *watch_init(struct sbxc_watch *out) {
-  memset(out, 0, sizeof(*out));
-  struct watch_storage *ws = calloc(1, sizeof(*ws));
-  if (ws == NULL) {
-    out->status = SBXC_INTERNAL;
-    out->message = "out of memory";
-    return NULL;
-  }
-  out->internal_ = ws;
-  out->message = ws->message;
+  struct watch_storage *ws = sbxc_answer_init(out, sizeof(*out), sizeof(*ws), &out->status,
+                                              &out->message, &out->internal_);
+  if (ws != NULL)
+    out->message = ws->message;
   return ws;
 }
 

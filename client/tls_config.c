@@ -4,12 +4,13 @@
 #include "tls_config.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "fail.h"
 
 #define SBXC_TLS_FILE_MAX (4u << 20)
 
@@ -25,22 +26,11 @@ struct sbxc_tls_configs {
   size_t n;
 };
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...) {
-  if (err != NULL && errlen > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
-
 /* A whole PEM file as a string, at most SBXC_TLS_FILE_MAX bytes. */
 static int read_pem(const char *what, const char *path, char **out, char *err, size_t errlen) {
   FILE *f = fopen(path, "re");
   if (f == NULL)
-    return fail(err, errlen, "tls %s %s: %s", what, path, strerror(errno));
+    return sbxc_fail(err, errlen, "tls %s %s: %s", what, path, strerror(errno));
   struct stat st;
   char *buf = NULL;
   size_t n = 0;
@@ -51,8 +41,8 @@ static int read_pem(const char *what, const char *path, char **out, char *err, s
   fclose(f);
   if (!ok) {
     free(buf);
-    return fail(err, errlen, "tls %s %s: not a readable regular file of at most %u bytes", what,
-                path, SBXC_TLS_FILE_MAX);
+    return sbxc_fail(err, errlen, "tls %s %s: not a readable regular file of at most %u bytes",
+                     what, path, SBXC_TLS_FILE_MAX);
   }
   buf[n] = '\0';
   *out = buf;
@@ -74,15 +64,15 @@ static int load(struct sbxc_tls_configs *c, const struct sbxc_tls *tls, char *er
   c->key_file = dup_or_null(tls->key_file, &oom);
   c->server_name = dup_or_null(tls->server_name, &oom);
   if (oom)
-    return fail(err, errlen, "out of memory");
+    return sbxc_fail(err, errlen, "out of memory");
   if (c->ca_file == NULL)
-    return fail(err, errlen,
-                "tls: a CA file is needed to verify the server's certificate (ca_file, "
-                "sandbox-run --tls-ca); nng reads no system CA store");
+    return sbxc_fail(err, errlen,
+                     "tls: a CA file is needed to verify the server's certificate (ca_file, "
+                     "sandbox-run --tls-ca); nng reads no system CA store");
   if ((c->cert_file == NULL) != (c->key_file == NULL))
-    return fail(err, errlen,
-                "tls: give this client's certificate and its key together (cert_file and "
-                "key_file, --tls-cert and --tls-key), or neither");
+    return sbxc_fail(err, errlen,
+                     "tls: give this client's certificate and its key together (cert_file and "
+                     "key_file, --tls-cert and --tls-key), or neither");
   if (read_pem("ca_file", c->ca_file, &c->ca_pem, err, errlen) < 0)
     return -1;
   if (c->cert_file != NULL && (read_pem("cert_file", c->cert_file, &c->cert_pem, err, errlen) < 0 ||
@@ -95,7 +85,7 @@ struct sbxc_tls_configs *sbxc_tls_configs_new(const struct sbxc_tls *tls, char *
                                               size_t errlen) {
   struct sbxc_tls_configs *c = calloc(1, sizeof(*c));
   if (c == NULL) {
-    fail(err, errlen, "out of memory");
+    sbxc_fail(err, errlen, "out of memory");
     return NULL;
   }
   if (load(c, tls, err, errlen) < 0) {
@@ -111,22 +101,24 @@ static nng_tls_config *make(const struct sbxc_tls_configs *c, const char *name, 
   nng_tls_config *cfg;
   int rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT);
   if (rv != 0) {
-    fail(err, errlen, "tls: nng_tls_config_alloc: %s%s", nng_strerror(rv),
-         rv == NNG_ENOTSUP ? " (this libnng has no TLS engine; Debian's libnng1 has mbedTLS)" : "");
+    sbxc_fail(err, errlen, "tls: nng_tls_config_alloc: %s%s", nng_strerror(rv),
+              rv == NNG_ENOTSUP ? " (this libnng has no TLS engine; Debian's libnng1 has mbedTLS)"
+                                : "");
     return NULL;
   }
   if ((rv = nng_tls_config_ca_chain(cfg, c->ca_pem, NULL)) != 0)
-    fail(err, errlen, "tls ca_file %s: not a PEM certificate bundle nng can use: %s", c->ca_file,
-         nng_strerror(rv));
+    sbxc_fail(err, errlen, "tls ca_file %s: not a PEM certificate bundle nng can use: %s",
+              c->ca_file, nng_strerror(rv));
   else if (c->cert_pem != NULL &&
            (rv = nng_tls_config_own_cert(cfg, c->cert_pem, c->key_pem, NULL)) != 0)
-    fail(err, errlen,
-         "tls cert_file %s, key_file %s: not a PEM certificate and its unencrypted key nng can "
-         "use: %s",
-         c->cert_file, c->key_file, nng_strerror(rv));
+    sbxc_fail(
+        err, errlen,
+        "tls cert_file %s, key_file %s: not a PEM certificate and its unencrypted key nng can "
+        "use: %s",
+        c->cert_file, c->key_file, nng_strerror(rv));
   else if ((rv = nng_tls_config_server_name(cfg, name)) != 0 ||
            (rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED)) != 0)
-    fail(err, errlen, "tls: server name %s: %s", name, nng_strerror(rv));
+    sbxc_fail(err, errlen, "tls: server name %s: %s", name, nng_strerror(rv));
   if (rv != 0) {
     nng_tls_config_free(cfg);
     return NULL;
@@ -142,7 +134,7 @@ nng_tls_config *sbxc_tls_configs_get(struct sbxc_tls_configs *c, const char *url
       return c->items[i].cfg;
   struct named_config *items = realloc(c->items, (c->n + 1) * sizeof(*items));
   if (items == NULL) {
-    fail(err, errlen, "out of memory");
+    sbxc_fail(err, errlen, "out of memory");
     return NULL;
   }
   c->items = items;
@@ -150,7 +142,7 @@ nng_tls_config *sbxc_tls_configs_get(struct sbxc_tls_configs *c, const char *url
   nng_tls_config *cfg = dup != NULL ? make(c, name, err, errlen) : NULL;
   if (cfg == NULL) {
     if (dup == NULL)
-      fail(err, errlen, "out of memory");
+      sbxc_fail(err, errlen, "out of memory");
     free(dup);
     return NULL;
   }

@@ -5,10 +5,10 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fail.h"
 #include "mcp_internal.h"
 #include "text.h"
 
@@ -40,15 +40,6 @@ void mcp_quote(const char *s, size_t len, char *buf, size_t buflen) {
   snprintf(buf, buflen, "\"%s%s\"", tmp, len > 64 ? "..." : "");
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 int mcp_args_known(const json_t *obj, const char *where, const char *const *known, char *err,
                    size_t errlen) {
   const char *key;
@@ -64,7 +55,8 @@ int mcp_args_known(const json_t *obj, const char *where, const char *const *know
     for (i = 0; known[i] != NULL; i++)
       snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
                known[i]);
-    return fail(err, errlen, "%s: unknown property %s; the properties are: %s", where, q, names);
+    return sbxc_fail(err, errlen, "%s: unknown property %s; the properties are: %s", where, q,
+                     names);
   }
   return 0;
 }
@@ -77,11 +69,11 @@ int mcp_arg_string(const json_t *obj, const char *where, const char *key, bool r
     *len = 0;
   if (v == NULL) {
     if (required)
-      return fail(err, errlen, "%s.%s is required (a string)", where, key);
+      return sbxc_fail(err, errlen, "%s.%s is required (a string)", where, key);
     return 0;
   }
   if (!json_is_string(v))
-    return fail(err, errlen, "%s.%s: expected a string, got %s", where, key, mcp_json_type(v));
+    return sbxc_fail(err, errlen, "%s.%s: expected a string, got %s", where, key, mcp_json_type(v));
   *s = json_string_value(v);
   if (len != NULL)
     *len = json_string_length(v);
@@ -107,7 +99,8 @@ int mcp_arg_enum(const json_t *obj, const char *where, const char *key, const ch
   for (size_t i = 0; values[i] != NULL; i++)
     snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s\"%s\"", i ? ", " : "",
              values[i]);
-  return fail(err, errlen, "%s.%s: %s is not one of the allowed values: %s", where, key, q, names);
+  return sbxc_fail(err, errlen, "%s.%s: %s is not one of the allowed values: %s", where, key, q,
+                   names);
 }
 
 /* A JSON number as an integer: integers, and reals without a fraction. */
@@ -130,10 +123,11 @@ int mcp_arg_int(const json_t *obj, const char *where, const char *key, int64_t l
   if (v == NULL)
     return 0;
   if (!integral(v, out))
-    return fail(err, errlen, "%s.%s: expected an integer, got %s", where, key, mcp_json_type(v));
+    return sbxc_fail(err, errlen, "%s.%s: expected an integer, got %s", where, key,
+                     mcp_json_type(v));
   if (*out < lo || *out > hi)
-    return fail(err, errlen, "%s.%s: %" PRId64 " is out of range (%" PRId64 " to %" PRId64 ")",
-                where, key, *out, lo, hi);
+    return sbxc_fail(err, errlen, "%s.%s: %" PRId64 " is out of range (%" PRId64 " to %" PRId64 ")",
+                     where, key, *out, lo, hi);
   return 0;
 }
 
@@ -144,17 +138,18 @@ int mcp_arg_array(const json_t *obj, const char *where, const char *key, size_t 
   if (v == NULL)
     return 0;
   if (!json_is_array(v))
-    return fail(err, errlen, "%s.%s: expected an array, got %s", where, key, mcp_json_type(v));
+    return sbxc_fail(err, errlen, "%s.%s: expected an array, got %s", where, key, mcp_json_type(v));
   if (json_array_size(v) > max)
-    return fail(err, errlen, "%s.%s: %zu items, at most %zu", where, key, json_array_size(v), max);
+    return sbxc_fail(err, errlen, "%s.%s: %zu items, at most %zu", where, key, json_array_size(v),
+                     max);
   *out = v;
   return 0;
 }
 
 int mcp_check_no_nul(const char *where, const char *s, size_t len, char *err, size_t errlen) {
   if (memchr(s, '\0', len) != NULL)
-    return fail(err, errlen, "%s: contains a NUL character (\\u0000), which is not allowed here",
-                where);
+    return sbxc_fail(err, errlen,
+                     "%s: contains a NUL character (\\u0000), which is not allowed here", where);
   return 0;
 }
 
@@ -164,9 +159,10 @@ int mcp_check_path(const char *where, const char *path, size_t len, char *err, s
   if (mcp_check_no_nul(where, path, len, err, errlen) < 0)
     return -1;
   if (len == 0 || len > 255)
-    return fail(err, errlen, "%s: %s must be 1 to 255 bytes long", where, q);
+    return sbxc_fail(err, errlen, "%s: %s must be 1 to 255 bytes long", where, q);
   if (path[0] == '/')
-    return fail(err, errlen, "%s: %s is absolute; give a path relative to the workspace", where, q);
+    return sbxc_fail(err, errlen, "%s: %s is absolute; give a path relative to the workspace",
+                     where, q);
   for (size_t start = 0; start <= len;) {
     const char *p = path + start;
     const char *slash = memchr(p, '/', len - start);
@@ -176,10 +172,10 @@ int mcp_check_path(const char *where, const char *path, size_t len, char *err, s
                       : n == 2 && p[0] == '.' && p[1] == '.' ? "a \"..\""
                                                              : NULL;
     if (bad != NULL)
-      return fail(err, errlen,
-                  "%s: %s has %s component; a path stays inside the workspace, relative, "
-                  "without \".\" or \"..\" (e.g. \"data/input.csv\")",
-                  where, q, bad);
+      return sbxc_fail(err, errlen,
+                       "%s: %s has %s component; a path stays inside the workspace, relative, "
+                       "without \".\" or \"..\" (e.g. \"data/input.csv\")",
+                       where, q, bad);
     start += n + 1;
   }
   return 0;
@@ -192,9 +188,9 @@ int mcp_check_session_id(const char *where, const char *id, size_t len, char *er
   for (size_t i = 0; ok && i < len; i++)
     ok = isalnum((unsigned char)id[i]) || id[i] == '.' || id[i] == '_' || id[i] == '-';
   if (!ok)
-    return fail(err, errlen,
-                "%s: %s is not a session id: 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' "
-                "and '-'",
-                where, q);
+    return sbxc_fail(err, errlen,
+                     "%s: %s is not a session id: 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' "
+                     "and '-'",
+                     where, q);
   return 0;
 }

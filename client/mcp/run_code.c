@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "fail.h"
 #include "mcp_internal.h"
 
 #define MAX_FILES 256
@@ -30,11 +31,9 @@ static int add_file(sbxc_request *req, const json_t *f, const char *where, char 
                     size_t errlen) {
   const char *path, *content, *url, *enc;
   size_t path_len, content_len, url_len;
-  if (!json_is_object(f)) {
-    snprintf(err, errlen, "%s: expected an object {path, content} or {path, url}, got %s", where,
-             mcp_json_type(f));
-    return -1;
-  }
+  if (!json_is_object(f))
+    return sbxc_fail(err, errlen, "%s: expected an object {path, content} or {path, url}, got %s",
+                     where, mcp_json_type(f));
   if (mcp_args_known(f, where, file_args, err, errlen) < 0 ||
       mcp_arg_string(f, where, "path", true, &path, &path_len, err, errlen) < 0 ||
       mcp_arg_string(f, where, "content", false, &content, &content_len, err, errlen) < 0 ||
@@ -45,24 +44,19 @@ static int add_file(sbxc_request *req, const json_t *f, const char *where, char 
   snprintf(path_where, sizeof(path_where), "%s.path", where);
   if (mcp_check_path(path_where, path, path_len, err, errlen) < 0)
     return -1;
-  if ((content == NULL) == (url == NULL)) {
-    snprintf(err, errlen, "%s: give exactly one of content (the file's text) and url", where);
-    return -1;
-  }
+  if ((content == NULL) == (url == NULL))
+    return sbxc_fail(err, errlen, "%s: give exactly one of content (the file's text) and url",
+                     where);
   if (url != NULL) {
-    if (enc != NULL) {
-      snprintf(err, errlen, "%s.encoding: only with content, not with url", where);
-      return -1;
-    }
+    if (enc != NULL)
+      return sbxc_fail(err, errlen, "%s.encoding: only with content, not with url", where);
     return mcp_check_no_nul(where, url, url_len, err, errlen) < 0 ||
                    sbxc_request_add_file_url(req, path, url) < 0
                ? -1
                : 0;
   }
-  if (enc != NULL && strcmp(enc, "base64") != 0 && strcmp(enc, "utf-8") != 0) {
-    snprintf(err, errlen, "%s.encoding: \"utf-8\" (the default) or \"base64\"", where);
-    return -1;
-  }
+  if (enc != NULL && strcmp(enc, "base64") != 0 && strcmp(enc, "utf-8") != 0)
+    return sbxc_fail(err, errlen, "%s.encoding: \"utf-8\" (the default) or \"base64\"", where);
   if (enc == NULL || strcmp(enc, "utf-8") == 0)
     return sbxc_request_add_file(req, path, content, content_len);
   cleanup_free uint8_t *data = NULL;
@@ -99,10 +93,8 @@ static int add_strings(sbxc_request *req, const json_t *args, const char *key,
     const json_t *v = json_array_get(list, i);
     char where[MCP_WHERE_MAX];
     snprintf(where, sizeof(where), "arguments.%s[%zu]", key, i);
-    if (!json_is_string(v)) {
-      snprintf(err, errlen, "%s: expected a string, got %s", where, mcp_json_type(v));
-      return -1;
-    }
+    if (!json_is_string(v))
+      return sbxc_fail(err, errlen, "%s: expected a string, got %s", where, mcp_json_type(v));
     if (mcp_check_no_nul(where, json_string_value(v), json_string_length(v), err, errlen) < 0 ||
         add(req, json_string_value(v)) < 0)
       return -1;
@@ -114,21 +106,17 @@ static int add_env(sbxc_request *req, const json_t *args, char *err, size_t errl
   const json_t *env = json_object_get(args, "env");
   if (env == NULL)
     return 0;
-  if (!json_is_object(env)) {
-    snprintf(err, errlen, "arguments.env: expected an object of strings, got %s",
-             mcp_json_type(env));
-    return -1;
-  }
+  if (!json_is_object(env))
+    return sbxc_fail(err, errlen, "arguments.env: expected an object of strings, got %s",
+                     mcp_json_type(env));
   const char *key;
   const json_t *v;
   json_object_foreach((json_t *)env, key, v) {
     char where[MCP_WHERE_MAX], q[80];
     mcp_quote(key, strlen(key), q, sizeof(q));
     snprintf(where, sizeof(where), "arguments.env[%s]", q);
-    if (!json_is_string(v)) {
-      snprintf(err, errlen, "%s: expected a string, got %s", where, mcp_json_type(v));
-      return -1;
-    }
+    if (!json_is_string(v))
+      return sbxc_fail(err, errlen, "%s: expected a string, got %s", where, mcp_json_type(v));
     if (mcp_check_no_nul(where, json_string_value(v), json_string_length(v), err, errlen) < 0 ||
         sbxc_request_add_env(req, key, json_string_value(v)) < 0)
       return -1;
@@ -142,10 +130,8 @@ static int set_limits(sbxc_request *req, const json_t *args, char *err, size_t e
   if (o == NULL)
     return 0;
   const char *w = "arguments.limits";
-  if (!json_is_object(o)) {
-    snprintf(err, errlen, "%s: expected an object, got %s", w, mcp_json_type(o));
-    return -1;
-  }
+  if (!json_is_object(o))
+    return sbxc_fail(err, errlen, "%s: expected an object, got %s", w, mcp_json_type(o));
   struct sbxc_limits l = {0};
   int64_t mb = 0;
   bool has_bytes, has_mb, present;
@@ -160,10 +146,8 @@ static int set_limits(sbxc_request *req, const json_t *args, char *err, size_t e
       mcp_arg_int(o, w, "disk_bytes", 1, max, &l.disk_bytes, &present, err, errlen) < 0 ||
       mcp_arg_int(o, w, "open_files", 1, max, &l.open_files, &present, err, errlen) < 0)
     return -1;
-  if (has_bytes && has_mb) {
-    snprintf(err, errlen, "%s: give memory_bytes or memory_mb, not both", w);
-    return -1;
-  }
+  if (has_bytes && has_mb)
+    return sbxc_fail(err, errlen, "%s: give memory_bytes or memory_mb, not both", w);
   if (has_mb)
     l.memory_bytes = mb << 20;
   sbxc_request_set_limits(req, &l);
@@ -176,10 +160,8 @@ static int encoding_of(const json_t *obj, const char *where, const char *key, bo
   const char *enc;
   if (mcp_arg_string(obj, where, key, false, &enc, NULL, err, errlen) < 0)
     return -1;
-  if (enc != NULL && strcmp(enc, "base64") != 0 && strcmp(enc, "utf-8") != 0) {
-    snprintf(err, errlen, "%s.%s: \"utf-8\" (the default) or \"base64\"", where, key);
-    return -1;
-  }
+  if (enc != NULL && strcmp(enc, "base64") != 0 && strcmp(enc, "utf-8") != 0)
+    return sbxc_fail(err, errlen, "%s.%s: \"utf-8\" (the default) or \"base64\"", where, key);
   *base64 = enc != NULL && strcmp(enc, "base64") == 0;
   return 0;
 }
@@ -187,7 +169,7 @@ static int encoding_of(const json_t *obj, const char *where, const char *key, bo
 /* stdin, as text or (stdin_encoding "base64") binary data. */
 static int set_stdin(sbxc_request *req, const json_t *args, const char *in, size_t in_len,
                      char *err, size_t errlen) {
-  bool base64;
+  bool base64 = false;
   if (encoding_of(args, "arguments", "stdin_encoding", &base64, err, errlen) < 0)
     return -1;
   if (!base64)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "client_internal.h"
+#include "endpoint.h"
 #include "fleet.h"
 #include "sandbox.pb-c.h"
 #include "session_pins.h"
