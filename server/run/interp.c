@@ -357,6 +357,16 @@ int interp_ready(struct interp *ip, const struct interp_start *st, struct interp
 
 /* ---- ends ---- */
 
+/* Stops ip, marked busy by the caller to hold it, and lets it go. */
+static void stop_held(struct interp *ip) {
+  struct interp_table *t = ip->t;
+  interp_process_stop(ip);
+  pthread_mutex_lock(&t->lock);
+  ip->busy = false;
+  pthread_cond_broadcast(&t->changed);
+  pthread_mutex_unlock(&t->lock);
+}
+
 void interp_session_end(struct interp_table *t, struct session *s) {
   if (!t->ready)
     return;
@@ -369,13 +379,8 @@ void interp_session_end(struct interp_table *t, struct session *s) {
     ip->busy = true;
   }
   pthread_mutex_unlock(&t->lock);
-  if (ip == NULL)
-    return;
-  interp_process_stop(ip);
-  pthread_mutex_lock(&t->lock);
-  ip->busy = false;
-  pthread_cond_broadcast(&t->changed);
-  pthread_mutex_unlock(&t->lock);
+  if (ip != NULL)
+    stop_held(ip);
 }
 
 void interp_expire(struct interp_table *t) {
@@ -405,11 +410,7 @@ void interp_expire(struct interp_table *t) {
       continue;
     atomic_fetch_add(&t->lost, 1);
     log_line("interpreter_end", "slot=%u reason=\"%s\"", ip->slot, why);
-    interp_process_stop(ip);
-    pthread_mutex_lock(&t->lock);
-    ip->busy = false;
-    pthread_cond_broadcast(&t->changed);
-    pthread_mutex_unlock(&t->lock);
+    stop_held(ip);
   }
 }
 
