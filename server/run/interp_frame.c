@@ -157,6 +157,7 @@ static void take_result(const json_t *obj, struct interp_outcome *out) {
       len--; /* never half a character */
     out->result_truncated = true;
   }
+  len = strnlen(text, len); /* no NUL past here: json_loadb refuses \u0000 */
   out->result = strndup(text, len);
   if (out->result != NULL) {
     out->has_result = true;
