@@ -1,6 +1,7 @@
 /* supervise.c: one run's event loop. Everything read here comes from inside
  * the sandbox and is hostile: output is capped at the limit before it is
- * stored, and a report is only trusted for its fixed-size fields. The
+ * stored (pump.c: stdin out, stdout and stderr in), and a report is only
+ * trusted for its fixed-size fields. The
  * program can stop reading stdin, flood its outputs or never exit; none of
  * that may block this loop. */
 #include "supervise.h"
@@ -12,6 +13,8 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "pump.h"
 
 uint64_t supervise_elapsed_us(const struct timespec *start) {
   struct timespec now;
@@ -26,65 +29,6 @@ static void kill_run(struct supervise *s, enum supervise_cause cause) {
   /* SIGKILL to the namespace's init takes every process in it down. */
   syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
   s->cgroups->backend->kill_all(s->cgroups, s->slot);
-}
-
-/* Appends up to the limit; returns false when the stream went over it.
- * *took: how many bytes of buf were stored. */
-static bool stream_append(struct supervise_stream *st, const uint8_t *buf, size_t n, uint64_t limit,
-                          size_t *took) {
-  *took = 0;
-  if (st->truncated)
-    return true;
-  size_t room = st->len < limit ? (size_t)(limit - st->len) : 0;
-  size_t take = n < room ? n : room;
-  if (take > 0) {
-    if (st->len + take > st->cap) {
-      size_t cap = st->cap ? st->cap : 16384;
-      while (cap < st->len + take)
-        cap *= 2;
-      if (cap > limit)
-        cap = (size_t)limit;
-      uint8_t *d = realloc(st->data, cap);
-      if (d == NULL)
-        return false; /* treated as over the limit: never store unbounded */
-      st->data = d;
-      st->cap = cap;
-    }
-    memcpy(st->data + st->len, buf, take);
-    st->len += take;
-    *took = take;
-  }
-  if (n > take) {
-    st->truncated = true;
-    return false;
-  }
-  return true;
-}
-
-/* Reads what is there; closes *fd at EOF. */
-static void read_stream(struct supervise *s, int *fd, struct supervise_stream *st) {
-  uint8_t buf[65536];
-  for (int i = 0; i < 16; i++) {
-    ssize_t n = read(*fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN)
-        return;
-      n = 0; /* treat errors as EOF */
-    }
-    if (n == 0) {
-      close(*fd);
-      *fd = -1;
-      return;
-    }
-    size_t took;
-    bool within = stream_append(st, buf, (size_t)n, s->output_limit, &took);
-    if (took > 0 && s->on_output != NULL)
-      s->on_output(s->output_arg, st == &s->out ? 1 : 2, buf, took);
-    if (!within)
-      kill_run(s, SUPERVISE_CAUSE_OUTPUT_LIMIT);
-  }
 }
 
 static void read_reports(struct supervise *s) {
@@ -108,25 +52,6 @@ static void read_reports(struct supervise *s) {
       s->exit_status = r.status;
     }
   }
-}
-
-static void write_stdin(struct supervise *s) {
-  while (s->stdin_len > 0) {
-    size_t chunk = s->stdin_len < 65536 ? s->stdin_len : 65536;
-    ssize_t n = write(s->stdin_fd, s->stdin_data, chunk);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN)
-        return;
-      s->stdin_len = 0; /* EPIPE: the program closed stdin; the rest is dropped */
-      break;
-    }
-    s->stdin_data += n;
-    s->stdin_len -= (size_t)n;
-  }
-  close(s->stdin_fd);
-  s->stdin_fd = -1;
 }
 
 static long ncpus(void) {
@@ -177,109 +102,110 @@ static int next_timeout_ms(struct supervise *s, struct cpu_watch *cpu) {
   return wait > 60000 ? 60000 : (int)wait + 1;
 }
 
-static void close_fd(int *fd) {
-  if (*fd >= 0) {
-    close(*fd);
-    *fd = -1;
-  }
-}
+/* The roles of supervise's own fds in its poll set, after the pump's. */
+enum { ROLE_PID = PUMP_ROLE_CALLER, ROLE_REPORT, ROLE_CANCEL };
 
-/* This round's poll set: the pidfd always, the pipes still open, and where
- * each sits in pfd (-1: not polled). */
-struct poll_set {
-  struct pollfd pfd[6];
-  int n, i_pid, i_out, i_err, i_in, i_rep, i_cancel;
-};
-
-static void poll_set_build(const struct supervise *s, struct poll_set *ps) {
-  ps->n = 0;
-  ps->i_out = ps->i_err = ps->i_in = ps->i_rep = ps->i_cancel = -1;
-  ps->pfd[ps->n] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
-  ps->i_pid = ps->n++;
-  if (s->stdout_fd >= 0) {
-    ps->pfd[ps->n] = (struct pollfd){.fd = s->stdout_fd, .events = POLLIN};
-    ps->i_out = ps->n++;
-  }
-  if (s->stderr_fd >= 0) {
-    ps->pfd[ps->n] = (struct pollfd){.fd = s->stderr_fd, .events = POLLIN};
-    ps->i_err = ps->n++;
-  }
-  if (s->stdin_fd >= 0) {
-    ps->pfd[ps->n] = (struct pollfd){.fd = s->stdin_fd, .events = POLLOUT};
-    ps->i_in = ps->n++;
-  }
-  if (s->report_fd >= 0) {
-    ps->pfd[ps->n] = (struct pollfd){.fd = s->report_fd, .events = POLLIN};
-    ps->i_rep = ps->n++;
-  }
-  /* Until the run is killed: a cancel fd stays readable. */
-  if (s->cancel_fd >= 0 && s->cause == SUPERVISE_CAUSE_NONE) {
-    ps->pfd[ps->n] = (struct pollfd){.fd = s->cancel_fd, .events = POLLIN};
-    ps->i_cancel = ps->n++;
+/* Ends the run at the output limit the first time a stream goes over it
+ * (or could not be stored: the pump fails closed). */
+static void check_output(struct supervise *s, const struct pump *p, bool *over_seen) {
+  if (p->over && !*over_seen) {
+    *over_seen = true;
+    kill_run(s, SUPERVISE_CAUSE_OUTPUT_LIMIT);
   }
 }
 
 /* One wake-up: waits for the pipes, the pidfd or the next deadline, and
  * serves what is ready. Returns 1 once init has exited, 0 to go on, -1 when
  * poll itself failed (the run is killed). */
-static int supervise_step(struct supervise *s, struct cpu_watch *cpu, struct sandbox_error *err) {
+static int supervise_step(struct supervise *s, struct pump *p, struct cpu_watch *cpu,
+                          bool *over_seen, struct sandbox_error *err) {
   int timeout = next_timeout_ms(s, cpu);
-  struct poll_set ps;
-  poll_set_build(s, &ps);
-  int rc = poll(ps.pfd, (nfds_t)ps.n, timeout);
-  if (rc < 0) {
-    if (errno == EINTR)
-      return 0;
+  struct pump_poll pp;
+  pump_poll_clear(&pp);
+  pump_poll_add(&pp, ROLE_PID, s->pidfd, POLLIN);
+  pump_poll_add_pipes(p, &pp);
+  pump_poll_add(&pp, ROLE_REPORT, s->report_fd, POLLIN);
+  /* Until the run is killed: a cancel fd stays readable. */
+  if (s->cause == SUPERVISE_CAUSE_NONE)
+    pump_poll_add(&pp, ROLE_CANCEL, s->cancel_fd, POLLIN);
+  if (pump_poll_wait(&pp, timeout) < 0) {
     int e = errno;
     kill_run(s, SUPERVISE_CAUSE_WALL_TIMEOUT);
     return sandbox_error_set(err, e, "poll");
   }
-  if (ps.i_out >= 0 && ps.pfd[ps.i_out].revents)
-    read_stream(s, &s->stdout_fd, &s->out);
-  if (ps.i_err >= 0 && ps.pfd[ps.i_err].revents)
-    read_stream(s, &s->stderr_fd, &s->err);
-  if (ps.i_in >= 0 && ps.pfd[ps.i_in].revents)
-    write_stdin(s);
-  if (ps.i_rep >= 0 && ps.pfd[ps.i_rep].revents)
+  pump_serve(p, &pp);
+  check_output(s, p, over_seen);
+  if (pump_poll_ready(&pp, ROLE_REPORT))
     read_reports(s);
-  if (ps.i_cancel >= 0 && ps.pfd[ps.i_cancel].revents)
+  if (pump_poll_ready(&pp, ROLE_CANCEL))
     kill_run(s, SUPERVISE_CAUSE_CANCELLED);
-  return ps.pfd[ps.i_pid].revents ? 1 : 0;
+  return pump_poll_ready(&pp, ROLE_PID) ? 1 : 0;
 }
 
 /* Every process of the namespace is gone once its init is: the pipes hold
  * what is left, then EOF. The bound only guards against a writer outside
  * the namespace, such as another run's child in the instant after clone. */
-static void supervise_drain(struct supervise *s) {
+static void supervise_drain(struct supervise *s, struct pump *p, bool *over_seen) {
   struct timespec drain_start;
   clock_gettime(CLOCK_MONOTONIC, &drain_start);
-  while ((s->stdout_fd >= 0 || s->stderr_fd >= 0 || s->report_fd >= 0) &&
+  while ((p->stdout_fd >= 0 || p->stderr_fd >= 0 || s->report_fd >= 0) &&
          supervise_elapsed_us(&drain_start) < 1000000) {
-    struct pollfd pfd[3];
-    int fds[3] = {s->stdout_fd, s->stderr_fd, s->report_fd};
-    for (int i = 0; i < 3; i++)
-      pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-    if (poll(pfd, 3, 100) < 0 && errno != EINTR)
+    struct pump_poll pp;
+    pump_poll_clear(&pp);
+    pump_poll_add(&pp, PUMP_ROLE_STDOUT, p->stdout_fd, POLLIN);
+    pump_poll_add(&pp, PUMP_ROLE_STDERR, p->stderr_fd, POLLIN);
+    pump_poll_add(&pp, ROLE_REPORT, s->report_fd, POLLIN);
+    if (pump_poll_wait(&pp, 100) < 0)
       break;
-    if (s->stdout_fd >= 0 && pfd[0].revents)
-      read_stream(s, &s->stdout_fd, &s->out);
-    if (s->stderr_fd >= 0 && pfd[1].revents)
-      read_stream(s, &s->stderr_fd, &s->err);
-    if (s->report_fd >= 0 && pfd[2].revents)
+    pump_serve(p, &pp);
+    check_output(s, p, over_seen);
+    if (pump_poll_ready(&pp, ROLE_REPORT))
       read_reports(s);
   }
 }
 
+/* The pipes go to a pump for the loop and come back to s after it (the
+ * engine closes what is still open and takes the outputs). */
+static void pump_from(struct supervise *s, struct pump *p) {
+  *p = (struct pump){.stdin_fd = s->stdin_fd,
+                     .stdout_fd = s->stdout_fd,
+                     .stderr_fd = s->stderr_fd,
+                     .stdin_data = s->stdin_data,
+                     .stdin_len = s->stdin_len,
+                     .limit = s->output_limit,
+                     .on_output = s->on_output,
+                     .output_arg = s->output_arg};
+  s->stdin_fd = s->stdout_fd = s->stderr_fd = -1;
+}
+
+static void output_back(struct pump_output *o, struct supervise_stream *st) {
+  st->truncated = o->truncated;
+  st->cap = o->buf.cap;
+  st->data = sbx_buf_steal(&o->buf, &st->len);
+}
+
+static void pump_back(struct supervise *s, struct pump *p) {
+  s->stdin_fd = p->stdin_fd;
+  s->stdout_fd = p->stdout_fd;
+  s->stderr_fd = p->stderr_fd;
+  output_back(&p->out, &s->out);
+  output_back(&p->err, &s->err);
+}
+
 int supervise_run(struct supervise *s, struct sandbox_error *err) {
   struct cpu_watch cpu = {.known = true, .next_check_ms = 0};
-  if (s->stdin_len == 0)
-    close_fd(&s->stdin_fd);
+  struct pump p;
+  pump_from(s, &p);
+  bool over_seen = false;
+  if (p.stdin_len == 0)
+    pump_close_stdin(&p);
   int rc;
-  while ((rc = supervise_step(s, &cpu, err)) == 0)
+  while ((rc = supervise_step(s, &p, &cpu, &over_seen, err)) == 0)
     ;
-  if (rc < 0)
-    return -1;
-  close_fd(&s->stdin_fd);
-  supervise_drain(s);
-  return 0;
+  if (rc > 0) {
+    pump_close_stdin(&p);
+    supervise_drain(s, &p, &over_seen);
+  }
+  pump_back(s, &p);
+  return rc < 0 ? -1 : 0;
 }
