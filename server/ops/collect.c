@@ -100,119 +100,45 @@ static void write_build_time(struct collect *c, const char *name) {
   metrics_histogram_seconds(c->out, name, NULL, 0, &c->st.build_time);
 }
 
-static double queue_depth(struct collect *c) {
-  return (double)c->st.queued;
-}
-
-static double runs_in_progress(struct collect *c) {
-  return (double)c->st.running;
-}
-
-static double queue_capacity(struct collect *c) {
-  return (double)c->st.queue_capacity;
-}
-
-static double workers(struct collect *c) {
-  return (double)c->st.workers;
-}
-
-static double sessions(struct collect *c) {
-  return (double)c->st.sessions;
-}
-
-static double sessions_limit(struct collect *c) {
-  return (double)c->st.sessions_limit;
-}
-
-static double started_runs(struct collect *c) {
-  return (double)c->st.run_table.started;
-}
-
-static double watchers(struct collect *c) {
-  return (double)c->st.run_table.waiting;
-}
-
-static double environments(struct collect *c) {
-  return (double)c->st.environments;
-}
-
-static double environments_bytes(struct collect *c) {
-  return (double)c->st.environments_bytes;
-}
-
-static double environments_limit_bytes(struct collect *c) {
-  return (double)c->st.environments_limit_bytes;
-}
-
-static double builds_total(struct collect *c) {
-  return (double)c->st.builds_total;
-}
-
-static double build_failures_total(struct collect *c) {
-  return (double)c->st.build_failures_total;
-}
-
-static double evictions_total(struct collect *c) {
-  return (double)c->st.evictions_total;
-}
-
-static double zygotes(struct collect *c) {
-  return (double)c->st.zygotes.running;
-}
+/* The single values: each one figure of the read. */
+#define FIGURE(fn, expr)                                                                           \
+  static double fn(struct collect *c) {                                                            \
+    return (double)(expr);                                                                         \
+  }
+FIGURE(queue_depth, c->st.queued)
+FIGURE(runs_in_progress, c->st.running)
+FIGURE(queue_capacity, c->st.queue_capacity)
+FIGURE(workers, c->st.workers)
+FIGURE(sessions, c->st.sessions)
+FIGURE(sessions_limit, c->st.sessions_limit)
+FIGURE(started_runs, c->st.run_table.started)
+FIGURE(watchers, c->st.run_table.waiting)
+FIGURE(environments, c->st.environments)
+FIGURE(environments_bytes, c->st.environments_bytes)
+FIGURE(environments_limit_bytes, c->st.environments_limit_bytes)
+FIGURE(builds_total, c->st.builds_total)
+FIGURE(build_failures_total, c->st.build_failures_total)
+FIGURE(evictions_total, c->st.evictions_total)
+FIGURE(zygotes, c->st.zygotes.running)
+FIGURE(zygote_starts, c->st.zygotes.starts)
+FIGURE(zygote_start_failures, c->st.zygotes.start_failures)
+FIGURE(zygote_forks, c->st.zygotes.forks)
+FIGURE(interpreters, c->st.interpreters)
+FIGURE(interpreters_limit, c->st.interpreters_limit)
+FIGURE(interpreter_starts, c->st.interpreter_starts)
+FIGURE(interpreter_evictions, c->st.interpreter_evictions)
+FIGURE(interpreter_lost, c->st.interpreter_lost)
+FIGURE(zygote_recycled, c->st.zygotes.recycled)
+FIGURE(connections, c->st.conns.open)
+FIGURE(connections_refused, c->st.conns.refused_total)
+FIGURE(connections_idle_closed, c->st.conns.idle_closed_total)
+#undef FIGURE
 
 /* No sample when the backend cannot say (a family without samples is
  * valid): 0 would read as "nothing held". */
 static void write_zygote_memory(struct collect *c, const char *name) {
   if (c->st.zygotes.have_memory)
     metrics_sample_u64(c->out, name, NULL, 0, c->st.zygotes.memory_bytes);
-}
-
-static double zygote_starts(struct collect *c) {
-  return (double)c->st.zygotes.starts;
-}
-
-static double zygote_start_failures(struct collect *c) {
-  return (double)c->st.zygotes.start_failures;
-}
-
-static double zygote_forks(struct collect *c) {
-  return (double)c->st.zygotes.forks;
-}
-
-static double interpreters(struct collect *c) {
-  return (double)c->st.interpreters;
-}
-
-static double interpreters_limit(struct collect *c) {
-  return (double)c->st.interpreters_limit;
-}
-
-static double interpreter_starts(struct collect *c) {
-  return (double)c->st.interpreter_starts;
-}
-
-static double interpreter_evictions(struct collect *c) {
-  return (double)c->st.interpreter_evictions;
-}
-
-static double interpreter_lost(struct collect *c) {
-  return (double)c->st.interpreter_lost;
-}
-
-static double zygote_recycled(struct collect *c) {
-  return (double)c->st.zygotes.recycled;
-}
-
-static double connections(struct collect *c) {
-  return (double)c->st.conns.open;
-}
-
-static double connections_refused(struct collect *c) {
-  return (double)c->st.conns.refused_total;
-}
-
-static double connections_idle_closed(struct collect *c) {
-  return (double)c->st.conns.idle_closed_total;
 }
 
 /* Only the pairs that happened, per route ("none": no route took the path). */
