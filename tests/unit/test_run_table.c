@@ -132,6 +132,19 @@ static void call_with_run(struct fx *f, struct server_call *c, const char *run_i
   c->limits.output_bytes = 8;
 }
 
+/* A StartRun added and published (a worker has it when running). */
+static struct live_run *published(struct fx *f, struct server_call *call, const char *run_id,
+                                  bool running) {
+  struct sbx_error err;
+  call_with_run(f, call, run_id);
+  struct live_run *run = run_table_add(&f->t, call, true, &err);
+  assert_non_null(run);
+  run_table_publish(&f->t, run);
+  if (running)
+    assert_true(run_table_begin(&f->t, run));
+  return run;
+}
+
 static Sandbox__V1__WatchRunResponse *sent_watch(struct fx *f, size_t i) {
   assert_true(i < n_sent(f));
   assert_int_equal(f->sent[i].status, SBX_OK);
@@ -230,12 +243,7 @@ static void run_code_from_add_to_answer(void **state) {
 static void output_capped_at_the_limit(void **state) {
   struct fx *f = *state;
   struct server_call call, watcher;
-  struct sbx_error err;
-  call_with_run(f, &call, "run-cap");
-  struct live_run *run = run_table_add(&f->t, &call, true, &err);
-  assert_non_null(run);
-  run_table_publish(&f->t, run);
-  assert_true(run_table_begin(&f->t, run));
+  struct live_run *run = published(f, &call, "run-cap", true);
   run_table_on_output(run, 1, (const uint8_t *)"0123456", 7);
   run_table_on_output(run, 1, (const uint8_t *)"789abc", 6);
   Sandbox__V1__WatchRunResponse *w = watch_now(f, &watcher, "run-cap", 0);
@@ -369,10 +377,7 @@ static void cancel_while_running_waits_for_the_end(void **state) {
   struct fx *f = *state;
   struct server_call call, canceller;
   struct sbx_error err;
-  call_with_run(f, &call, "r");
-  struct live_run *run = run_table_add(&f->t, &call, true, &err);
-  assert_non_null(run);
-  run_table_publish(&f->t, run);
+  struct live_run *run = published(f, &call, "r", false);
   call_init(f, &canceller, "/sandbox.v1.Sandbox/CancelRun");
   assert_int_equal(run_table_cancel(&f->t, &canceller, "r", &err), RUN_TABLE_WAITING);
   assert_int_equal(counts(f).waiting, 1);
@@ -395,11 +400,7 @@ static void watchers_wait_for_news(void **state) {
   struct fx *f = *state;
   struct server_call call, w1, w2, w3;
   struct sbx_error err;
-  call_with_run(f, &call, "w");
-  struct live_run *run = run_table_add(&f->t, &call, true, &err);
-  assert_non_null(run);
-  run_table_publish(&f->t, run);
-  assert_true(run_table_begin(&f->t, run));
+  struct live_run *run = published(f, &call, "w", true);
   struct run_table_watch_args in = {.run_id = "w", .wait_ms = 30000};
   call_init(f, &w1, "/sandbox.v1.Sandbox/WatchRun");
   call_init(f, &w2, "/sandbox.v1.Sandbox/WatchRun");
@@ -431,11 +432,7 @@ static void the_timer_and_the_stop_answer_waiters(void **state) {
   struct server_call call, w1, w2;
   struct sbx_error err;
   assert_int_equal(run_table_start(&f->t, &err), 0);
-  call_with_run(f, &call, "t");
-  struct live_run *run = run_table_add(&f->t, &call, true, &err);
-  assert_non_null(run);
-  run_table_publish(&f->t, run);
-  assert_true(run_table_begin(&f->t, run));
+  struct live_run *run = published(f, &call, "t", true);
   struct run_table_watch_args in = {.run_id = "t", .wait_ms = 50};
   call_init(f, &w1, "/sandbox.v1.Sandbox/WatchRun");
   assert_int_equal(run_table_watch(&f->t, &w1, &in, &err), RUN_TABLE_WAITING);
