@@ -54,18 +54,25 @@ static int pack_to_msg(const ProtobufCMessage *envelope, nng_msg **out) {
   return 0;
 }
 
+/* env with payload packed into its payload field, into a new message. */
+static int pack_envelope(ProtobufCMessage *env, ProtobufCBinaryData *slot,
+                         const ProtobufCMessage *payload, nng_msg **out) {
+  int rv = pack_payload(payload, slot);
+  if (rv != 0)
+    return rv;
+  rv = pack_to_msg(env, out);
+  free(slot->data);
+  slot->data = NULL;
+  return rv;
+}
+
 int sbx_request_msg_new(const char *full_method, const char *request_id, uint64_t deadline_unix_ms,
                         const ProtobufCMessage *payload, nng_msg **out) {
   Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;
   env.method = (char *)full_method;
   env.request_id = (char *)(request_id != NULL ? request_id : "");
   env.deadline_unix_ms = deadline_unix_ms;
-  int rv = pack_payload(payload, &env.payload);
-  if (rv != 0)
-    return rv;
-  rv = pack_to_msg(&env.base, out);
-  free(env.payload.data);
-  return rv;
+  return pack_envelope(&env.base, &env.payload, payload, out);
 }
 
 int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_id,
@@ -74,10 +81,5 @@ int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_
   env.status = status;
   env.message = (char *)(message != NULL ? message : "");
   env.request_id = (char *)(request_id != NULL ? request_id : "");
-  int rv = pack_payload(payload, &env.payload);
-  if (rv != 0)
-    return rv;
-  rv = pack_to_msg(&env.base, out);
-  free(env.payload.data);
-  return rv;
+  return pack_envelope(&env.base, &env.payload, payload, out);
 }

@@ -3,8 +3,10 @@
  * errno of the cause, and the status a call is answered with. Every
  * fallible function of the server returns -1 and fills one; the caller adds
  * context (sbx_error_wrap) or decides the status from errnum; only main
- * decides to exit. The suffix "; nothing ran" is never written here: the
- * worker that answers a refused RunCode adds it, once (rpc/worker.c). */
+ * decides to exit. The suffix "; nothing ran" is never written here: it
+ * is added once, where every refused RunCode is answered, by
+ * call_not_run_message (rpc/call.c: the handler's refusals and the run
+ * table's ends of runs that never ran alike). */
 #ifndef SBX_ERROR_H
 #define SBX_ERROR_H
 

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io.h"
+
 /* Written once by main before any thread exists, read-only afterwards. */
 static enum log_format log_format_in_force = LOG_FORMAT_LOGFMT;
 
@@ -234,9 +236,10 @@ char *log_render(enum log_format format, const char *ts, const char *event, cons
   return render(format, ts, event, "%s", fields);
 }
 
-static void write_all(const char *buf, size_t len) {
-  ssize_t ignored = write(STDERR_FILENO, buf, len);
-  (void)ignored;
+/* A line in one write when it can be (lines of threads do not mix), the
+ * rest after a short write; a failed write loses the line, nothing else. */
+static void write_line(const char *buf, size_t len) {
+  (void)sbx_write_all(STDERR_FILENO, buf, len);
 }
 
 void log_line(const char *event, const char *fmt, ...) {
@@ -254,11 +257,11 @@ void log_line(const char *event, const char *fmt, ...) {
     char buf[LOG_LINE_MAX];
     size_t fields_at;
     size_t len = logfmt_line(buf, ts, event, &fields_at, fmt, ap);
-    write_all(buf, len + 1);
+    write_line(buf, len + 1);
   } else {
     char *line = render_va(log_format_in_force, ts, event, fmt, ap);
     if (line != NULL)
-      write_all(line, strlen(line));
+      write_line(line, strlen(line));
     free(line);
   }
   va_end(ap);

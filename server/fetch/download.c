@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "netaddr.h"
 #include "text.h"
@@ -122,8 +123,7 @@ static curl_socket_t guard_open(void *arg, curlsocktype purpose, struct curl_soc
 }
 
 struct sink {
-  uint8_t *data;
-  size_t len, cap;
+  struct sbx_buf buf;
   uint64_t max;
   bool too_big;
 };
@@ -133,24 +133,12 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *arg) {
   size_t n = size * nmemb;
   if (n == 0)
     return 0;
-  if (s->len + n > s->max) {
+  if (s->buf.len + n > s->max) {
     s->too_big = true;
     return 0; /* makes curl fail with CURLE_WRITE_ERROR */
   }
-  if (s->len + n > s->cap) {
-    size_t ncap = s->cap != 0 ? s->cap : 16384;
-    while (ncap < s->len + n)
-      ncap *= 2;
-    if (ncap > s->max)
-      ncap = (size_t)s->max;
-    uint8_t *p = realloc(s->data, ncap);
-    if (p == NULL)
-      return 0;
-    s->data = p;
-    s->cap = ncap;
-  }
-  memcpy(s->data + s->len, ptr, n);
-  s->len += n;
+  if (sbx_buf_append(&s->buf, ptr, n, s->max < SIZE_MAX ? (size_t)s->max : SIZE_MAX) < 0)
+    return 0;
   return n;
 }
 
@@ -236,14 +224,14 @@ int download_fetch(const struct download_policy *policy, const char *url, uint8_
     char next[DOWNLOAD_URL_MAX + 1];
     int rc = fetch_hop(policy, current, deadline, &sink, next, sizeof(next), err);
     if (rc != 0) {
-      free(sink.data);
+      sbx_buf_free(&sink.buf);
       if (rc < 0)
         return -1;
       snprintf(current, sizeof(current), "%s", next);
       continue;
     }
-    *body = sink.data != NULL ? sink.data : malloc(1);
-    *len = sink.len;
+    *len = sink.buf.len;
+    *body = sink.buf.data != NULL ? sbx_buf_steal(&sink.buf, NULL) : malloc(1);
     return *body != NULL ? 0 : sbx_error_set(err, SBX_INTERNAL, ENOMEM, "download");
   }
   return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0, "more than %d redirects",

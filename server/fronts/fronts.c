@@ -4,9 +4,10 @@
  * which is up from the start. */
 #include "fronts.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
+#include "mcp_front.h"
+#include "piston.h"
 #include "server.h"
 #include "text.h"
 
@@ -17,7 +18,8 @@
 int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener *http,
                       struct sbx_error *err) {
   memset(f, 0, sizeof(*f));
-  f->srv = srv;
+  f->draining = &srv->draining;
+  f->http_max_body_bytes = (size_t)srv->settings.http_max_body_bytes;
   const char *list = srv->settings.http_fronts;
   if (list[0] == '\0')
     return 0;
@@ -45,8 +47,4 @@ void fronts_stop(struct fronts *f) {
   if (f->client != NULL)
     sbxc_client_close(f->client);
   f->client = NULL;
-}
-
-bool fronts_draining(const struct fronts *f) {
-  return atomic_load(&f->srv->draining);
 }

@@ -8,10 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fronts.h"
 #include "http_json.h"
 #include "mcp.h"
-#include "server.h"
+#include "mcp_front.h"
 
 /* A refusal of the transport (the listener's own: 404, 405, 413, 415,
  * 421, ...; or a drain): a JSON-RPC error with id null, as the transport's
@@ -32,7 +31,7 @@ static void handle_mcp(void *ctx, const struct http_request *req, struct http_re
     return;
   }
   struct mcp_http_settings hs = {
-      .max_body_bytes = (size_t)f->srv->settings.http_max_body_bytes,
+      .max_body_bytes = f->http_max_body_bytes,
   };
   struct mcp_http_request in = {
       .method = req->method,

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fronts.h"
+#include "piston.h"
 #include "http_json.h"
 #include "semver.h"
 #include "text.h"

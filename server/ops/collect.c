@@ -1,9 +1,11 @@
 /* collect.c: every metric sandboxd exposes, declared once in one table
  * (name, type, help, how to read it), in the order /metrics lists them;
  * docs/OPERATIONS.md lists the same names. Each is read from what the
- * layers keep anyway: the RPC layer's answers and refusals (rpc_stats.h),
- * the runs' counts and histograms (runner.h), the installer's builds, the
- * queue, the sessions, the store, the connection table, /proc/self. A
+ * layers keep anyway, copied once per scrape by server_stats_read
+ * (rpc/server.h: the RPC layer's answers and refusals, the queue, the run
+ * table, the connection table; the runs' counts and histograms, the
+ * installer's builds, the sessions, the store, the zygotes and the
+ * interpreters), and from /proc/self. Never reaches into struct server. A
  * scrape takes no lock on anyone's hot path beyond the brief ones those
  * layers' own count functions take. */
 #include <stdatomic.h>
@@ -18,7 +20,7 @@
 
 struct collect {
   FILE *out;
-  struct server *srv;
+  struct server_stats_read st; /* read once per scrape */
   struct http_listener *http;
   struct process_figures proc;
 };
@@ -38,7 +40,9 @@ static void write_build_info(struct collect *c, const char *name) {
 }
 
 static void write_isolation_info(struct collect *c, const char *name) {
-  const struct sandbox_report *rep = sandbox_engine_report(c->srv->engine);
+  const struct sandbox_report *rep = c->st.isolation;
+  if (rep == NULL)
+    return;
   struct metric_label l[] = {
       {"backend", rep->backend_name != NULL ? rep->backend_name : "unknown"},
       {"seccomp", rep->seccomp ? "true" : "false"},
@@ -54,7 +58,7 @@ static void write_requests(struct collect *c, const char *name) {
     if (m < RPC_STATS_METHODS && m >= desc->n_methods)
       continue;
     for (int code = 0; code < RPC_STATS_CODES; code++) {
-      uint64_t v = atomic_load_explicit(&c->srv->stats.replies[m][code], memory_order_relaxed);
+      uint64_t v = c->st.rpc.replies[m][code];
       if (v == 0)
         continue;
       struct metric_label l[] = {
@@ -69,186 +73,72 @@ static void write_requests(struct collect *c, const char *name) {
 static void write_rejections(struct collect *c, const char *name) {
   for (int r = 0; r < RPC_REJECT_N; r++) {
     struct metric_label l[] = {{"reason", rpc_rejection_name((enum rpc_rejection)r)}};
-    metrics_sample_u64(c->out, name, l, 1, atomic_load(&c->srv->stats.rejections[r]));
+    metrics_sample_u64(c->out, name, l, 1, c->st.rpc.rejections[r]);
   }
 }
 
 static void write_runs(struct collect *c, const char *name) {
   for (int k = 0; k < KILLED_BY_N; k++) {
     struct metric_label l[] = {{"killed_by", killed_by_name(k)}};
-    metrics_sample_u64(c->out, name, l, 1, atomic_load(&c->srv->runner.stats.by_killed_by[k]));
+    metrics_sample_u64(c->out, name, l, 1, c->st.runs_by_killed_by[k]);
   }
 }
 
-static void write_histogram(struct collect *c, const char *name, const struct stats_histogram *h) {
-  struct stats_histogram_read r;
-  stats_histogram_read(h, &r);
-  metrics_histogram_seconds(c->out, name, NULL, 0, &r);
-}
-
 static void write_run_wall(struct collect *c, const char *name) {
-  write_histogram(c, name, &c->srv->runner.stats.wall);
+  metrics_histogram_seconds(c->out, name, NULL, 0, &c->st.run_wall);
 }
 
 static void write_run_cpu(struct collect *c, const char *name) {
-  write_histogram(c, name, &c->srv->runner.stats.cpu);
+  metrics_histogram_seconds(c->out, name, NULL, 0, &c->st.run_cpu);
 }
 
 static void write_queue_wait(struct collect *c, const char *name) {
-  write_histogram(c, name, &c->srv->runner.stats.queue_wait);
+  metrics_histogram_seconds(c->out, name, NULL, 0, &c->st.queue_wait);
 }
 
 static void write_build_time(struct collect *c, const char *name) {
-  write_histogram(c, name, &c->srv->runner.installer.build_time);
+  metrics_histogram_seconds(c->out, name, NULL, 0, &c->st.build_time);
 }
 
-static double queue_depth(struct collect *c) {
-  size_t queued, running;
-  work_queue_counts(&c->srv->queue, &queued, &running);
-  return (double)queued;
-}
-
-static double runs_in_progress(struct collect *c) {
-  size_t queued, running;
-  work_queue_counts(&c->srv->queue, &queued, &running);
-  return (double)running;
-}
-
-static double queue_capacity(struct collect *c) {
-  return (double)c->srv->settings.queue;
-}
-
-static double workers(struct collect *c) {
-  return (double)c->srv->n_workers;
-}
-
-static double sessions(struct collect *c) {
-  return (double)session_count(&c->srv->runner.sessions);
-}
-
-static double sessions_limit(struct collect *c) {
-  return (double)c->srv->settings.max_sessions;
-}
-
-static double started_runs(struct collect *c) {
-  size_t started, waiting;
-  runs_counts(&c->srv->runs, &started, &waiting);
-  return (double)started;
-}
-
-static double watchers(struct collect *c) {
-  size_t started, waiting;
-  runs_counts(&c->srv->runs, &started, &waiting);
-  return (double)waiting;
-}
-
-static double environments(struct collect *c) {
-  struct installer *in = &c->srv->runner.installer;
-  size_t n = 0;
-  uint64_t bytes = 0;
-  if (in->info.available)
-    envstore_counts(&in->store, &n, &bytes);
-  return (double)n;
-}
-
-static double environments_bytes(struct collect *c) {
-  struct installer *in = &c->srv->runner.installer;
-  size_t n = 0;
-  uint64_t bytes = 0;
-  if (in->info.available)
-    envstore_counts(&in->store, &n, &bytes);
-  return (double)bytes;
-}
-
-static double environments_limit_bytes(struct collect *c) {
-  return (double)c->srv->settings.requirements_store_bytes;
-}
-
-static double builds_total(struct collect *c) {
-  return (double)atomic_load(&c->srv->runner.installer.store.builds_total);
-}
-
-static double build_failures_total(struct collect *c) {
-  return (double)atomic_load(&c->srv->runner.installer.store.build_failures_total);
-}
-
-static double evictions_total(struct collect *c) {
-  return (double)atomic_load(&c->srv->runner.installer.store.evictions_total);
-}
-
-static struct sandbox_zygote_stats zygote_stats(struct collect *c) {
-  struct sandbox_zygote_stats st;
-  sandbox_zygote_stats(c->srv->engine, &st);
-  return st;
-}
-
-static double zygotes(struct collect *c) {
-  return (double)zygote_stats(c).running;
-}
+/* The single values: each one figure of the read. */
+#define FIGURE(fn, expr)                                                                           \
+  static double fn(struct collect *c) {                                                            \
+    return (double)(expr);                                                                         \
+  }
+FIGURE(queue_depth, c->st.queued)
+FIGURE(runs_in_progress, c->st.running)
+FIGURE(queue_capacity, c->st.queue_capacity)
+FIGURE(workers, c->st.workers)
+FIGURE(sessions, c->st.sessions)
+FIGURE(sessions_limit, c->st.sessions_limit)
+FIGURE(started_runs, c->st.run_table.started)
+FIGURE(watchers, c->st.run_table.waiting)
+FIGURE(environments, c->st.environments)
+FIGURE(environments_bytes, c->st.environments_bytes)
+FIGURE(environments_limit_bytes, c->st.environments_limit_bytes)
+FIGURE(builds_total, c->st.builds_total)
+FIGURE(build_failures_total, c->st.build_failures_total)
+FIGURE(evictions_total, c->st.evictions_total)
+FIGURE(zygotes, c->st.zygotes.running)
+FIGURE(zygote_starts, c->st.zygotes.starts)
+FIGURE(zygote_start_failures, c->st.zygotes.start_failures)
+FIGURE(zygote_forks, c->st.zygotes.forks)
+FIGURE(interpreters, c->st.interpreters)
+FIGURE(interpreters_limit, c->st.interpreters_limit)
+FIGURE(interpreter_starts, c->st.interpreter_starts)
+FIGURE(interpreter_evictions, c->st.interpreter_evictions)
+FIGURE(interpreter_lost, c->st.interpreter_lost)
+FIGURE(zygote_recycled, c->st.zygotes.recycled)
+FIGURE(connections, c->st.conns.open)
+FIGURE(connections_refused, c->st.conns.refused_total)
+FIGURE(connections_idle_closed, c->st.conns.idle_closed_total)
+#undef FIGURE
 
 /* No sample when the backend cannot say (a family without samples is
  * valid): 0 would read as "nothing held". */
 static void write_zygote_memory(struct collect *c, const char *name) {
-  struct sandbox_zygote_stats st = zygote_stats(c);
-  if (st.have_memory)
-    metrics_sample_u64(c->out, name, NULL, 0, st.memory_bytes);
-}
-
-static double zygote_starts(struct collect *c) {
-  return (double)zygote_stats(c).starts;
-}
-
-static double zygote_start_failures(struct collect *c) {
-  return (double)zygote_stats(c).start_failures;
-}
-
-static double zygote_forks(struct collect *c) {
-  return (double)zygote_stats(c).forks;
-}
-
-static double interpreters(struct collect *c) {
-  return (double)interp_count(&c->srv->runner.interps);
-}
-
-static double interpreters_limit(struct collect *c) {
-  return (double)c->srv->settings.max_interpreters;
-}
-
-static double interpreter_starts(struct collect *c) {
-  return (double)atomic_load(&c->srv->runner.interps.starts);
-}
-
-static double interpreter_evictions(struct collect *c) {
-  return (double)atomic_load(&c->srv->runner.interps.evictions);
-}
-
-static double interpreter_lost(struct collect *c) {
-  return (double)atomic_load(&c->srv->runner.interps.lost);
-}
-
-static double zygote_recycled(struct collect *c) {
-  return (double)zygote_stats(c).recycled;
-}
-
-static double connections(struct collect *c) {
-  size_t open;
-  uint64_t refused, idle;
-  conns_stats(&c->srv->conns, &open, &refused, &idle);
-  return (double)open;
-}
-
-static double connections_refused(struct collect *c) {
-  size_t open;
-  uint64_t refused, idle;
-  conns_stats(&c->srv->conns, &open, &refused, &idle);
-  return (double)refused;
-}
-
-static double connections_idle_closed(struct collect *c) {
-  size_t open;
-  uint64_t refused, idle;
-  conns_stats(&c->srv->conns, &open, &refused, &idle);
-  return (double)idle;
+  if (c->st.zygotes.have_memory)
+    metrics_sample_u64(c->out, name, NULL, 0, c->st.zygotes.memory_bytes);
 }
 
 /* Only the pairs that happened, per route ("none": no route took the path). */
@@ -291,12 +181,12 @@ static double http_connections_total(struct collect *c) {
 }
 
 static double draining(struct collect *c) {
-  return atomic_load(&c->srv->draining) ? 1 : 0;
+  return c->st.draining ? 1 : 0;
 }
 
 static double ready(struct collect *c) {
   char why[160];
-  return ops_ready(c->srv, why, sizeof(why)) ? 1 : 0;
+  return ops_ready(&c->st, why, sizeof(why)) ? 1 : 0;
 }
 
 static double proc_cpu(struct collect *c) {
@@ -448,7 +338,8 @@ char *ops_metrics_text(struct server *srv, struct http_listener *http, size_t *l
   FILE *out = open_memstream(&text, len);
   if (out == NULL)
     return NULL;
-  struct collect c = {.out = out, .srv = srv, .http = http};
+  struct collect c = {.out = out, .http = http};
+  server_stats_read(srv, &c.st);
   process_figures_read(&c.proc);
   for (size_t i = 0; i < sizeof(metric_defs) / sizeof(metric_defs[0]); i++) {
     const struct metric_def *d = &metric_defs[i];

@@ -5,31 +5,29 @@
  * (started or failed: python runs are served either way), the queue not
  * full; else 503 with the reason on one line
  * (readiness: the endpoint is taken out of the Service until it passes). */
-#include <stdatomic.h>
 #include <stdio.h>
 
 #include "ops.h"
 #include "server.h"
 
-bool ops_ready(struct server *srv, char *why, size_t len) {
-  if (atomic_load(&srv->draining)) {
+bool ops_ready(const struct server_stats_read *st, char *why, size_t len) {
+  if (st->draining) {
     snprintf(why, len, "draining: the server is shutting down");
     return false;
   }
-  unsigned alive = atomic_load(&srv->workers_alive);
-  if (srv->engine == NULL || alive < srv->n_workers) {
-    snprintf(why, len, "engine not ready: %u of %u workers running", alive, srv->n_workers);
+  if (st->isolation == NULL || st->workers_alive < st->workers) {
+    snprintf(why, len, "engine not ready: %u of %u workers running", st->workers_alive,
+             st->workers);
     return false;
   }
-  unsigned warming = atomic_load(&srv->zygotes_warming);
-  if (warming > 0) {
+  if (st->zygotes_warming > 0) {
     snprintf(why, len, "zygotes starting: %u of %u workers still importing --zygote-preload",
-             warming, srv->n_workers);
+             st->zygotes_warming, st->workers);
     return false;
   }
-  if (work_queue_full(&srv->queue)) {
-    snprintf(why, len, "queue full: all %u workers busy and %lld calls queued", srv->n_workers,
-             (long long)srv->settings.queue);
+  if (st->queue_full) {
+    snprintf(why, len, "queue full: all %u workers busy and %lld calls queued", st->workers,
+             (long long)st->queue_capacity);
     return false;
   }
   return true;
@@ -40,8 +38,10 @@ void ops_handle_healthz(void *ctx, const struct http_request *req, struct http_r
 }
 
 void ops_handle_readyz(void *ctx, const struct http_request *req, struct http_response *resp) {
+  struct server_stats_read st;
+  server_stats_read(ctx, &st);
   char why[160];
-  if (ops_ready(ctx, why, sizeof(why)))
+  if (ops_ready(&st, why, sizeof(why)))
     http_response_text(resp, 200, "ready\n");
   else
     http_response_text(resp, 503, "%s\n", why);

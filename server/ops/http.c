@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "http_tls.h"
 #include "settings.h"
@@ -52,9 +53,8 @@ struct http_conn {
 struct http_exchange {
   struct http_route *route;
   bool takes_body;
-  bool chunked; /* no Content-Length: the cap is checked as the body comes */
-  char *body;
-  size_t len, cap;
+  bool chunked;        /* no Content-Length: the cap is checked as the body comes */
+  struct sbx_buf body; /* NUL-terminated past len once anything came */
 };
 
 static const unsigned counted_codes[] = {HTTP_COUNTED_CODES};
@@ -516,23 +516,15 @@ static enum MHD_Result take_body(struct http_listener *l, struct http_exchange *
   *size = 0;
   if (!x->takes_body) /* a body without framing headers: never handed, never taken */
     return MHD_NO;
-  if (n > l->max_body_bytes - x->len) {
+  if (n > l->max_body_bytes - x->body.len) {
     atomic_fetch_add(&l->cut_body_total, 1);
     return MHD_NO;
   }
-  if (x->len + n + 1 > x->cap) {
-    size_t cap = x->cap > 0 ? x->cap : 4096;
-    while (cap < x->len + n + 1)
-      cap *= 2;
-    char *p = realloc(x->body, cap);
-    if (p == NULL)
-      return MHD_NO;
-    x->body = p;
-    x->cap = cap;
-  }
-  memcpy(x->body + x->len, data, n);
-  x->len += n;
-  x->body[x->len] = '\0';
+  /* Room for the terminating NUL too (the cap is on the body). */
+  if (sbx_buf_reserve(&x->body, n + 1, l->max_body_bytes + 1) < 0 ||
+      sbx_buf_append(&x->body, data, n, l->max_body_bytes) < 0)
+    return MHD_NO;
+  x->body.data[x->body.len] = '\0';
   return MHD_YES;
 }
 
@@ -544,8 +536,13 @@ static enum MHD_Result serve_request(struct http_listener *l, struct MHD_Connect
   struct http_route *route = x->route;
   size_t len = strlen(route->path);
   struct http_request req = {
-      method, url, route->path[len - 1] == '/' ? url + len : "", x->body != NULL ? x->body : "",
-      x->len, conn};
+      .method = method,
+      .path = url,
+      .rest = route->path[len - 1] == '/' ? url + len : "",
+      .body = x->body.data != NULL ? (const char *)x->body.data : "",
+      .body_len = x->body.len,
+      .conn = conn,
+  };
   struct http_response resp = {0};
   const union MHD_ConnectionInfo *info =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_TIMEOUT);
@@ -577,7 +574,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct http_exchange *x = *con_cls;
   if (x != NULL) {
-    free(x->body);
+    sbx_buf_free(&x->body);
     free(x);
     *con_cls = NULL;
   }

@@ -1,7 +1,7 @@
 /* ops.h: the operations side of sandboxd: the HTTP listener (http.h) with
  * /metrics (collect.c), /healthz and /readyz (health.c). Operations read,
  * never act: every handler here reads counters and gauges the other layers
- * keep (struct server and what it holds) and starts no work. The fronts
+ * keep (server_stats_read, rpc/server.h) and starts no work. The fronts
  * (server/fronts/: the Piston API, MCP) add their routes on the same
  * listener (ops->http) before ops_start_listener, and go through RunCode. */
 #ifndef SBX_OPS_H
@@ -14,6 +14,7 @@
 #include "http.h"
 
 struct server;
+struct server_stats_read;
 
 struct ops {
   struct server *srv;
@@ -37,10 +38,11 @@ void ops_stop(struct ops *ops);
  * listener http and of the process), malloc'd; NULL when out of memory. */
 char *ops_metrics_text(struct server *srv, struct http_listener *http, size_t *len);
 
-/* health.c: whether the server should get traffic: not draining, every
- * worker (engine slot) running, its zygote's first start over (--zygote),
- * the queue not full. When not, why (one line). */
-bool ops_ready(struct server *srv, char *why, size_t len);
+/* health.c: whether the server should get traffic, from its figures
+ * (server_stats_read): not draining, every worker (engine slot) running,
+ * its zygote's first start over (--zygote), the queue not full. When not,
+ * why (one line). */
+bool ops_ready(const struct server_stats_read *st, char *why, size_t len);
 void ops_handle_healthz(void *ctx, const struct http_request *req, struct http_response *resp);
 void ops_handle_readyz(void *ctx, const struct http_request *req, struct http_response *resp);
 

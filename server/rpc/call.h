@@ -1,6 +1,8 @@
-/* call.h: one nng context and what it is doing, and how it is answered.
- * A call is owned by exactly one party at a time: the aio callback
- * (transport.c), or the worker that popped it from the queue (worker.c). */
+/* call.h: one nng context and what it is doing, and how it is answered
+ * (call.c builds the reply; transport.c sends it). A call is owned by
+ * exactly one party at a time: the aio callback (transport.c), the run
+ * table while the call waits for a run (run_table.c), or the worker that
+ * ends the run it brought (worker.c). */
 #ifndef SBX_CALL_H
 #define SBX_CALL_H
 
@@ -10,6 +12,8 @@
 
 #include "bounded_alloc.h"
 #include "error.h"
+#include "log.h"
+#include "rpc_stats.h"
 #include "sandbox.pb-c.h"
 #include "sandbox/sandbox.h"
 
@@ -20,7 +24,10 @@ struct live_run;
 enum call_state { CALL_IDLE, CALL_RECV, CALL_BUSY, CALL_SEND };
 
 struct server_call {
-  struct server *srv;
+  struct server *srv; /* for the aio loop (transport.c) only */
+  /* What every answer counts into and logs through (call.c). */
+  struct rpc_stats *stats;
+  struct log_limit *call_log;
   nng_ctx ctx;
   nng_aio *aio;
   _Atomic int state;
@@ -37,7 +44,7 @@ struct server_call {
   struct session *session;      /* RunCode with session_id: reserved at dispatch */
   bool session_created;
   nng_msg *reply;
-  /* WatchRun and CancelRun while they wait for news of a run (runs.c),
+  /* WatchRun and CancelRun while they wait for news of a run (run_table.c),
    * under the run table's lock. */
   struct {
     struct live_run *run; /* NULL: not waiting */
@@ -56,9 +63,7 @@ void call_reply(struct server_call *call, sbx_code status, const char *message,
  * never started). */
 void call_reply_not_run(struct server_call *call, const struct sbx_error *err);
 /* That message, malloc'd (NULL when out of memory): also a started run's
- * outcome (runs.c). */
+ * outcome (run_table.c). */
 char *call_not_run_message(const struct sbx_error *err);
-/* Hands the reply to nng and receives the next request on the context. */
-void call_send(struct server_call *call);
 
 #endif

@@ -227,11 +227,10 @@ size_t conns_count(struct conns *c) {
   return n;
 }
 
-void conns_stats(struct conns *c, size_t *open, uint64_t *refused_total,
-                 uint64_t *idle_closed_total) {
+void conns_stats_read(struct conns *c, struct conns_stats_read *out) {
   pthread_mutex_lock(&c->lock);
-  *open = c->n;
-  *refused_total = c->refused_total;
-  *idle_closed_total = c->idle_closed_total;
+  out->open = c->n;
+  out->refused_total = c->refused_total;
+  out->idle_closed_total = c->idle_closed_total;
   pthread_mutex_unlock(&c->lock);
 }

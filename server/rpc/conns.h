@@ -66,7 +66,10 @@ bool conns_alive(struct conns *c, uint32_t pipe_id);
 size_t conns_close_idle(struct conns *c);
 size_t conns_count(struct conns *c);
 /* Open connections, and those closed at the cap and for idleness so far. */
-void conns_stats(struct conns *c, size_t *open, uint64_t *refused_total,
-                 uint64_t *idle_closed_total);
+struct conns_stats_read {
+  size_t open;
+  uint64_t refused_total, idle_closed_total;
+};
+void conns_stats_read(struct conns *c, struct conns_stats_read *out);
 
 #endif

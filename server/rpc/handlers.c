@@ -13,7 +13,7 @@
 #include "handlers.h"
 #include "cleanup.h"
 #include "safefs.h"
-#include "server.h"
+#include "server_state.h"
 #include "validate.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -46,7 +46,7 @@ static struct server *server_of(Sandbox__V1__Sandbox_Service *service) {
 
 /* RunCode and StartRun: validated, the session reserved, a record of the
  * run table made and queued; or refused (nothing ran). Returns the record
- * when it was queued (still pinned: runs_publish lets go), NULL when the
+ * when it was queued (still pinned: run_table_publish lets go), NULL when the
  * call was answered through closure. */
 static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
                                      const Sandbox__V1__RunCodeRequest *input, bool started,
@@ -72,11 +72,11 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
     closure(NULL, closure_data);
     return NULL;
   }
-  struct live_run *run = runs_add(&srv->runs, call, started, &d->err);
+  struct live_run *run = run_table_add(&srv->runs, call, started, &d->err);
   if (run != NULL && work_queue_push(&srv->queue, run))
     return run;
   if (run != NULL) {
-    runs_give_back(&srv->runs, run, call);
+    run_table_give_back(&srv->runs, run, call);
     rpc_stats_reject(&srv->stats, RPC_REJECT_QUEUE_FULL);
     sbx_error_set(&d->err, SBX_RESOURCE_EXHAUSTED, 0,
                   "all %u workers busy and the queue of %lld is full; retry later", srv->n_workers,
@@ -90,7 +90,7 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
   return NULL;
 }
 
-/* RunCode: the worker's end of the run answers it (runs_finish). */
+/* RunCode: the worker's end of the run answers it (run_table_finish). */
 static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
                             const Sandbox__V1__RunCodeRequest *input,
                             Sandbox__V1__RunCodeResponse_Closure closure, void *closure_data) {
@@ -101,7 +101,7 @@ static void handle_run_code(Sandbox__V1__Sandbox_Service *service,
   if (run == NULL)
     return;
   d->queued = true; /* the run table answers it */
-  runs_publish(&srv->runs, run);
+  run_table_publish(&srv->runs, run);
 }
 
 /* StartRun: answered with the run id once the run is queued. */
@@ -116,24 +116,24 @@ static void handle_start_run(Sandbox__V1__Sandbox_Service *service,
     return;
   char run_id[ID_MAX + 1];
   memcpy(run_id, run->run_id, sizeof(run_id));
-  runs_publish(&srv->runs, run);
+  run_table_publish(&srv->runs, run);
   Sandbox__V1__StartRunResponse resp = SANDBOX__V1__START_RUN_RESPONSE__INIT;
   resp.run_id = run_id;
   closure(&resp, closure_data);
 }
 
 /* WatchRun and CancelRun: the run table answers now or when there is news. */
-static void answer_from_runs(struct dispatch *d, enum runs_answer a,
-                             void (*closure)(const ProtobufCMessage *, void *)) {
-  if (a == RUNS_WAITING)
+static void answer_from_run_table(struct dispatch *d, enum run_table_answer a,
+                                  void (*closure)(const ProtobufCMessage *, void *)) {
+  if (a == RUN_TABLE_WAITING)
     d->queued = true;
-  else if (a == RUNS_REPLIED)
+  else if (a == RUN_TABLE_REPLIED)
     d->answered = true; /* the reply is built on the call */
   else
     closure(NULL, d);
 }
 
-/* A call that may wait lets go of its request first (runs.h). */
+/* A call that may wait lets go of its request first (run_table.h). */
 static void free_request(struct server_call *call) {
   protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
   call->input = NULL;
@@ -144,15 +144,15 @@ static void handle_watch_run(Sandbox__V1__Sandbox_Service *service,
                              Sandbox__V1__WatchRunResponse_Closure closure, void *closure_data) {
   struct server *srv = server_of(service);
   struct dispatch *d = closure_data;
-  struct runs_watch_args args = {
+  struct run_table_watch_args args = {
       .out_off = input->stdout_offset,
       .err_off = input->stderr_offset,
       .wait_ms = input->wait_ms,
   };
   snprintf(args.run_id, sizeof(args.run_id), "%s", input->run_id);
   free_request(d->call);
-  answer_from_runs(d, runs_watch(&srv->runs, d->call, &args, &d->err),
-                   (void (*)(const ProtobufCMessage *, void *))closure);
+  answer_from_run_table(d, run_table_watch(&srv->runs, d->call, &args, &d->err),
+                        (void (*)(const ProtobufCMessage *, void *))closure);
 }
 
 static void handle_cancel_run(Sandbox__V1__Sandbox_Service *service,
@@ -163,8 +163,8 @@ static void handle_cancel_run(Sandbox__V1__Sandbox_Service *service,
   char run_id[ID_MAX + 2];
   snprintf(run_id, sizeof(run_id), "%s", input->run_id);
   free_request(d->call);
-  answer_from_runs(d, runs_cancel(&srv->runs, srv, d->call, run_id, &d->err),
-                   (void (*)(const ProtobufCMessage *, void *))closure);
+  answer_from_run_table(d, run_table_cancel(&srv->runs, d->call, run_id, &d->err),
+                        (void (*)(const ProtobufCMessage *, void *))closure);
 }
 
 static void handle_health(Sandbox__V1__Sandbox_Service *service,
@@ -278,10 +278,10 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   requirements_info(&srv->runner.installer, &resp, index, sizeof index);
   resp.requirements_index_url = index;
   resp.python_version = srv->runner.installer.info.python_version;
-  size_t started, waiting;
-  runs_counts(&srv->runs, &started, &waiting);
-  resp.started_runs = (uint32_t)started;
-  resp.watchers = (uint32_t)waiting;
+  struct run_table_stats_read rt;
+  run_table_stats_read(&srv->runs, &rt);
+  resp.started_runs = (uint32_t)rt.started;
+  resp.watchers = (uint32_t)rt.waiting;
   char preload[sizeof(srv->settings.zygote_preload)];
   char *preload_names[MAX_PRELOAD_NAMES];
   zygote_info(srv, &resp, preload, sizeof preload, preload_names);

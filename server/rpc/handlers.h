@@ -1,5 +1,7 @@
-/* handlers.h: the service's six methods, invoked through protobuf-c's
- * generated service with the method index decode.c checked. */
+/* handlers.h: the service's methods (RunCode, StartRun, WatchRun,
+ * CancelRun, Health, GetInfo, CloseSession, ListFiles, ReadFile), invoked
+ * through protobuf-c's generated service with the method index decode.c
+ * checked. */
 #ifndef SBX_HANDLERS_H
 #define SBX_HANDLERS_H
 

@@ -22,6 +22,14 @@ uint64_t rpc_stats_rejections_total(const struct rpc_stats *s) {
   return sum;
 }
 
+void rpc_stats_read(const struct rpc_stats *s, struct rpc_stats_read *out) {
+  for (size_t m = 0; m <= RPC_STATS_METHODS; m++)
+    for (size_t c = 0; c < RPC_STATS_CODES; c++)
+      out->replies[m][c] = atomic_load_explicit(&s->replies[m][c], memory_order_relaxed);
+  for (int r = 0; r < RPC_REJECT_N; r++)
+    out->rejections[r] = atomic_load_explicit(&s->rejections[r], memory_order_relaxed);
+}
+
 const char *rpc_rejection_name(enum rpc_rejection why) {
   static const char *const names[RPC_REJECT_N] = {
       [RPC_REJECT_QUEUE_FULL] = "queue_full",   [RPC_REJECT_DRAINING] = "draining",

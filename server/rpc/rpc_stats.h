@@ -28,6 +28,13 @@ struct rpc_stats {
   atomic_uint_fast64_t rejections[RPC_REJECT_N];
 };
 
+/* The counts as plain values (each exact, the set no snapshot). */
+struct rpc_stats_read {
+  uint64_t replies[RPC_STATS_METHODS + 1][RPC_STATS_CODES];
+  uint64_t rejections[RPC_REJECT_N];
+};
+void rpc_stats_read(const struct rpc_stats *s, struct rpc_stats_read *out);
+
 /* One answer: method is the service's method index, -1 when the request
  * named none the service has (or did not decode). */
 void rpc_stats_reply(struct rpc_stats *s, int method, int code);

@@ -9,7 +9,7 @@
 #include "clock.h"
 #include "envelope.h"
 #include "log.h"
-#include "server.h"
+#include "server_state.h"
 #include "text.h"
 #include "worker.h"
 
@@ -22,7 +22,7 @@ static void refuse(struct server *srv, struct run_outcome *out, enum rpc_rejecti
 
 static void run(struct server *srv, unsigned slot, struct live_run *lr, struct run_outcome *out) {
   struct sandbox_stream stream = {
-      .on_output = runs_on_output,
+      .on_output = run_table_on_output,
       .arg = lr,
       .cancel_fd = lr->cancel_fd,
   };
@@ -79,7 +79,7 @@ void *worker_main(void *arg) {
              "the call waited in the queue past its deadline");
     } else if (lr->call != NULL && !conns_alive(&srv->conns, lr->pipe_id)) {
       drop_client_gone(srv, lr, &out);
-    } else if (!runs_begin(&srv->runs, lr)) {
+    } else if (!run_table_begin(&srv->runs, lr)) {
       refuse(srv, &out, RPC_REJECT_CANCELLED, SBX_CANCELLED,
              "the run was cancelled (CancelRun) before it started");
     } else {
@@ -87,7 +87,7 @@ void *worker_main(void *arg) {
     }
     /* Not running any more before anyone hears of it (GetInfo's count). */
     work_queue_done(&srv->queue);
-    runs_finish(&srv->runs, srv, lr, out.ok ? &out.resp : NULL, out.ok ? NULL : &out.err);
+    run_table_finish(&srv->runs, lr, out.ok ? &out.resp : NULL, out.ok ? NULL : &out.err);
     run_outcome_free(&out);
   }
   atomic_fetch_sub(&srv->workers_alive, 1);
@@ -102,6 +102,6 @@ void worker_refuse_queued(struct server *srv) {
       struct run_outcome out;
       memset(&out, 0, sizeof(out));
       refuse(srv, &out, RPC_REJECT_DRAINING, SBX_UNAVAILABLE, "server is shutting down");
-      runs_finish(&srv->runs, srv, queued[i], NULL, &out.err);
+      run_table_finish(&srv->runs, queued[i], NULL, &out.err);
     }
 }

@@ -1,5 +1,6 @@
 /* worker.h: the worker threads, one per engine slot for its whole life:
- * each takes a call from the queue, runs it (run/runner.h) and answers. */
+ * each takes a run from the queue, runs it (run/runner.h) and ends it in
+ * the run table, which answers the RunCode call and the watchers. */
 #ifndef SBX_WORKER_H
 #define SBX_WORKER_H
 

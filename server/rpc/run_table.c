@@ -1,5 +1,7 @@
-/* runs.c: see runs.h. */
-#include "runs.h"
+/* run_table.c: see run_table.h. Replies are built here (call.c) under the
+ * lock and sent through deps.send after it; never blocks on anything but
+ * its own lock and the queue's. */
+#include "run_table.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +14,8 @@
 
 #include "clock.h"
 #include "envelope.h"
-#include "server.h"
+#include "call.h"
+#include "runner.h"
 
 /* Calls answered under the lock, sent after it: linked through wait.next. */
 struct outbox {
@@ -24,12 +27,12 @@ static void outbox_add(struct outbox *o, struct server_call *call) {
   o->head = call;
 }
 
-static void outbox_send(struct outbox *o) {
+static void outbox_send(struct run_table *t, struct outbox *o) {
   struct server_call *call = o->head;
   while (call != NULL) {
     struct server_call *next = call->wait.next;
     call->wait.next = NULL;
-    call_send(call);
+    t->deps.send(call);
     call = next;
   }
   o->head = NULL;
@@ -39,8 +42,10 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
   return a < b ? a : b;
 }
 
-int runs_init(struct run_table *t, size_t max_started, size_t max_waiting, uint64_t ttl_ms) {
+int run_table_init(struct run_table *t, const struct run_table_deps *deps, size_t max_started,
+                   size_t max_waiting, uint64_t ttl_ms) {
   memset(t, 0, sizeof(*t));
+  t->deps = *deps;
   t->max_started = max_started;
   t->max_waiting = max_waiting;
   t->ttl_ms = ttl_ms;
@@ -60,8 +65,8 @@ static void run_free(struct live_run *run) {
     return;
   if (run->cancel_fd >= 0)
     close(run->cancel_fd);
-  free(run->out.data);
-  free(run->err.data);
+  sbx_buf_free(&run->out);
+  sbx_buf_free(&run->err);
   free(run->message);
   free(run->result);
   free(run);
@@ -96,8 +101,8 @@ static void reply_watch(struct live_run *run, struct server_call *call,
   resp.state = (Sandbox__V1__RunState)run->state;
   size_t oo = (size_t)min_u64(call->wait.out_off, run->out.len);
   size_t oe = (size_t)min_u64(call->wait.err_off, run->err.len);
-  size_t no = (size_t)min_u64(run->out.len - oo, RUNS_CHUNK_BYTES);
-  size_t ne = (size_t)min_u64(run->err.len - oe, RUNS_CHUNK_BYTES);
+  size_t no = (size_t)min_u64(run->out.len - oo, RUN_TABLE_CHUNK_BYTES);
+  size_t ne = (size_t)min_u64(run->err.len - oe, RUN_TABLE_CHUNK_BYTES);
   resp.stdout = (ProtobufCBinaryData){.len = no, .data = no > 0 ? run->out.data + oo : NULL};
   resp.stderr = (ProtobufCBinaryData){.len = ne, .data = ne > 0 ? run->err.data + oe : NULL};
   resp.stdout_offset = oo;
@@ -121,7 +126,7 @@ static void reply_watch(struct live_run *run, struct server_call *call,
       }
     }
     if (run->started) {
-      run->expires_ms = min_u64(run->expires_ms, sbx_monotonic_ms() + RUNS_KEEP_AFTER_READ_MS);
+      run->expires_ms = min_u64(run->expires_ms, sbx_monotonic_ms() + RUN_TABLE_KEEP_AFTER_READ_MS);
       run->delivered = true;
     }
   }
@@ -134,6 +139,20 @@ static void reply_cancel(struct live_run *run, struct server_call *call) {
   Sandbox__V1__CancelRunResponse resp = SANDBOX__V1__CANCEL_RUN_RESPONSE__INIT;
   resp.state = (Sandbox__V1__RunState)run->state;
   call_reply(call, SBX_OK, "", &resp.base);
+}
+
+/* call, just taken off run's waiters, answered into o: a CancelRun with
+ * the state, a WatchRun with what it has not seen (final, force: as
+ * reply_watch). Under the lock. */
+static void answer(struct run_table *t, struct live_run *run, struct server_call *call,
+                   const Sandbox__V1__RunCodeResponse *final, bool force, struct outbox *o) {
+  call->wait.run = NULL;
+  t->n_waiting--;
+  if (call->wait.cancel)
+    reply_cancel(run, call);
+  else
+    reply_watch(run, call, final, force);
+  outbox_add(o, call);
 }
 
 /* Every waiting call of run answered into o (watches: only those with
@@ -149,13 +168,23 @@ static void answer_waiters(struct run_table *t, struct live_run *run, bool all,
       continue;
     }
     *p = call->wait.next;
-    call->wait.run = NULL;
-    t->n_waiting--;
-    if (call->wait.cancel)
-      reply_cancel(run, call);
-    else
-      reply_watch(run, call, final, !run->started);
-    outbox_add(o, call);
+    answer(t, run, call, final, !run->started, o);
+  }
+}
+
+/* run's waiting calls past their deadline answered into o with the state
+ * now; the next deadline of the others lowers *next. Under the lock. */
+static void answer_expired(struct run_table *t, struct live_run *run, uint64_t now, uint64_t *next,
+                           struct outbox *o) {
+  for (struct server_call **w = &run->waiters; *w != NULL;) {
+    struct server_call *call = *w;
+    if (call->wait.deadline_ms > now) {
+      *next = min_u64(*next, call->wait.deadline_ms);
+      w = &call->wait.next;
+      continue;
+    }
+    *w = call->wait.next;
+    answer(t, run, call, NULL, false, o);
   }
 }
 
@@ -170,22 +199,7 @@ static void *timer_main(void *arg) {
     struct live_run *expired = NULL;
     for (struct live_run **p = &t->runs; *p != NULL;) {
       struct live_run *run = *p;
-      for (struct server_call **w = &run->waiters; *w != NULL;) {
-        struct server_call *call = *w;
-        if (call->wait.deadline_ms > now) {
-          next = min_u64(next, call->wait.deadline_ms);
-          w = &call->wait.next;
-          continue;
-        }
-        *w = call->wait.next;
-        call->wait.run = NULL;
-        t->n_waiting--;
-        if (call->wait.cancel)
-          reply_cancel(run, call);
-        else
-          reply_watch(run, call, NULL, false);
-        outbox_add(&o, call);
-      }
+      answer_expired(t, run, now, &next, &o);
       if (run->state == RUN_DONE && run->started && !run->pinned && run->expires_ms <= now) {
         *p = run->next;
         t->n_started--;
@@ -199,7 +213,7 @@ static void *timer_main(void *arg) {
     }
     if (o.head != NULL || expired != NULL) {
       pthread_mutex_unlock(&t->lock);
-      outbox_send(&o);
+      outbox_send(t, &o);
       while (expired != NULL) {
         struct live_run *n = expired->next;
         run_free(expired);
@@ -216,7 +230,7 @@ static void *timer_main(void *arg) {
   return NULL;
 }
 
-int runs_start(struct run_table *t, struct sbx_error *err) {
+int run_table_start(struct run_table *t, struct sbx_error *err) {
   int rv = pthread_create(&t->timer, NULL, timer_main, t);
   if (rv != 0)
     return sbx_error_set(err, SBX_INTERNAL, rv, "run table thread");
@@ -224,7 +238,7 @@ int runs_start(struct run_table *t, struct sbx_error *err) {
   return 0;
 }
 
-void runs_stop(struct run_table *t) {
+void run_table_stop(struct run_table *t) {
   if (!t->timer_started)
     return;
   pthread_mutex_lock(&t->lock);
@@ -235,12 +249,12 @@ void runs_stop(struct run_table *t) {
     answer_waiters(t, run, true, NULL, &o);
   pthread_cond_signal(&t->wake);
   pthread_mutex_unlock(&t->lock);
-  outbox_send(&o);
+  outbox_send(t, &o);
   pthread_join(t->timer, NULL);
   t->timer_started = false;
 }
 
-void runs_destroy(struct run_table *t) {
+void run_table_destroy(struct run_table *t) {
   while (t->runs != NULL) {
     struct live_run *n = t->runs->next;
     run_free(t->runs);
@@ -250,8 +264,8 @@ void runs_destroy(struct run_table *t) {
   pthread_cond_destroy(&t->wake);
 }
 
-struct live_run *runs_add(struct run_table *t, struct server_call *call, bool started,
-                          struct sbx_error *err) {
+struct live_run *run_table_add(struct run_table *t, struct server_call *call, bool started,
+                               struct sbx_error *err) {
   const Sandbox__V1__RunCodeRequest *req = (const Sandbox__V1__RunCodeRequest *)call->input;
   struct live_run *run = calloc(1, sizeof(*run));
   if (run == NULL) {
@@ -326,7 +340,7 @@ struct live_run *runs_add(struct run_table *t, struct server_call *call, bool st
   return run;
 }
 
-void runs_publish(struct run_table *t, struct live_run *run) {
+void run_table_publish(struct run_table *t, struct live_run *run) {
   pthread_mutex_lock(&t->lock);
   run->hidden = run->pinned = false;
   bool gone = run->state == RUN_DONE && !run->started;
@@ -337,7 +351,7 @@ void runs_publish(struct run_table *t, struct live_run *run) {
     run_free(run);
 }
 
-void runs_give_back(struct run_table *t, struct live_run *run, struct server_call *call) {
+void run_table_give_back(struct run_table *t, struct live_run *run, struct server_call *call) {
   pthread_mutex_lock(&t->lock);
   unlink_run(t, run); /* hidden: nobody waits on it */
   pthread_mutex_unlock(&t->lock);
@@ -349,7 +363,7 @@ void runs_give_back(struct run_table *t, struct live_run *run, struct server_cal
   run_free(run);
 }
 
-bool runs_begin(struct run_table *t, struct live_run *run) {
+bool run_table_begin(struct run_table *t, struct live_run *run) {
   pthread_mutex_lock(&t->lock);
   bool go = !run->cancel_requested;
   if (go)
@@ -359,29 +373,13 @@ bool runs_begin(struct run_table *t, struct live_run *run) {
 }
 
 /* Appends what the engine stored (it applies the output limit; the cap
- * here only guards the copy). */
-static void stream_add(struct run_stream *s, const uint8_t *data, size_t len, uint64_t limit) {
-  if (s->len >= limit)
-    return;
-  if (len > limit - s->len)
-    len = (size_t)(limit - s->len);
-  if (s->len + len > s->cap) {
-    size_t cap = s->cap ? s->cap : 4096;
-    while (cap < s->len + len)
-      cap *= 2;
-    if (cap > limit)
-      cap = (size_t)limit;
-    uint8_t *d = realloc(s->data, cap);
-    if (d == NULL)
-      return; /* the watcher misses it; the result still has it */
-    s->data = d;
-    s->cap = cap;
-  }
-  memcpy(s->data + s->len, data, len);
-  s->len += len;
+ * here only guards the copy). Out of memory, the watcher misses it; the
+ * result still has it. */
+static void stream_add(struct sbx_buf *s, const uint8_t *data, size_t len, uint64_t limit) {
+  (void)sbx_buf_append_upto(s, data, len, limit < SIZE_MAX ? (size_t)limit : SIZE_MAX);
 }
 
-void runs_on_output(void *arg, int stream, const uint8_t *data, size_t len) {
+void run_table_on_output(void *arg, int stream, const uint8_t *data, size_t len) {
   struct live_run *run = arg;
   struct run_table *t = run->table;
   struct outbox o = {NULL};
@@ -390,11 +388,11 @@ void runs_on_output(void *arg, int stream, const uint8_t *data, size_t len) {
   if (run->waiters != NULL)
     answer_waiters(t, run, false, NULL, &o);
   pthread_mutex_unlock(&t->lock);
-  outbox_send(&o);
+  outbox_send(t, &o);
 }
 
-void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
-                 const Sandbox__V1__RunCodeResponse *resp, const struct sbx_error *err) {
+void run_table_finish(struct run_table *t, struct live_run *run,
+                      const Sandbox__V1__RunCodeResponse *resp, const struct sbx_error *err) {
   /* What is kept is made before the lock: packing a large result takes a
    * while. */
   uint8_t *packed = NULL;
@@ -446,7 +444,7 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
   }
   /* The session is free for its next call before anyone hears of the end. */
   if (run->session != NULL) {
-    session_release(&srv->runner.sessions, run->session);
+    t->deps.release_session(t->deps.session_arg, run->session);
     run->session = NULL;
   }
   if (call != NULL) {
@@ -459,7 +457,7 @@ void runs_finish(struct run_table *t, struct server *srv, struct live_run *run,
   /* Only now: resp points into the request (its session_id). */
   protobuf_c_message_free_unpacked(&run->req->base, &run->alloc.base);
   run->req = NULL;
-  outbox_send(&o);
+  outbox_send(t, &o);
   if (gone)
     run_free(run);
 }
@@ -486,17 +484,18 @@ static void wait_on(struct run_table *t, struct live_run *run, struct server_cal
   pthread_cond_signal(&t->wake);
 }
 
-enum runs_answer runs_watch(struct run_table *t, struct server_call *call,
-                            const struct runs_watch_args *in, struct sbx_error *err) {
-  if (in->wait_ms > RUNS_MAX_WAIT_MS) {
-    sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "wait_ms: at most %u", RUNS_MAX_WAIT_MS);
-    return RUNS_REFUSED;
+enum run_table_answer run_table_watch(struct run_table *t, struct server_call *call,
+                                      const struct run_table_watch_args *in,
+                                      struct sbx_error *err) {
+  if (in->wait_ms > RUN_TABLE_MAX_WAIT_MS) {
+    sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "wait_ms: at most %u", RUN_TABLE_MAX_WAIT_MS);
+    return RUN_TABLE_REFUSED;
   }
   pthread_mutex_lock(&t->lock);
   struct live_run *run = find_for_call(t, in->run_id, err);
   if (run == NULL) {
     pthread_mutex_unlock(&t->lock);
-    return RUNS_REFUSED;
+    return RUN_TABLE_REFUSED;
   }
   call->wait.out_off = in->out_off;
   call->wait.err_off = in->err_off;
@@ -504,7 +503,7 @@ enum runs_answer runs_watch(struct run_table *t, struct server_call *call,
   if (news || run->state == RUN_DONE || in->wait_ms == 0 || t->stopping) {
     reply_watch(run, call, NULL, false);
     pthread_mutex_unlock(&t->lock);
-    return RUNS_REPLIED;
+    return RUN_TABLE_REPLIED;
   }
   if (t->n_waiting >= t->max_waiting) {
     pthread_mutex_unlock(&t->lock);
@@ -512,25 +511,25 @@ enum runs_answer runs_watch(struct run_table *t, struct server_call *call,
                   "%zu calls are waiting for runs already (--max-watchers); retry, or watch with "
                   "wait_ms 0",
                   t->max_waiting);
-    return RUNS_REFUSED;
+    return RUN_TABLE_REFUSED;
   }
   wait_on(t, run, call, in->wait_ms, false);
   pthread_mutex_unlock(&t->lock);
-  return RUNS_WAITING;
+  return RUN_TABLE_WAITING;
 }
 
-enum runs_answer runs_cancel(struct run_table *t, struct server *srv, struct server_call *call,
-                             const char *run_id, struct sbx_error *err) {
+enum run_table_answer run_table_cancel(struct run_table *t, struct server_call *call,
+                                       const char *run_id, struct sbx_error *err) {
   pthread_mutex_lock(&t->lock);
   struct live_run *run = find_for_call(t, run_id, err);
   if (run == NULL) {
     pthread_mutex_unlock(&t->lock);
-    return RUNS_REFUSED;
+    return RUN_TABLE_REFUSED;
   }
   if (run->state == RUN_DONE) {
     reply_cancel(run, call);
     pthread_mutex_unlock(&t->lock);
-    return RUNS_REPLIED;
+    return RUN_TABLE_REPLIED;
   }
   if (!run->cancel_requested) {
     run->cancel_requested = true;
@@ -539,16 +538,16 @@ enum runs_answer runs_cancel(struct run_table *t, struct server *srv, struct ser
     (void)w; /* an eventfd's counter cannot overflow from one write */
   }
   /* Still in the queue: out of it, never to start. */
-  if (run->state == RUN_QUEUED && work_queue_remove(&srv->queue, run)) {
+  if (run->state == RUN_QUEUED && work_queue_remove(t->deps.queue, run)) {
     pthread_mutex_unlock(&t->lock);
     struct sbx_error why;
     sbx_error_set(&why, SBX_CANCELLED, 0, "the run was cancelled (CancelRun) before it started");
-    rpc_stats_reject(&srv->stats, RPC_REJECT_CANCELLED);
-    runs_finish(t, srv, run, NULL, &why); /* a RunCode run's record is gone after it */
+    rpc_stats_reject(t->deps.stats, RPC_REJECT_CANCELLED);
+    run_table_finish(t, run, NULL, &why); /* a RunCode run's record is gone after it */
     Sandbox__V1__CancelRunResponse resp = SANDBOX__V1__CANCEL_RUN_RESPONSE__INIT;
     resp.state = SANDBOX__V1__RUN_STATE__RUN_STATE_DONE;
     call_reply(call, SBX_OK, "", &resp.base);
-    return RUNS_REPLIED;
+    return RUN_TABLE_REPLIED;
   }
   /* Running (or being taken by a worker): the kill is on its way; the
    * answer comes when the run has ended. Past the cap on waiting calls,
@@ -556,16 +555,16 @@ enum runs_answer runs_cancel(struct run_table *t, struct server *srv, struct ser
   if (t->n_waiting >= t->max_waiting || t->stopping) {
     reply_cancel(run, call);
     pthread_mutex_unlock(&t->lock);
-    return RUNS_REPLIED;
+    return RUN_TABLE_REPLIED;
   }
-  wait_on(t, run, call, RUNS_CANCEL_WAIT_MS, true);
+  wait_on(t, run, call, RUN_TABLE_CANCEL_WAIT_MS, true);
   pthread_mutex_unlock(&t->lock);
-  return RUNS_WAITING;
+  return RUN_TABLE_WAITING;
 }
 
-void runs_counts(struct run_table *t, size_t *started, size_t *waiting) {
+void run_table_stats_read(struct run_table *t, struct run_table_stats_read *out) {
   pthread_mutex_lock(&t->lock);
-  *started = t->n_started;
-  *waiting = t->n_waiting;
+  out->started = t->n_started;
+  out->waiting = t->n_waiting;
   pthread_mutex_unlock(&t->lock);
 }

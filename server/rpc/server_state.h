@@ -1,17 +1,23 @@
-/* server.h: the one context struct of sandboxd. All mutable state of the
- * server lives here or in the calls it owns; no other globals. The path of
- * a request, through the folders:
- *   rpc/transport.c  receive (nng contexts, aio callbacks), answer
+/* server_state.h: struct server, the one context struct of sandboxd. All
+ * mutable state of the server lives here or in the calls it owns; no other
+ * globals. The rpc modules that act for the whole server (transport.c,
+ * handlers.c, worker.c, server.c) read it; the run table and the calls are
+ * given only what they use (run_table.h, call.h). Other layers read its
+ * numbers through server_stats_read (server.h). The path of a request,
+ * through the folders:
+ *   rpc/transport.c  receive (nng contexts, aio callbacks), send
  *   rpc/decode.c     the envelope and the request, bounded
  *   rpc/handlers.c   each method; RunCode and StartRun validated
  *                    (rpc/validate.c), made a record of the run table
- *                    (rpc/runs.c) and queued (rpc/queue.c); WatchRun and
- *                    CancelRun answered or left waiting by the run table
- *   rpc/worker.c     a worker takes the call, runs it (run/) and answers
+ *                    (rpc/run_table.c) and queued (rpc/queue.c); WatchRun
+ *                    and CancelRun answered or left waiting by the run table
+ *   rpc/worker.c     a worker takes the run, runs it (run/) and ends it in
+ *                    the run table, which answers the RunCode call and the
+ *                    watchers (rpc/call.c builds each reply)
  *   run/             the run: inputs (requirements/, fetch/), workspace
  *                    (workspace/), the engine (sandbox/), the response */
-#ifndef SBX_SERVER_H
-#define SBX_SERVER_H
+#ifndef SBX_SERVER_STATE_H
+#define SBX_SERVER_STATE_H
 
 #include <nng/nng.h>
 #include <pthread.h>
@@ -21,12 +27,12 @@
 
 #include "call.h"
 #include "conns.h"
-#include "log.h"
 #include "error.h"
+#include "log.h"
 #include "queue.h"
 #include "rpc_stats.h"
+#include "run_table.h"
 #include "runner.h"
-#include "runs.h"
 #include "sandbox.pb-c.h"
 #include "settings.h"
 #include "tls_files.h"
@@ -65,15 +71,5 @@ struct server {
   struct rpc_stats stats;    /* answers by method and status, refusals by reason */
   struct log_limit call_log; /* event=call lines (refused calls), a second */
 };
-
-/* transport.c: the listeners, contexts and workers started; the drain on
- * SIGTERM (queued calls answered UNAVAILABLE at once, running ones
- * finished, the socket closed); then what the calls, the queue and the
- * connection table hold is freed. Between the two, readers of the counts
- * (the operations listener, server/ops/) may still read them, and see
- * draining. */
-int server_start(struct server *srv, struct sbx_error *err);
-void server_drain(struct server *srv);
-void server_free(struct server *srv);
 
 #endif
