@@ -6,13 +6,18 @@ getaddrinfo."""
 from __future__ import annotations
 
 import asyncio
-from typing import Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
 
 from . import _core
-from ._transport import Fleet, TransportFailure, addresses_from, exchange_async
+from ._endpoint import addresses_from
+from ._exchange import TransportFailure, exchange_async
+from ._fleet import Fleet
 from .stream import AsyncRunStream
-from .types import (TLS, FileContent, FileList, Health, Limits, RunResult, RunUpdate, ServerInfo,
-                    StartedRun)
+from .types import (TLS, FileContent, FileList, Health, RunArgs, RunResult, RunUpdate,
+                    ServerInfo, StartedRun)
+
+if TYPE_CHECKING:  # PEP 692: typing.Unpack from Python 3.11, typing_extensions before
+    from typing_extensions import Unpack
 
 LIVE_POLL_S = 0.01
 
@@ -70,23 +75,10 @@ class AsyncClient:
         except OSError as e:
             return None, str(e)
 
-    async def run_code(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                       stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                       env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-                       run_id: Optional[str] = None,
-                       limits: Union[Limits, Mapping[str, int], None] = None,
-                       runtime: str = "python", session_mode: Optional[str] = None) -> RunResult:
-        return await self._drive(self._core.run_code(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode))
+    async def run_code(self, code: str, **kw: Unpack[RunArgs]) -> RunResult:
+        return await self._drive(self._core.run_code(code, **kw))
 
-    def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
-               stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-               env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-               run_id: Optional[str] = None,
-               limits: Union[Limits, Mapping[str, int], None] = None,
-               runtime: str = "python", session_mode: Optional[str] = None) -> AsyncRunStream:
+    def stream(self, code: str, **kw: Unpack[RunArgs]) -> AsyncRunStream:
         """Client.stream as an async iterator (not a coroutine: StartRun is
         sent when the stream is first iterated, entered or awaited):
 
@@ -97,21 +89,10 @@ class AsyncClient:
 
         The arguments are checked here, and the run id is made here when
         none is given."""
-        return AsyncRunStream(self, self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode))
+        return AsyncRunStream(self, self._core.start_request(code, **kw))
 
-    async def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                        stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                        env: Optional[Mapping[str, str]] = None,
-                        session_id: Optional[str] = None, run_id: Optional[str] = None,
-                        limits: Union[Limits, Mapping[str, int], None] = None,
-                        runtime: str = "python", session_mode: Optional[str] = None) -> StartedRun:
-        req = self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode)
+    async def start_run(self, code: str, **kw: Unpack[RunArgs]) -> StartedRun:
+        req = self._core.start_request(code, **kw)
         return (await self._drive(self._core.start_run(req)))[0]
 
     async def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,

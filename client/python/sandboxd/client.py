@@ -4,13 +4,17 @@ The rules every call follows are in _core.py."""
 from __future__ import annotations
 
 import time
-from typing import Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
 
 from . import _core
-from ._transport import Fleet, TransportFailure, exchange_blocking
+from ._exchange import TransportFailure, exchange_blocking
+from ._fleet import Fleet
 from .stream import RunStream
-from .types import (TLS, FileContent, FileList, Health, Limits, RunResult, RunUpdate, ServerInfo,
-                    StartedRun)
+from .types import (TLS, FileContent, FileList, Health, RunArgs, RunResult, RunUpdate,
+                    ServerInfo, StartedRun)
+
+if TYPE_CHECKING:  # PEP 692: typing.Unpack from Python 3.11, typing_extensions before
+    from typing_extensions import Unpack
 
 
 class Client:
@@ -68,28 +72,15 @@ class Client:
 
     # ---- the methods ----
 
-    def run_code(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                 stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                 env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-                 run_id: Optional[str] = None,
-                 limits: Union[Limits, Mapping[str, int], None] = None,
-                 runtime: str = "python", session_mode: Optional[str] = None) -> RunResult:
+    def run_code(self, code: str, **kw: Unpack[RunArgs]) -> RunResult:
         """Runs code (as /workspace/main.py). files: {path: bytes | str |
         FileURL}, written under /workspace/mounts/. Returns the RunResult of
         a run that happened; raises a SandboxError subclass otherwise."""
-        return self._drive(self._core.run_code(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode))
+        return self._drive(self._core.run_code(code, **kw))
 
     # ---- streaming and cancel (docs/STREAMING.md) ----
 
-    def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
-               stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-               env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-               run_id: Optional[str] = None,
-               limits: Union[Limits, Mapping[str, int], None] = None,
-               runtime: str = "python", session_mode: Optional[str] = None) -> RunStream:
+    def stream(self, code: str, **kw: Unpack[RunArgs]) -> RunStream:
         """Starts code as run_code would (StartRun: refused with the same
         exceptions) and returns a RunStream of its output as it arrives:
 
@@ -99,26 +90,15 @@ class Client:
             print(s.result.exit_code)
 
         Leaving the with block before the end cancels the run."""
-        req = self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode)
+        req = self._core.start_request(code, **kw)
         started, ep = self._drive(self._core.start_run(req))
         return RunStream(self, started, ep)
 
-    def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                  stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                  env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-                  run_id: Optional[str] = None,
-                  limits: Union[Limits, Mapping[str, int], None] = None,
-                  runtime: str = "python", session_mode: Optional[str] = None) -> StartedRun:
+    def start_run(self, code: str, **kw: Unpack[RunArgs]) -> StartedRun:
         """StartRun alone: returns StartedRun(run_id, endpoint) as soon as
         the server has queued the run. Watch and cancel it with watch_run
         and cancel_run (they go to that endpoint)."""
-        req = self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode)
+        req = self._core.start_request(code, **kw)
         return self._drive(self._core.start_run(req))[0]
 
     def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,
