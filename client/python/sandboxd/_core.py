@@ -29,7 +29,7 @@ import contextlib
 import random
 import uuid
 from dataclasses import dataclass
-from typing import Generator, List, Optional, Set, Tuple
+from typing import Dict, Generator, List, Optional, Sequence, Set, Tuple, Union
 
 from . import _nng, _wire, errors
 from . import sandbox_pb2 as pb
@@ -37,7 +37,7 @@ from .errors import RETRIABLE_STATUSES, Code
 from ._endpoint import Target
 from ._exchange import TransportFailure
 from ._fleet import Endpoint, Fleet
-from .types import StartedRun
+from .types import TLS, StartedRun
 
 REPLY_MARGIN_MS = 5000
 SMALLEST_SERVER_CAP = 4096
@@ -381,6 +381,29 @@ def _ok_message(message_type, reply: _wire.Reply, ep: Endpoint, attempts: int, r
         raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
                                  attempts=attempts, run_id=run_id)
     return _wire.parse_payload(message_type, reply, ep.address, attempts, run_id)
+
+
+class ClientBase:
+    """What Client and AsyncClient share: the constructor (its arguments
+    are documented on Client) and the fleet's state."""
+
+    def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
+                 retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
+                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+                 resolve_interval_s: float = 30.0,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+        self._core = Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
+                          queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
+                          resolve_interval_s=resolve_interval_s,
+                          max_request_bytes=max_request_bytes)
+
+    def endpoints(self) -> Dict[str, bool]:
+        """Every current endpoint address, and whether it is connected now."""
+        return self._core.fleet.endpoints()
+
+    def close(self) -> None:
+        """Closes every connection; calls in flight end with Cancelled."""
+        self._core.fleet.close()
 
 
 @contextlib.contextmanager

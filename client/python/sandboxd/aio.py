@@ -6,15 +6,15 @@ getaddrinfo."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
 from ._endpoint import addresses_from
 from ._exchange import TransportFailure, exchange_async
 from ._fleet import Fleet
 from .stream import AsyncRunStream
-from .types import (TLS, FileContent, FileList, Health, RunArgs, RunResult, RunUpdate,
-                    ServerInfo, StartedRun)
+from .types import (FileContent, FileList, Health, RunArgs, RunResult, RunUpdate, ServerInfo,
+                    StartedRun)
 
 if TYPE_CHECKING:  # PEP 692: typing.Unpack from Python 3.11, typing_extensions before
     from typing_extensions import Unpack
@@ -22,17 +22,8 @@ if TYPE_CHECKING:  # PEP 692: typing.Unpack from Python 3.11, typing_extensions 
 LIVE_POLL_S = 0.01
 
 
-class AsyncClient:
+class AsyncClient(_core.ClientBase):
     """Client's asyncio twin; the arguments are Client's."""
-
-    def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
-                 retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
-                 connect_timeout_s: float = _core.DEFAULT_CONNECT_TIMEOUT_S, resolve_interval_s: float = 30.0,
-                 max_request_bytes: int = _core.DEFAULT_MAX_REQUEST_BYTES):
-        self._core = _core.Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
-                                queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
-                                resolve_interval_s=resolve_interval_s,
-                                max_request_bytes=max_request_bytes)
 
     async def _drive(self, steps):
         outcome = None
@@ -123,9 +114,6 @@ class AsyncClient:
                         length: int = 0) -> FileContent:
         return await self._drive(self._core.read_file(session_id, path, offset, length))
 
-    def endpoints(self) -> Dict[str, bool]:
-        return self._core.fleet.endpoints()
-
     async def wait_connected(self, count: int = 1, timeout_s: float = 10.0) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -134,9 +122,6 @@ class AsyncClient:
                 return False
             await asyncio.sleep(LIVE_POLL_S)
         return True
-
-    def close(self) -> None:
-        self._core.fleet.close()
 
     async def __aenter__(self) -> "AsyncClient":
         return self

@@ -4,20 +4,20 @@ The rules every call follows are in _core.py."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
 from ._exchange import TransportFailure, exchange_blocking
 from ._fleet import Fleet
 from .stream import RunStream
-from .types import (TLS, FileContent, FileList, Health, RunArgs, RunResult, RunUpdate,
-                    ServerInfo, StartedRun)
+from .types import (FileContent, FileList, Health, RunArgs, RunResult, RunUpdate, ServerInfo,
+                    StartedRun)
 
 if TYPE_CHECKING:  # PEP 692: typing.Unpack from Python 3.11, typing_extensions before
     from typing_extensions import Unpack
 
 
-class Client:
+class Client(_core.ClientBase):
     """A client of one sandboxd or a fleet of them.
 
     endpoints: one URL or a list (tcp://HOST:PORT, ipc:///path,
@@ -31,15 +31,6 @@ class Client:
     long a call waits for a connection when none is up. max_request_bytes:
     the largest request this client sends.
     """
-
-    def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
-                 retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
-                 connect_timeout_s: float = _core.DEFAULT_CONNECT_TIMEOUT_S, resolve_interval_s: float = 30.0,
-                 max_request_bytes: int = _core.DEFAULT_MAX_REQUEST_BYTES):
-        self._core = _core.Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
-                                queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
-                                resolve_interval_s=resolve_interval_s,
-                                max_request_bytes=max_request_bytes)
 
     # ---- the driver ----
 
@@ -137,10 +128,6 @@ class Client:
 
     # ---- the fleet ----
 
-    def endpoints(self) -> Dict[str, bool]:
-        """Every current endpoint address, and whether it is connected now."""
-        return self._core.fleet.endpoints()
-
     def wait_connected(self, count: int = 1, timeout_s: float = 10.0) -> bool:
         """Waits until at least count endpoints are connected."""
         deadline = time.monotonic() + timeout_s
@@ -149,10 +136,6 @@ class Client:
                 return False
             time.sleep(0.01)
         return True
-
-    def close(self) -> None:
-        """Closes every connection; calls in flight end with Cancelled."""
-        self._core.fleet.close()
 
     def __enter__(self) -> "Client":
         return self

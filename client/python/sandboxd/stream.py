@@ -105,6 +105,13 @@ class _Base:
     def _unpin(self) -> None:
         raise NotImplementedError
 
+    def _waited(self) -> RunResult:
+        """wait()'s end, the run complete: drops the chunks not iterated,
+        lets the endpoint go, returns the outcome or raises it."""
+        self._p.pending.clear()
+        self._unpin()
+        return self._p.outcome()
+
     def _at_end(self) -> None:
         """Iteration reached the outcome: lets the endpoint go, and raises
         the run's error once (the first time the end is reached); the
@@ -169,9 +176,7 @@ class RunStream(_Base):
         while not p.complete:
             self._watch()
             p.pending.clear()
-        p.pending.clear()
-        self._unpin()
-        return p.outcome()
+        return self._waited()
 
     @property
     def result(self) -> RunResult:
@@ -308,9 +313,7 @@ class AsyncRunStream(_Base):
         while not p.complete:
             await self._step()
             p.pending.clear()
-        p.pending.clear()
-        self._unpin()
-        return p.outcome()
+        return self._waited()
 
     @property
     def result(self) -> RunResult:
