@@ -23,7 +23,7 @@ from .stream import AsyncRunStream, RunStream
 from .types import (TLS, Artifact, Chunk, FileContent, FileEntry, FileList, FileURL, Health,
                     Isolation, Limits, RunResult, RunUpdate, ServerInfo, StartedRun, UnsafePath)
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__  # generated: generate_proto.py
 
 __all__ = [
     "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Artifact", "FileEntry",
@@ -31,5 +31,5 @@ __all__ = [
     "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath",
     "SandboxError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
-    "OutOfRange", "Unimplemented", "Internal", "Unavailable",
+    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "__version__",
 ]

@@ -29,12 +29,15 @@ import contextlib
 import random
 import uuid
 from dataclasses import dataclass
-from typing import Generator, List, Optional, Set, Tuple
+from typing import Dict, Generator, List, Optional, Sequence, Set, Tuple, Union
 
 from . import _nng, _wire, errors
 from . import sandbox_pb2 as pb
-from ._transport import Endpoint, Fleet, Target, TransportFailure
-from .types import FileContent, FileList, Health, RunResult, ServerInfo, StartedRun
+from .errors import RETRIABLE_STATUSES, Code
+from ._endpoint import Target
+from ._exchange import TransportFailure
+from ._fleet import Endpoint, Fleet
+from .types import TLS, StartedRun
 
 REPLY_MARGIN_MS = 5000
 SMALLEST_SERVER_CAP = 4096
@@ -42,7 +45,6 @@ DEFAULT_MAX_REQUEST_BYTES = 8 << 20
 # How long a call waits for a connected endpoint: the same default in every
 # sandboxd client (docs/CLIENTS.md, "The connect timeout").
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
-RETRIABLE = (8, 14)  # RESOURCE_EXHAUSTED, UNAVAILABLE: nothing ran
 WATCH_WAIT_MS = 10_000  # a stream's long poll (the server takes up to 60000)
 MAX_WATCH_WAIT_MS = 60_000
 
@@ -194,10 +196,10 @@ class Core:
                 closed = self.fleet.closed
                 raise transport_error(outcome, ep.address, attempt + 1, run_id, closed)
             reply = _wire.decode_reply(outcome, rid, ep.address, attempt + 1, run_id)
-            if reply.status not in RETRIABLE or attempt == self.opts.retries:
+            if reply.status not in RETRIABLE_STATUSES or attempt == self.opts.retries:
                 return reply, ep, attempt + 1
             avoid.add(ep.address)
-            if reply.status == 14:
+            if reply.status == Code.UNAVAILABLE:
                 self.fleet.penalize(ep)
             if session_id or not self.fleet.untried_live(avoid):
                 yield Sleep(backoff_s(attempt))
@@ -228,7 +230,7 @@ class Core:
                 raise transport_error(outcome, ep.address, attempt + 1, run_id,
                                       self.fleet.closed, after=after)
             reply = _wire.decode_reply(outcome, rid, ep.address, attempt + 1, run_id)
-            if reply.status not in RETRIABLE or attempt == self.opts.retries:
+            if reply.status not in RETRIABLE_STATUSES or attempt == self.opts.retries:
                 return reply, attempt + 1
             yield Sleep(backoff_s(attempt))
         raise AssertionError("unreachable")
@@ -237,10 +239,7 @@ class Core:
                     session_id: Optional[str] = None, run_id: str = "") -> Steps:
         reply, ep, attempts = yield from self.call(method, payload, run_timeout_ms,
                                                    session_id=session_id, run_id=run_id)
-        if reply.status != 0:
-            raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
-                                     attempts=attempts, run_id=run_id)
-        return _wire.parse_payload(message_type, reply, ep.address, attempts, run_id), ep, attempts
+        return _ok_message(message_type, reply, ep, attempts, run_id), ep, attempts
 
     # ---- the methods ----
 
@@ -320,10 +319,7 @@ class Core:
             reply, attempts = yield from self.call_at(
                 ep, _wire.WATCH_RUN, req.SerializeToString(), wait_ms + REPLY_MARGIN_MS,
                 run_id=run_id, after="a watch does not change the run")
-            if reply.status != 0:
-                raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
-                                         attempts=attempts, run_id=run_id)
-            msg = _wire.parse_payload(pb.WatchRunResponse, reply, ep.address, attempts, run_id)
+            msg = _ok_message(pb.WatchRunResponse, reply, ep, attempts, run_id)
         return _wire.run_update(msg, ep.address, start_attempts, run_id)
 
     def cancel_run(self, ep: Endpoint, run_id: str) -> Steps:
@@ -337,10 +333,7 @@ class Core:
             reply, attempts = yield from self.call_at(
                 ep, _wire.CANCEL_RUN, req.SerializeToString(), reply_ms, run_id=run_id,
                 after="the run may or may not have been cancelled")
-            if reply.status != 0:
-                raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
-                                         attempts=attempts, run_id=run_id)
-            msg = _wire.parse_payload(pb.CancelRunResponse, reply, ep.address, attempts, run_id)
+            msg = _ok_message(pb.CancelRunResponse, reply, ep, attempts, run_id)
         return _wire.run_state_name(msg.state)
 
     def health(self) -> Steps:
@@ -379,6 +372,38 @@ class Core:
         msg, _, _ = yield from self._ok_payload(pb.ReadFileResponse, _wire.READ_FILE,
                                                 req.SerializeToString(), session_id=session_id)
         return _wire.file_content(msg)
+
+
+def _ok_message(message_type, reply: _wire.Reply, ep: Endpoint, attempts: int, run_id: str):
+    """The reply's payload as message_type when its status is OK; else
+    raises the status's SandboxError."""
+    if reply.status != Code.OK:
+        raise errors.from_server(reply.status, reply.message, endpoint=ep.address,
+                                 attempts=attempts, run_id=run_id)
+    return _wire.parse_payload(message_type, reply, ep.address, attempts, run_id)
+
+
+class ClientBase:
+    """What Client and AsyncClient share: the constructor (its arguments
+    are documented on Client) and the fleet's state."""
+
+    def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
+                 retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
+                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+                 resolve_interval_s: float = 30.0,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+        self._core = Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
+                          queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
+                          resolve_interval_s=resolve_interval_s,
+                          max_request_bytes=max_request_bytes)
+
+    def endpoints(self) -> Dict[str, bool]:
+        """Every current endpoint address, and whether it is connected now."""
+        return self._core.fleet.endpoints()
+
+    def close(self) -> None:
+        """Closes every connection; calls in flight end with Cancelled."""
+        self._core.fleet.close()
 
 
 @contextlib.contextmanager

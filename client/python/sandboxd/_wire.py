@@ -16,8 +16,9 @@ from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import errors
 from . import sandbox_pb2 as pb
-from .types import (Artifact, FileContent, FileEntry, FileList, FileURL, Health, Isolation,
-                    LIMIT_FIELDS, Limits, RunResult, RunUpdate, ServerInfo, field_names)
+from .types import (LIMIT_FIELDS, Artifact, FileContent, FileEntry, FileList, FileURL, FileValue,
+                    Health, InputFiles, Isolation, Limits, RunResult, RunUpdate, ServerInfo,
+                    field_names)
 
 SERVICE = "sandbox.v1.Sandbox"
 RUN_CODE = f"/{SERVICE}/RunCode"
@@ -37,9 +38,6 @@ _ENTRY_TYPES = {0: "other", 1: "file", 2: "directory", 3: "symlink"}
 
 _request_prefix = f"{os.getpid():x}-{secrets.token_hex(3)}"
 _request_counter = itertools.count(1)
-
-FileValue = Union[bytes, bytearray, memoryview, str, FileURL]
-
 
 def _refuse(message: str) -> errors.InvalidArgument:
     """A request this client will not send: nothing ran, nothing was sent."""
@@ -62,7 +60,7 @@ def now_unix_ms() -> int:
 
 # ---- requests ----
 
-def _file_items(files) -> Iterable[Tuple[str, FileValue]]:
+def _file_items(files: Optional[InputFiles]) -> Iterable[Tuple[str, FileValue]]:
     if files is None:
         return ()
     if isinstance(files, Mapping):
@@ -100,10 +98,12 @@ SESSION_MODES = {None: 0, "files": 1, "interpreter": 2}
 _SESSION_MODE_NAMES = {0: "", 1: "files", 2: "interpreter"}
 
 
-def run_code_request(code: str, *, requirements: Sequence[str] = (), files=None,
+def run_code_request(code: str, *, requirements: Sequence[str] = (),
+                     files: Optional[InputFiles] = None,
                      stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
                      env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-                     run_id: Optional[str] = None, limits=None,
+                     run_id: Optional[str] = None,
+                     limits: Union[Limits, Mapping[str, int], None] = None,
                      runtime: str = "python",
                      session_mode: Optional[str] = None
                      ) -> Tuple[pb.RunCodeRequest, Optional[Limits]]:

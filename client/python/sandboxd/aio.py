@@ -6,28 +6,24 @@ getaddrinfo."""
 from __future__ import annotations
 
 import asyncio
-from typing import Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
-from ._transport import Fleet, TransportFailure, addresses_from, exchange_async
+from ._endpoint import addresses_from
+from ._exchange import TransportFailure, exchange_async
+from ._fleet import Fleet
 from .stream import AsyncRunStream
-from .types import (TLS, FileContent, FileList, Health, Limits, RunResult, RunUpdate, ServerInfo,
+from .types import (FileContent, FileList, Health, RunArgs, RunResult, RunUpdate, ServerInfo,
                     StartedRun)
+
+if TYPE_CHECKING:  # PEP 692: typing.Unpack from Python 3.11, typing_extensions before
+    from typing_extensions import Unpack
 
 LIVE_POLL_S = 0.01
 
 
-class AsyncClient:
+class AsyncClient(_core.ClientBase):
     """Client's asyncio twin; the arguments are Client's."""
-
-    def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
-                 retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
-                 connect_timeout_s: float = _core.DEFAULT_CONNECT_TIMEOUT_S, resolve_interval_s: float = 30.0,
-                 max_request_bytes: int = _core.DEFAULT_MAX_REQUEST_BYTES):
-        self._core = _core.Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
-                                queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
-                                resolve_interval_s=resolve_interval_s,
-                                max_request_bytes=max_request_bytes)
 
     async def _drive(self, steps):
         outcome = None
@@ -70,23 +66,10 @@ class AsyncClient:
         except OSError as e:
             return None, str(e)
 
-    async def run_code(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                       stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                       env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-                       run_id: Optional[str] = None,
-                       limits: Union[Limits, Mapping[str, int], None] = None,
-                       runtime: str = "python", session_mode: Optional[str] = None) -> RunResult:
-        return await self._drive(self._core.run_code(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode))
+    async def run_code(self, code: str, **kw: Unpack[RunArgs]) -> RunResult:
+        return await self._drive(self._core.run_code(code, **kw))
 
-    def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
-               stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-               env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-               run_id: Optional[str] = None,
-               limits: Union[Limits, Mapping[str, int], None] = None,
-               runtime: str = "python", session_mode: Optional[str] = None) -> AsyncRunStream:
+    def stream(self, code: str, **kw: Unpack[RunArgs]) -> AsyncRunStream:
         """Client.stream as an async iterator (not a coroutine: StartRun is
         sent when the stream is first iterated, entered or awaited):
 
@@ -97,21 +80,10 @@ class AsyncClient:
 
         The arguments are checked here, and the run id is made here when
         none is given."""
-        return AsyncRunStream(self, self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode))
+        return AsyncRunStream(self, self._core.start_request(code, **kw))
 
-    async def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                        stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                        env: Optional[Mapping[str, str]] = None,
-                        session_id: Optional[str] = None, run_id: Optional[str] = None,
-                        limits: Union[Limits, Mapping[str, int], None] = None,
-                        runtime: str = "python", session_mode: Optional[str] = None) -> StartedRun:
-        req = self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode)
+    async def start_run(self, code: str, **kw: Unpack[RunArgs]) -> StartedRun:
+        req = self._core.start_request(code, **kw)
         return (await self._drive(self._core.start_run(req)))[0]
 
     async def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,
@@ -142,9 +114,6 @@ class AsyncClient:
                         length: int = 0) -> FileContent:
         return await self._drive(self._core.read_file(session_id, path, offset, length))
 
-    def endpoints(self) -> Dict[str, bool]:
-        return self._core.fleet.endpoints()
-
     async def wait_connected(self, count: int = 1, timeout_s: float = 10.0) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -153,9 +122,6 @@ class AsyncClient:
                 return False
             await asyncio.sleep(LIVE_POLL_S)
         return True
-
-    def close(self) -> None:
-        self._core.fleet.close()
 
     async def __aenter__(self) -> "AsyncClient":
         return self

@@ -4,16 +4,20 @@ The rules every call follows are in _core.py."""
 from __future__ import annotations
 
 import time
-from typing import Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
-from ._transport import Fleet, TransportFailure, exchange_blocking
+from ._exchange import TransportFailure, exchange_blocking
+from ._fleet import Fleet
 from .stream import RunStream
-from .types import (TLS, FileContent, FileList, Health, Limits, RunResult, RunUpdate, ServerInfo,
+from .types import (FileContent, FileList, Health, RunArgs, RunResult, RunUpdate, ServerInfo,
                     StartedRun)
 
+if TYPE_CHECKING:  # PEP 692: typing.Unpack from Python 3.11, typing_extensions before
+    from typing_extensions import Unpack
 
-class Client:
+
+class Client(_core.ClientBase):
     """A client of one sandboxd or a fleet of them.
 
     endpoints: one URL or a list (tcp://HOST:PORT, ipc:///path,
@@ -27,15 +31,6 @@ class Client:
     long a call waits for a connection when none is up. max_request_bytes:
     the largest request this client sends.
     """
-
-    def __init__(self, endpoints: Union[str, Sequence[str]], *, timeout_s: Optional[float] = None,
-                 retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
-                 connect_timeout_s: float = _core.DEFAULT_CONNECT_TIMEOUT_S, resolve_interval_s: float = 30.0,
-                 max_request_bytes: int = _core.DEFAULT_MAX_REQUEST_BYTES):
-        self._core = _core.Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
-                                queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
-                                resolve_interval_s=resolve_interval_s,
-                                max_request_bytes=max_request_bytes)
 
     # ---- the driver ----
 
@@ -68,28 +63,15 @@ class Client:
 
     # ---- the methods ----
 
-    def run_code(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                 stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                 env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-                 run_id: Optional[str] = None,
-                 limits: Union[Limits, Mapping[str, int], None] = None,
-                 runtime: str = "python", session_mode: Optional[str] = None) -> RunResult:
+    def run_code(self, code: str, **kw: Unpack[RunArgs]) -> RunResult:
         """Runs code (as /workspace/main.py). files: {path: bytes | str |
         FileURL}, written under /workspace/mounts/. Returns the RunResult of
         a run that happened; raises a SandboxError subclass otherwise."""
-        return self._drive(self._core.run_code(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode))
+        return self._drive(self._core.run_code(code, **kw))
 
     # ---- streaming and cancel (docs/STREAMING.md) ----
 
-    def stream(self, code: str, *, requirements: Sequence[str] = (), files=None,
-               stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-               env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-               run_id: Optional[str] = None,
-               limits: Union[Limits, Mapping[str, int], None] = None,
-               runtime: str = "python", session_mode: Optional[str] = None) -> RunStream:
+    def stream(self, code: str, **kw: Unpack[RunArgs]) -> RunStream:
         """Starts code as run_code would (StartRun: refused with the same
         exceptions) and returns a RunStream of its output as it arrives:
 
@@ -99,26 +81,15 @@ class Client:
             print(s.result.exit_code)
 
         Leaving the with block before the end cancels the run."""
-        req = self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode)
+        req = self._core.start_request(code, **kw)
         started, ep = self._drive(self._core.start_run(req))
         return RunStream(self, started, ep)
 
-    def start_run(self, code: str, *, requirements: Sequence[str] = (), files=None,
-                  stdin: Union[bytes, str] = b"", args: Sequence[str] = (),
-                  env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
-                  run_id: Optional[str] = None,
-                  limits: Union[Limits, Mapping[str, int], None] = None,
-                  runtime: str = "python", session_mode: Optional[str] = None) -> StartedRun:
+    def start_run(self, code: str, **kw: Unpack[RunArgs]) -> StartedRun:
         """StartRun alone: returns StartedRun(run_id, endpoint) as soon as
         the server has queued the run. Watch and cancel it with watch_run
         and cancel_run (they go to that endpoint)."""
-        req = self._core.start_request(
-            code, requirements=requirements, files=files, stdin=stdin, args=args, env=env,
-            session_id=session_id, run_id=run_id, limits=limits, runtime=runtime,
-            session_mode=session_mode)
+        req = self._core.start_request(code, **kw)
         return self._drive(self._core.start_run(req))[0]
 
     def watch_run(self, run: Union[StartedRun, str], stdout_offset: int = 0,
@@ -157,10 +128,6 @@ class Client:
 
     # ---- the fleet ----
 
-    def endpoints(self) -> Dict[str, bool]:
-        """Every current endpoint address, and whether it is connected now."""
-        return self._core.fleet.endpoints()
-
     def wait_connected(self, count: int = 1, timeout_s: float = 10.0) -> bool:
         """Waits until at least count endpoints are connected."""
         deadline = time.monotonic() + timeout_s
@@ -169,10 +136,6 @@ class Client:
                 return False
             time.sleep(0.01)
         return True
-
-    def close(self) -> None:
-        """Closes every connection; calls in flight end with Cancelled."""
-        self._core.fleet.close()
 
     def __enter__(self) -> "Client":
         return self

@@ -9,22 +9,44 @@ the client never retries them, here or on another server.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+import enum
+from typing import Dict, FrozenSet, Optional, Type
 
-# gRPC's codes, as in proto/sandbox.proto's enum Code.
-CODE_NAMES: Dict[int, str] = {
-    0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 4: "DEADLINE_EXCEEDED",
-    5: "NOT_FOUND", 6: "ALREADY_EXISTS", 7: "PERMISSION_DENIED", 8: "RESOURCE_EXHAUSTED",
-    9: "FAILED_PRECONDITION", 10: "ABORTED", 11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED",
-    13: "INTERNAL", 14: "UNAVAILABLE",
-}
+class Code(enum.IntEnum):
+    """gRPC's codes, as in proto/sandbox.proto's enum Code."""
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+
+
+CODE_NAMES: Dict[int, str] = {c.value: c.name for c in Code}
+
+# The statuses a call is sent again after (by _core, the one place that
+# decides): a server answers them only when nothing ran, all workers busy
+# and the queue full, or draining. Nothing else is ever retried.
+RETRIABLE_STATUSES: FrozenSet[int] = frozenset({Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE})
 
 # What a server's answer with this status means for the code (README, "The
 # protocol"): each of these is documented as "nothing ran". And from
 # docs/STREAMING.md: a server sends CANCELLED only for a run cancelled while
 # queued (it never started), and ALREADY_EXISTS for a StartRun whose run_id
 # is taken (the request was refused).
-_SERVER_NOTHING_RAN = {1, 3, 4, 5, 6, 8, 9, 12, 13, 14}
+_SERVER_NOTHING_RAN: FrozenSet[int] = frozenset({
+    Code.CANCELLED, Code.INVALID_ARGUMENT, Code.DEADLINE_EXCEEDED, Code.NOT_FOUND,
+    Code.ALREADY_EXISTS, Code.RESOURCE_EXHAUSTED, Code.FAILED_PRECONDITION, Code.UNIMPLEMENTED,
+    Code.INTERNAL, Code.UNAVAILABLE})
 
 
 def code_name(code: int) -> str:

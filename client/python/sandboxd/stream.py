@@ -100,6 +100,28 @@ class _Base:
         """(stdout, stderr) bytes received so far."""
         return self._p.offset["stdout"], self._p.offset["stderr"]
 
+    _end_raised: bool
+
+    def _unpin(self) -> None:
+        raise NotImplementedError
+
+    def _waited(self) -> RunResult:
+        """wait()'s end, the run complete: drops the chunks not iterated,
+        lets the endpoint go, returns the outcome or raises it."""
+        self._p.pending.clear()
+        self._unpin()
+        return self._p.outcome()
+
+    def _at_end(self) -> None:
+        """Iteration reached the outcome: lets the endpoint go, and raises
+        the run's error once (the first time the end is reached); the
+        caller then stops iterating."""
+        self._unpin()
+        p = self._p
+        if p.error is not None and not self._end_raised:
+            self._end_raised = True
+            raise p.error
+
 
 class RunStream(_Base):
     """A started run's output as it arrives (Client.stream).
@@ -136,10 +158,7 @@ class RunStream(_Base):
         p = self._p
         while not p.pending:
             if p.complete:
-                self._unpin()
-                if p.error is not None and not self._end_raised:
-                    self._end_raised = True
-                    raise p.error
+                self._at_end()
                 raise StopIteration
             self._watch()
         return p.pending.popleft()
@@ -157,9 +176,7 @@ class RunStream(_Base):
         while not p.complete:
             self._watch()
             p.pending.clear()
-        p.pending.clear()
-        self._unpin()
-        return p.outcome()
+        return self._waited()
 
     @property
     def result(self) -> RunResult:
@@ -271,10 +288,7 @@ class AsyncRunStream(_Base):
         p = self._p
         while not p.pending:
             if p.complete:
-                self._unpin()
-                if p.error is not None and not self._end_raised:
-                    self._end_raised = True
-                    raise p.error
+                self._at_end()
                 raise StopAsyncIteration
             await self._step()
         return p.pending.popleft()
@@ -299,9 +313,7 @@ class AsyncRunStream(_Base):
         while not p.complete:
             await self._step()
             p.pending.clear()
-        p.pending.clear()
-        self._unpin()
-        return p.outcome()
+        return self._waited()
 
     @property
     def result(self) -> RunResult:

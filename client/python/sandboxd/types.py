@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
-from typing import Iterator, Mapping, Optional, Tuple, Union
+from typing import Iterable, Iterator, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 from ._safe_save import UnsafePath, save_below
 
@@ -52,6 +52,33 @@ class Limits:
 class FileURL:
     """An input file the server downloads (http:// or https://)."""
     url: str
+
+
+# One input file's content: bytes (or a str, written as UTF-8) or a URL the
+# server downloads.
+FileValue = Union[bytes, bytearray, memoryview, str, FileURL]
+
+# run_code's files=: {path: content}, or (path, content) pairs; each path is
+# below /workspace/mounts/.
+InputFiles = Union[Mapping[str, FileValue], Iterable[Tuple[str, FileValue]]]
+
+
+class RunArgs(TypedDict, total=False):
+    """The keyword arguments of run_code, stream and start_run (both
+    clients), written once: each method takes code and then **RunArgs.
+    files: InputFiles; limits: a Limits or a dict of its fields; runtime:
+    "python" or "python-zygote"; session_mode: None, "files" or
+    "interpreter" (docs/CLIENTS.md)."""
+    requirements: Sequence[str]
+    files: Optional[InputFiles]
+    stdin: Union[bytes, str]
+    args: Sequence[str]
+    env: Optional[Mapping[str, str]]
+    session_id: Optional[str]
+    run_id: Optional[str]
+    limits: Union[Limits, Mapping[str, int], None]
+    runtime: str
+    session_mode: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -306,6 +333,6 @@ def field_names(cls) -> Tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-__all__ = ["Limits", "FileURL", "TLS", "Artifact", "RunResult", "StartedRun", "Chunk",
+__all__ = ["Limits", "FileURL", "FileValue", "InputFiles", "RunArgs", "TLS", "Artifact", "RunResult", "StartedRun", "Chunk",
            "RunUpdate", "FileEntry", "FileList", "FileContent", "Health", "Isolation",
            "ServerInfo", "UnsafePath"]

@@ -15,33 +15,35 @@
  * Streams (docs/STREAMING.md; stream.ts has the loop): StartRun chooses its
  * endpoint like any call; WatchRun and CancelRun go to that same endpoint
  * (the run table is per server) and never move. A WatchRun's reply is
- * awaited its wait_ms + replyMarginMs. */
-import { create, type DescMessage, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
-import type { ConnectionOptions as TlsOptions } from "node:tls";
+ * awaited its wait_ms + replyMarginMs.
+ * The public types are in types.ts, the message converters in convert.ts. */
+import { create, type DescMessage, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
 
 import { TransportError } from "./connection.js";
 import {
-  Code,
-  codeName,
-  type ErrorDetails,
-  errorFor,
-  mayHaveRunAfterAll,
-  SandboxError,
-} from "./errors.js";
-import { type Endpoint, type EndpointStatus, Fleet, type Resolver } from "./fleet.js";
+  decode,
+  fileContentOf,
+  fileListOf,
+  healthStatus,
+  METHOD,
+  outcomeOf,
+  runCodeRequest,
+  runStateName,
+  runUpdateOf,
+  serverInfoOf,
+  toUint64,
+} from "./convert.js";
+import { Code, type ErrorDetails, errorFor, mayHaveRunAfterAll, SandboxError } from "./errors.js";
+import { type Endpoint, type EndpointStatus, Fleet } from "./fleet.js";
 import {
   CancelRunRequestSchema,
   CancelRunResponseSchema,
   CloseSessionRequestSchema,
   CloseSessionResponseSchema,
-  FileEntry_Type,
   GetInfoRequestSchema,
   GetInfoResponseSchema,
   HealthRequestSchema,
-  HealthResponse_ServingStatus,
   HealthResponseSchema,
-  type Limits as LimitsMessage,
-  LimitsSchema,
   ListFilesRequestSchema,
   ListFilesResponseSchema,
   ReadFileRequestSchema,
@@ -50,8 +52,7 @@ import {
   RequestEnvelopeSchema,
   RunCodeRequestSchema,
   RunCodeResponseSchema,
-  RunState,
-  Sandbox,
+  type RunState,
   StartRunResponseSchema,
   WatchRunRequestSchema,
   type WatchRunResponse,
@@ -59,6 +60,21 @@ import {
 } from "./gen/sandbox_pb.js";
 import { RunResult } from "./result.js";
 import { type RunCalls, RunStream } from "./stream.js";
+import type {
+  CallOptions,
+  ClientOptions,
+  FileContent,
+  FileList,
+  HealthStatus,
+  RunCodeParams,
+  RunHandle,
+  RunStateName,
+  RunUpdate,
+  ServerInfo,
+  StartedRun,
+  StreamOptions,
+  WatchFrom,
+} from "./types.js";
 
 /** The smallest --max-message-bytes a server accepts: requests up to this
  * size never need the server's own cap. */
@@ -79,240 +95,9 @@ const SERVER_CANCEL_WAIT_MS = 10000;
  * sandboxd client (sandbox-run's --connect-timeout-ms, the C library's
  * SBXC_CONNECT_TIMEOUT_DEFAULT_MS, Python's connect_timeout_s). */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
-
-export interface ClientOptions {
-  /** Retries of RESOURCE_EXHAUSTED/UNAVAILABLE (default 3; 0 = never). */
-  retries?: number;
-  /** How long a call may wait in a server's queue (default 30000 ms). */
-  queueWaitMs?: number;
-  /** Beyond queue wait and run timeout: setup, teardown, transport (5000 ms). */
-  replyMarginMs?: number;
-  /** How long a call waits for a reachable endpoint (TCP/TLS connect plus
-   * the SP handshake, and the waits between attempts) before it fails with
-   * a client-side UNAVAILABLE, nothing sent (default 5000 ms, the connect
-   * timeout of every sandboxd client: docs/CLIENTS.md). */
-  connectTimeoutMs?: number;
-  /** @deprecated The old name of connectTimeoutMs (which wins when both are
-   * given); it was a second setting with a default of its own (30000 ms). */
-  waitForEndpointMs?: number;
-  /** Largest request sent (default 8 MiB, sandboxd's default cap). */
-  maxRequestBytes?: number;
-  /** Largest reply accepted; a larger one closes the connection (1 GiB). */
-  maxReplyBytes?: number;
-  /** Host names are resolved again this often (default 30000 ms). */
-  resolveIntervalMs?: number;
-  /** Reconnect backoff of a dead endpoint (default 100 ms doubling to 5 s). */
-  reconnectBaseMs?: number;
-  reconnectMaxMs?: number;
-  /** Retry backoff (default 50 ms doubling to 2 s, jittered). */
-  retryBaseMs?: number;
-  retryMaxMs?: number;
-  /** node:tls options for tls+tcp:// endpoints (ca, cert, key, ...). */
-  tls?: TlsOptions;
-  /** Name resolution (default: dns.lookup, all addresses). */
-  resolver?: Resolver;
-}
-
-export interface CallOptions {
-  /** Stops waiting. Before the request left: Cancelled, nothing sent. After:
-   * Cancelled with mayHaveRun = true. It does NOT cancel a run on the
-   * server: the code may run to its end (stream() and cancelRun() do). For
-   * startRun it only stops a request not yet sent (the run id it answers
-   * may be the only handle on the run). */
-  signal?: AbortSignal;
-}
-
-export interface StreamOptions {
-  /** Aborting it cancels the run (CancelRun, once), like RunStream.cancel(). */
-  signal?: AbortSignal;
-  /** wait_ms of each WatchRun long poll: how long the server holds a watch
-   * with no news (default 10000, 1..60000). Output is answered as soon as
-   * it is there whatever this is; it only sets how often an idle run is
-   * asked about again. */
-  waitMs?: number;
-}
-
-/** Where a started run lives: watchRun and cancelRun need both (a run is in
- * the run table of the server that started it). */
-export interface RunHandle {
-  runId: string;
-  /** The endpoint key StartRun went to ("tcp://10.0.0.7:7878"). */
-  endpoint: string;
-}
-
-export interface StartedRun extends RunHandle {
-  /** Calls StartRun took (RESOURCE_EXHAUSTED/UNAVAILABLE retries). */
-  attempts: number;
-}
-
-export type RunStateName = "queued" | "running" | "done" | "unspecified";
-
-export interface WatchFrom {
-  /** Bytes of each stream the caller already has (default 0). */
-  stdoutOffset?: number;
-  stderrOffset?: number;
-  /** How long the server may hold the call with no news (default 0: answer
-   * at once; at most 60000). The reply is awaited this + replyMarginMs. */
-  waitMs?: number;
-}
-
-/** One WatchRun reply. */
-export interface RunUpdate {
-  state: RunStateName;
-  /** The output past the offsets asked for (at most 256 KiB of each). */
-  stdout: Uint8Array;
-  stderr: Uint8Array;
-  /** Where stdout and stderr above start in their streams. */
-  stdoutOffset: number;
-  stderrOffset: number;
-  stdoutTruncated: boolean;
-  stderrTruncated: boolean;
-  /** The run has ended and this reply reaches the end of both streams. */
-  complete: boolean;
-  /** With complete: the outcome (an outcome other than OK rejects instead). */
-  result: RunResult | undefined;
-}
-
-export interface LimitsInput {
-  timeoutMs?: number | bigint;
-  cpuTimeMs?: number | bigint;
-  memoryBytes?: number | bigint;
-  outputBytes?: number | bigint;
-  maxProcesses?: number | bigint;
-  diskBytes?: number | bigint;
-  openFiles?: number | bigint;
-}
-
-export type FileInput =
-  | { path: string; content: Uint8Array | string }
-  | { path: string; url: string };
-
-export interface RunCodeParams {
-  code: string;
-  requirements?: readonly string[];
-  files?: readonly FileInput[];
-  stdin?: Uint8Array | string;
-  args?: readonly string[];
-  env?: Readonly<Record<string, string>>;
-  sessionId?: string;
-  runId?: string;
-  limits?: LimitsInput;
-  runtime?: string;
-  /** What a new session keeps (docs/INTERPRETER.md): "files" (the default
-   * for a new session) or "interpreter" (one Python lives between the
-   * session's calls; each call is a notebook cell). Unset: the session's. */
-  sessionMode?: SessionModeName;
-}
-
-export type SessionModeName = "files" | "interpreter";
-const SESSION_MODES: Readonly<Record<string, number>> = { files: 1, interpreter: 2 };
-
-export type HealthStatus = "SERVING" | "NOT_SERVING" | "UNKNOWN";
-
-export interface ServerLimits {
-  timeoutMs: number;
-  cpuTimeMs: number;
-  memoryBytes: number;
-  outputBytes: number;
-  maxProcesses: number;
-  diskBytes: number;
-  openFiles: number;
-}
-
-export interface ServerInfo {
-  endpoint: string;
-  version: string;
-  runtimes: string[];
-  isolation: {
-    backend: string;
-    cgroupPath: string;
-    seccomp: boolean;
-    namespaces: string;
-    uidBase: number;
-    slots: number;
-    memoryPerProcess: boolean;
-    cpuSharePerSlot: boolean;
-  };
-  defaultLimits: ServerLimits;
-  maxLimits: ServerLimits;
-  workers: number;
-  queueCapacity: number;
-  queueDepth: number;
-  running: number;
-  maxMessageBytes: number;
-  requestsTotal: number;
-  runsTotal: number;
-  rejectedTotal: number;
-  sessions: number;
-  requirementsAvailable: boolean;
-  environments: number;
-  environmentBytes: number;
-  environmentBuildsTotal: number;
-  environmentBuildFailuresTotal: number;
-  /** StartRun runs in the server's run table, and WatchRun/CancelRun calls
-   * waiting there now (docs/STREAMING.md). */
-  startedRuns: number;
-  watchers: number;
-  /** Zygote mode (runtime "python-zygote", docs/ZYGOTE.md): whether it is
-   * on, the modules each zygote imports, when a zygote is replaced, zygotes
-   * running and the memory their imports hold, and totals since the start. */
-  zygoteEnabled: boolean;
-  zygotePreload: string[];
-  zygoteMaxForks: number;
-  zygoteMaxAgeS: number;
-  zygotes: number;
-  zygoteMemoryBytes: number;
-  zygoteStartsTotal: number;
-  zygoteStartFailuresTotal: number;
-  zygoteForksTotal: number;
-  zygoteRecycledTotal: number;
-  /** Interpreter sessions (docs/INTERPRETER.md): at most maxInterpreters
-   * living at once (0: the mode is off), living now, totals since the
-   * start, and when an idle or old one ends. */
-  maxInterpreters: number;
-  interpreters: number;
-  interpreterStartsTotal: number;
-  interpreterEvictionsTotal: number;
-  interpreterLostTotal: number;
-  interpreterIdleS: number;
-  interpreterMaxLifetimeS: number;
-}
-
-export type FileType = "file" | "directory" | "symlink" | "other";
-
-export interface FileEntry {
-  name: string;
-  relativePath: string;
-  type: FileType;
-  size: number;
-}
-
-export interface FileList {
-  entries: FileEntry[];
-  truncated: boolean;
-}
-
-export interface FileContent {
-  content: Uint8Array;
-  size: number;
-  eof: boolean;
-}
-
-const METHOD = {
-  runCode: methodName(Sandbox.method.runCode.name),
-  health: methodName(Sandbox.method.health.name),
-  getInfo: methodName(Sandbox.method.getInfo.name),
-  closeSession: methodName(Sandbox.method.closeSession.name),
-  listFiles: methodName(Sandbox.method.listFiles.name),
-  readFile: methodName(Sandbox.method.readFile.name),
-  startRun: methodName(Sandbox.method.startRun.name),
-  watchRun: methodName(Sandbox.method.watchRun.name),
-  cancelRun: methodName(Sandbox.method.cancelRun.name),
-};
-
-function methodName(name: string): string {
-  return `/${Sandbox.typeName}/${name}`;
-}
+/** The statuses a call is sent again after: a server answers them only
+ * when nothing ran (all workers busy and the queue full, or draining). */
+const RETRIABLE_CODES: ReadonlySet<number> = new Set([Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE]);
 
 interface Settings {
   retries: number;
@@ -466,18 +251,7 @@ export class Client {
     const stdoutOffset = toUint64("stdout_offset", from.stdoutOffset ?? 0);
     const stderrOffset = toUint64("stderr_offset", from.stderrOffset ?? 0);
     const w = await this.watchOn(endpoint, runId, stdoutOffset, stderrOffset, waitMs, opts.signal);
-    const key = endpoint.address.key;
-    return {
-      state: runStateName(w.state),
-      stdout: w.stdout,
-      stderr: w.stderr,
-      stdoutOffset: Number(w.stdoutOffset),
-      stderrOffset: Number(w.stderrOffset),
-      stdoutTruncated: w.stdoutTruncated,
-      stderrTruncated: w.stderrTruncated,
-      complete: w.complete,
-      result: w.complete ? outcomeOf(w, key, 1) : undefined,
-    };
+    return runUpdateOf(w, endpoint.address.key);
   }
 
   /** CancelRun on the endpoint of `run`: resolves (with the run's state,
@@ -490,68 +264,12 @@ export class Client {
 
   async health(opts: CallOptions = {}): Promise<HealthStatus> {
     const a = await this.simple(METHOD.health, HealthRequestSchema, {}, HealthResponseSchema, opts);
-    const s = a.response.status;
-    return s === HealthResponse_ServingStatus.SERVING
-      ? "SERVING"
-      : s === HealthResponse_ServingStatus.NOT_SERVING
-        ? "NOT_SERVING"
-        : "UNKNOWN";
+    return healthStatus(a.response.status);
   }
 
   async info(opts: CallOptions = {}): Promise<ServerInfo> {
     const a = await this.simple(METHOD.getInfo, GetInfoRequestSchema, {}, GetInfoResponseSchema, opts);
-    const r = a.response;
-    const iso = r.isolation;
-    return {
-      endpoint: a.endpoint,
-      version: r.version,
-      runtimes: [...r.runtimes],
-      isolation: {
-        backend: iso?.backend ?? "",
-        cgroupPath: iso?.cgroupPath ?? "",
-        seccomp: iso?.seccomp ?? false,
-        namespaces: iso?.namespaces ?? "",
-        uidBase: iso?.uidBase ?? 0,
-        slots: iso?.slots ?? 0,
-        memoryPerProcess: iso?.memoryPerProcess ?? false,
-        cpuSharePerSlot: iso?.cpuSharePerSlot ?? false,
-      },
-      defaultLimits: limitsOut(r.defaultLimits),
-      maxLimits: limitsOut(r.maxLimits),
-      workers: r.workers,
-      queueCapacity: r.queueCapacity,
-      queueDepth: r.queueDepth,
-      running: r.running,
-      maxMessageBytes: Number(r.maxMessageBytes),
-      requestsTotal: Number(r.requestsTotal),
-      runsTotal: Number(r.runsTotal),
-      rejectedTotal: Number(r.rejectedTotal),
-      sessions: r.sessions,
-      requirementsAvailable: r.requirementsAvailable,
-      environments: r.environments,
-      environmentBytes: Number(r.environmentBytes),
-      environmentBuildsTotal: Number(r.environmentBuildsTotal),
-      environmentBuildFailuresTotal: Number(r.environmentBuildFailuresTotal),
-      startedRuns: r.startedRuns,
-      watchers: r.watchers,
-      zygoteEnabled: r.zygoteEnabled,
-      zygotePreload: [...r.zygotePreload],
-      zygoteMaxForks: Number(r.zygoteMaxForks),
-      zygoteMaxAgeS: Number(r.zygoteMaxAgeS),
-      zygotes: r.zygotes,
-      zygoteMemoryBytes: Number(r.zygoteMemoryBytes),
-      zygoteStartsTotal: Number(r.zygoteStartsTotal),
-      zygoteStartFailuresTotal: Number(r.zygoteStartFailuresTotal),
-      zygoteForksTotal: Number(r.zygoteForksTotal),
-      zygoteRecycledTotal: Number(r.zygoteRecycledTotal),
-      maxInterpreters: r.maxInterpreters,
-      interpreters: r.interpreters,
-      interpreterStartsTotal: Number(r.interpreterStartsTotal),
-      interpreterEvictionsTotal: Number(r.interpreterEvictionsTotal),
-      interpreterLostTotal: Number(r.interpreterLostTotal),
-      interpreterIdleS: Number(r.interpreterIdleS),
-      interpreterMaxLifetimeS: Number(r.interpreterMaxLifetimeS),
-    };
+    return serverInfoOf(a.response, a.endpoint);
   }
 
   async closeSession(sessionId: string, opts: CallOptions = {}): Promise<void> {
@@ -561,15 +279,7 @@ export class Client {
 
   async listFiles(sessionId: string, path = "", opts: CallOptions = {}): Promise<FileList> {
     const a = await this.simple(METHOD.listFiles, ListFilesRequestSchema, { sessionId, path }, ListFilesResponseSchema, opts, sessionId);
-    return {
-      entries: a.response.entries.map((e) => ({
-        name: e.name,
-        relativePath: e.relativePath,
-        type: fileType(e.type),
-        size: Number(e.size),
-      })),
-      truncated: a.response.truncated,
-    };
+    return fileListOf(a.response);
   }
 
   /** Reads up to `length` bytes at `offset` (0: the server's cap). */
@@ -586,7 +296,7 @@ export class Client {
       length: toUint64("length", range.length ?? 0),
     };
     const a = await this.simple(METHOD.readFile, ReadFileRequestSchema, req, ReadFileResponseSchema, opts, sessionId);
-    return { content: a.response.content, size: Number(a.response.size), eof: a.response.eof };
+    return fileContentOf(a.response);
   }
 
   /** The endpoints as this client sees them now (addresses after DNS). */
@@ -778,7 +488,7 @@ export class Client {
       }
       if (reply.status !== Code.OK) {
         const error = errorFor(reply.status, reply.message, details(true, false));
-        if (reply.status === Code.RESOURCE_EXHAUSTED || reply.status === Code.UNAVAILABLE) {
+        if (RETRIABLE_CODES.has(reply.status)) {
           return { retriable: true, error, endpoint: key };
         }
         throw error;
@@ -917,65 +627,6 @@ function transportError(err: unknown, details: (fromServer: boolean, mayHaveRun:
   }
 }
 
-function decode<O extends DescMessage>(schema: O, bytes: Uint8Array, what: string, details: ErrorDetails): MessageShape<O> {
-  try {
-    return fromBinary(schema, bytes);
-  } catch {
-    throw errorFor(Code.INTERNAL, `the reply is not a valid ${what}`, details);
-  }
-}
-
-function runCodeRequest(params: RunCodeParams) {
-  const mode = params.sessionMode;
-  if (mode !== undefined && !(mode in SESSION_MODES)) {
-    throw new RangeError(`sessionMode: ${JSON.stringify(mode)} is not "files" or "interpreter"`);
-  }
-  return create(RunCodeRequestSchema, {
-    code: params.code,
-    requirements: [...(params.requirements ?? [])],
-    files: (params.files ?? []).map(fileMessage),
-    runId: params.runId ?? "",
-    sessionId: params.sessionId ?? "",
-    stdin: bytesOf(params.stdin),
-    args: [...(params.args ?? [])],
-    env: { ...(params.env ?? {}) },
-    limits: limitsMessage(params.limits ?? {}),
-    runtime: params.runtime ?? "",
-    sessionMode: mode === undefined ? 0 : SESSION_MODES[mode],
-  });
-}
-
-/** A complete WatchRun reply's outcome, as runCode would have answered:
- * the result with OK, else the same error (the server said so: nothing
- * ran, as for runCode). */
-function outcomeOf(w: WatchRunResponse, endpoint: string, attempts: number): RunResult {
-  if (w.status !== Code.OK) {
-    throw errorFor(w.status, w.message, { fromServer: true, mayHaveRun: false, endpoint, attempts });
-  }
-  if (w.result === undefined) {
-    throw errorFor(Code.INTERNAL, "a complete WatchRun reply with status OK carries no result", {
-      fromServer: false,
-      mayHaveRun: true,
-      endpoint,
-      attempts,
-    });
-  }
-  return new RunResult(w.result, endpoint, attempts);
-}
-
-function runStateName(s: RunState): RunStateName {
-  switch (s) {
-    case RunState.QUEUED:
-      return "queued";
-    case RunState.RUNNING:
-      return "running";
-    case RunState.DONE:
-      return "done";
-    default:
-      return "unspecified";
-  }
-}
-
 /** wait_ms: an integer from `min` (1 for a stream: 0 would poll without
  * pause) to 60000, the contract's cap; refused here, nothing sent. */
 function checkWaitMs(v: number, min: number): void {
@@ -987,91 +638,9 @@ function checkWaitMs(v: number, min: number): void {
   }
 }
 
-function bytesOf(v: Uint8Array | string | undefined): Uint8Array {
-  if (v === undefined) {
-    return new Uint8Array(0);
-  }
-  return typeof v === "string" ? new TextEncoder().encode(v) : v;
-}
-
-function fileMessage(f: FileInput) {
-  if ("url" in f) {
-    return { path: f.path, source: { case: "url" as const, value: f.url } };
-  }
-  return { path: f.path, source: { case: "content" as const, value: bytesOf(f.content) } };
-}
-
-const LIMIT_FIELDS: ReadonlyArray<[keyof LimitsInput, keyof Omit<LimitsMessage, "$typeName" | "$unknown">, string]> = [
-  ["timeoutMs", "timeoutMs", "timeout_ms"],
-  ["cpuTimeMs", "cpuTimeMs", "cpu_time_ms"],
-  ["memoryBytes", "memoryBytes", "memory_bytes"],
-  ["outputBytes", "outputBytes", "output_bytes"],
-  ["maxProcesses", "maxProcesses", "max_processes"],
-  ["diskBytes", "diskBytes", "disk_bytes"],
-  ["openFiles", "openFiles", "open_files"],
-];
-
-/** Limits as int64; negative values go through (the server names them),
- * values that are not integers are refused here: nothing is sent. */
-function limitsMessage(l: LimitsInput): LimitsMessage {
-  const m = create(LimitsSchema);
-  for (const [from, to, wire] of LIMIT_FIELDS) {
-    const v = l[from];
-    if (v === undefined) {
-      continue;
-    }
-    const big = typeof v === "bigint" ? v : Number.isSafeInteger(v) ? BigInt(v) : null;
-    if (big === null || big < -(2n ** 63n) || big >= 2n ** 63n) {
-      throw errorFor(Code.INVALID_ARGUMENT, `limits.${wire}: ${String(v)} is not a 64-bit integer; nothing was sent`, {
-        fromServer: false,
-        mayHaveRun: false,
-      });
-    }
-    m[to] = big;
-  }
-  return m;
-}
-
-function limitsOut(l: LimitsMessage | undefined): ServerLimits {
-  return {
-    timeoutMs: Number(l?.timeoutMs ?? 0n),
-    cpuTimeMs: Number(l?.cpuTimeMs ?? 0n),
-    memoryBytes: Number(l?.memoryBytes ?? 0n),
-    outputBytes: Number(l?.outputBytes ?? 0n),
-    maxProcesses: Number(l?.maxProcesses ?? 0n),
-    diskBytes: Number(l?.diskBytes ?? 0n),
-    openFiles: Number(l?.openFiles ?? 0n),
-  };
-}
-
-function fileType(t: FileEntry_Type): FileType {
-  switch (t) {
-    case FileEntry_Type.FILE:
-      return "file";
-    case FileEntry_Type.DIRECTORY:
-      return "directory";
-    case FileEntry_Type.SYMLINK:
-      return "symlink";
-    default:
-      return "other";
-  }
-}
-
-function toUint64(field: string, v: number): bigint {
-  if (!Number.isSafeInteger(v) || v < 0) {
-    throw errorFor(Code.INVALID_ARGUMENT, `${field}: ${v} is not a non-negative integer; nothing was sent`, {
-      fromServer: false,
-      mayHaveRun: false,
-    });
-  }
-  return BigInt(v);
-}
-
 function nonNegative(name: string, v: number): number {
   if (!Number.isFinite(v) || v < 0) {
     throw new TypeError(`ClientOptions.${name}: ${v} is not a non-negative number`);
   }
   return v;
 }
-
-export { codeName };

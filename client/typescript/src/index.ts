@@ -1,7 +1,6 @@
 /* index.ts: the public surface of @sandboxd/client. */
+export { Client, DEFAULT_CONNECT_TIMEOUT_MS } from "./client.js";
 export {
-  Client,
-  DEFAULT_CONNECT_TIMEOUT_MS,
   type CallOptions,
   type ClientOptions,
   type FileContent,
@@ -21,7 +20,7 @@ export {
   type StartedRun,
   type StreamOptions,
   type WatchFrom,
-} from "./client.js";
+} from "./types.js";
 export {
   Aborted,
   AlreadyExists,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import sandboxd
 from conftest import REPO
 
 
@@ -18,6 +19,7 @@ def test_pip_install_offline_into_a_venv(servers, tmp_path):
     shutil.copytree(os.path.join(REPO, "client", "python"), tree / "client" / "python",
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     shutil.copytree(os.path.join(REPO, "proto"), tree / "proto")
+    shutil.copy(os.path.join(REPO, "CMakeLists.txt"), tree)  # the version's one source
     venv = tmp_path / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
                    check=True)
@@ -27,8 +29,11 @@ def test_pip_install_offline_into_a_venv(servers, tmp_path):
                        capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     script = textwrap.dedent(f'''
-        import sandboxd, sandboxd.sandbox_pb2 as pb
+        import importlib.metadata, os, sandboxd, sandboxd.sandbox_pb2 as pb
         assert "/venv/" in sandboxd.__file__, sandboxd.__file__
+        assert sandboxd.__version__ == "{sandboxd.__version__}", sandboxd.__version__
+        assert importlib.metadata.version("sandboxd") == sandboxd.__version__
+        assert os.path.isfile(os.path.join(os.path.dirname(sandboxd.__file__), "py.typed"))
         with sandboxd.Client("{s.tcp}") as c:
             r = c.run_code('print("installed")')
         print(pb.__file__)

@@ -258,7 +258,7 @@ SESSION_KEYS = ["tcp://127.0.0.2:7878", "tcp://127.0.0.3:7878", "tcp://127.0.0.4
 
 
 def test_session_home_rule_vectors():
-    from sandboxd._transport import fnv1a32, session_score
+    from sandboxd._endpoint import fnv1a32, session_score
     assert (fnv1a32(b""), fnv1a32(b"a"), fnv1a32(b"foobar")) == (0x811C9DC5, 0xE40C292C, 0xBF9CF968)
     assert session_score("s1", SESSION_KEYS[0]) == 0x305F6990
     assert session_score("fleet-s", SESSION_KEYS[3]) == 0x4FC52943
@@ -336,3 +336,40 @@ def test_watch_and_cancel_need_to_know_the_server():
             ac.stream("print(1)", limits={"timeout_ms": "1"})
     finally:
         ac.close()
+
+
+def test_one_version_everywhere():
+    """sandboxd.__version__ is generated from the top CMakeLists.txt's
+    project(sandboxd VERSION ...), the version the server reports; the
+    TypeScript package says the same."""
+    import json
+    import re
+    with open(os.path.join(REPO, "CMakeLists.txt")) as f:
+        m = re.search(r"^project\(sandboxd VERSION ([0-9.]+)", f.read(), re.M)
+    assert m, "CMakeLists.txt: project(sandboxd VERSION x.y.z)"
+    assert sandboxd.__version__ == m.group(1)
+    with open(os.path.join(REPO, "client", "typescript", "package.json")) as f:
+        assert json.load(f)["version"] == m.group(1), "client/typescript/package.json's version"
+    with open(os.path.join(REPO, "client", "python", "pyproject.toml")) as f:
+        assert not re.search(r"^version\s*=", f.read(), re.M), "pyproject.toml: a second version"
+
+
+def test_the_package_is_typed():
+    """py.typed ships beside the modules (PEP 561), and the keyword
+    arguments run_code, stream and start_run take are RunArgs's, in both
+    clients: one list, not six."""
+    import typing
+    assert os.path.isfile(os.path.join(os.path.dirname(sandboxd.__file__), "py.typed"))
+    keys = set(typing.get_type_hints(sandboxd.types.RunArgs))
+    import inspect
+    wire = set(inspect.signature(_wire.run_code_request).parameters) - {"code"}
+    assert keys == wire, keys ^ wire
+    for cls in (sandboxd.Client, sandboxd.AsyncClient):
+        for name in ("run_code", "stream", "start_run"):
+            params = inspect.signature(getattr(cls, name)).parameters
+            assert list(params) == ["self", "code", "kw"], (cls, name)
+    with sandboxd.Client("tcp://127.0.0.1:9", connect_timeout_s=0.1) as c:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'file'"):
+            c.run_code("print(1)", file={"a": b""})
+    assert sandboxd.errors.RETRIABLE_STATUSES == {sandboxd.errors.Code.RESOURCE_EXHAUSTED,
+                                                  sandboxd.errors.Code.UNAVAILABLE}
