@@ -65,4 +65,6 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if exitstatus != 0 and harness.SERVERS:
+        print()  # after pytest's progress line
     harness.clean_scratch(keep=exitstatus != 0)

@@ -20,8 +20,7 @@ import tempfile
 
 from lib.harness import Server, allocate_uids, check, free_port
 from lib.tls_certs import make_certs
-from test_ops import (parse_metrics, start_prometheus, stop_prometheus,
-                      wait_query_sum)
+from lib.prometheus import parse_metrics, start_prometheus, stop_prometheus, wait_query_sum
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
