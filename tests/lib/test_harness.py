@@ -60,6 +60,21 @@ def test_group(check):
     assert "RuntimeError: the crash" in out and "FAIL before the crash" in out
 
 
+def test_a_skip_fails_when_ci_is_true(inner, monkeypatch):
+    inner.makepyfile(test_inner='''
+import pytest
+
+def test_group():
+    pytest.skip("no such thing here")
+''')
+    monkeypatch.delenv("CI", raising=False)
+    inner.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(skipped=1)
+    monkeypatch.setenv("CI", "true")
+    r = inner.runpytest_subprocess("-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    assert "and CI=true forbids skipping" in r.stdout.str()
+
+
 HOLD = '''
 import sys, time
 from lib import uids
