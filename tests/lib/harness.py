@@ -1,11 +1,14 @@
 """What every end-to-end test and benchmark of sandboxd shares: a real
 sandboxd started the way users start it (own loopback port, state dir and
-uid range, waited for until it logs event=ready), the check/report style,
-the ctest entry point (`SCRIPT --bin-dir DIR GROUP`) and raw SP
+a uid range allocated by tests/lib/uids.py, waited for until it logs
+event=ready), the soft check (check: prints ok/FAIL and records the failure
+so a test goes on and fails at its end, see tests/conftest.py) and raw SP
 connections for fault tests.
 
-Imported by tests/integration/service, tests/breakout, tests/compat,
-tests/clients and bench/ with sys.path pointing here; nothing in it mocks
+Imported as the package `lib` (tests/pytest.ini puts tests/ on the path:
+`from lib.harness import Server, check`). bench/ and the scripts not yet
+converted to pytest still put tests/lib itself on sys.path and call
+run_groups (`SCRIPT --bin-dir DIR GROUP`); both work. Nothing in it mocks
 the server.
 """
 import argparse
@@ -16,6 +19,14 @@ import subprocess
 import tempfile
 import time
 
+try:
+    from . import uids
+except ImportError:  # imported flat, with tests/lib on sys.path (bench/)
+    import uids
+
+# The failed checks of the current test (tests/conftest.py empties it
+# before each test and fails the test when it is not empty at its end), or
+# of the group run_groups runs. Cleared in place: modules import the list.
 FAILURES = []
 # This process's servers: their scratch directories (logs, state, scripts)
 # are removed by clean_scratch when the tests passed, kept when not.
@@ -24,12 +35,16 @@ SP_HEADER_REQ = b"\x00SP\x00\x00\x30\x00\x00"  # nng's SP header: protocol 0x30 
 
 
 def check(cond, what, detail=""):
-    """Prints ok/FAIL for one expectation and remembers the failures."""
+    """Prints ok/FAIL for one expectation and records a failure in FAILURES
+    (what, then the detail's first 500 characters); returns cond, so a test
+    may stop what depends on it. The test goes on after a failure and fails
+    at its end, listing every failed check."""
     if cond:
         print(f"ok   {what}")
     else:
-        print(f"FAIL {what} {repr(detail)[:2000] if not isinstance(detail, str) else detail[:2000]}")
-        FAILURES.append(what)
+        text = detail if isinstance(detail, str) else repr(detail)
+        print(f"FAIL {what} {text[:2000]}")
+        FAILURES.append(f"{what} {text[:500]}".rstrip())
     return cond
 
 
@@ -87,15 +102,41 @@ class SandboxdProcess:
             return None
 
 
+def uids_needed(flags):
+    """How many uids a sandboxd with these flags runs sandboxes as: --workers
+    (default: the CPUs) + --max-interpreters (default 4), + 1 to spare."""
+    n = {"--workers": os.cpu_count() or 1, "--max-interpreters": 4}
+    flags = [str(f) for f in flags]
+    for i, f in enumerate(flags):
+        name, eq, value = f.partition("=")
+        if name in n:
+            value = value if eq else (flags[i + 1] if i + 1 < len(flags) else "")
+            if value.isdigit():
+                n[name] = int(value)
+    return sum(n.values()) + 1
+
+
+def allocate_uids(*flags):
+    """A uid base for a sandboxd a test starts itself with these flags
+    (--uid-base), held until the process exits like a Server's."""
+    return uids.allocate(uids_needed(flags))
+
+
 class Server(SandboxdProcess):
-    """One sandboxd of a test group: its own port, ipc socket, state dir and
-    uid range, so groups may run in parallel. Subclasses add flags with
+    """One sandboxd of a test: its own port, ipc socket, state dir and uid
+    range, so tests may run in parallel. Server(bin_dir, *flags) allocates
+    the uid range (uids.allocate, held until the process exits);
+    uid_base=N takes that base instead (a restart on the same state dir:
+    uid_base=old.uid_base). Its uids are s.uid_base .. s.uid_base +
+    s.uid_count - 1, for tests that look for their processes
+    (slot_processes). Subclasses add flags with
     extra_args() and wrap the code with script_text()."""
     tmp_prefix = "sbx-svc-"
 
-    def __init__(self, bin_dir, uid_base, *extra, env=None, wrap=()):
+    def __init__(self, bin_dir, *extra, uid_base=None, env=None, wrap=()):
+        if extra and isinstance(extra[0], int):  # Server(bin_dir, UID_BASE, ...): bench/
+            uid_base, extra = extra[0], extra[1:]
         self.bin_dir = bin_dir
-        self.uid_base = uid_base
         self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
         SERVERS.append(self)
         os.chmod(self.tmp, 0o755)
@@ -105,9 +146,16 @@ class Server(SandboxdProcess):
         self.ipc = f"ipc://{self.ipc_path}"
         self.state = os.path.join(self.tmp, "state")
         self.log_path = os.path.join(self.tmp, "sandboxd.log")
+        first = self.extra_args()
+        self.uid_count = uids_needed((*first, *extra))
+        if uid_base is None:
+            uid_base = uids.allocate(self.uid_count)
+        else:
+            uids.claim(uid_base, self.uid_count)
+        self.uid_base = uid_base
         # wrap: a command to start sandboxd under (e.g. in a network
         # namespace of its own); it ends by exec'ing its arguments.
-        self.spawn([*wrap, f"{bin_dir}/sandboxd", *self.extra_args(), "--listen", self.tcp,
+        self.spawn([*wrap, f"{bin_dir}/sandboxd", *first, "--listen", self.tcp,
                     "--listen", self.ipc, "--state-dir", self.state, "--uid-base", str(uid_base),
                     *extra], env=env)
 
@@ -199,22 +247,31 @@ def closed_by_peer(c, within):
         return True
 
 
+def not_root(name):
+    """None as root; else (exit status, message) for a test that needs root
+    (the sandbox engine does): 77, ctest's skip, with a loud SKIP banner, or
+    1 with a FAIL line when CI=true (CI runs as root and forbids skips)."""
+    if os.geteuid() == 0:
+        return None
+    msg = f"SKIP {name}: needs root (the sandbox engine does)"
+    if os.environ.get("CI") == "true":
+        return 1, msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping"
+    return 77, "*" * 70 + "\n" + msg + "\n" + "*" * 70
+
+
 def run_groups(groups, prefix, failures=None):
-    """The entry point every end-to-end test file shares: `--bin-dir DIR GROUP`.
-    Exit 0 when the group passed, 1 on a failure, 77 (ctest's skip) when not
-    root, and 1 instead of a skip when CI=true."""
+    """The entry point of the end-to-end scripts not yet converted to pytest:
+    `--bin-dir DIR GROUP`. Exit 0 when the group passed, 1 on a failure, 77
+    (ctest's skip) when not root, and 1 instead of a skip when CI=true."""
     failures = FAILURES if failures is None else failures
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("group", choices=sorted(groups))
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        msg = f"SKIP {prefix}{a.group}: needs root (the sandbox engine does)"
-        if os.environ.get("CI") == "true":
-            print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
-            return 1
-        print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
-        return 77
+    refused = not_root(f"{prefix}{a.group}")
+    if refused is not None:
+        print(refused[1])
+        return refused[0]
     t0 = time.monotonic()
     try:
         groups[a.group](a.bin_dir)
@@ -229,8 +286,8 @@ def run_groups(groups, prefix, failures=None):
 
 
 def clean_scratch(keep):
-    """The servers' scratch directories (run_groups, and the pytest suites'
-    conftest at the session's end): named when kept (a failure), else
+    """The servers' scratch directories (run_groups, and tests/conftest.py at
+    the session's end): named when kept (a failure), else
     removed. A server a test killed leaves its workspaces mounted, as a
     crash does: they are detached first. A server still running keeps its
     directory."""

@@ -13,7 +13,10 @@ socket `@sbx-hook-<pid>` for two minutes. A later run prints SEEN and
 tries that socket; the host looks for `sbxhookd` processes."""
 import os
 
-from wheelhouse import make_wheel
+try:
+    from .wheelhouse import make_wheel
+except ImportError:  # imported flat, with tests/lib on sys.path (not yet converted scripts)
+    from wheelhouse import make_wheel
 
 NAME = "sbx-hook"
 VERSION = "1.0"

@@ -1,11 +1,12 @@
 """Shared fixtures of the Python client tests: real sandboxd servers.
 
 Servers come from tests/lib/harness.py's Server (its
-own port, ipc socket, state dir and uid range). This suite's uid bases are
-53000-53999 (test_interpreter.py: 53800-53849), 58500-58999 for test_tls.py and
-41500-41999 for test_stream.py,
-so it can run beside other engineers' servers; each test file owns a block of
-them (see the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
+own port, ipc socket, state dir and uid range): servers.start(*flags) takes
+its uids from the harness (s.uid_base). Files not yet moved to that still
+pass a base of their own first, from UID_RANGES: 53000-53999
+(test_interpreter.py: 53800-53849), 58500-58999 for test_tls.py and
+41500-41999 for test_stream.py; each such file owns a block of them (see
+the file). SANDBOXD_BIN_DIR (set by run_pytest.py)
 names the build's bin directory.
 """
 import os
@@ -30,9 +31,14 @@ class Servers:
     def __init__(self):
         self.started = []
 
-    def start(self, uid_base: int, *flags: str) -> Server:
-        assert any(lo <= uid_base <= hi - 10 for lo, hi in UID_RANGES), uid_base
-        s = Server(BIN_DIR, uid_base, *flags)
+    def start(self, *flags, uid_base=None) -> Server:
+        """A server with these flags; its uids from the harness (s.uid_base),
+        or uid_base. A first int is a uid base of the files not yet moved
+        off UID_RANGES."""
+        if flags and isinstance(flags[0], int):
+            uid_base, flags = flags[0], flags[1:]
+            assert any(lo <= uid_base <= hi - 10 for lo, hi in UID_RANGES), uid_base
+        s = Server(BIN_DIR, *flags, uid_base=uid_base)
         self.started.append(s)
         return s
 
