@@ -51,7 +51,7 @@ static int v2_open_read(const char *dir, const char *file, char *buf, size_t siz
 
 /* Moves every process of base into base/leaf so that base may delegate. */
 static int v2_move_members_to_leaf(const char *base, struct sandbox_error *err) {
-  char procs[65536];
+  char procs[65536] = "";
   cleanup_close int bfd = v2_open_read(base, "cgroup.procs", procs, sizeof procs, err);
   if (bfd < 0)
     return -1;
@@ -80,7 +80,7 @@ static int v2_move_members_to_leaf(const char *base, struct sandbox_error *err) 
 }
 
 static int v2_enable(const char *dir, const char *controllers_avail, struct sandbox_error *err) {
-  char enabled[512];
+  char enabled[512] = "";
   cleanup_close int fd = v2_open_read(dir, "cgroup.subtree_control", enabled, sizeof enabled, err);
   if (fd < 0)
     return -1;
