@@ -1,4 +1,5 @@
-/* runner.c: the runner's start and stop; see runner.h. */
+/* runner.c: the runner's start and stop (the slot workspaces among what it
+ * mounts and detaches); see runner.h. Never runs code: run.c does. */
 #include "runner.h"
 
 #include <errno.h>
