@@ -1,8 +1,10 @@
-/* runner.c: the runner's start and stop; see runner.h. */
+/* runner.c: the runner's start and stop (the slot workspaces among what it
+ * mounts and detaches); see runner.h. Never runs code: run.c does. */
 #include "runner.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +28,41 @@ static int open_workspace_root(struct runner *r, struct sbx_error *err) {
   if (stale > 0)
     log_line("stale_workspaces", "detached=%d", stale);
   return 0;
+}
+
+/* One workspace per slot, mounted at start (runs without a session use
+ * it; workspaces.c empties it after each run) and detached at stop. */
+static int mount_slot_workspaces(struct runner *r, struct sbx_error *err) {
+  r->slot_ws = calloc(r->n_slots, sizeof(*r->slot_ws));
+  if (r->slot_ws == NULL)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "workspaces");
+  for (unsigned i = 0; i < r->n_slots; i++)
+    r->slot_ws[i].fd = -1;
+  for (unsigned i = 0; i < r->n_slots; i++) {
+    struct slot_workspace *w = &r->slot_ws[i];
+    uid_t uid = (uid_t)(r->settings->uid_base + i);
+    snprintf(w->name, sizeof(w->name), "slot-%u", i);
+    w->size = (uint64_t)r->settings->default_limits.v[LIMIT_DISK_BYTES];
+    w->fd = workspace_mount(r->workspace_root_fd, r->workspace_root, w->name, w->size,
+                            (uint64_t)r->settings->workspace_inodes, uid, (gid_t)uid, err);
+    if (w->fd < 0)
+      return -1;
+  }
+  return 0;
+}
+
+static void unmount_slot_workspaces(struct runner *r) {
+  for (unsigned i = 0; r->slot_ws != NULL && i < r->n_slots; i++) {
+    struct slot_workspace *w = &r->slot_ws[i];
+    struct sbx_error err;
+    if (w->fd >= 0)
+      close(w->fd);
+    if (w->name[0] != '\0' &&
+        workspace_unmount(r->workspace_root_fd, r->workspace_root, w->name, &err) < 0)
+      log_line("workspace_unmount_failed", "slot=%u error=\"%s\"", i, err.msg);
+  }
+  free(r->slot_ws);
+  r->slot_ws = NULL;
 }
 
 /* A session's interpreter goes first, before its workspace and group. */
@@ -67,7 +104,7 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
              s->mime_types, mime_err.msg);
   if (open_workspace_root(r, err) < 0)
     return sbx_error_wrap(err, "workspaces");
-  if (runner_mount_slots(r, err) < 0)
+  if (mount_slot_workspaces(r, err) < 0)
     return sbx_error_wrap(err, "workspaces");
   if (interp_table_init(&r->interps, engine, r->n_slots, (unsigned)s->max_interpreters,
                         (uid_t)s->uid_base, (uint64_t)s->interpreter_idle_s * 1000u,
@@ -89,7 +126,7 @@ void runner_stop(struct runner *r, bool failed) {
     session_table_destroy(&r->sessions, r->workspace_root_fd, r->workspace_root);
   r->sessions_ready = false;
   interp_table_destroy(&r->interps);
-  runner_unmount_slots(r);
+  unmount_slot_workspaces(r);
   if (r->workspace_root_fd >= 0)
     close(r->workspace_root_fd);
   r->workspace_root_fd = -1;

@@ -125,8 +125,4 @@ void runner_tick(struct runner *r);
  * fatal: python runs do not need it. */
 int runner_warm_zygote(struct runner *r, unsigned slot);
 
-/* The slot workspaces, mounted at start and detached at stop (workspaces.c). */
-int runner_mount_slots(struct runner *r, struct sbx_error *err);
-void runner_unmount_slots(struct runner *r);
-
 #endif

@@ -146,36 +146,3 @@ void run_release_slot_workspace(struct runner *r, unsigned slot) {
                                (uint64_t)r->settings->workspace_inodes, uid, (gid_t)uid, &err)) < 0)
     log_line("workspace_remount_failed", "slot=%u error=\"%s\"", slot, err.msg);
 }
-
-int runner_mount_slots(struct runner *r, struct sbx_error *err) {
-  r->slot_ws = calloc(r->n_slots, sizeof(*r->slot_ws));
-  if (r->slot_ws == NULL)
-    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "workspaces");
-  for (unsigned i = 0; i < r->n_slots; i++)
-    r->slot_ws[i].fd = -1;
-  for (unsigned i = 0; i < r->n_slots; i++) {
-    struct slot_workspace *w = &r->slot_ws[i];
-    uid_t uid = (uid_t)(r->settings->uid_base + i);
-    snprintf(w->name, sizeof(w->name), "slot-%u", i);
-    w->size = (uint64_t)r->settings->default_limits.v[LIMIT_DISK_BYTES];
-    w->fd = workspace_mount(r->workspace_root_fd, r->workspace_root, w->name, w->size,
-                            (uint64_t)r->settings->workspace_inodes, uid, (gid_t)uid, err);
-    if (w->fd < 0)
-      return -1;
-  }
-  return 0;
-}
-
-void runner_unmount_slots(struct runner *r) {
-  for (unsigned i = 0; r->slot_ws != NULL && i < r->n_slots; i++) {
-    struct slot_workspace *w = &r->slot_ws[i];
-    struct sbx_error err;
-    if (w->fd >= 0)
-      close(w->fd);
-    if (w->name[0] != '\0' &&
-        workspace_unmount(r->workspace_root_fd, r->workspace_root, w->name, &err) < 0)
-      log_line("workspace_unmount_failed", "slot=%u error=\"%s\"", i, err.msg);
-  }
-  free(r->slot_ws);
-  r->slot_ws = NULL;
-}

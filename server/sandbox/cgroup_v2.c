@@ -37,14 +37,24 @@ static bool has_word(const char *text, const char *word) {
   return false;
 }
 
+/* Opens the cgroup dir and reads its file into buf: the dir's fd, or -1
+ * with err. */
+static int v2_open_read(const char *dir, const char *file, char *buf, size_t size,
+                        struct sandbox_error *err) {
+  cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "open %s", dir);
+  if (cgroup_read_at(fd, file, buf, size) < 0)
+    return sandbox_error_set(err, errno, "read %s/%s", dir, file);
+  return steal_fd(&fd);
+}
+
 /* Moves every process of base into base/leaf so that base may delegate. */
 static int v2_move_members_to_leaf(const char *base, struct sandbox_error *err) {
-  cleanup_close int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  char procs[65536] = "";
+  cleanup_close int bfd = v2_open_read(base, "cgroup.procs", procs, sizeof procs, err);
   if (bfd < 0)
-    return sandbox_error_set(err, errno, "open %s", base);
-  char procs[65536];
-  if (cgroup_read_at(bfd, "cgroup.procs", procs, sizeof procs) < 0)
-    return sandbox_error_set(err, errno, "read %s/cgroup.procs", base);
+    return -1;
   if (procs[0] == '\0')
     return 0;
   if (mkdirat(bfd, "leaf", 0755) < 0 && errno != EEXIST)
@@ -70,12 +80,10 @@ static int v2_move_members_to_leaf(const char *base, struct sandbox_error *err) 
 }
 
 static int v2_enable(const char *dir, const char *controllers_avail, struct sandbox_error *err) {
-  cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  char enabled[512] = "";
+  cleanup_close int fd = v2_open_read(dir, "cgroup.subtree_control", enabled, sizeof enabled, err);
   if (fd < 0)
-    return sandbox_error_set(err, errno, "open %s", dir);
-  char enabled[512];
-  if (cgroup_read_at(fd, "cgroup.subtree_control", enabled, sizeof enabled) < 0)
-    return sandbox_error_set(err, errno, "read %s/cgroup.subtree_control", dir);
+    return -1;
   static const char *const wanted[] = {"memory", "pids", "cpu"};
   for (size_t i = 0; i < 3; i++) {
     if (has_word(enabled, wanted[i]) || !has_word(controllers_avail, wanted[i]))

@@ -1,12 +1,14 @@
 /* engine.c: the engine's front: creation (privileges, cgroup backend,
- * seccomp program, /etc, sandbox-init) and one run from spec to result.
+ * seccomp program, /etc, sandbox-init) and one run from spec to result,
+ * in steps named spawn_* (prepare, execute, finish, release).
  *
- * The spawn is a clone3 straight from the calling thread, vfork-style
- * (CLONE_VM | CLONE_VFORK, on the slot's own stack) with every per-run
- * namespace flag and, on cgroup v2, CLONE_INTO_CGROUP: no helper process, no
- * round trip, no copy of the server's memory. The child (child.c) only makes
- * system calls on data prepared here, then execs sandbox-init (init.c) from
- * a sealed memfd; this thread waits until that exec. A helper process would
+ * The spawn (spawn.c) is a clone3 straight from the calling thread,
+ * vfork-style (CLONE_VM | CLONE_VFORK, on the slot's own stack) with every
+ * per-run namespace flag and, on cgroup v2, CLONE_INTO_CGROUP: no helper
+ * process, no round trip, no copy of the server's memory. The child
+ * (child.c) only makes system calls on data prepared here, then execs
+ * sandbox-init (init.c) from a sealed memfd; this thread waits until that
+ * exec. A helper process would
  * add an IPC hop to the hot path and a second place to fail; a fork-like
  * clone would leave PID 1 holding a copy-on-write image of the server (and
  * of other requests' data) for the whole run. */
@@ -34,74 +36,17 @@
 #include "cgroup.h"
 #include "child.h"
 #include "cleanup.h"
-#include "engine_internal.h"
 #include "mnt_template.h"
 #include "rootfs.h"
 #include "sandbox.h"
+#include "sandbox_spawn.h"
 #include "seccomp_policy.h"
 #include "supervise.h"
 #include "zygote.h"
 
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
-
-#define CLONE_STACK_SIZE (256 * 1024)
-
 /* sandbox-init, embedded at build time (sandbox_init_blob.S). */
 extern const unsigned char sandbox_init_blob[];
 extern const unsigned char sandbox_init_blob_end[];
-
-long sandbox_clone3(struct clone_args *args, size_t size, int (*fn)(void *), void *arg);
-
-#if defined(__SANITIZE_ADDRESS__)
-#define ENGINE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ENGINE_ASAN 1
-#endif
-#endif
-#ifdef ENGINE_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
-
-/* Puts an embedded program in a sealed, executable memfd: no file on disk
- * to find, replace or keep in step with the library. */
-int engine_image_memfd(const char *name, const unsigned char *image, size_t len,
-                       struct sandbox_error *err) {
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U
-#endif
-  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
-  if (fd < 0 && errno == EINVAL) /* kernels before 6.3 have no MFD_EXEC */
-    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0)
-    return sandbox_error_set(err, errno, "memfd for %s", name);
-  size_t off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, image + off, len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int e = errno;
-      close(fd);
-      return sandbox_error_set(err, e, "write %s", name);
-    }
-    off += (size_t)n;
-  }
-  if (fchmod(fd, 0555) < 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-    int e = errno;
-    close(fd);
-    return sandbox_error_set(err, e, "seal %s", name);
-  }
-  return fd;
-}
-
-/* The network namespace is per slot (joined with setns), the others per run.
- * The mount namespace too, but a template run's child makes it itself, as a
- * copy of the template (child.c), rather than copying the host's here. */
-static const uint64_t NS_FLAGS = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 
 const char *sandbox_backend_name(enum sandbox_backend b) {
   switch (b) {
@@ -115,25 +60,6 @@ const char *sandbox_backend_name(enum sandbox_backend b) {
     return "rlimit";
   }
   return "unknown";
-}
-
-void sandbox_limits_fill_defaults(struct sandbox_limits *l) {
-  if (l->timeout_ms == 0)
-    l->timeout_ms = SANDBOX_DEFAULT_TIMEOUT_MS;
-  if (l->cpu_time_ms == 0)
-    l->cpu_time_ms = l->timeout_ms;
-  if (l->memory_bytes == 0)
-    l->memory_bytes = SANDBOX_DEFAULT_MEMORY_BYTES;
-  if (l->output_bytes == 0)
-    l->output_bytes = SANDBOX_DEFAULT_OUTPUT_BYTES;
-  if (l->max_processes == 0)
-    l->max_processes = SANDBOX_DEFAULT_MAX_PROCESSES;
-  if (l->file_size_bytes == 0)
-    l->file_size_bytes = SANDBOX_DEFAULT_FILE_SIZE_BYTES;
-  if (l->open_files == 0)
-    l->open_files = SANDBOX_DEFAULT_OPEN_FILES;
-  if (l->tmp_bytes == 0)
-    l->tmp_bytes = SANDBOX_DEFAULT_TMP_BYTES;
 }
 
 static int read_cap_last_cap(void) {
@@ -185,7 +111,7 @@ static int make_slots(struct sandbox_engine *e, struct sandbox_error *err) {
     return sandbox_error_set(err, ENOMEM, "slots");
   for (unsigned i = 0; i < e->config.slots; i++) {
     e->slots[i].netns_fd = -1;
-    e->slots[i].clone_stack = aligned_alloc(64, CLONE_STACK_SIZE);
+    e->slots[i].clone_stack = aligned_alloc(64, SPAWN_STACK_SIZE);
     if (e->slots[i].clone_stack == NULL)
       return sandbox_error_set(err, ENOMEM, "slot stacks");
   }
@@ -250,8 +176,8 @@ static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_
     engine_release(e, ENGINE_HAS_SLOTS);
     return -1;
   }
-  e->init_fd = engine_image_memfd("sandbox-init", sandbox_init_blob,
-                                  (size_t)(sandbox_init_blob_end - sandbox_init_blob), err);
+  e->init_fd = spawn_image_memfd("sandbox-init", sandbox_init_blob,
+                                 (size_t)(sandbox_init_blob_end - sandbox_init_blob), err);
   if (e->init_fd < 0) {
     engine_release(e, ENGINE_HAS_SLOTS);
     return -1;
@@ -421,76 +347,6 @@ void sandbox_result_free(struct sandbox_result *r) {
   r->stdout_data = r->stderr_data = NULL;
 }
 
-/* The environment: a documented minimum, then what the spec lists (which
- * wins for the same name). Nothing of the server's own environment. */
-static const char *const env_minimum[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8", "TMPDIR=/tmp",
-    /* Caches (matplotlib's font list and the like) go to /tmp, not into the
-     * workspace, where they would count against its quota and persist. */
-    "XDG_CACHE_HOME=/tmp/.cache", "MPLCONFIGDIR=/tmp/.config/matplotlib", NULL};
-
-const char **engine_build_env(const char *const *extra, struct sandbox_error *err) {
-  size_t n_extra = 0;
-  for (; extra != NULL && extra[n_extra] != NULL; n_extra++) {
-    const char *eq = strchr(extra[n_extra], '=');
-    if (eq == NULL || eq == extra[n_extra]) {
-      sandbox_error_set(err, EINVAL, "environment entry without NAME=: '%.40s'", extra[n_extra]);
-      return NULL;
-    }
-  }
-  const char **env = calloc(n_extra + sizeof env_minimum / sizeof env_minimum[0], sizeof *env);
-  if (env == NULL) {
-    sandbox_error_set(err, ENOMEM, "environment");
-    return NULL;
-  }
-  size_t n = 0;
-  for (size_t i = 0; env_minimum[i] != NULL; i++) {
-    size_t klen = (size_t)(strchr(env_minimum[i], '=') - env_minimum[i]) + 1;
-    bool overridden = false;
-    for (size_t j = 0; j < n_extra && !overridden; j++)
-      overridden = strncmp(extra[j], env_minimum[i], klen) == 0;
-    if (!overridden)
-      env[n++] = env_minimum[i];
-  }
-  for (size_t j = 0; j < n_extra; j++)
-    env[n++] = extra[j];
-  env[n] = NULL;
-  return env;
-}
-
-static void set_rlimit(struct child_args *a, int resource, uint64_t soft, uint64_t hard) {
-  if (a->n_rlimits >= CHILD_MAX_RLIMITS)
-    return;
-  a->rlimits[a->n_rlimits].resource = resource;
-  a->rlimits[a->n_rlimits].limit.rlim_cur = soft;
-  a->rlimits[a->n_rlimits].limit.rlim_max = hard;
-  a->n_rlimits++;
-}
-
-void engine_fill_rlimits(const struct sandbox_engine *e, const struct sandbox_limits *l,
-                         bool zygote, struct child_args *a) {
-  uint64_t cpu_s = (l->cpu_time_ms + 999) / 1000;
-  set_rlimit(a, RLIMIT_CORE, 0, 0);
-  set_rlimit(a, RLIMIT_NOFILE, l->open_files, l->open_files);
-  set_rlimit(a, RLIMIT_FSIZE, l->file_size_bytes, l->file_size_bytes);
-  /* Counted per uid: each slot has its own uid, so this is per run. +1 for
-   * the namespace's init, +1 for the zygote a run is forked from (same uid,
-   * same user namespace). */
-  uint64_t nproc = l->max_processes + 1 + (zygote ? 1 : 0);
-  set_rlimit(a, RLIMIT_NPROC, nproc, nproc);
-  set_rlimit(a, RLIMIT_STACK, 8u << 20, 8u << 20);
-  if (e->cgroups.backend->kind == SANDBOX_BACKEND_RLIMIT) {
-    /* No tree-wide figures: memory and CPU are limited per process. */
-    set_rlimit(a, RLIMIT_CPU, cpu_s, cpu_s + 1);
-    set_rlimit(a, RLIMIT_AS, l->memory_bytes, l->memory_bytes);
-  } else {
-    /* Per-process backstop for the supervisor's tree-wide CPU check, which
-     * is the limit: the hard limit stays unlimited, so a program may set
-     * its own RLIMIT_CPU (raising it gains nothing past the supervisor). */
-    set_rlimit(a, RLIMIT_CPU, cpu_s + 1, RLIM_INFINITY);
-  }
-}
-
 static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *err) {
   if (spec->argv == NULL || spec->argv[0] == NULL || spec->argv[0][0] != '/')
     return sandbox_error_set(err, EINVAL, "argv[0] must be an absolute path");
@@ -514,11 +370,11 @@ static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *
   return 0;
 }
 
-struct run_pipes {
+struct spawn_pipes {
   int fds[5][2]; /* stdin, stdout, stderr, report, sync: [0] read, [1] write */
 };
 
-static void pipes_close(struct run_pipes *p) {
+static void spawn_pipes_close(struct spawn_pipes *p) {
   for (int i = 0; i < 5; i++)
     for (int j = 0; j < 2; j++)
       if (p->fds[i][j] >= 0) {
@@ -528,13 +384,13 @@ static void pipes_close(struct run_pipes *p) {
 }
 
 /* p's fds are all -1 on entry. */
-static int pipes_open(struct run_pipes *p, bool need_sync, struct sandbox_error *err) {
+static int spawn_pipes_open(struct spawn_pipes *p, bool need_sync, struct sandbox_error *err) {
   for (int i = 0; i < 5; i++) {
     if (i == 4 && !need_sync)
       break;
     if (pipe2(p->fds[i], O_CLOEXEC) < 0) {
       int e = errno;
-      pipes_close(p);
+      spawn_pipes_close(p);
       return sandbox_error_set(err, e, "pipe");
     }
   }
@@ -579,47 +435,8 @@ static void classify(const struct supervise *s, const struct cgroup_run_stats *s
     r->killed_by = SANDBOX_KILLED_BY_NONE;
 }
 
-pid_t engine_spawn(struct sandbox_engine *e, unsigned slot, struct child_args *args, int cgroup_fd,
-                   int *pidfd, struct sandbox_error *err) {
-  struct clone_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.flags = NS_FLAGS | CLONE_PIDFD | CLONE_VM | CLONE_VFORK;
-  if (args->mntns_fd < 0)
-    ca.flags |= CLONE_NEWNS;
-  ca.pidfd = (uint64_t)(uintptr_t)pidfd;
-  ca.exit_signal = SIGCHLD;
-#ifdef ENGINE_ASAN
-  /* The child never returns (it execs or exits), so AddressSanitizer never
-   * clears the poison of its frames; the next child on this stack would
-   * trip over it. For ASan the stack is new each time. */
-  ASAN_UNPOISON_MEMORY_REGION(e->slots[slot].clone_stack, CLONE_STACK_SIZE);
-#endif
-  ca.stack = (uint64_t)(uintptr_t)e->slots[slot].clone_stack;
-  ca.stack_size = CLONE_STACK_SIZE;
-  if (cgroup_fd >= 0) { /* else inherited, or attached after the clone */
-    ca.flags |= CLONE_INTO_CGROUP;
-    ca.cgroup = (uint64_t)cgroup_fd;
-  }
-  /* Returns once the child has exec'd sandbox-init or died. */
-  long pid = sandbox_clone3(&ca, sizeof ca, child_main, args);
-  if (pid < 0)
-    return sandbox_error_set(err, (int)-pid, "clone3");
-  return (pid_t)pid;
-}
-
-static int describe_setup_error(const struct supervise *s, const struct rootfs_plan *plan,
-                                struct sandbox_error *err) {
-  char what[512];
-  int stage = s->setup_error.stage;
-  if (stage >= CHILD_STAGE_OPS)
-    rootfs_describe_op(plan, (size_t)(stage - CHILD_STAGE_OPS), what, sizeof what);
-  else
-    snprintf(what, sizeof what, "%s", child_stage_name(stage));
-  return sandbox_error_set(err, s->setup_error.errnum, "sandbox setup failed at %s", what);
-}
-
 /* One run's state, from the plan to the reaped init: what the steps below
- * hand to each other and what run_release gives back. */
+ * hand to each other and what spawn_release gives back. */
 struct engine_run {
   struct sandbox_engine *e;
   unsigned slot;
@@ -630,7 +447,7 @@ struct engine_run {
   struct rootfs_plan plan;
   const char **env;
   bool need_sync;
-  struct run_pipes p;
+  struct spawn_pipes p;
   int pidfd;
   pid_t pid;
   struct supervise sv;
@@ -638,8 +455,8 @@ struct engine_run {
   struct rusage ru;
 };
 
-/* Nothing acquired yet: every fd -1, so run_release can run at any point. */
-static void run_state_init(struct engine_run *r) {
+/* Nothing acquired yet: every fd -1, so spawn_release can run at any point. */
+static void spawn_state_init(struct engine_run *r) {
   r->pidfd = -1;
   r->pid = -1;
   memset(&r->sv, 0, sizeof r->sv);
@@ -650,7 +467,7 @@ static void run_state_init(struct engine_run *r) {
 }
 
 /* The run's cgroup (in its group, if any) and its pipes. */
-static int run_prepare(struct engine_run *r, struct sandbox_error *err) {
+static int spawn_prepare(struct engine_run *r, struct sandbox_error *err) {
   struct sandbox_engine *e = r->e;
   const struct cgroup_backend *cg = e->cgroups.backend;
   struct cgroup_group *group = NULL;
@@ -661,7 +478,7 @@ static int run_prepare(struct engine_run *r, struct sandbox_error *err) {
   /* Prepare may have created the per-run cgroup: the clone fd is known now,
    * and with it whether the child must wait to be attached (a sync pipe). */
   r->need_sync = !r->zygote && cg->clone_fd(&e->cgroups, r->slot) == CGROUP_ATTACH_AFTER_CLONE;
-  if (pipes_open(&r->p, r->need_sync, err) < 0)
+  if (spawn_pipes_open(&r->p, r->need_sync, err) < 0)
     return -1;
   if (r->zygote) {
     /* The report channel is a socket: its first message carries the
@@ -674,7 +491,7 @@ static int run_prepare(struct engine_run *r, struct sandbox_error *err) {
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, r->p.fds[3]) < 0 ||
         setsockopt(r->p.fds[3][0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
       int en = errno;
-      pipes_close(&r->p);
+      spawn_pipes_close(&r->p);
       return sandbox_error_set(err, en, "report socket");
     }
     fcntl(r->p.fds[3][0], F_SETFL, O_NONBLOCK);
@@ -683,7 +500,7 @@ static int run_prepare(struct engine_run *r, struct sandbox_error *err) {
 }
 
 /* Everything the child needs, as plain data (child.h). */
-static void run_child_args(const struct engine_run *r, struct child_args *args) {
+static void spawn_child_args(const struct engine_run *r, struct child_args *args) {
   const struct sandbox_engine *e = r->e;
   const struct sandbox_spec *spec = r->spec;
   *args = (struct child_args){
@@ -707,11 +524,11 @@ static void run_child_args(const struct engine_run *r, struct child_args *args) 
       .init_fd = e->init_fd,
       .seccomp = spec->network ? &e->seccomp_network : &e->seccomp,
   };
-  engine_fill_rlimits(e, &r->limits, r->zygote, args);
+  spawn_fill_rlimits(e, &r->limits, r->zygote, args);
 }
 
 /* The child's ends belong to it once it is cloned. */
-static void pipes_close_child_ends(struct run_pipes *p) {
+static void spawn_pipes_close_child_ends(struct spawn_pipes *p) {
   int child_ends[5][2] = {{0, 0}, {1, 1}, {2, 1}, {3, 1}, {4, 0}};
   for (int i = 0; i < 5; i++) {
     int *fd = &p->fds[child_ends[i][0]][child_ends[i][1]];
@@ -725,7 +542,7 @@ static void pipes_close_child_ends(struct run_pipes *p) {
 /* Without CLONE_INTO_CGROUP the child waits on the sync pipe: it is placed
  * in its cgroup, then let go. On failure it is killed (the caller still
  * reaps it). */
-static int run_attach_child(struct engine_run *r, struct sandbox_error *err) {
+static int spawn_attach_child(struct engine_run *r, struct sandbox_error *err) {
   if (!r->need_sync)
     return 0;
   if (r->e->cgroups.backend->attach(&r->e->cgroups, r->slot, r->pid, err) < 0) {
@@ -742,9 +559,9 @@ static int run_attach_child(struct engine_run *r, struct sandbox_error *err) {
 }
 
 /* Hands the parent's pipe ends to the supervisor and runs it. */
-static int run_supervise(struct engine_run *r, struct sandbox_error *err) {
+static int spawn_supervise(struct engine_run *r, struct sandbox_error *err) {
   struct supervise *sv = &r->sv;
-  struct run_pipes *p = &r->p;
+  struct spawn_pipes *p = &r->p;
   sv->stdin_fd = p->fds[0][1];
   sv->stdout_fd = p->fds[1][0];
   sv->stderr_fd = p->fds[2][0];
@@ -765,8 +582,7 @@ static int run_supervise(struct engine_run *r, struct sandbox_error *err) {
   return supervise_run(sv, err);
 }
 
-static void run_reap(struct engine_run *r, struct sandbox_result *result) {
-  siginfo_t info;
+static void spawn_reap(struct engine_run *r, struct sandbox_result *result) {
   memset(&r->ru, 0, sizeof r->ru);
   if (r->zygote) {
     /* The zygote's child, not ours: the kernel reaps it (the zygote
@@ -778,21 +594,19 @@ static void run_reap(struct engine_run *r, struct sandbox_result *result) {
     result->wall_time_us = supervise_elapsed_us(&r->sv.start);
     return;
   }
-  while (syscall(SYS_waitid, P_PIDFD, r->pidfd, &info, WEXITED | __WALL, &r->ru) < 0 &&
-         errno == EINTR)
-    ;
+  spawn_wait(r->pidfd, &r->ru);
   result->wall_time_us = supervise_elapsed_us(&r->sv.start);
 }
 
 /* A run forked from the slot's zygote: handed over with its fds, its first
  * process taken into the slot's cgroup when it says HELLO, then supervised
  * like any run. */
-static int run_execute_zygote(struct engine_run *r, struct child_args *args,
-                              struct sandbox_result *result, struct sandbox_error *err) {
+static int spawn_execute_zygote(struct engine_run *r, struct child_args *args,
+                                struct sandbox_result *result, struct sandbox_error *err) {
   clock_gettime(CLOCK_MONOTONIC, &r->sv.start);
   if (zygote_send_run(r->e, r->slot, args, r->p.fds[3][1], err) < 0)
     return -1;
-  pipes_close_child_ends(&r->p);
+  spawn_pipes_close_child_ends(&r->p);
   struct child_report setup;
   r->pid = zygote_take_run(r->e, r->slot, r->p.fds[3][0], &r->pidfd, &setup, err);
   if (r->pid < 0) {
@@ -801,39 +615,39 @@ static int run_execute_zygote(struct engine_run *r, struct child_args *args,
     r->sv.have_setup_error = true;
     r->sv.setup_error.stage = setup.stage;
     r->sv.setup_error.errnum = setup.errnum;
-    return 0; /* run_finish describes it */
+    return 0; /* spawn_finish describes it */
   }
-  int ret = run_supervise(r, err) == 0 ? 0 : -1;
-  run_reap(r, result);
+  int ret = spawn_supervise(r, err) == 0 ? 0 : -1;
+  spawn_reap(r, result);
   return ret;
 }
 
 /* From the cgroup to the reaped init. Returns 0 when the run was supervised
  * to its end; -1 with err otherwise (the init, if it was cloned, is reaped). */
-static int run_execute(struct engine_run *r, struct sandbox_result *result,
-                       struct sandbox_error *err) {
-  if (run_prepare(r, err) < 0)
+static int spawn_execute(struct engine_run *r, struct sandbox_result *result,
+                         struct sandbox_error *err) {
+  if (spawn_prepare(r, err) < 0)
     return -1;
   struct child_args args;
-  run_child_args(r, &args);
+  spawn_child_args(r, &args);
 
   clock_gettime(CLOCK_MONOTONIC, &r->sv.start);
   if (r->zygote)
-    return run_execute_zygote(r, &args, result, err);
-  r->pid = engine_spawn(r->e, r->slot, &args,
-                        r->e->cgroups.backend->clone_fd(&r->e->cgroups, r->slot), &r->pidfd, err);
+    return spawn_execute_zygote(r, &args, result, err);
+  r->pid = spawn_clone(r->e, r->slot, &args,
+                       r->e->cgroups.backend->clone_fd(&r->e->cgroups, r->slot), &r->pidfd, err);
   if (r->pid < 0)
     return -1;
-  pipes_close_child_ends(&r->p);
+  spawn_pipes_close_child_ends(&r->p);
   int ret = -1;
-  if (run_attach_child(r, err) == 0 && run_supervise(r, err) == 0)
+  if (spawn_attach_child(r, err) == 0 && spawn_supervise(r, err) == 0)
     ret = 0;
-  run_reap(r, result);
+  spawn_reap(r, result);
   return ret;
 }
 
 /* The figures of a run that happened: times, memory, how it ended, output. */
-static void run_fill_result(struct engine_run *r, struct sandbox_result *result) {
+static void spawn_fill_result(struct engine_run *r, struct sandbox_result *result) {
   const struct cgroup_backend *cg = r->e->cgroups.backend;
   const struct cgroup_run_stats *stats = &r->stats;
   const struct rusage *ru = &r->ru;
@@ -857,8 +671,8 @@ static void run_fill_result(struct engine_run *r, struct sandbox_result *result)
 
 /* Empties the slot's cgroup whatever happened before, then decides whether
  * the run counts (ret 0) and fills result if so. */
-static int run_finish(struct engine_run *r, int ret, struct sandbox_result *result,
-                      struct sandbox_error *err) {
+static int spawn_finish(struct engine_run *r, int ret, struct sandbox_result *result,
+                        struct sandbox_error *err) {
   const struct cgroup_backend *cg = r->e->cgroups.backend;
   struct sandbox_error finish_err = {0};
   if (cg->finish(&r->e->cgroups, r->slot, &r->stats, &finish_err) < 0 && ret == 0) {
@@ -866,7 +680,7 @@ static int run_finish(struct engine_run *r, int ret, struct sandbox_result *resu
     fprintf(stderr, "sandbox: slot %u: %s\n", r->slot, finish_err.msg);
   }
   if (ret == 0 && r->sv.have_setup_error) {
-    describe_setup_error(&r->sv, &r->plan, err);
+    spawn_setup_error(&r->plan, r->sv.setup_error.stage, r->sv.setup_error.errnum, "sandbox", err);
     ret = -1;
   } else if (ret == 0 && !r->sv.have_exit && r->sv.cause == SUPERVISE_CAUSE_NONE &&
              !r->stats.oom_killed) {
@@ -875,11 +689,11 @@ static int run_finish(struct engine_run *r, int ret, struct sandbox_result *resu
     ret = -1;
   }
   if (ret == 0)
-    run_fill_result(r, result);
+    spawn_fill_result(r, result);
   return ret;
 }
 
-static void run_release(struct engine_run *r) {
+static void spawn_release(struct engine_run *r) {
   free(r->sv.out.data);
   free(r->sv.err.data);
   int sv_fds[4] = {r->sv.stdin_fd, r->sv.stdout_fd, r->sv.stderr_fd, r->sv.report_fd};
@@ -888,7 +702,7 @@ static void run_release(struct engine_run *r) {
       close(sv_fds[i]);
   if (r->pidfd >= 0)
     close(r->pidfd);
-  pipes_close(&r->p);
+  spawn_pipes_close(&r->p);
   rootfs_plan_free(&r->plan);
 }
 
@@ -914,16 +728,16 @@ int sandbox_run(struct sandbox_engine *e, unsigned slot, const struct sandbox_sp
     rootfs_plan_free(&r.plan);
     return -1;
   }
-  cleanup_free const char **env = engine_build_env(spec->env, err);
+  cleanup_free const char **env = spawn_build_env(spec->env, err);
   if (env == NULL) {
     rootfs_plan_free(&r.plan);
     return -1;
   }
   r.env = env;
-  run_state_init(&r);
+  spawn_state_init(&r);
 
-  int ret = run_execute(&r, result, err);
-  ret = run_finish(&r, ret, result, err);
-  run_release(&r);
+  int ret = spawn_execute(&r, result, err);
+  ret = spawn_finish(&r, ret, result, err);
+  spawn_release(&r);
   return ret;
 }

@@ -21,25 +21,22 @@
 
 #include "cleanup.h"
 #include "dirs.h"
+#include "io.h"
+
+int etc_write_file(const char *path, const void *data, size_t len, struct sandbox_error *err) {
+  cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return sandbox_error_set(err, errno, "create %s", path);
+  if (sbx_write_all(fd, data, len) < 0)
+    return sandbox_error_set(err, errno, "write %s", path);
+  return 0;
+}
 
 static int write_file(const char *dir, const char *name, const char *data, size_t len,
                       struct sandbox_error *err) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0)
-    return sandbox_error_set(err, errno, "create %s", path);
-  size_t off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, data + off, len - off);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return sandbox_error_set(err, errno, "write %s", path);
-    }
-    off += (size_t)n;
-  }
-  return 0;
+  return etc_write_file(path, data, len, err);
 }
 
 /* Copies a host file (following symlinks, e.g. /etc/localtime) if it exists. */

@@ -3,6 +3,7 @@
 #ifndef SANDBOX_ETC_H
 #define SANDBOX_ETC_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "sandbox.h"
@@ -12,6 +13,10 @@
  * slot N's runs). Returns 0, or -1 with err (the caller removes both). */
 int etc_write(const char *etc, const char *users, uid_t uid_base, gid_t gid_base, unsigned slots,
               struct sandbox_error *err);
+/* Creates (0644, truncating; never through a symlink) or replaces path
+ * with data: /etc's files here, the Python helpers (pylib.c). 0, or -1
+ * with err. */
+int etc_write_file(const char *path, const void *data, size_t len, struct sandbox_error *err);
 /* Removes both directories (either may be ""). */
 void etc_remove(const char *etc, const char *users);
 /* Removes the directories of engines that are gone (etc.<pid>, users.<pid>). */

@@ -11,7 +11,6 @@
 #include "pylib.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "etc.h"
 
 extern const char sandbox_cell_py[];
 
@@ -32,30 +31,13 @@ static const char compile_py[] =
     "                   doraise=True,\n"
     "                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)\n";
 
-static int write_source(const char *path, struct sandbox_error *err) {
-  cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0)
-    return sandbox_error_set(err, errno, "create %s", path);
-  size_t len = strlen(sandbox_cell_py), off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, sandbox_cell_py + off, len - off);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return sandbox_error_set(err, errno, "write %s", path);
-    }
-    off += (size_t)n;
-  }
-  return 0;
-}
-
 int pylib_write(const char *dir, struct sandbox_error *err) {
   if (mkdir(dir, 0755) < 0 && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", dir);
   char src[4200];
   if ((size_t)snprintf(src, sizeof src, "%s/sandboxd_cell.py", dir) >= sizeof src)
     return sandbox_error_set(err, ENAMETOOLONG, "%s", dir);
-  if (write_source(src, err) < 0)
+  if (etc_write_file(src, sandbox_cell_py, strlen(sandbox_cell_py), err) < 0)
     return -1;
   /* -I: nothing of the server's environment or working directory. */
   char *argv[] = {

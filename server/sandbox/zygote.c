@@ -1,7 +1,7 @@
 /* zygote.c: the engine's side of zygotes (zygote.h, docs/ZYGOTE.md).
  *
  * A slot's zygote is started like a run, from the slot's thread
- * (engine_spawn, child.c with args.zygote): the same template root, the
+ * (spawn_clone, child.c with args.zygote): the same template root, the
  * slot's network namespace, PID/IPC/UTS/cgroup namespaces of its own. It
  * is moved into the zygotes' cgroup before it runs, then makes its user
  * namespace; this side writes the maps (the slot's uid and gid, nothing
@@ -30,21 +30,19 @@
 #include "cleanup.h"
 #include "zygote_wire.h"
 
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
-
 /* A zygote has this long to import its modules (a cold matplotlib takes
  * about a second here; a busy host, several). */
 #define ZYGOTE_START_TIMEOUT_MS 60000
 /* and a run's first process this long to say HELLO. */
 #define ZYGOTE_HELLO_TIMEOUT_MS 10000
 #define ZYGOTE_TMP_BYTES (64ULL << 20)
-/* A failed start is not tried again sooner than this (engine_internal.h). */
+/* A failed start is not tried again sooner than this (sandbox_spawn.h). */
 #define ZYGOTE_RETRY_MS 10000
 
 extern const unsigned char sandbox_zygote_blob[];
 extern const unsigned char sandbox_zygote_blob_end[];
+
+static const char *const zygote_argv[] = {"sandbox-zygote", NULL};
 
 static uint64_t elapsed_ms(const struct timespec *since) {
   struct timespec now;
@@ -74,12 +72,9 @@ int zygote_engine_init(struct sandbox_engine *e, struct sandbox_error *err) {
   snprintf(e->zygote_home, sizeof e->zygote_home, "%s/zygote-home", e->state_dir);
   if (mkdir(e->zygote_home, 0555) < 0 && errno != EEXIST)
     return sandbox_error_set(err, errno, "mkdir %s", e->zygote_home);
-  int fd = engine_image_memfd("sandbox-zygote", sandbox_zygote_blob,
-                              (size_t)(sandbox_zygote_blob_end - sandbox_zygote_blob), err);
-  if (fd < 0)
-    return -1;
-  e->zygote_fd = fd;
-  return 0;
+  e->zygote_fd = spawn_image_memfd("sandbox-zygote", sandbox_zygote_blob,
+                                   (size_t)(sandbox_zygote_blob_end - sandbox_zygote_blob), err);
+  return e->zygote_fd < 0 ? -1 : 0;
 }
 
 /* Ends the zygote (its runs' namespaces are below its own: they go too)
@@ -92,10 +87,7 @@ static void zygote_stop(struct sandbox_engine *e, unsigned slot) {
     close(z->ctl);
   if (z->pidfd >= 0) {
     syscall(SYS_pidfd_send_signal, z->pidfd, SIGKILL, NULL, 0);
-    siginfo_t info;
-    while (syscall(SYS_waitid, P_PIDFD, z->pidfd, &info, WEXITED | __WALL, NULL) < 0 &&
-           errno == EINTR)
-      ;
+    spawn_wait(z->pidfd, NULL);
     close(z->pidfd);
   }
   free(z->mounts_key);
@@ -141,7 +133,7 @@ int zygote_check_spec(const struct sandbox_engine *e, const struct sandbox_spec 
 
 /* "source=target;..." of the extra mounts: a zygote serves runs with the
  * same ones (a requirements environment bound over site-packages). */
-static char *mounts_key(const struct sandbox_spec *spec) {
+static char *zygote_mounts_key(const struct sandbox_spec *spec) {
   size_t len = 1;
   for (size_t i = 0; i < spec->n_mounts; i++)
     len += strlen(spec->mounts[i].source) + strlen(spec->mounts[i].target) + 2;
@@ -181,6 +173,10 @@ static ssize_t ctl_recv(const struct zygote_slot *z, char *buf, size_t size, int
   }
 }
 
+/* One message, kind, with n_fds descriptors. Not common/io.h's
+ * sbx_send_with_fds: that one takes at most SBX_SEND_FDS_MAX (8), and a
+ * run hands its zygote up to ZYGOTE_MAX_FDS (the memfd, stdio, the report
+ * socket and a tree per mount) in one SOCK_SEQPACKET message. */
 static int send_fds(int sock, char kind, const int *fds, size_t n_fds) {
   char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_MAX_FDS)];
   memset(cbuf, 0, sizeof cbuf);
@@ -268,14 +264,8 @@ static int expect(struct zygote_slot *z, char msg, int report_fd, int timeout_ms
                              timeout_ms / 1000);
   struct child_report r;
   if (report_fd >= 0 && read(report_fd, &r, sizeof r) == (ssize_t)sizeof r &&
-      r.kind == CHILD_REPORT_SETUP_ERROR) {
-    char what[512];
-    if (r.stage >= CHILD_STAGE_OPS)
-      rootfs_describe_op(plan, (size_t)(r.stage - CHILD_STAGE_OPS), what, sizeof what);
-    else
-      snprintf(what, sizeof what, "%s", child_stage_name(r.stage));
-    return sandbox_error_set(err, r.errnum, "the zygote's setup failed at %s", what);
-  }
+      r.kind == CHILD_REPORT_SETUP_ERROR)
+    return spawn_setup_error(plan, r.stage, r.errnum, "the zygote's", err);
   return sandbox_error_set(err, 0, "the zygote ended during its start");
 }
 
@@ -304,87 +294,124 @@ static int start_fds_open(struct start_fds *f, struct sandbox_error *err) {
   return 0;
 }
 
-static int zygote_start(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
-                        struct sandbox_error *err) {
+/* The zygote's process as a child: its plan and environment, stdin the
+ * control socket, stdout and stderr /dev/null, sandbox-zygote as init. */
+static void start_child_args(const struct sandbox_engine *e, unsigned slot,
+                             const struct rootfs_plan *plan, const char **env,
+                             const struct start_fds *f, struct child_args *a) {
+  *a = (struct child_args){.ops = plan->ops,
+                           .n_ops = plan->n_ops,
+                           .root = e->rootfs.root,
+                           .mntns_fd = e->mntns_fd,
+                           .cwd = "/",
+                           .hostname = "sandbox",
+                           .argv = zygote_argv,
+                           .envp = env,
+                           .cap_last_cap = e->cap_last_cap,
+                           .stdin_fd = f->ctl[1],
+                           .stdout_fd = f->null,
+                           .stderr_fd = f->null,
+                           .report_fd = f->report[1],
+                           .sync_fd = f->sync[0],
+                           .netns_fd = e->slots[slot].netns_fd,
+                           .init_fd = e->zygote_fd,
+                           .zygote = true};
+  a->rlimits[0].resource = RLIMIT_CORE;
+  a->n_rlimits = 1;
+}
+
+/* Clones the zygote into z (pid, pidfd, control socket), moves it into the
+ * zygotes' cgroup and lets it go on. The caller stops it on failure. */
+static int start_spawn(struct sandbox_engine *e, unsigned slot, struct zygote_slot *z,
+                       struct child_args *a, struct start_fds *f, struct sandbox_error *err) {
+  int pidfd = -1;
+  pid_t pid = spawn_clone(e, slot, a, -1, &pidfd, err);
+  if (pid < 0)
+    return -1;
+  z->pidfd = pidfd;
+  atomic_store(&z->pid, pid);
+  z->ctl = steal_fd(&f->ctl[0]);
+  /* The child's ends are its own now. */
+  close(steal_fd(&f->ctl[1]));
+  close(steal_fd(&f->report[1]));
+  close(steal_fd(&f->sync[0]));
+  if (cgroup_zygotes_adopt(&e->cgroups, pid, err) < 0)
+    return sandbox_error_wrap(err, "place the zygote in its cgroup");
+  ssize_t w = write(f->sync[1], "g", 1);
+  (void)w;
+  close(steal_fd(&f->sync[1]));
+  return 0;
+}
+
+/* From the zygote's user namespace to its READY: the maps and the
+ * configuration, then the slot's cgroup hosts it. */
+static int start_handshake(struct sandbox_engine *e, unsigned slot, struct zygote_slot *z,
+                           int report, const struct rootfs_plan *plan, struct sandbox_error *err) {
+  if (expect(z, ZYGOTE_MSG_USERNS, report, ZYGOTE_START_TIMEOUT_MS, plan, err) < 0 ||
+      configure(e, slot, z, err) < 0 ||
+      expect(z, ZYGOTE_MSG_READY, -1, ZYGOTE_START_TIMEOUT_MS, plan, err) < 0)
+    return -1;
+  if (e->cgroups.backend->host_zygote != NULL &&
+      e->cgroups.backend->host_zygote(&e->cgroups, slot, atomic_load(&z->pid), err) < 0)
+    return -1;
+  return 0;
+}
+
+/* What a start holds until it ends, either way: the zygote's plan, its
+ * environment, the fds of the start. */
+struct start_state {
+  struct rootfs_plan plan;
+  const char **env;
+  struct start_fds f;
+};
+
+static void start_state_release(struct start_state *st) {
+  start_fds_close(&st->f);
+  free(st->env);
+  rootfs_plan_free(&st->plan);
+}
+
+/* A zygote for spec's extra mounts in slot, from its clone to READY. */
+static int start_steps(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
+                       struct start_state *st, struct sandbox_error *err) {
   struct zygote_slot *z = &e->slots[slot].zygote;
-  static const char *const argv[] = {"sandbox-zygote", NULL};
-  struct sandbox_spec zspec = {.argv = argv,
+  struct sandbox_spec zspec = {.argv = zygote_argv,
                                .workspace_dir = e->zygote_home,
                                .mounts = spec->mounts,
                                .n_mounts = spec->n_mounts};
   struct sandbox_limits limits = {.tmp_bytes = ZYGOTE_TMP_BYTES};
   sandbox_limits_fill_defaults(&limits);
-  struct rootfs_plan plan;
-  if (rootfs_zygote_plan(&e->rootfs, slot, &zspec, &limits, &plan, err) < 0)
+  if (rootfs_zygote_plan(&e->rootfs, slot, &zspec, &limits, &st->plan, err) < 0)
     return -1;
-  cleanup_free const char **env = engine_build_env(NULL, err);
-  struct start_fds f = {{-1, -1}, -1, {-1, -1}, {-1, -1}};
-  int ret = -1;
-  if (env == NULL || start_fds_open(&f, err) < 0)
-    goto out;
-  struct child_args a = {.ops = plan.ops,
-                         .n_ops = plan.n_ops,
-                         .root = e->rootfs.root,
-                         .mntns_fd = e->mntns_fd,
-                         .cwd = "/",
-                         .hostname = "sandbox",
-                         .argv = argv,
-                         .envp = env,
-                         .cap_last_cap = e->cap_last_cap,
-                         .stdin_fd = f.ctl[1],
-                         .stdout_fd = f.null,
-                         .stderr_fd = f.null,
-                         .report_fd = f.report[1],
-                         .sync_fd = f.sync[0],
-                         .netns_fd = e->slots[slot].netns_fd,
-                         .init_fd = e->zygote_fd,
-                         .zygote = true};
-  a.rlimits[0].resource = RLIMIT_CORE;
-  a.n_rlimits = 1;
-  int pidfd = -1;
-  pid_t pid = engine_spawn(e, slot, &a, -1, &pidfd, err);
-  if (pid < 0)
-    goto out;
-  z->pidfd = pidfd;
-  atomic_store(&z->pid, pid);
-  z->ctl = f.ctl[0];
-  f.ctl[0] = -1;
-  close(f.ctl[1]);
-  close(f.report[1]);
-  close(f.sync[0]);
-  f.ctl[1] = f.report[1] = f.sync[0] = -1;
-  if (cgroup_zygotes_adopt(&e->cgroups, pid, err) < 0) {
-    sandbox_error_wrap(err, "place the zygote in its cgroup");
-    goto out;
-  }
-  ssize_t w = write(f.sync[1], "g", 1);
-  (void)w;
-  close(f.sync[1]);
-  f.sync[1] = -1;
-  if (expect(z, ZYGOTE_MSG_USERNS, f.report[0], ZYGOTE_START_TIMEOUT_MS, &plan, err) < 0 ||
-      configure(e, slot, z, err) < 0 ||
-      expect(z, ZYGOTE_MSG_READY, -1, ZYGOTE_START_TIMEOUT_MS, &plan, err) < 0)
-    goto out;
-  if (e->cgroups.backend->host_zygote != NULL &&
-      e->cgroups.backend->host_zygote(&e->cgroups, slot, pid, err) < 0)
-    goto out;
-  z->mounts_key = mounts_key(spec);
-  if (z->mounts_key == NULL) {
-    sandbox_error_set(err, ENOMEM, "zygote");
-    goto out;
-  }
+  st->env = spawn_build_env(NULL, err);
+  if (st->env == NULL || start_fds_open(&st->f, err) < 0)
+    return -1;
+  struct child_args a;
+  start_child_args(e, slot, &st->plan, st->env, &st->f, &a);
+  if (start_spawn(e, slot, z, &a, &st->f, err) < 0 ||
+      start_handshake(e, slot, z, st->f.report[0], &st->plan, err) < 0)
+    return -1;
+  z->mounts_key = zygote_mounts_key(spec);
+  if (z->mounts_key == NULL)
+    return sandbox_error_set(err, ENOMEM, "zygote");
   clock_gettime(CLOCK_MONOTONIC, &z->started);
   z->forks = 0;
-  atomic_fetch_add(&e->zygote_counts.starts, 1);
-  ret = 0;
-out:
-  if (ret < 0) {
+  return 0;
+}
+
+/* A start counted either way; a failed one leaves no zygote behind (it is
+ * stopped before the start's fds close, while it still waits). */
+static int zygote_start(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
+                        struct sandbox_error *err) {
+  __attribute__((cleanup(start_state_release))) struct start_state st = {
+      .f = {{-1, -1}, -1, {-1, -1}, {-1, -1}}};
+  if (start_steps(e, slot, spec, &st, err) < 0) {
     atomic_fetch_add(&e->zygote_counts.start_failures, 1);
     zygote_stop(e, slot);
+    return -1;
   }
-  start_fds_close(&f);
-  rootfs_plan_free(&plan);
-  return ret;
+  atomic_fetch_add(&e->zygote_counts.starts, 1);
+  return 0;
 }
 
 int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
@@ -392,7 +419,7 @@ int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_
   struct zygote_slot *z = &e->slots[slot].zygote;
   if (atomic_load(&z->pid) != 0) {
     struct pollfd p = {.fd = z->pidfd, .events = POLLIN};
-    cleanup_free char *key = mounts_key(spec);
+    cleanup_free char *key = zygote_mounts_key(spec);
     bool dead = poll(&p, 1, 0) > 0;
     bool due = z->forks >= e->config.zygote.max_forks ||
                elapsed_ms(&z->started) >= e->config.zygote.max_age_ms;
@@ -403,7 +430,7 @@ int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_
       atomic_fetch_add(&e->zygote_counts.recycled, 1);
     zygote_stop(e, slot);
   }
-  cleanup_free char *key = mounts_key(spec);
+  cleanup_free char *key = zygote_mounts_key(spec);
   if (key == NULL)
     return sandbox_error_set(err, ENOMEM, "zygote");
   if (z->failed_key != NULL && strcmp(z->failed_key, key) == 0 &&
@@ -429,7 +456,7 @@ int zygote_send_run(struct sandbox_engine *e, unsigned slot, const struct child_
   struct zygote_slot *z = &e->slots[slot].zygote;
   int fds[ZYGOTE_MAX_FDS];
   size_t n = 0;
-  int memfd = zygote_wire_pack(a);
+  cleanup_close int memfd = zygote_wire_pack(a);
   if (memfd < 0)
     return sandbox_error_set(err, errno, "pack the run for the zygote");
   fds[n++] = memfd;
@@ -458,7 +485,7 @@ int zygote_send_run(struct sandbox_engine *e, unsigned slot, const struct child_
     ret = sandbox_error_set(err, errno, "hand the run to the zygote");
     zygote_stop(e, slot); /* the next run starts a fresh one */
   }
-  close(memfd);
+  /* The trees are clones of our own: the zygote has its copies now. */
   for (size_t i = ZYGOTE_RUN_FDS; i < n; i++)
     close(fds[i]);
   if (ret == 0)
@@ -501,21 +528,20 @@ pid_t zygote_take_run(struct sandbox_engine *e, unsigned slot, int report, int *
       memcpy(&cred, CMSG_DATA(c), sizeof cred);
   if (r.kind != CHILD_REPORT_HELLO || cred.pid <= 0 || cred.uid != e->config.uid_base + slot)
     return sandbox_error_set(err, EPROTO, "the zygote's fork said something else than HELLO");
-  int fd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+  cleanup_close int fd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
   if (fd < 0)
     return sandbox_error_set(err, errno, "pidfd of the run");
   if (e->cgroups.backend->adopt(&e->cgroups, slot, cred.pid, err) < 0) {
     syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
-    close(fd);
     return sandbox_error_wrap(err, "place the run in its cgroup");
   }
   if (write(report, "g", 1) != 1) {
+    int en = errno;
     syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
-    close(fd);
-    return sandbox_error_set(err, errno, "start the run");
+    return sandbox_error_set(err, en, "start the run");
   }
   atomic_fetch_add(&e->zygote_counts.forks, 1);
-  *pidfd = fd;
+  *pidfd = steal_fd(&fd);
   return cred.pid;
 }
 

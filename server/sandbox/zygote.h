@@ -4,7 +4,7 @@
 #ifndef SANDBOX_ZYGOTE_H
 #define SANDBOX_ZYGOTE_H
 
-#include "engine_internal.h"
+#include "sandbox_spawn.h"
 
 /* At engine start and stop (zygote_fd, zygote_home; every slot's zygote). */
 int zygote_engine_init(struct sandbox_engine *e, struct sandbox_error *err);

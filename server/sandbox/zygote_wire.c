@@ -11,6 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
+#include "cleanup.h"
+#include "io.h"
+
 #define NO_STRING UINT32_MAX
 
 struct wire_header {
@@ -31,33 +35,19 @@ struct wire_rlimit {
   uint64_t cur, max;
 };
 
-/* The buffer the engine packs into. */
+/* The buffer the engine packs into: once a put fails, the rest are
+ * dropped and the pack fails. */
 struct packer {
-  char *buf;
-  size_t len, cap;
+  struct sbx_buf b;
   bool failed;
 };
 
 static size_t put(struct packer *p, const void *data, size_t n) {
-  size_t at = p->len;
-  if (p->failed || p->len + n > ZYGOTE_MAX_PACKED) {
+  size_t at = p->b.len;
+  if (p->failed || sbx_buf_append(&p->b, data, n, ZYGOTE_MAX_PACKED) < 0) {
     p->failed = true;
     return 0;
   }
-  if (p->len + n > p->cap) {
-    size_t cap = p->cap ? p->cap * 2 : 4096;
-    while (cap < p->len + n)
-      cap *= 2;
-    char *nb = realloc(p->buf, cap);
-    if (nb == NULL) {
-      p->failed = true;
-      return 0;
-    }
-    p->buf = nb;
-    p->cap = cap;
-  }
-  memcpy(p->buf + p->len, data, n);
-  p->len += n;
   return at;
 }
 
@@ -75,81 +65,66 @@ static uint32_t put_string(struct packer *s, const char *str) {
   return (uint32_t)put(s, str, strlen(str) + 1);
 }
 
-int zygote_wire_pack(const struct child_args *a) {
-  struct packer p = {0}, s = {0};
+/* The header, the arrays and the string area they point into, in p. */
+static void pack_into(struct packer *p, struct packer *s, const struct child_args *a) {
   size_t n_argv = count(a->argv), n_env = count(a->envp);
   struct wire_header h = {.magic = ZYGOTE_MAGIC,
                           .n_ops = (uint32_t)a->n_ops,
                           .n_argv = (uint32_t)n_argv,
                           .n_env = (uint32_t)n_env,
                           .n_rlimits = (uint32_t)a->n_rlimits};
-  h.cwd = put_string(&s, a->cwd);
-  h.hostname = put_string(&s, a->hostname);
-  put(&p, &h, sizeof h);
+  h.cwd = put_string(s, a->cwd);
+  h.hostname = put_string(s, a->hostname);
+  put(p, &h, sizeof h);
   for (size_t i = 0; i < a->n_ops; i++) {
     const struct child_op *op = &a->ops[i];
     struct wire_op w = {.kind = op->kind,
                         .mode = op->mode,
-                        .source = put_string(&s, op->source),
-                        .path = put_string(&s, op->path),
-                        .fstype = put_string(&s, op->fstype),
-                        .data = put_string(&s, op->data),
+                        .source = put_string(s, op->source),
+                        .path = put_string(s, op->path),
+                        .fstype = put_string(s, op->fstype),
+                        .data = put_string(s, op->data),
                         .flags = op->flags,
                         .dev = op->dev};
-    put(&p, &w, sizeof w);
+    put(p, &w, sizeof w);
   }
   for (size_t i = 0; i < a->n_rlimits; i++) {
     struct wire_rlimit w = {.resource = a->rlimits[i].resource,
                             .cur = a->rlimits[i].limit.rlim_cur,
                             .max = a->rlimits[i].limit.rlim_max};
-    put(&p, &w, sizeof w);
+    put(p, &w, sizeof w);
   }
-  for (size_t i = 0; i < n_argv; i++) {
-    uint32_t off = put_string(&s, a->argv[i]);
-    put(&p, &off, sizeof off);
+  for (size_t i = 0; i < n_argv + n_env; i++) {
+    uint32_t off = put_string(s, i < n_argv ? a->argv[i] : a->envp[i - n_argv]);
+    put(p, &off, sizeof off);
   }
-  for (size_t i = 0; i < n_env; i++) {
-    uint32_t off = put_string(&s, a->envp[i]);
-    put(&p, &off, sizeof off);
+  if (!p->failed && p->b.data != NULL) {
+    ((struct wire_header *)(void *)p->b.data)->strings_len = (uint32_t)s->b.len;
+    put(p, s->b.data, s->b.len);
   }
-  if (!p.failed && p.buf != NULL) {
-    ((struct wire_header *)(void *)p.buf)->strings_len = (uint32_t)s.len;
-    put(&p, s.buf, s.len);
-  }
-  free(s.buf);
+}
+
+int zygote_wire_pack(const struct child_args *a) {
+  struct packer p = {0}, s = {0};
+  pack_into(&p, &s, a);
+  sbx_buf_free(&s.b);
   if (p.failed || s.failed || a->n_ops > UINT32_MAX) {
-    free(p.buf);
+    sbx_buf_free(&p.b);
     errno = E2BIG;
     return -1;
   }
-  int fd = memfd_create("sandbox-zygote-run", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  int e = 0;
-  if (fd >= 0) {
-    size_t off = 0;
-    while (off < p.len) {
-      ssize_t n = write(fd, p.buf + off, p.len - off);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        e = n < 0 ? errno : EIO;
-        break;
-      }
-      off += (size_t)n;
-    }
-    if (e == 0 &&
-        fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-      e = errno;
-  } else {
+  cleanup_close int fd = memfd_create("sandbox-zygote-run", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int e = fd < 0 ? errno : 0;
+  if (e == 0 &&
+      (sbx_write_all(fd, p.b.data, p.b.len) < 0 ||
+       fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0))
     e = errno;
-  }
-  free(p.buf);
+  sbx_buf_free(&p.b);
   if (e != 0) {
-    if (fd >= 0)
-      close(fd);
     errno = e;
     return -1;
   }
-  return fd;
+  return steal_fd(&fd);
 }
 
 /* Checked pointers into the mapping. */
@@ -183,8 +158,9 @@ static const char *string_at(struct reader *r, uint32_t off, bool may_be_null) {
   return r->strings + off;
 }
 
-int zygote_wire_unpack(int memfd, struct zygote_run *run) {
-  memset(run, 0, sizeof *run);
+/* Maps the memfd and checks the header and that the arrays and the string
+ * area add up to its size; r then reads from just past the header (*at). */
+static int map_checked(int memfd, struct reader *r, struct wire_header *h, size_t *at) {
   struct stat st;
   if (fstat(memfd, &st) < 0)
     return -1;
@@ -196,23 +172,87 @@ int zygote_wire_unpack(int memfd, struct zygote_run *run) {
   const char *base = mmap(NULL, len, PROT_READ, MAP_PRIVATE, memfd, 0);
   if (base == MAP_FAILED)
     return -1;
-  struct reader r = {.base = base, .len = len};
-  size_t at = 0;
+  *r = (struct reader){.base = base, .len = len};
+  *at = 0;
+  memcpy(h, take(r, at, sizeof *h), sizeof *h);
+  if (h->magic != ZYGOTE_MAGIC || h->n_ops > 4096 || h->n_rlimits > CHILD_MAX_RLIMITS ||
+      h->n_argv == 0 || h->n_argv > (1u << 20) || h->n_env > (1u << 20) || h->strings_len > len) {
+    errno = EBADMSG;
+    return -1;
+  }
+  size_t arrays = h->n_ops * sizeof(struct wire_op) + h->n_rlimits * sizeof(struct wire_rlimit) +
+                  (h->n_argv + h->n_env) * sizeof(uint32_t);
+  if (*at + arrays + h->strings_len != len) {
+    errno = EBADMSG;
+    return -1;
+  }
+  r->strings = base + *at + arrays;
+  r->strings_len = h->strings_len;
+  return 0;
+}
+
+static void unpack_ops(struct reader *r, size_t *at, uint32_t n, struct zygote_run *run) {
+  for (uint32_t i = 0; i < n; i++) {
+    struct wire_op w;
+    const void *p = take(r, at, sizeof w);
+    if (p == NULL)
+      break;
+    memcpy(&w, p, sizeof w);
+    if (w.kind > CHILD_OP_ATTACH) {
+      r->bad = true;
+      break;
+    }
+    run->ops[i] = (struct child_op){.kind = (enum child_op_kind)w.kind,
+                                    .source = string_at(r, w.source, true),
+                                    .path = string_at(r, w.path, false),
+                                    .fstype = string_at(r, w.fstype, true),
+                                    .data = string_at(r, w.data, true),
+                                    .flags = (unsigned long)w.flags,
+                                    .mode = (mode_t)w.mode,
+                                    .dev = (dev_t)w.dev};
+    if (w.kind == CHILD_OP_ATTACH)
+      run->n_trees++;
+  }
+  run->n_ops = n;
+}
+
+static void unpack_rlimits(struct reader *r, size_t *at, uint32_t n, struct zygote_run *run) {
+  for (uint32_t i = 0; i < n; i++) {
+    struct wire_rlimit w;
+    const void *p = take(r, at, sizeof w);
+    if (p == NULL)
+      break;
+    memcpy(&w, p, sizeof w);
+    run->rlimits[i].resource = w.resource;
+    run->rlimits[i].limit.rlim_cur = w.cur;
+    run->rlimits[i].limit.rlim_max = w.max;
+  }
+  run->n_rlimits = n;
+}
+
+/* argv's offsets, then the environment's. */
+static void unpack_strings(struct reader *r, size_t *at, const struct wire_header *h,
+                           struct zygote_run *run) {
+  for (uint32_t i = 0; i < h->n_argv + h->n_env; i++) {
+    uint32_t off;
+    const void *p = take(r, at, sizeof off);
+    if (p == NULL)
+      break;
+    memcpy(&off, p, sizeof off);
+    if (i < h->n_argv)
+      run->argv[i] = string_at(r, off, false);
+    else
+      run->envp[i - h->n_argv] = string_at(r, off, false);
+  }
+}
+
+int zygote_wire_unpack(int memfd, struct zygote_run *run) {
+  memset(run, 0, sizeof *run);
+  struct reader r;
   struct wire_header h;
-  memcpy(&h, take(&r, &at, sizeof h), sizeof h);
-  if (h.magic != ZYGOTE_MAGIC || h.n_ops > 4096 || h.n_rlimits > CHILD_MAX_RLIMITS ||
-      h.n_argv == 0 || h.n_argv > (1u << 20) || h.n_env > (1u << 20) || h.strings_len > len) {
-    errno = EBADMSG;
+  size_t at;
+  if (map_checked(memfd, &r, &h, &at) < 0)
     return -1;
-  }
-  size_t arrays = h.n_ops * sizeof(struct wire_op) + h.n_rlimits * sizeof(struct wire_rlimit) +
-                  (h.n_argv + h.n_env) * sizeof(uint32_t);
-  if (at + arrays + h.strings_len != len) {
-    errno = EBADMSG;
-    return -1;
-  }
-  r.strings = base + at + arrays;
-  r.strings_len = h.strings_len;
   run->ops = calloc(h.n_ops + 1, sizeof *run->ops);
   run->argv = calloc(h.n_argv + 1, sizeof *run->argv);
   run->envp = calloc(h.n_env + 1, sizeof *run->envp);
@@ -222,50 +262,9 @@ int zygote_wire_unpack(int memfd, struct zygote_run *run) {
   }
   run->cwd = string_at(&r, h.cwd, false);
   run->hostname = string_at(&r, h.hostname, false);
-  for (uint32_t i = 0; i < h.n_ops; i++) {
-    struct wire_op w;
-    const void *p = take(&r, &at, sizeof w);
-    if (p == NULL)
-      break;
-    memcpy(&w, p, sizeof w);
-    if (w.kind > CHILD_OP_ATTACH) {
-      r.bad = true;
-      break;
-    }
-    run->ops[i] = (struct child_op){.kind = (enum child_op_kind)w.kind,
-                                    .source = string_at(&r, w.source, true),
-                                    .path = string_at(&r, w.path, false),
-                                    .fstype = string_at(&r, w.fstype, true),
-                                    .data = string_at(&r, w.data, true),
-                                    .flags = (unsigned long)w.flags,
-                                    .mode = (mode_t)w.mode,
-                                    .dev = (dev_t)w.dev};
-    if (w.kind == CHILD_OP_ATTACH)
-      run->n_trees++;
-  }
-  run->n_ops = h.n_ops;
-  for (uint32_t i = 0; i < h.n_rlimits; i++) {
-    struct wire_rlimit w;
-    const void *p = take(&r, &at, sizeof w);
-    if (p == NULL)
-      break;
-    memcpy(&w, p, sizeof w);
-    run->rlimits[i].resource = w.resource;
-    run->rlimits[i].limit.rlim_cur = w.cur;
-    run->rlimits[i].limit.rlim_max = w.max;
-  }
-  run->n_rlimits = h.n_rlimits;
-  for (uint32_t i = 0; i < h.n_argv + h.n_env; i++) {
-    uint32_t off;
-    const void *p = take(&r, &at, sizeof off);
-    if (p == NULL)
-      break;
-    memcpy(&off, p, sizeof off);
-    if (i < h.n_argv)
-      run->argv[i] = string_at(&r, off, false);
-    else
-      run->envp[i - h.n_argv] = string_at(&r, off, false);
-  }
+  unpack_ops(&r, &at, h.n_ops, run);
+  unpack_rlimits(&r, &at, h.n_rlimits, run);
+  unpack_strings(&r, &at, &h, run);
   if (r.bad || run->n_trees > CHILD_MAX_ATTACH) {
     errno = EBADMSG;
     return -1;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "io.h"
 #include "sandbox/sandbox.h"
 
 int workspace_root_open(const char *path, struct sbx_error *err) {
@@ -88,20 +89,6 @@ int workspace_unmount(int root_fd, const char *root_path, const char *name, stru
 
 /* ---- writing into a (possibly hostile) workspace ---- */
 
-static int write_all(int fd, const uint8_t *data, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    data += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 /* Removes whatever dir_fd/name is (file, link, FIFO, tree). */
 static int remove_any(int dir_fd, const char *name) {
   if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
@@ -152,7 +139,7 @@ int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size
       openat(cur, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return sbx_error_set(err, SBX_INTERNAL, errno, "create %s", path);
-  if (write_all(fd, data, len) < 0)
+  if (sbx_write_all(fd, data, len) < 0)
     return sbx_error_set(err, SBX_INTERNAL, errno, "write %s", path);
   if (fchown(fd, uid, gid) < 0)
     return sbx_error_set(err, SBX_INTERNAL, errno, "chown %s", path);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "killed_by.h"
 #include "sandbox.h"
@@ -222,27 +223,25 @@ static int parse_args(int argc, char **argv, struct exec_args *a) {
   return 0;
 }
 
+/* A file the CLI reads whole (--stdin FILE): at most READ_ALL_MAX. */
+#define READ_ALL_MAX ((size_t)2 << 30)
+
 static uint8_t *read_all(const char *path, size_t *len) {
   cleanup_fclose FILE *f = fopen(path, "rb");
   if (f == NULL)
     return NULL;
-  size_t cap = 65536, n = 0;
-  cleanup_free uint8_t *buf = malloc(cap);
-  while (buf != NULL) {
-    if (n == cap) {
-      uint8_t *b = cap > (1u << 30) ? NULL : realloc(buf, cap * 2);
-      if (b == NULL)
-        return NULL;
-      buf = b;
-      cap *= 2;
+  struct sbx_buf b = {0};
+  for (;;) {
+    if (sbx_buf_reserve(&b, 65536, READ_ALL_MAX) < 0) {
+      sbx_buf_free(&b);
+      return NULL;
     }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
+    size_t r = fread(b.data + b.len, 1, b.cap - b.len, f);
+    b.len += r;
     if (r == 0)
       break;
   }
-  *len = n;
-  return steal_pointer(&buf);
+  return sbx_buf_steal(&b, len);
 }
 
 /* Output bytes as JSON text: invalid UTF-8 becomes U+FFFD. */
