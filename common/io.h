@@ -11,10 +11,11 @@
 /* Writes all len bytes; 0, or -1 with errno. */
 int sbx_write_all(int fd, const void *data, size_t len);
 /* Sends all len bytes (len >= 1) on a stream or seqpacket socket, n_fds
- * descriptors (at most SBX_SEND_FDS_MAX) riding with the first byte,
+ * descriptors (at most SBX_SEND_FDS_MAX: a zygote run's stdio, memfd,
+ * report socket and a tree per mount) riding with the first byte,
  * MSG_NOSIGNAL. On a non-blocking socket it waits for room up to
  * timeout_ms per stall (-1: forever). 0, or -1 with errno (ETIMEDOUT). */
-#define SBX_SEND_FDS_MAX 8
+#define SBX_SEND_FDS_MAX 32
 int sbx_send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds,
                       int timeout_ms);
 

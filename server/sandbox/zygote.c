@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "io.h"
 #include "zygote_wire.h"
 
 /* A zygote has this long to import its modules (a cold matplotlib takes
@@ -173,29 +174,11 @@ static ssize_t ctl_recv(const struct zygote_slot *z, char *buf, size_t size, int
   }
 }
 
-/* One message, kind, with n_fds descriptors. Not common/io.h's
- * sbx_send_with_fds: that one takes at most SBX_SEND_FDS_MAX (8), and a
- * run hands its zygote up to ZYGOTE_MAX_FDS (the memfd, stdio, the report
- * socket and a tree per mount) in one SOCK_SEQPACKET message. */
+/* One message, kind, with n_fds descriptors, in one SOCK_SEQPACKET
+ * message (the zygote reads the kind and its fds with one recvmsg). */
+_Static_assert(ZYGOTE_MAX_FDS <= SBX_SEND_FDS_MAX, "a run's fds must fit one message");
 static int send_fds(int sock, char kind, const int *fds, size_t n_fds) {
-  char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_MAX_FDS)];
-  memset(cbuf, 0, sizeof cbuf);
-  struct iovec iov = {.iov_base = &kind, .iov_len = 1};
-  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-  if (n_fds > 0) {
-    mh.msg_control = cbuf;
-    mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n == 1 ? 0 : -1;
+  return sbx_send_with_fds(sock, &kind, 1, fds, n_fds, -1);
 }
 
 static int write_file(pid_t pid, const char *file, const char *text) {
