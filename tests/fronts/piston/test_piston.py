@@ -473,7 +473,7 @@ def check_slow_and_big(s):
 
 def https_execute(port, certs, body, cert=None, key=None):
     """POST /api/v2/execute over TLS: (status, parsed answer or raw)."""
-    from tls_certs import https_post_json
+    from lib.tls_certs import https_post_json
     return https_post_json(port, "/api/v2/execute", body, certs["ca_crt"], cert, key)
 
 
@@ -481,7 +481,7 @@ def test_piston_https(bin_dir):
     """--http-listen https:// with --tls-client-auth required: the front, like
     /metrics, runs code only for a client with a certificate from --tls-ca."""
     import tempfile
-    from tls_certs import make_certs
+    from lib.tls_certs import make_certs
     d = tempfile.mkdtemp(prefix="sbx-piston-certs-")
     c = make_certs(d)
     port = free_port()
