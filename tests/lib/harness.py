@@ -116,13 +116,20 @@ def uids_needed(flags):
     return sum(n.values()) + 1
 
 
+def allocate_uids(*flags):
+    """A uid base for a sandboxd a test starts itself with these flags
+    (--uid-base), held until the process exits like a Server's."""
+    return uids.allocate(uids_needed(flags))
+
+
 class Server(SandboxdProcess):
     """One sandboxd of a test: its own port, ipc socket, state dir and uid
     range, so tests may run in parallel. Server(bin_dir, *flags) allocates
     the uid range (uids.allocate, held until the process exits);
     uid_base=N takes that base instead (a restart on the same state dir:
-    uid_base=old.uid_base). The base is s.uid_base, for tests that look for
-    the processes of its uids (slot_processes). Subclasses add flags with
+    uid_base=old.uid_base). Its uids are s.uid_base .. s.uid_base +
+    s.uid_count - 1, for tests that look for their processes
+    (slot_processes). Subclasses add flags with
     extra_args() and wrap the code with script_text()."""
     tmp_prefix = "sbx-svc-"
 
@@ -140,10 +147,11 @@ class Server(SandboxdProcess):
         self.state = os.path.join(self.tmp, "state")
         self.log_path = os.path.join(self.tmp, "sandboxd.log")
         first = self.extra_args()
+        self.uid_count = uids_needed((*first, *extra))
         if uid_base is None:
-            uid_base = uids.allocate(uids_needed((*first, *extra)))
+            uid_base = uids.allocate(self.uid_count)
         else:
-            uids.claim(uid_base, uids_needed((*first, *extra)))
+            uids.claim(uid_base, self.uid_count)
         self.uid_base = uid_base
         # wrap: a command to start sandboxd under (e.g. in a network
         # namespace of its own); it ends by exec'ing its arguments.

@@ -1,5 +1,5 @@
 """The driver the mutation scripts share (tests/clients/c/mutations.py,
-tests/integration/service/tls_mutations.py): each mutation replaces one
+tests/integration/service/tls_mutations.py, streaming_mutations.py): each mutation replaces one
 text in one source file, rebuilds build/, runs the tests said to guard it
 and prints CAUGHT when they fail as they must, MISSED when they pass
 anyway. The source is restored (also after an error) and rebuilt at the
@@ -38,3 +38,14 @@ def run_mutations(root, mutations, run_guard, only=()):
             with open(path, "w") as fh:
                 fh.write(src)
     build(root)
+
+
+def run_pytest_group(test_file, group, bin_dir):
+    """A guard that is one end-to-end test (FILE::test_GROUP, as ctest runs
+    it): (failed, its first failed checks)."""
+    p = subprocess.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        f"{test_file}::test_{group}", "--bin-dir", bin_dir],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"pytest exited {p.returncode}: {p.stdout[-800:]}")
+    return p.returncode == 1, [l for l in p.stdout.splitlines() if l.startswith("FAIL")][:4]

@@ -24,8 +24,10 @@ class Servers:
     def __init__(self):
         self.started = []
 
-    def start(self, *flags: str) -> Server:
-        s = Server(BIN_DIR, *flags)
+    def start(self, *flags: str, uid_base=None) -> Server:
+        """A server with these flags; its uids from the harness (s.uid_base),
+        or uid_base (a restart on the same uids)."""
+        s = Server(BIN_DIR, *flags, uid_base=uid_base)
         self.started.append(s)
         return s
 

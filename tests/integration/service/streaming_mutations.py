@@ -1,19 +1,19 @@
-#!/usr/bin/python3
 """Mutation checks of the streaming tests (not run by ctest; as root, after
 ./scripts/build): each entry breaks one behaviour of StartRun, WatchRun or
 CancelRun in the server, rebuilds build/, runs the test_streaming.py groups
 that guard it, and prints CAUGHT when they fail as they must, MISSED when
 they pass anyway (tests/lib/mutate.py). Arguments filter by name.
 
-    /usr/bin/python3 tests/integration/service/streaming_mutations.py [NAME-SUBSTRING...]
+    cd tests && /usr/bin/python3 -m integration.service.streaming_mutations [NAME-SUBSTRING...]
+
+(run as a module from tests/, so that `lib` is importable as in the tests).
 """
 import os
-import subprocess
 import sys
 
+from lib.mutate import run_mutations, run_pytest_group
+
 W = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-sys.path.insert(0, os.path.join(W, "tests", "lib"))
-from mutate import run_mutations  # noqa: E402
 
 M = {
  "engine: the cancel fd not polled": ("server/sandbox/supervise.c",
@@ -76,10 +76,8 @@ M = {
 
 
 def run_guard(group):
-    p = subprocess.run(["/usr/bin/python3", f"{W}/tests/integration/service/test_streaming.py",
-                        "--bin-dir", f"{W}/build/bin", group], capture_output=True, text=True,
-                       timeout=600)
-    return p.returncode == 1, [l for l in p.stdout.splitlines() if l.startswith("FAIL")][:4]
+    return run_pytest_group(f"{W}/tests/integration/service/test_streaming.py", group,
+                            f"{W}/build/bin")
 
 
 def main():

@@ -1,14 +1,14 @@
-#!/usr/bin/python3
 """End-to-end tests of https:// on the operations listener (--http-listen
 https://HOST:PORT): libmicrohttpd's TLS (GnuTLS) with the server's
 --tls-cert and --tls-key (here an encrypted key with
 --tls-key-password-file), and client certificates from --tls-ca
-(--tls-client-auth). Certificates are made by openssl inside each group
+(--tls-client-auth). Certificates are made by openssl inside each test
 (tests/lib/tls_certs.py). Clients: Python's ssl (OpenSSL), curl and a real
 Prometheus server scraping /metrics over TLS with a client certificate.
 
-Groups start their own sandboxd (uids 58500-58599). Needs root (the engine
-does); without it the group skips loudly (exit 77), or fails when CI=true.
+Each test (one ctest entry, service_<name>) starts its own sandboxd (uids
+from the harness). Needs root (the engine does); without it the test skips
+loudly (exit 77), or fails when CI=true (tests/conftest.py).
 """
 import http.client
 import os
@@ -16,25 +16,22 @@ import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 
+from lib.harness import Server, allocate_uids, check, free_port
+from lib.tls_certs import make_certs
+from lib.prometheus import parse_metrics, start_prometheus, stop_prometheus, wait_query_sum
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-sys.path.insert(0, HERE)
-from harness import Server, check, free_port, run_groups  # noqa: E402
-from tls_certs import make_certs  # noqa: E402
-from test_ops import (parse_metrics, start_prometheus, stop_prometheus,  # noqa: E402
-                      wait_query_sum)
 
 
 class HttpsServer(Server):
     """A sandboxd whose operations listener is https:// on a free port."""
 
-    def __init__(self, bin_dir, uid_base, certs, *extra):
+    def __init__(self, bin_dir, certs, *extra):
         self.http_port = free_port()
         self.certs = certs
-        super().__init__(bin_dir, uid_base, "--http-listen",
+        super().__init__(bin_dir, "--http-listen",
                          f"https://127.0.0.1:{self.http_port}", "--tls-cert", certs["server_crt"],
                          *extra)
 
@@ -67,9 +64,9 @@ def certs_dir():
     return d, make_certs(d)
 
 
-def group_https_client_auth_required(b):
+def test_https_client_auth_required(bin_dir, check):
     d, c = certs_dir()
-    s = HttpsServer(b, 58500, c, "--tls-key", c["server_enc_key"], "--tls-key-password-file",
+    s = HttpsServer(bin_dir, c, "--tls-key", c["server_enc_key"], "--tls-key-password-file",
                     c["key_password_txt"], "--tls-ca", c["ca_crt"])
     try:
         log = s.log_text()
@@ -143,9 +140,9 @@ def check_prometheus_over_tls(s, c):
         stop_prometheus(prom, tmp)
 
 
-def group_https_client_auth_none(b):
+def test_https_client_auth_none(bin_dir, check):
     d, c = certs_dir()
-    s = HttpsServer(b, 58520, c, "--tls-key", c["server_key"])
+    s = HttpsServer(bin_dir, c, "--tls-key", c["server_key"])
     try:
         status, body = s.get("/metrics")
         check(status == 200 and b"sandboxd_" in body,
@@ -153,14 +150,15 @@ def group_https_client_auth_none(b):
         m = parse_metrics(body.decode())
         check(m.samples, "the exposition parses", body[:200])
         # Settings: https:// without a certificate is refused before anything starts.
-        p = subprocess.run([f"{b}/sandboxd", "--http-listen", "https://127.0.0.1:1",
-                            "--listen", "tcp://127.0.0.1:1", "--uid-base", "58540"],
+        uid_base = str(allocate_uids())
+        p = subprocess.run([f"{bin_dir}/sandboxd", "--http-listen", "https://127.0.0.1:1",
+                            "--listen", "tcp://127.0.0.1:1", "--uid-base", uid_base],
                            capture_output=True, text=True, timeout=30)
         check(p.returncode == 2 and "https:// needs --tls-cert" in p.stderr,
               "https:// without --tls-cert: exit 2 naming the setting", (p.returncode, p.stderr))
-        p = subprocess.run([f"{b}/sandboxd", "--http-listen", "https://127.0.0.1:1",
+        p = subprocess.run([f"{bin_dir}/sandboxd", "--http-listen", "https://127.0.0.1:1",
                             "--tls-cert", c["server_crt"], "--tls-key", c["mismatch_key"],
-                            "--listen", "tcp://127.0.0.1:1", "--uid-base", "58540"],
+                            "--listen", "tcp://127.0.0.1:1", "--uid-base", uid_base],
                            capture_output=True, text=True, timeout=30)
         check(p.returncode == 1 and "does not belong to the certificate" in p.stderr,
               "https:// with a key that is not the certificate's: exit 1 naming the file",
@@ -168,17 +166,3 @@ def group_https_client_auth_none(b):
     finally:
         s.stop()
         shutil.rmtree(d, ignore_errors=True)
-
-
-GROUPS = {
-    "https_client_auth_required": group_https_client_auth_required,
-    "https_client_auth_none": group_https_client_auth_none,
-}
-
-
-def main():
-    return run_groups(GROUPS, "service_")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

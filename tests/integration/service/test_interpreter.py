@@ -1,10 +1,9 @@
-#!/usr/bin/python3
 """Interpreter sessions and rich results on the wire (session_mode
 INTERPRETER, result, figures; docs/INTERPRETER.md): a real sandboxd per
-group, raw REQ connections with the build's generated messages
-(tests/lib/harness.py). uid bases 45000-45999.
+test, raw REQ connections with the build's generated messages
+(tests/lib/harness.py).
 
-Groups:
+Tests (test_<name>, ctest service_<name>):
   interpreter_state      x = 41, then x + 1 is result "42"; a pandas
                          DataFrame built in one call used in the next;
                          imports, open files, functions and `_` live on;
@@ -43,15 +42,13 @@ Groups:
 """
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 
+from lib.harness import Server, WireCaller, free_port, load_pb2, slot_processes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from harness import (Server, WireCaller, check, free_port, load_pb2, run_groups,  # noqa: E402
-                     slot_processes)
 
 OK, INVALID_ARGUMENT, FAILED_PRECONDITION = 0, 3, 9
 NONE, TIMEOUT, MEMORY, OUTPUT_LIMIT, SIGNAL, CANCELLED = 0, 1, 2, 3, 4, 5
@@ -63,9 +60,9 @@ class InterpServer(Server):
     """A sandboxd with the operations listener."""
     tmp_prefix = "sbx-interp-"
 
-    def __init__(self, bin_dir, uid_base, *extra, **kw):
+    def __init__(self, bin_dir, *extra, **kw):
         self.http_port = free_port()
-        super().__init__(bin_dir, uid_base, "--http-listen", f"http://127.0.0.1:{self.http_port}",
+        super().__init__(bin_dir, "--http-listen", f"http://127.0.0.1:{self.http_port}",
                          *extra, **kw)
 
     def metrics(self):
@@ -145,9 +142,9 @@ def interp_processes(s, workers, n):
 
 # ---- state across calls ----
 
-def group_interpreter_state(b):
-    pb = load_pb2(b)
-    s = InterpServer(b, 45000, "--workers", "2")
+def test_interpreter_state(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "2")
     c = Caller(s, pb)
     try:
         r1 = c.cell("st", "x = 41\n")
@@ -237,7 +234,7 @@ def group_interpreter_state(b):
         check(len(interp_processes(s, 2, 4)) >= 1, "the interpreter lives between calls",
               interp_processes(s, 2, 4))
         # sandbox-run's plain mode shows a cell's value as a notebook does.
-        run = [f"{b}/sandbox-run", "-e", s.tcp, "--session", "plain"]
+        run = [f"{bin_dir}/sandbox-run", "-e", s.tcp, "--session", "plain"]
         p1 = subprocess.run(run + ["--session-mode", "interpreter", "-"], input=b"y = 5\n",
                             capture_output=True, timeout=60)
         p2 = subprocess.run(run + ["-"], input=b"print('out')\ny * 2\n", capture_output=True,
@@ -258,9 +255,9 @@ def group_interpreter_state(b):
 
 # ---- limits ----
 
-def group_interpreter_limits(b):
-    pb = load_pb2(b)
-    s = InterpServer(b, 45100, "--workers", "2", "--interpreter-grace-ms", "700")
+def test_interpreter_limits(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "2", "--interpreter-grace-ms", "700")
     c = Caller(s, pb)
     try:
         c.cell("lim", "x = 1\nopen('kept.txt', 'w').write('kept')\n")
@@ -389,9 +386,9 @@ def group_interpreter_limits(b):
 PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('t')\n"
 
 
-def group_interpreter_figures(b):
-    pb = load_pb2(b)
-    s = InterpServer(b, 45200, "--workers", "2")
+def test_interpreter_figures(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "2")
     c = Caller(s, pb)
     big = {"timeout_ms": 30000}
     try:
@@ -467,9 +464,9 @@ def group_interpreter_figures(b):
 WHO = "import os\n(os.getuid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
 
 
-def group_interpreter_isolation(b):
-    pb = load_pb2(b)
-    s = InterpServer(b, 45300, "--workers", "2")
+def test_interpreter_isolation(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "2")
     c = Caller(s, pb)
     try:
         c.cell("alice", "secret = 'alice-secret'\nimport sys\nsys.alice = 1\n")
@@ -479,7 +476,8 @@ def group_interpreter_isolation(b):
         ra, rb = c.cell("alice", WHO), c.cell("bob", WHO)
         ua, pa = eval(ra.result)
         ub, pb_ = eval(rb.result)
-        check(ua != ub and ua >= 45302 and ub >= 45302,
+        interp_uids = range(s.uid_base + 2, s.uid_base + 2 + 4)  # past the 2 workers' slots
+        check(ua != ub and ua in interp_uids and ub in interp_uids,
               "each interpreter runs as a uid of its own, past the workers' slots", (ua, ub))
         check(len(pa) <= 3 and len(pb_) <= 3, "each sees only its own processes", (pa, pb_))
         r = c.cell("bob", "import glob\nglob.glob('/workspace/*') + glob.glob('/proc/*/environ')"
@@ -503,15 +501,15 @@ def group_interpreter_isolation(b):
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
-    check(slot_processes(45300, 6) == {}, "nothing left after the server stopped",
-          slot_processes(45300, 6))
+    check(slot_processes(s.uid_base, 6) == {}, "nothing left after the server stopped",
+          slot_processes(s.uid_base, 6))
 
 
 # ---- eviction, idle, lifetime ----
 
-def group_interpreter_eviction(b):
-    pb = load_pb2(b)
-    s = InterpServer(b, 45400, "--workers", "2", "--max-interpreters", "1")
+def test_interpreter_eviction(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "2", "--max-interpreters", "1")
     c = Caller(s, pb)
     try:
         c.cell("first", "x = 1\n")
@@ -540,7 +538,7 @@ def group_interpreter_eviction(b):
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
-    s = InterpServer(b, 45450, "--workers", "1", "--interpreter-idle-s", "2",
+    s = InterpServer(bin_dir, "--workers", "1", "--interpreter-idle-s", "2",
                      "--interpreter-max-lifetime-s", "4")
     c = Caller(s, pb)
     try:
@@ -587,9 +585,9 @@ def frame(obj):
 """
 
 
-def group_interpreter_hostile(b):
-    pb = load_pb2(b)
-    s = InterpServer(b, 45600, "--workers", "1")
+def test_interpreter_hostile(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "1")
     c = Caller(s, pb)
     try:
         c.cell("h", "kept = 1\n")
@@ -628,9 +626,9 @@ def group_interpreter_hostile(b):
 
 # ---- refusals ----
 
-def group_interpreter_refused(b):
-    pb = load_pb2(b)
-    s = InterpServer(b, 45500, "--workers", "1", "--zygote")
+def test_interpreter_refused(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "1", "--zygote")
     c = Caller(s, pb)
     try:
         cases = [
@@ -665,7 +663,7 @@ def group_interpreter_refused(b):
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
-    s = InterpServer(b, 45550, "--workers", "1", "--max-interpreters", "0")
+    s = InterpServer(bin_dir, "--workers", "1", "--max-interpreters", "0")
     c = Caller(s, pb)
     try:
         st, msg, _ = c.run("1\n", session_id="z", session_mode=INTERP)
@@ -676,13 +674,7 @@ def group_interpreter_refused(b):
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
-    p = subprocess.run([f"{b}/sandboxd", "--max-interpreters", "-1"], capture_output=True,
+    p = subprocess.run([f"{bin_dir}/sandboxd", "--max-interpreters", "-1"], capture_output=True,
                        text=True, timeout=10)
     check(p.returncode == 2 and "max-interpreters" in p.stderr,
           "a negative --max-interpreters stops the start", (p.returncode, p.stderr))
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-if __name__ == "__main__":
-    sys.exit(run_groups(GROUPS, "service_"))

@@ -1,13 +1,13 @@
-#!/usr/bin/python3
 """End-to-end tests of sandboxd's operations side (server/ops/): the HTTP
 listener (--http-listen) with /healthz, /readyz, /metrics, its limits and
 timeouts, the metrics as promtool and a real Prometheus server read them,
 and --log-format json.
 
-Each group starts its own sandboxd (uids 56000-56999) with the operations
-listener on a free loopback port and talks to it over plain sockets and
-http.client: nothing is mocked. Needs root (the engine does); without it
-the group skips loudly (exit 77), or fails when CI=true.
+Each test (one ctest entry, service_<name>) starts its own sandboxd (uids
+from the harness) with the operations listener on a free loopback port and
+talks to it over plain sockets and http.client: nothing is mocked. Needs
+root (the engine does); without it the test skips loudly (exit 77), or
+fails when CI=true (tests/conftest.py).
 """
 import http.client
 import json
@@ -17,16 +17,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
+
+from lib.harness import Server, allocate_uids, check, closed_by_peer, free_port, wait_log
+from lib.prometheus import parse_metrics, start_prometheus, stop_prometheus, wait_query_sum
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from harness import (FAILURES, Server, check, closed_by_peer, free_port,  # noqa: E402
-                     run_groups, wait_log)
 
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 HELLO = 'print("hello")\n'
@@ -35,9 +32,9 @@ HELLO = 'print("hello")\n'
 class OpsServer(Server):
     """A sandboxd with the operations listener on a free loopback port."""
 
-    def __init__(self, bin_dir, uid_base, *extra, **kw):
+    def __init__(self, bin_dir, *extra, **kw):
         self.http_port = free_port()
-        super().__init__(bin_dir, uid_base, "--http-listen",
+        super().__init__(bin_dir, "--http-listen",
                          f"http://127.0.0.1:{self.http_port}", *extra, **kw)
 
     def http(self, method, path, headers=None, body=None, timeout=10):
@@ -65,53 +62,6 @@ class OpsServer(Server):
             f.write(code)
         return subprocess.Popen([f"{self.bin_dir}/sandbox-run", "-e", self.tcp, "--json", *flags,
                                  path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
-
-
-class Metrics:
-    """The exposition as read back: samples by (name, labels), HELP, TYPE."""
-
-    def __init__(self):
-        self.samples = {}
-        self.help = {}
-        self.type = {}
-        self.bad_lines = []
-
-    def get(self, name, **labels):
-        return self.samples.get((name, frozenset(labels.items())))
-
-    def family_of(self, name):
-        for suffix in ("_bucket", "_sum", "_count"):
-            base = name[:-len(suffix)]
-            if name.endswith(suffix) and self.type.get(base) == "histogram":
-                return base
-        return name
-
-
-def unescape(v):
-    return re.sub(r'\\(.)', lambda m: "\n" if m.group(1) == "n" else m.group(1), v)
-
-
-def parse_metrics(text):
-    m = Metrics()
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            name, _, help_text = line[7:].partition(" ")
-            m.help[name] = help_text
-        elif line.startswith("# TYPE "):
-            name, _, kind = line[7:].partition(" ")
-            m.type[name] = kind
-        elif line and not line.startswith("#"):
-            s = SAMPLE.match(line)
-            if not s:
-                m.bad_lines.append(line)
-                continue
-            labels = frozenset((k, unescape(v)) for k, v in LABEL.findall(s.group(2) or ""))
-            m.samples[(s.group(1), labels)] = float(s.group(3))
-    return m
 
 
 def wait_metric(s, name, want, timeout=15, **labels):
@@ -142,7 +92,7 @@ def check_start_fault(b):
     state = os.path.join(tmp, "state")
     try:
         p = subprocess.run([f"{b}/sandboxd", "--listen", f"tcp://127.0.0.1:{free_port()}",
-                            "--state-dir", state, "--uid-base", "56050",
+                            "--state-dir", state, "--uid-base", str(allocate_uids()),
                             "--http-listen", f"http://127.0.0.1:{port}"],
                            capture_output=True, text=True, timeout=30)
         check(p.returncode == 1 and f"http listen http://127.0.0.1:{port}: Address already in use"
@@ -156,9 +106,9 @@ def check_start_fault(b):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def group_ops_http(b):
-    check_start_fault(b)
-    s = OpsServer(b, 56000, "--workers", "1", "--queue", "1", "--http-timeout-s", "2",
+def test_ops_http(bin_dir, check):
+    check_start_fault(bin_dir)
+    s = OpsServer(bin_dir, "--workers", "1", "--queue", "1", "--http-timeout-s", "2",
                   "--http-max-connections-per-ip", "4", "--http-max-request-bytes", "8192")
     try:
         check_probes_and_routes(s)
@@ -365,13 +315,13 @@ def runs_total(s):
     return sum(v for (name, lab), v in m.samples.items() if name == "sandboxd_runs_total")
 
 
-def group_ops_fronts_http(b):
+def test_ops_fronts_http(bin_dir, check):
     """The listener with a front on it (--http-fronts piston): POST bodies
     within --http-max-body-bytes (413 before the body is read), a request
     that trickles in cut off after --http-request-timeout-s, Origin 403,
     invalid JSON 400; nothing runs for any of them and both sides keep
     serving."""
-    s = OpsServer(b, 60100, "--workers", "1", "--http-fronts", "piston",
+    s = OpsServer(bin_dir, "--workers", "1", "--http-fronts", "piston",
                   "--http-max-body-bytes", "65536", "--http-request-timeout-s", "3",
                   "--http-timeout-s", "2")
     try:
@@ -549,15 +499,15 @@ MCP_RUN = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
-def group_ops_http_requests(b):
+def test_ops_http_requests(bin_dir, check):
     """What the listener checks before it serves any route (the fronts' and
     the operations' alike): the Host names the server (421, DNS rebinding;
     400 missing or repeated), one way to frame a body (400, 501), a POST
     body labelled JSON (415); and every refusal on a front's path in that
     front's JSON. Nothing runs for a refused request; both sides keep
     serving."""
-    check_allowed_hosts_setting(b)
-    s = OpsServer(b, 56400, "--workers", "1", "--http-fronts", "piston,mcp",
+    check_allowed_hosts_setting(bin_dir)
+    s = OpsServer(bin_dir, "--workers", "1", "--http-fronts", "piston,mcp",
                   "--http-max-body-bytes", "65536", "--http-allowed-hosts", ALLOWED_EXTRA)
     try:
         check_still_serving(s, "the start")
@@ -838,8 +788,8 @@ def make_calls(s):
             ("unknown", "INVALID_ARGUMENT"): 1}
 
 
-def group_ops_metrics(b):
-    s = OpsServer(b, 56100, "--workers", "2")
+def test_ops_metrics(bin_dir, check):
+    s = OpsServer(bin_dir, "--workers", "2")
     try:
         want_requests = make_calls(s)
         st, headers, body = s.http("GET", "/metrics")
@@ -918,68 +868,8 @@ def check_documented(m):
     check(not missing, "docs/OPERATIONS.md lists every metric", missing)
 
 
-# ---- a real Prometheus server scrapes it ----
-
-def start_prometheus(tmp, target_port, tls=None):
-    """A Prometheus server scraping 127.0.0.1:target_port every second;
-    tls: its tls_config (ca_file, cert_file, ...) to scrape over https."""
-    port = free_port()
-    config = os.path.join(tmp, "prometheus.yml")
-    scheme = ""
-    if tls is not None:
-        scheme = "    scheme: https\n    tls_config:\n" + "".join(
-            f"      {k}: {v}\n" for k, v in tls.items())
-    with open(config, "w") as f:
-        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                "scrape_configs:\n  - job_name: sandboxd\n" + scheme + "    static_configs:\n"
-                f"      - targets: ['127.0.0.1:{target_port}']\n")
-    log = open(os.path.join(tmp, "prometheus.log"), "wb")
-    proc = subprocess.Popen(["/usr/bin/prometheus", f"--config.file={config}",
-                             f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    return proc, port
-
-
-def stop_prometheus(prom, tmp):
-    """Stops it (when started), shows its log after a failure, removes tmp."""
-    if prom is not None:
-        prom.terminate()
-        try:
-            prom.wait(20)
-        except subprocess.TimeoutExpired:
-            prom.kill()
-            prom.wait()
-        if FAILURES:
-            print(open(os.path.join(tmp, "prometheus.log"), errors="replace").read()[-3000:])
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-def prom_query(port, query):
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.loads(r.read())
-
-
-def wait_query_sum(port, query, want, timeout=60):
-    """Sums the query's vector until it equals want; the last sum seen."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            res = prom_query(port, query)
-            if res.get("status") == "success" and res["data"]["result"]:
-                last = sum(float(r["value"][1]) for r in res["data"]["result"])
-                if last == want:
-                    return last
-        except OSError:
-            pass  # not listening yet
-        time.sleep(0.5)
-    return last
-
-
-def group_ops_prometheus(b):
-    s = OpsServer(b, 56200)
+def test_ops_prometheus(bin_dir, check):
+    s = OpsServer(bin_dir)
     tmp = tempfile.mkdtemp(prefix="sbx-prom-")
     prom = None
     try:
@@ -1004,8 +894,8 @@ def group_ops_prometheus(b):
 
 # ---- --log-format json ----
 
-def group_ops_json_logs(b):
-    s = OpsServer(b, 56300, "--log-format", "json", "--workers", "1")
+def test_ops_json_logs(bin_dir, check):
+    s = OpsServer(bin_dir, "--log-format", "json", "--workers", "1")
     try:
         rc, out = s.run(HELLO, "--run-id", "json-ok")
         check(out.get("stdout") == "hello\n", "a run on a json-logging server", out)
@@ -1020,7 +910,7 @@ def group_ops_json_logs(b):
               f"r = sandboxd.Client({s.tcp!r}).run_code('print(7)', run_id='json-hostile-id')\n"
               "print(r.stdout_text, end='')\n")
         p = subprocess.run(["/usr/bin/python3", "-c", py], capture_output=True, text=True,
-                           timeout=60, env=dict(os.environ, PYTHONPATH=os.path.join(b, "..",
+                           timeout=60, env=dict(os.environ, PYTHONPATH=os.path.join(bin_dir, "..",
                                                                                     "python")))
         check(p.stdout == "7\n", "a run whose request id is hostile", (p.stdout, p.stderr[-500:]))
     finally:
@@ -1065,14 +955,3 @@ def group_ops_json_logs(b):
     stopped = [o for o in objs if o["event"] == "stopped"]
     check(stopped and stopped[0].get("runs_total") == 3 and stopped[0].get("requests_total") == 4,
           "the stopped event's counters", stopped)
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-
-def main():
-    return run_groups(GROUPS, "service_")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

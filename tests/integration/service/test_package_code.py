@@ -1,12 +1,11 @@
-#!/usr/bin/python3
 """Package code is user code (issue 24; docs/SECURITY.md, "Package code is
 user code"): a requirement whose wheel installs a `.pth` hook
 (tests/lib/hostile_package.py), served from a wheelhouse made by the test
 (--offline 1 --wheelhouse), through every way an interpreter starts. The
 hook records what it could do where it ran and leaves a daemon meant to
-outlive its run. uid bases 63000-63399.
+outlive its run.
 
-Groups:
+Tests (test_<name>, ctest service_<name>):
   package_code_cold         a cold run: the hook runs in the run's sandbox
                             (seccomp, no capabilities, no_new_privs, every
                             probe refused); its daemon dies with the run
@@ -32,14 +31,13 @@ Groups:
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 
+from lib.harness import Server, WireCaller, check, load_pb2, slot_processes
+from lib import hostile_package as hp
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from harness import Server, WireCaller, check, load_pb2, run_groups, slot_processes  # noqa: E402
-import hostile_package as hp  # noqa: E402
 
 OK, INVALID_ARGUMENT, INTERNAL = 0, 3, 13
 
@@ -97,10 +95,10 @@ def no_daemons(s, what, timeout=5):
     return check(not left, f"{what}: no process of the hook is left", left)
 
 
-def group_package_code_cold(b):
-    pb = load_pb2(b)
+def test_package_code_cold(bin_dir, check):
+    pb = load_pb2(bin_dir)
     wh = wheelhouse()
-    s = Server(b, 63000, "--workers", "1", "--offline", "1", "--wheelhouse", wh)
+    s = Server(bin_dir, "--workers", "1", "--offline", "1", "--wheelhouse", wh)
     c = Caller(s, pb)
     try:
         r = c.ok(hp.REPORT, requirements=[hp.REQUIREMENT])
@@ -124,10 +122,10 @@ def group_package_code_cold(b):
     no_daemons(s, "cold, after the server")
 
 
-def group_package_code_zygote(b):
-    pb = load_pb2(b)
+def test_package_code_zygote(bin_dir, check):
+    pb = load_pb2(bin_dir)
     wh = wheelhouse()
-    s = Server(b, 63100, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1")
+    s = Server(bin_dir, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1")
     c = Caller(s, pb)
     try:
         r = c.ok(hp.REPORT, requirements=[hp.REQUIREMENT], runtime="python-zygote")
@@ -175,11 +173,11 @@ def zygotes_pids_max(server_pid):
     return None
 
 
-def group_package_code_zygote_limits(b):
-    pb = load_pb2(b)
+def test_package_code_zygote_limits(bin_dir, check):
+    pb = load_pb2(bin_dir)
     wh = wheelhouse()
     hp.make_forker_wheel(wh)
-    s = Server(b, 63250, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1",
+    s = Server(bin_dir, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1",
                "--zygote-preload", "json")
     c = Caller(s, pb)
     try:
@@ -203,12 +201,12 @@ def group_package_code_zygote_limits(b):
         shutil.rmtree(wh, ignore_errors=True)
 
 
-def group_package_code_zygote_leftovers(b):
-    pb = load_pb2(b)
+def test_package_code_zygote_leftovers(bin_dir, check):
+    pb = load_pb2(bin_dir)
     wh = wheelhouse()
     for name in hp.LEFTOVERS:
         hp.make_leftover_wheel(wh, name)
-    s = Server(b, 63280, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1",
+    s = Server(bin_dir, "--workers", "1", "--offline", "1", "--wheelhouse", wh, "--zygote", "1",
                "--zygote-preload", "json")
     c = Caller(s, pb)
     try:
@@ -232,10 +230,10 @@ def group_package_code_zygote_leftovers(b):
 SITECUSTOMIZE = "import sbx_hook_boot\n"
 
 
-def group_package_code_interpreter(b):
-    pb = load_pb2(b)
+def test_package_code_interpreter(bin_dir, check):
+    pb = load_pb2(bin_dir)
     wh = wheelhouse()
-    s = Server(b, 63200, "--workers", "1", "--offline", "1", "--wheelhouse", wh)
+    s = Server(bin_dir, "--workers", "1", "--offline", "1", "--wheelhouse", wh)
     c = Caller(s, pb)
     try:
         st, msg, _ = c.run(hp.REPORT, requirements=[hp.REQUIREMENT], session_id="nb",
@@ -262,9 +260,3 @@ def group_package_code_interpreter(b):
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(wh, ignore_errors=True)
     no_daemons(s, "interpreter, after the server")
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-if __name__ == "__main__":
-    sys.exit(run_groups(GROUPS, "service_"))

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
 """End-to-end tests of per-run requirements (docs/REQUIREMENTS.md): the real
 sandboxd and sandbox-run, offline, with wheels this test writes itself into a
 temporary wheelhouse (and, for the network mode, a PEP 503 index served from
-127.0.0.1). Uses tests/lib/harness.py's Server and check. uid bases 52000-64900.
+127.0.0.1). Uses tests/lib/harness.py's Server and check; one ctest entry
+per test, service_<name>.
 """
 import concurrent.futures
 import hashlib
@@ -13,16 +13,14 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from harness import Server, check, run_groups  # noqa: E402
-from wheelhouse import make_module_wheel  # noqa: E402
+from lib.harness import Server
+from lib.wheelhouse import make_module_wheel
 
 IMPORT = "import {mod}\nprint({mod}.VALUE)\n"
 
@@ -48,14 +46,14 @@ def new_wheelhouse():
     return wh
 
 
-def group_requirements_basic(b):
+def test_requirements_basic(bin_dir, check):
     wh = new_wheelhouse()
     make_module_wheel(wh, "sbx-alpha", "1.0", "alpha one")
     make_module_wheel(wh, "sbx-alpha", "2.0", "alpha two")
     make_module_wheel(wh, "sbx-dep", "1.0", "dep")
     make_module_wheel(wh, "sbx-uses-dep", "1.0", "uses dep", requires=["sbx-dep>=1"])
     make_module_wheel(wh, "sbx-broken", "1.0", "never", requires=["sbx-missing-dep"])
-    s = Server(b, 52000, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+    s = Server(bin_dir, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
                "--max-requirements", "4")
     try:
         rc, out = s.run(IMPORT.format(mod="sbx_alpha"), *req_flags("sbx-alpha==1.0"))
@@ -149,7 +147,7 @@ def group_requirements_basic(b):
     finally:
         s.stop()
     # A server with no package source says so, and still runs code.
-    s = Server(b, 52000, "--offline", "1")
+    s = Server(bin_dir, "--offline", "1")
     try:
         rc, out = s.run(HELLO, *req_flags("sbx-alpha"))
         check(out.get("status") == "FAILED_PRECONDITION" and "--wheelhouse" in out.get("error", ""),
@@ -163,11 +161,11 @@ def group_requirements_basic(b):
 HELLO = 'print("hello")\n'
 
 
-def group_requirements_concurrency(b):
+def test_requirements_concurrency(bin_dir, check):
     wh = new_wheelhouse()
     make_module_wheel(wh, "sbx-shared", "1.0", "shared")
     make_module_wheel(wh, "sbx-fails", "1.0", "never", requires=["sbx-nowhere"])
-    s = Server(b, 52100, "--workers", "2", "--offline", "1", "--wheelhouse", wh)
+    s = Server(bin_dir, "--workers", "2", "--offline", "1", "--wheelhouse", wh)
     try:
         def one(i):
             return s.run(f"import sbx_shared\nprint(sbx_shared.VALUE, {i})\n",
@@ -202,13 +200,13 @@ def group_requirements_concurrency(b):
 MB = 1 << 20
 
 
-def group_requirements_eviction_and_restart(b):
+def test_requirements_eviction_and_restart(bin_dir, check):
     wh = new_wheelhouse()
     for name in ("sbx-pad-a", "sbx-pad-b", "sbx-pad-c", "sbx-pad-d", "sbx-slow"):
         make_module_wheel(wh, name, "1.0", name, padding=MB)
     # Room for two environments of a little over 1 MiB, not three.
     cap = str(MB * 5 // 2)
-    s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+    s = Server(bin_dir, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
                "--requirements-store-bytes", cap)
     try:
         def use(name, extra=""):
@@ -218,7 +216,7 @@ def group_requirements_eviction_and_restart(b):
         # a is held by a running program while b and c are built: the cap
         # makes the store evict, but never a, though it is the least recent.
         slow = subprocess.Popen(
-            [f"{b}/sandbox-run", "-e", s.tcp, "--json", "--timeout-ms", "30000",
+            [f"{bin_dir}/sandbox-run", "-e", s.tcp, "--json", "--timeout-ms", "30000",
              *req_flags("sbx-pad-a"), "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         slow.stdin.write(b"import time, os, sbx_pad_a\ntime.sleep(8)\n"
                          b"d = os.path.dirname(sbx_pad_a.__file__)\n"
@@ -261,8 +259,8 @@ def group_requirements_eviction_and_restart(b):
         # Restart: the store survives; leftovers of a crash are removed.
         os.makedirs(os.path.join(s.state, "envs", "tmp-" + "0" * 64 + "-9", "site"))
         os.makedirs(os.path.join(s.state, "envs", "f" * 64, "site"))  # no meta: incomplete
-        s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
-                   "--requirements-store-bytes", cap, "--state-dir", state)
+        s = Server(bin_dir, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+                   "--requirements-store-bytes", cap, "--state-dir", state, uid_base=s.uid_base)
         s.state = state  # the flag wins over the Server's own state dir
         i = info(s)
         check(i["environments"] == kept["environments"]
@@ -275,8 +273,8 @@ def group_requirements_eviction_and_restart(b):
               "and uses them without building", out)
 
         # A server killed in the middle of a build: nothing of it is used.
-        p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", *req_flags("sbx-slow"),
-                              "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        p = subprocess.Popen([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--json",
+                              *req_flags("sbx-slow"), "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         p.stdin.write(b"import sbx_slow\nprint(sbx_slow.VALUE)\n")
         p.stdin.close()
@@ -291,8 +289,8 @@ def group_requirements_eviction_and_restart(b):
         check("event=env_build" not in s.log_text(), "the server died before the build ended")
         p.kill()  # it would wait for a reply that never comes
         p.wait(30)
-        s = Server(b, 52200, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
-                   "--requirements-store-bytes", cap, "--state-dir", state)
+        s = Server(bin_dir, "--workers", "2", "--offline", "1", "--wheelhouse", wh,
+                   "--requirements-store-bytes", cap, "--state-dir", state, uid_base=s.uid_base)
         s.state = state  # the flag wins over the Server's own state dir
         check(info(s)["environments"] == kept["environments"]
               and all(re.fullmatch(r"[0-9a-f]{64}", n) for n in env_dirs(s.state)),
@@ -357,13 +355,13 @@ def egress_lines(s, **fields):
     return out
 
 
-def group_requirements_network(b):
+def test_requirements_network(bin_dir, check):
     """--index-url with a plain-http index on 127.0.0.1: pip (only pip) gets
     it through the egress proxy, whose address guard refuses loopback unless
     download-hosts names the host or download-allow-private is set."""
     idx = Index()
     idx.add("sbx-net", make_module_wheel(idx.files, "sbx-net", "1.0", "from the index"))
-    s = Server(b, 52300, "--workers", "1", "--index-url", idx.url)
+    s = Server(bin_dir, "--workers", "1", "--index-url", idx.url)
     try:
         check(info(s)["requirements_index_url"] == idx.url, "GetInfo names the index", info(s))
         rc, out = s.run(IMPORT.format(mod="sbx_net"), *req_flags("sbx-net"))
@@ -380,7 +378,7 @@ def group_requirements_network(b):
         s.stop()
     for allow in (["--download-hosts", "127.0.0.1"], ["--download-allow-private", "1"]):
         idx.hits.clear()
-        s = Server(b, 52300, "--workers", "1", "--index-url", idx.url, *allow)
+        s = Server(bin_dir, "--workers", "1", "--index-url", idx.url, *allow)
         try:
             rc, out = s.run(IMPORT.format(mod="sbx_net"), *req_flags("sbx-net"))
             check(out.get("stdout") == "from the index\n", f"pip installs from --index-url with "
@@ -403,13 +401,13 @@ def group_requirements_network(b):
 NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sandboxd-netns"]
 
 
-def group_requirements_default_index(b):
+def test_requirements_default_index(bin_dir, check):
     """Out of the box the index is pip's default, https://pypi.org/simple.
     No index is reachable here, and nothing may leave the machine, so this
     sandboxd runs in a network namespace of its own (only lo): the proxy's
     name resolution fails as on an offline host, and the install fails
     cleanly with the proxy's reason. --offline 1 gives the old answer."""
-    s = Server(b, 52600, "--workers", "1", wrap=NETNS)
+    s = Server(bin_dir, "--workers", "1", wrap=NETNS)
     try:
         i = info(s, s.ipc)
         check(i["requirements_available"] is True
@@ -436,7 +434,7 @@ def group_requirements_default_index(b):
               "pip asked the proxy for pypi.org:443 (CONNECT)", s.log_text()[-1500:])
     finally:
         s.stop()
-    s = Server(b, 52600, "--workers", "1", "--offline", "1", wrap=NETNS)
+    s = Server(bin_dir, "--workers", "1", "--offline", "1", wrap=NETNS)
     try:
         i = info(s, s.ipc)
         check(i["requirements_available"] is False and i["requirements_index_url"] == ""
@@ -454,7 +452,7 @@ def group_requirements_default_index(b):
     # and then the wheelhouse is the only source: no index, no proxy.
     wh = new_wheelhouse()
     make_module_wheel(wh, "sbx-local", "1.0", "from the wheelhouse")
-    s = Server(b, 52600, "--workers", "1", "--wheelhouse", wh, wrap=NETNS)
+    s = Server(bin_dir, "--workers", "1", "--wheelhouse", wh, wrap=NETNS)
     try:
         i = info(s, s.ipc)
         check(i["requirements_index_url"] == "https://pypi.org/simple"
@@ -462,7 +460,7 @@ def group_requirements_default_index(b):
               "a wheelhouse alone: the index stays in force, the wheelhouse is offered too", i)
     finally:
         s.stop()
-    s = Server(b, 52600, "--workers", "1", "--offline", "1", "--wheelhouse", wh, wrap=NETNS)
+    s = Server(bin_dir, "--workers", "1", "--offline", "1", "--wheelhouse", wh, wrap=NETNS)
     try:
         i = info(s, s.ipc)
         check(i["requirements_available"] is True and i["requirements_index_url"] == ""
@@ -644,7 +642,7 @@ def host_address():
     return m.group(1) if m else ""
 
 
-def group_requirements_egress(b):
+def test_requirements_egress(bin_dir, check):
     """The installer's network, probed from inside by a hostile build step
     (an sdist's in-tree PEP 517 backend): no route but the egress proxy,
     the proxy's refusals (policy, port, method, head size), a CONNECT tunnel
@@ -658,7 +656,7 @@ def group_requirements_egress(b):
     listener.listen(8)
     listener.settimeout(0.1)
     addr = host_address()
-    s = Server(b, 52700, "--workers", "1", "--index-url", idx.url, "--download-hosts",
+    s = Server(bin_dir, "--workers", "1", "--index-url", idx.url, "--download-hosts",
                "127.0.0.1", "--pip-tunnels", "4", "--pip-idle-timeout-ms", "1500",
                "--pip-disk-bytes", str(2 << 20))
     try:
@@ -717,7 +715,7 @@ def group_requirements_egress(b):
         idx.stop()
 
 
-def group_requirements_upstream(b):
+def test_requirements_upstream(bin_dir, check):
     """--pip-proxy: the egress proxy checks each request, then hands it to
     the operator's upstream proxy, which resolves and connects (here: a
     small proxy on 127.0.0.1 that serves every host from the local index).
@@ -759,7 +757,7 @@ def group_requirements_upstream(b):
     threading.Thread(target=up.serve_forever, daemon=True).start()
     proxy = f"http://127.0.0.1:{up.server_address[1]}"
     name_url = f"http://sbx-index.invalid:{idx.port}/simple/"
-    s = Server(b, 52800, "--workers", "1", "--index-url", name_url, "--pip-proxy", proxy,
+    s = Server(bin_dir, "--workers", "1", "--index-url", name_url, "--pip-proxy", proxy,
                "--download-hosts", "sbx-index.invalid")
     try:
         rc, out = s.run(IMPORT.format(mod="sbx_up"), *req_flags("sbx-up"))
@@ -773,7 +771,7 @@ def group_requirements_upstream(b):
     # An https index: pip's CONNECT goes to the upstream as a CONNECT, and
     # the upstream's answer reaches pip unchanged.
     seen.clear()
-    s = Server(b, 52800, "--workers", "1", "--index-url",
+    s = Server(bin_dir, "--workers", "1", "--index-url",
                f"https://sbx-index.invalid:{idx.port}/simple/", "--pip-proxy", proxy,
                "--download-hosts", "sbx-index.invalid")
     try:
@@ -792,7 +790,7 @@ def group_requirements_upstream(b):
              "host sbx-index.invalid is not in download-hosts"),
             ([], idx.url, "address 127.0.0.1 is loopback")]:
         seen.clear()
-        s = Server(b, 52800, "--workers", "1", "--index-url", url, "--pip-proxy", proxy, *allow)
+        s = Server(bin_dir, "--workers", "1", "--index-url", url, "--pip-proxy", proxy, *allow)
         try:
             rc, out = s.run(HELLO, *req_flags("sbx-up"))
             check(out.get("status") == "FAILED_PRECONDITION" and why in out.get("error", ""),
@@ -804,7 +802,7 @@ def group_requirements_upstream(b):
     idx.stop()
 
 
-def group_requirements_urls(b):
+def test_requirements_urls(bin_dir, check):
     """--requirements-allow-urls: "name @ http(s)://.../x.whl", fetched by the
     server's downloader (download-hosts and the address guard apply) and
     installed by pip offline."""
@@ -831,10 +829,10 @@ def group_requirements_urls(b):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     web = f"http://127.0.0.1:{httpd.server_address[1]}"
     good = f"sbx-url @ {web}/sbx_url-1.0-py3-none-any.whl"
-    s = Server(b, 52400, "--workers", "2", "--offline", "1", "--requirements-allow-urls", "1",
+    s = Server(bin_dir, "--workers", "2", "--offline", "1", "--requirements-allow-urls", "1",
                "--download-hosts", "127.0.0.1", "--max-concurrent-builds", "1",
                "--pip-disk-bytes", str(4 << 20))
-    guarded = Server(b, 52500, "--workers", "1", "--offline", "1",
+    guarded = Server(bin_dir, "--workers", "1", "--offline", "1",
                      "--requirements-allow-urls", "1")
     try:
         check(info(s)["requirements_available"] is True,
@@ -909,14 +907,3 @@ def group_requirements_urls(b):
         guarded.stop()
         httpd.shutdown()
         shutil.rmtree(root, ignore_errors=True)
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-
-def main():
-    return run_groups(GROUPS, "")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,10 @@
-#!/usr/bin/python3
 """End-to-end tests of sandboxd through its real clients, over tcp and ipc.
 
-Each group starts its own server (own port, ipc path, state dir and uid
-range, so groups may run in parallel) and drives it with sandbox-run,
-sandbox-bench and svc-probe. Needs root; without it the group skips loudly
-(exit 77), or fails when CI=true.
+Each test (one ctest entry, service_<name>) starts its own server (own
+port, ipc path, state dir and uid range, so tests may run in parallel) and
+drives it with sandbox-run, sandbox-bench and svc-probe. Needs root;
+without it the test skips loudly (exit 77), or fails when CI=true
+(tests/conftest.py).
 """
 import concurrent.futures
 import http.server
@@ -13,27 +13,24 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from harness import (Server, check, closed_by_peer, free_port, run_groups,  # noqa: E402
-                     sp_connect, wait_log)
+from lib.harness import Server, allocate_uids, closed_by_peer, free_port, sp_connect, wait_log
 
 
 HELLO = 'print("hello")\n'
 
 
-def group_transports(b):
-    s = Server(b, 62000)
+def test_transports(bin_dir, check):
+    s = Server(bin_dir)
     try:
         for url in (s.tcp, s.ipc):
             rc, out = s.run(HELLO, url=url)
             check(rc == 0 and out.get("stdout") == "hello\n" and out.get("status") == "OK",
                   f"hello world over {url.split(':')[0]}", out)
-        p = subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--health"], capture_output=True,
+        p = subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--health"], capture_output=True,
                            text=True)
         check(p.returncode == 0 and p.stdout.strip() == "SERVING", "health is SERVING", p.stdout)
         # Plain mode passes bytes through untouched, exit status is the program's.
@@ -41,7 +38,7 @@ def group_transports(b):
         with open(path, "w") as f:
             f.write('import sys; sys.stdout.buffer.write(b"\\xff\\xfe ok"); '
                     'sys.stderr.write("err"); sys.exit(3)\n')
-        p = subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, path], capture_output=True)
+        p = subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, path], capture_output=True)
         check(p.returncode == 3 and p.stdout == b"\xff\xfe ok" and p.stderr == b"err",
               "plain mode: raw bytes and exit status", (p.returncode, p.stdout, p.stderr))
         rc, out = s.run('import sys; sys.stdout.buffer.write(b"\\xff ok")\n')
@@ -60,8 +57,8 @@ def group_transports(b):
         check(s.stop() == 0, "server exits 0 on SIGTERM")
 
 
-def group_killed_by(b):
-    s = Server(b, 62100)
+def test_killed_by(bin_dir, check):
+    s = Server(bin_dir)
     try:
         cases = [
             ("none", "print(1)\n", [], 0),
@@ -87,8 +84,8 @@ def group_killed_by(b):
         s.stop()
 
 
-def group_invalid_argument(b):
-    s = Server(b, 62200, "--max-files", "2", "--max-timeout-ms", "10000")
+def test_invalid_argument(bin_dir, check):
+    s = Server(bin_dir, "--max-files", "2", "--max-timeout-ms", "10000")
     try:
         f = os.path.join(s.tmp, "f.txt")
         open(f, "w").write("x")
@@ -126,8 +123,8 @@ def group_invalid_argument(b):
         s.stop()
 
 
-def group_resource_exhausted(b):
-    s = Server(b, 62300, "--workers", "1", "--queue", "1")
+def test_resource_exhausted(bin_dir, check):
+    s = Server(bin_dir, "--workers", "1", "--queue", "1")
     try:
         script = os.path.join(s.tmp, "sleep.py")
         open(script, "w").write("import time\ntime.sleep(0.5)\nprint('done')\n")
@@ -140,14 +137,14 @@ def group_resource_exhausted(b):
         long_call.start()
         running = 0
         for _ in range(100):
-            info = json.loads(subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--info"],
+            info = json.loads(subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--info"],
                                              capture_output=True, text=True).stdout or "{}")
             running = info.get("running", 0)
             if running == 1:
                 break
             time.sleep(0.05)
         check(running == 1, "the first call is running before the burst", running)
-        p = subprocess.run([f"{b}/sandbox-bench", "-e", s.tcp, "--concurrency", "8",
+        p = subprocess.run([f"{bin_dir}/sandbox-bench", "-e", s.tcp, "--concurrency", "8",
                             "--requests", "8", "--json", script],
                            capture_output=True, text=True, timeout=60)
         long_call.join()
@@ -167,7 +164,7 @@ def group_resource_exhausted(b):
     finally:
         s.stop()
     # --queue 0: no call waits, but an idle worker still takes one.
-    s = Server(b, 62300, "--workers", "1", "--queue", "0")
+    s = Server(bin_dir, "--workers", "1", "--queue", "0")
     try:
         rc, out = s.run(HELLO, "--retries", "0")
         check(out.get("stdout") == "hello\n", "--queue 0: an idle worker takes the call", out)
@@ -182,8 +179,8 @@ def group_resource_exhausted(b):
         s.stop()
 
 
-def group_bad_messages(b):
-    s = Server(b, 62400, "--max-message-bytes", "65536")
+def test_bad_messages(bin_dir, check):
+    s = Server(bin_dir, "--max-message-bytes", "65536")
     try:
         r = s.probe("garbage")
         check(r.startswith("INVALID_ARGUMENT"), "garbage bytes: INVALID_ARGUMENT", r)
@@ -228,8 +225,8 @@ def group_bad_messages(b):
         s.stop()
 
 
-def group_concurrency(b):
-    s = Server(b, 62500, "--workers", "2", "--queue", "64")
+def test_concurrency(bin_dir, check):
+    s = Server(bin_dir, "--workers", "2", "--queue", "64")
     try:
         def one(i):
             return i, s.run("import sys\nprint(sys.argv[1])\n", "--arg", str(i),
@@ -244,11 +241,11 @@ def group_concurrency(b):
         s.stop()
 
 
-def group_drain(b):
-    s = Server(b, 62600, "--workers", "1")
+def test_drain(bin_dir, check):
+    s = Server(bin_dir, "--workers", "1")
     slow = os.path.join(s.tmp, "slow.py")
     open(slow, "w").write("import time\ntime.sleep(1.5)\nprint('finished')\n")
-    p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", slow],
+    p = subprocess.Popen([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--json", slow],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 10
     slot0 = os.path.join(s.state, "workspaces", "slot-0")
@@ -268,12 +265,13 @@ def group_drain(b):
     left = os.listdir(os.path.join(s.state, "workspaces"))
     check(not left, "no workspace left behind", left)
     ps = subprocess.run(["ps", "-e", "-o", "uid=,pid=,comm="], capture_output=True, text=True)
-    stray = [l for l in ps.stdout.splitlines() if 62600 <= int(l.split()[0]) < 62700]
+    stray = [l for l in ps.stdout.splitlines()
+             if s.uid_base <= int(l.split()[0]) < s.uid_base + s.uid_count]
     check(not stray, "no sandbox process left behind", stray)
 
 
-def group_feedback_and_info(b):
-    s = Server(b, 62700)
+def test_feedback_and_info(bin_dir, check):
+    s = Server(bin_dir)
     try:
         rc, out = s.run("while True: pass\n", "--timeout-ms", "1000")
         check(any("timed out after 1 s" in l for l in out.get("feedback", [])),
@@ -282,7 +280,7 @@ def group_feedback_and_info(b):
         check(any("1 KiB" in l and ("truncated" in l or "output limit" in l)
                   for l in out.get("feedback", [])),
               "feedback names the output limit", out.get("feedback"))
-        p = subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True,
+        p = subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True,
                            text=True)
         info = json.loads(p.stdout)
         check(info.get("workers", 0) >= 1 and info.get("runtimes") == ["python"]
@@ -328,8 +326,8 @@ def workspace_mounts(state):
         return [l.split()[4] for l in f if l.split()[4].startswith(real + "/")]
 
 
-def group_sessions(b):
-    s = Server(b, 63000, "--workers", "2", "--max-sessions", "3")
+def test_sessions(bin_dir, check):
+    s = Server(bin_dir, "--workers", "2", "--max-sessions", "3")
     try:
         rc, out = s.run("open('notes.txt', 'w').write('kept')\nprint('wrote')\n",
                         "--session", "alpha")
@@ -376,7 +374,7 @@ def group_sessions(b):
         slow = os.path.join(s.tmp, "slow.py")
         open(slow, "w").write("import time\nopen('started', 'w').close()\ntime.sleep(2)\n"
                               "print('slow done')\n")
-        p = subprocess.Popen([f"{b}/sandbox-run", "-e", s.tcp, "--json", "--session", "alpha",
+        p = subprocess.Popen([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--json", "--session", "alpha",
                               slow], stdout=subprocess.PIPE)
         deadline, started = time.time() + 10, False
         while time.time() < deadline and not started:
@@ -445,7 +443,7 @@ def group_sessions(b):
               "at the cap the least recently used session is evicted", (rd, ls))
         rc, out = s.run("print(1)\n", "--session", "beta")
         check(out.get("session_created") is True, "an evicted session starts anew", out)
-        info = json.loads(subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--info"],
+        info = json.loads(subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--info"],
                                          capture_output=True, text=True).stdout)
         check(info.get("sessions") == 3, "GetInfo counts the live sessions (the cap)", info)
         # Bad ids.
@@ -458,8 +456,8 @@ def group_sessions(b):
               == [], "no workspace mount or directory left after exit")
 
 
-def group_session_expiry_and_crash(b):
-    s = Server(b, 63100, "--workers", "1", "--session-ttl-s", "1")
+def test_session_expiry_and_crash(bin_dir, check):
+    s = Server(bin_dir, "--workers", "1", "--session-ttl-s", "1")
     try:
         s.run("open('f', 'w').write('x')\n", "--session", "short")
         rd = sbx(s, "--session", "short", "--read-file", "f")
@@ -477,7 +475,7 @@ def group_session_expiry_and_crash(b):
         s.proc.wait()
         check(len(workspace_mounts(s.state)) == 2, "a killed server leaves its mounts behind",
               workspace_mounts(s.state))
-        s2 = Server(b, 63100, "--workers", "1", "--state-dir", s.state)
+        s2 = Server(bin_dir, "--workers", "1", "--state-dir", s.state, uid_base=s.uid_base)
         try:
             mounts = workspace_mounts(s.state)
             check(len(mounts) == 1 and mounts[0].endswith("/slot-0")
@@ -501,9 +499,9 @@ def start_run(s, script_text, *flags):
 
 
 
-def group_connection_faults(b):
+def test_connection_faults(bin_dir, check):
     """At-most-once as the client reports it, idle and capped connections."""
-    s = Server(b, 61000, "--workers", "1", "--idle-timeout-ms", "600", "--max-connections", "4")
+    s = Server(bin_dir, "--workers", "1", "--idle-timeout-ms", "600", "--max-connections", "4")
     try:
         # The server is killed while the call runs: the client cannot know
         # whether it ran, so it must not say UNAVAILABLE ("nothing ran").
@@ -518,7 +516,7 @@ def group_connection_faults(b):
         s.proc.wait()
     finally:
         s.stop()
-    s = Server(b, 61000, "--workers", "1", "--idle-timeout-ms", "600", "--max-connections", "4")
+    s = Server(bin_dir, "--workers", "1", "--idle-timeout-ms", "600", "--max-connections", "4")
     try:
         # Half a frame, or nothing after the handshake: closed once idle.
         half = sp_connect(s.port)
@@ -560,10 +558,10 @@ def wait_for_slot_busy(s, timeout=10):
     return False
 
 
-def group_queue_faults(b):
+def test_queue_faults(bin_dir, check):
     """SIGTERM answers queued calls at once; a queued call whose client left
     is dropped before it runs."""
-    s = Server(b, 61100, "--workers", "1", "--queue", "8")
+    s = Server(bin_dir, "--workers", "1", "--queue", "8")
     try:
         first = start_run(s, "import time\ntime.sleep(2)\nprint('first')\n")
         check(wait_for_slot_busy(s), "the only worker is busy")
@@ -608,11 +606,11 @@ def engine_groups(s):
     return found
 
 
-def group_session_memory(b):
+def test_session_memory(bin_dir, check):
     """A session's files count against that session's runs only: on one
     worker, a tenant's 100 MiB of session files must not shrink the next
     tenant's memory or break a run asking for less memory than they take."""
-    s = Server(b, 61200, "--workers", "1")
+    s = Server(bin_dir, "--workers", "1")
     alloc = "b = bytearray(90 << 20)\nprint('allocated')\n"
     try:
         rc, out = s.run("open('big', 'wb').write(b'x' * (100 << 20))\nprint('wrote')\n",
@@ -637,7 +635,7 @@ def group_session_memory(b):
               "error", "") and "session's files take" in out.get("error", "")
               and out.get("error", "").endswith("nothing ran"),
               "a session run that cannot start beside its files is refused, saying why", out)
-        p = subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--close-session", "tenant-a"],
+        p = subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--close-session", "tenant-a"],
                            capture_output=True, text=True)
         check(p.returncode == 0, "CloseSession", p.stderr)
         check(engine_groups(s) == [] and len(workspace_mounts(s.state)) == 1,
@@ -649,7 +647,7 @@ def group_session_memory(b):
         s.stop()
 
 
-def group_start_faults(b):
+def test_start_faults(bin_dir, check):
     """A start on a full disk fails clearly and leaves nothing behind."""
     tmp = tempfile.mkdtemp(prefix="sbx-full-")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", tmp], check=True)
@@ -660,9 +658,10 @@ def group_start_faults(b):
             except OSError:
                 pass  # full: that is the point
         before = sorted(os.listdir(tmp))
-        p = subprocess.run([f"{b}/sandboxd", "--listen", f"tcp://127.0.0.1:{free_port()}",
-                            "--state-dir", os.path.join(tmp, "state"), "--uid-base", "61300",
-                            "--workers", "1"], capture_output=True, text=True, timeout=30)
+        p = subprocess.run([f"{bin_dir}/sandboxd", "--listen", f"tcp://127.0.0.1:{free_port()}",
+                            "--state-dir", os.path.join(tmp, "state"),
+                            "--uid-base", str(allocate_uids("--workers", "1")), "--workers", "1"],
+                           capture_output=True, text=True, timeout=30)
         check(p.returncode == 1 and "No space left on device" in p.stderr,
               "sandboxd refuses to start on a full state directory, saying why", p.stderr)
         left = [os.path.relpath(os.path.join(d, n), tmp) for d, ds, fs in os.walk(tmp)
@@ -673,10 +672,10 @@ def group_start_faults(b):
         os.rmdir(tmp)
 
 
-def group_python_compat(b):
+def test_python_compat(bin_dir, check):
     """User code runs as "python3 main.py" would outside: these are what
     CPython's own test suite found different in the sandbox."""
-    s = Server(b, 61400, "--workers", "2", "--max-open-files", "4096")
+    s = Server(bin_dir, "--workers", "2", "--max-open-files", "4096")
     host_master, host_slave = os.openpty()  # a terminal of the host's
     try:
         # The workspace is on sys.path: a session imports its own module.
@@ -807,11 +806,11 @@ class Files(http.server.BaseHTTPRequestHandler):
             self.end_headers()
 
 
-def group_files(b):
+def test_files(bin_dir, check):
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     web = f"http://127.0.0.1:{httpd.server_address[1]}"
-    s = Server(b, 63200, "--max-file-bytes", "1048576", "--download-hosts", "127.0.0.1",
+    s = Server(bin_dir, "--max-file-bytes", "1048576", "--download-hosts", "127.0.0.1",
                "--download-timeout-ms", "1500")
     try:
         f = os.path.join(s.tmp, "in.txt")
@@ -882,8 +881,8 @@ def group_files(b):
         s.stop()
     # No allowlist: any host, but public addresses only (no SSRF into the
     # server's own network). Every server here is on loopback.
-    open_server = Server(b, 63250, "--download-timeout-ms", "1500")
-    private_ok = Server(b, 63260, "--download-timeout-ms", "1500", "--download-allow-private", "1")
+    open_server = Server(bin_dir, "--download-timeout-ms", "1500")
+    private_ok = Server(bin_dir, "--download-timeout-ms", "1500", "--download-allow-private", "1")
     try:
         port = httpd.server_address[1]
         before = runs_total(open_server)
@@ -916,8 +915,8 @@ def group_files(b):
         httpd.shutdown()
 
 
-def group_artifacts(b):
-    s = Server(b, 63300, "--workers", "1")
+def test_artifacts(bin_dir, check):
+    s = Server(bin_dir, "--workers", "1")
     try:
         code = ("import os, socket\n"
                 "os.makedirs('output/sub/deeper')\n"
@@ -1025,8 +1024,8 @@ def group_artifacts(b):
         s.stop()
 
 
-def group_quota_and_leftovers(b):
-    s = Server(b, 63400, "--workers", "1")
+def test_quota_and_leftovers(bin_dir, check):
+    s = Server(bin_dir, "--workers", "1")
     try:
         rc, out = s.run("import errno\nn = 0\ntry:\n    for i in range(40):\n"
                         "        with open(f'f{i}', 'wb') as f:\n"
@@ -1062,15 +1061,3 @@ def group_quota_and_leftovers(b):
               "/dev/shm", found)
     finally:
         s.stop()
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-
-
-def main():
-    return run_groups(GROUPS, "service_")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,8 @@
-#!/usr/bin/python3
 """Streaming and cancel (docs/STREAMING.md) end to end: StartRun, WatchRun and
 CancelRun on the wire (raw REQ connections, the build's generated messages),
-against a real sandboxd per group. uid bases 40000-40999.
+against a real sandboxd per test.
 
-Groups:
+Tests (test_<name>, ctest service_<name>):
   streaming_chunks    output seen in chunks while the run runs (the first
                       within 300 ms of its print), the per-reply bound, the
                       offsets, the outcome, RunCode unchanged and watchable
@@ -22,13 +21,10 @@ import http.server
 import os
 import signal
 import struct
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from harness import (Server, WireCaller, check, load_pb2, run_groups,  # noqa: E402
-                     slot_processes, wait_log)
+from lib.harness import Server, WireCaller, load_pb2, slot_processes, wait_log
 
 OK, CANCELLED, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS = 0, 1, 3, 5, 6
 RESOURCE_EXHAUSTED, UNAVAILABLE = 8, 14
@@ -133,9 +129,9 @@ def wait_until(pred, timeout=10.0, step=0.05):
     return pred()
 
 
-def group_streaming_chunks(b):
-    pb = load_pb2(b)
-    s = Server(b, 40000, "--workers", "2")
+def test_streaming_chunks(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = Server(bin_dir, "--workers", "2")
     c = Streamer(s, pb)
     try:
         st, msg, rid = c.start(TICKER.format(n=20), limits=pb.Limits(timeout_ms=20000))
@@ -233,10 +229,10 @@ def group_streaming_chunks(b):
         check(s.stop() == 0, "server exits 0 on SIGTERM")
 
 
-def group_streaming_cancel(b):
-    pb = load_pb2(b)
-    uid = 40100
-    s = Server(b, uid, "--workers", "2")
+def test_streaming_cancel(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = Server(bin_dir, "--workers", "2")
+    uid = s.uid_base
     c = Streamer(s, pb)
     try:
         times = []
@@ -278,7 +274,7 @@ def group_streaming_cancel(b):
         check(s.stop() == 0, "server exits 0 on SIGTERM")
 
     # A queued run cancelled never starts: one worker, held by a sleeper.
-    s = Server(b, 40150, "--workers", "1", "--queue", "4")
+    s = Server(bin_dir, "--workers", "1", "--queue", "4")
     c = Streamer(s, pb)
     try:
         st, msg, busy = c.start("import time\nprint('busy', flush=True)\ntime.sleep(30)\n",
@@ -371,7 +367,7 @@ def group_streaming_cancel(b):
             self.wfile.write(body)
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
     threading.Thread(target=web.serve_forever, daemon=True).start()
-    s = Server(b, 40170, "--workers", "1", "--download-allow-private", "1")
+    s = Server(bin_dir, "--workers", "1", "--download-allow-private", "1")
     c = Streamer(s, pb)
     try:
         url = f"http://127.0.0.1:{web.server_address[1]}/slow"
@@ -396,9 +392,9 @@ def group_streaming_cancel(b):
         check(s.stop() == 0, "server exits 0 on SIGTERM")
 
 
-def group_streaming_errors(b):
-    pb = load_pb2(b)
-    s = Server(b, 40200, "--workers", "1", "--max-started-runs", "3", "--max-watchers", "2",
+def test_streaming_errors(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = Server(bin_dir, "--workers", "1", "--max-started-runs", "3", "--max-watchers", "2",
                "--run-result-ttl-s", "2")
     c = Streamer(s, pb)
     try:
@@ -490,9 +486,9 @@ def group_streaming_errors(b):
         check(s.stop() == 0, "server exits 0 on SIGTERM")
 
 
-def group_streaming_watchers(b):
-    pb = load_pb2(b)
-    s = Server(b, 40300, "--workers", "4", "--queue", "64", "--max-output-bytes", str(4 << 20),
+def test_streaming_watchers(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = Server(bin_dir, "--workers", "4", "--queue", "64", "--max-output-bytes", str(4 << 20),
                "--max-started-runs", "40",
                "--run-result-ttl-s", "3")
     pid = s.proc.pid
@@ -552,7 +548,7 @@ def group_streaming_watchers(b):
         bound = 32 * 3 + 4 + 32 * 0.5
         print(f"     server RSS: {base_rss / 1024:.0f} MiB before, peak {peak[0] / 1024:.0f} MiB "
               f"(+{grown_mib:.0f} MiB; bound {bound:.0f} MiB)")
-        asan = sanitized(b)
+        asan = sanitized(bin_dir)
         if asan:
             print("     (AddressSanitizer build: the RSS bounds are not checked, LeakSanitizer "
                   "checks what is left at exit)")
@@ -612,9 +608,9 @@ def group_streaming_watchers(b):
         check(s.stop() == 0, "server exits 0 on SIGTERM")
 
 
-def group_streaming_drain(b):
-    pb = load_pb2(b)
-    s = Server(b, 40400, "--workers", "1", "--queue", "4")
+def test_streaming_drain(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = Server(bin_dir, "--workers", "1", "--queue", "4")
     c = Streamer(s, pb)
     try:
         st, msg, running = c.start(TICKER.format(n=10), limits=pb.Limits(timeout_ms=20000))
@@ -634,15 +630,3 @@ def group_streaming_drain(b):
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0 after the drain")
-
-
-GROUPS = {
-    "streaming_chunks": group_streaming_chunks,
-    "streaming_cancel": group_streaming_cancel,
-    "streaming_errors": group_streaming_errors,
-    "streaming_watchers": group_streaming_watchers,
-    "streaming_drain": group_streaming_drain,
-}
-
-if __name__ == "__main__":
-    sys.exit(run_groups(GROUPS, "service_"))

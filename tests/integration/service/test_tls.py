@@ -1,6 +1,5 @@
-#!/usr/bin/python3
 """End-to-end tests of sandboxd's tls+tcp:// listeners through sandbox-run
-and sandbox-bench, with certificates made by openssl in each group's own
+and sandbox-bench, with certificates made by openssl in each test's own
 directory (tests/lib/tls_certs.py: a CA, a server certificate for
 127.0.0.1/localhost, client certificates from the CA, from another CA and
 an expired one, a server certificate for another name).
@@ -8,24 +7,22 @@ an expired one, a server certificate for another name).
 Each refusal is checked where it matters: the client says UNAVAILABLE and
 "nothing was sent", the server's runs_total (GetInfo over its plain tcp
 listener) and its event=run lines stay as they were, the server logs the
-failed handshakes, and the right client is served right after. uid bases
-58000-58499. Needs root (the engine does); without it the group skips
-loudly (exit 77), or fails when CI=true.
+failed handshakes, and the right client is served right after. Needs root
+(the engine does); without it the test skips loudly (exit 77), or fails
+when CI=true (tests/conftest.py).
 """
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-import mcp_stdio  # noqa: E402
-from harness import (Server, check, closed_by_peer, free_port, run_groups,  # noqa: E402
-                     sp_connect, wait_log)
-from tls_certs import make_certs  # noqa: E402
+from lib import mcp_stdio
+from lib.harness import (Server, allocate_uids, check, closed_by_peer, free_port, sp_connect,
+                         wait_log)
+from lib.tls_certs import make_certs
 
 HELLO = 'print("hello")\n'
 CONNECT = ["--connect-timeout-ms", "1500"]
@@ -36,12 +33,12 @@ class TLSServer(Server):
     """A sandboxd with a tls+tcp:// listener beside its tcp and ipc ones.
     tls_flags: the --tls-* flags (certificates from certs)."""
 
-    def __init__(self, bin_dir, uid_base, certs, *tls_flags, extra=()):
+    def __init__(self, bin_dir, certs, *tls_flags, extra=()):
         self.certs = certs
         self.tls_port = free_port()
         self.tls = f"tls+tcp://127.0.0.1:{self.tls_port}"
         self.tls_flags = list(tls_flags)
-        super().__init__(bin_dir, uid_base, *extra)
+        super().__init__(bin_dir, *extra)
 
     def extra_args(self):
         return ["--listen", self.tls, *self.tls_flags]
@@ -86,9 +83,9 @@ def refused(s, what, out, rc, before):
     return err
 
 
-def group_tls_required(b):
+def test_tls_required(bin_dir, check):
     d, certs = certs_dir()
-    s = TLSServer(b, 58000, certs, *standard_flags(certs), "--workers", "2")
+    s = TLSServer(bin_dir, certs, *standard_flags(certs), "--workers", "2")
     try:
         log = s.log_text()
         check(re.search(r"event=ready .* tls=on tls_client_auth=required", log) is not None
@@ -163,7 +160,7 @@ def refuses_wrong_clients(s):
               f"{what}: the server logs the failed handshakes", s.log_text()[-600:])
     # The name the client dials is checked: a server whose certificate names
     # only other.test, dialed as localhost and as 127.0.0.1.
-    other = TLSServer(s.bin_dir, 58050, s.certs, "--tls-cert", s.certs["wrong_name_crt"],
+    other = TLSServer(s.bin_dir, s.certs, "--tls-cert", s.certs["wrong_name_crt"],
                       "--tls-key", s.certs["wrong_name_key"], "--tls-ca", s.certs["ca_crt"],
                       extra=("--workers", "1"))
     try:
@@ -205,11 +202,11 @@ def refuses_plain_tcp(s):
     check(s.runs() == before, "and nothing ran", (before, s.runs()))
 
 
-def group_tls_client_auth_none(b):
+def test_tls_client_auth_none(bin_dir, check):
     """No --tls-ca: client certificates are not asked for (the default);
     the client still verifies the server."""
     d, certs = certs_dir()
-    s = TLSServer(b, 58100, certs, *standard_flags(certs, "none-without-ca"), "--workers", "1")
+    s = TLSServer(bin_dir, certs, *standard_flags(certs, "none-without-ca"), "--workers", "1")
     try:
         check(re.search(r"event=ready .* tls=on tls_client_auth=none", s.log_text()) is not None,
               "without --tls-ca the default is client auth none, said at ready")
@@ -228,12 +225,12 @@ def group_tls_client_auth_none(b):
         shutil.rmtree(d)
 
 
-def group_tls_client_auth_optional(b):
+def test_tls_client_auth_optional(bin_dir, check):
     """optional: asked for, served either way; every connection without a
     verified certificate is counted and logged (nng 1.5.2 cannot tell a
     missing certificate from one that did not verify)."""
     d, certs = certs_dir()
-    s = TLSServer(b, 58200, certs, *standard_flags(certs, "optional"), "--workers", "1")
+    s = TLSServer(bin_dir, certs, *standard_flags(certs, "optional"), "--workers", "1")
     try:
         check("tls_client_auth=optional" in s.log_text()
               and "--tls-client-auth optional: clients without a verified certificate are "
@@ -260,14 +257,14 @@ def group_tls_client_auth_optional(b):
         shutil.rmtree(d)
 
 
-def start(b, tmp, *flags, uid=58300):
+def start(b, tmp, *flags):
     """sandboxd with a tls+tcp:// listener and flags: (exit status, its
     output) when it stops by itself, or (None, its output) once it logged
     event=ready (it is then stopped with SIGTERM)."""
     state = os.path.join(tmp, "state")
     log_path = os.path.join(tmp, "start.log")
     cmd = [f"{b}/sandboxd", "--listen", f"tls+tcp://127.0.0.1:{free_port()}", "--state-dir", state,
-           "--uid-base", str(uid), "--workers", "1", *flags]
+           "--uid-base", str(allocate_uids("--workers", "1")), "--workers", "1", *flags]
     with open(log_path, "w") as log:
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
@@ -284,17 +281,17 @@ def start(b, tmp, *flags, uid=58300):
         return rc, f.read()
 
 
-def group_tls_start_faults(b):
+def test_tls_start_faults(bin_dir, check):
     """Settings that cannot work are refused before anything starts (exit 2);
     files that cannot work fail the start (exit 1) naming the setting and the
     file, and leave nothing behind (no state directory)."""
     d, c = certs_dir()
     tmp = tempfile.mkdtemp(prefix="sbx-tls-start-")
     try:
-        settings_errors(b, tmp, c)
-        file_errors(b, tmp, c)
-        rc, log = start(b, tmp, "--tls-cert", c["server_crt"], "--tls-key", c["server_enc_key"],
-                        "--tls-key-password-file", c["key_password_txt"])
+        settings_errors(bin_dir, tmp, c)
+        file_errors(bin_dir, tmp, c)
+        rc, log = start(bin_dir, tmp, "--tls-cert", c["server_crt"], "--tls-key",
+                        c["server_enc_key"], "--tls-key-password-file", c["key_password_txt"])
         check(rc is None and "key_encrypted=true" in log and "event=ready" in log,
               "an encrypted key with its password file: the server starts", log[-800:])
     finally:
@@ -351,14 +348,3 @@ def file_errors(b, tmp, c):
         rc, err = start(b, tmp, *flags)
         check(rc == 1 and want in err, f"start fails: {what} (exit 1, names the file)", (rc, err))
         check(not os.path.exists(os.path.join(tmp, "state")), f"{what}: nothing left behind")
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-
-def main():
-    return run_groups(GROUPS, "service_")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,9 @@
-#!/usr/bin/python3
 """Zygote mode on the wire (runtime "python-zygote", --zygote; docs/ZYGOTE.md):
-a real sandboxd per group, raw REQ connections with the build's generated
+a real sandboxd per test, raw REQ connections with the build's generated
 messages (tests/lib/harness.py), the same program run both ways where the
-answer must be the same. uid bases 43000-43999 and 48000-48999.
+answer must be the same.
 
-Groups:
+Tests (test_<name>, ctest service_<name>):
   zygote_refused       without --zygote: python-zygote is INVALID_ARGUMENT
                        naming only python, GetInfo lists python alone, the
                        server goes on; bad --zygote-preload names and
@@ -33,17 +32,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 
+from lib.harness import (Server, WireCaller, allocate_uids, check, free_port, load_pb2,
+                         slot_processes)
+from lib.wheelhouse import make_module_wheel
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from harness import (Server, WireCaller, check, free_port, load_pb2, run_groups,  # noqa: E402
-                     slot_processes)
-from wheelhouse import make_module_wheel  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 OK, CANCELLED, INVALID_ARGUMENT, FAILED_PRECONDITION = 0, 1, 3, 9
@@ -117,9 +115,9 @@ class ZygoteServer(Server):
     otherwise."""
     tmp_prefix = "sbx-zyg-"
 
-    def __init__(self, bin_dir, uid_base, *extra, zygote=True, **kw):
+    def __init__(self, bin_dir, *extra, zygote=True, **kw):
         self.http_port = free_port()
-        super().__init__(bin_dir, uid_base, "--http-listen", f"http://127.0.0.1:{self.http_port}",
+        super().__init__(bin_dir, "--http-listen", f"http://127.0.0.1:{self.http_port}",
                          *(("--zygote",) if zygote else ()), *extra, **kw)
 
     def get(self, path):
@@ -157,9 +155,9 @@ def only_zygotes_left(s, c, n_uids, what):
 
 # ---- without --zygote ----
 
-def group_zygote_refused(b):
-    pb = load_pb2(b)
-    s = ZygoteServer(b, 43000, "--workers", "1", zygote=False)
+def test_zygote_refused(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = ZygoteServer(bin_dir, "--workers", "1", zygote=False)
     c = Caller(s, pb)
     try:
         st, msg, _ = c.run('print("hi")\n')
@@ -184,15 +182,16 @@ def group_zygote_refused(b):
         check(len(lines) == 2 and all(" runtime=python " in line for line in lines),
               "event=run says runtime=python; the refused runs ran nothing", lines)
         check(s.get("/readyz") == (200, "ready\n"), "/readyz: ready without zygotes")
-        check(not slot_processes(43000, 2), "no zygote without --zygote")
+        check(not slot_processes(s.uid_base, 2), "no zygote without --zygote")
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
-    check_start_faults(b)
+    check_start_faults(bin_dir)
 
 
 def check_start_faults(b):
     tmp = tempfile.mkdtemp(prefix="sbx-zyg-")
+    uid_base = str(allocate_uids())
     try:
         cases = [
             (["--zygote-preload", "numpy;import os"],
@@ -205,7 +204,7 @@ def check_start_faults(b):
         ]
         for flags, want in cases:
             p = subprocess.run([f"{b}/sandboxd", "--listen", f"tcp://127.0.0.1:{free_port()}",
-                                "--state-dir", os.path.join(tmp, "state"), "--uid-base", "43010",
+                                "--state-dir", os.path.join(tmp, "state"), "--uid-base", uid_base,
                                 *flags], capture_output=True, text=True, timeout=30)
             check(p.returncode == 2 and want in p.stderr,
                   f"sandboxd {' '.join(flags)}: exit 2, says why", (p.returncode, p.stderr))
@@ -216,14 +215,15 @@ def check_start_faults(b):
 
 # ---- with --zygote ----
 
-def group_zygote_runs(b):
-    pb = load_pb2(b)
-    s = ZygoteServer(b, 43100, "--workers", "1")
+def test_zygote_runs(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = ZygoteServer(bin_dir, "--workers", "1")
     c = Caller(s, pb)
     try:
         cold = c.ok(IDENTITY, runtime="python")
         warm = c.ok(IDENTITY)
-        check(cold.stdout == warm.stdout and cold.stdout.startswith(b"43100 43100 [] ")
+        check(cold.stdout == warm.stdout
+              and cold.stdout.startswith(b"%d %d [] " % (s.uid_base, s.uid_base))
               and b"'0000000000000000', '0000000000000000', '1', '2'" in warm.stdout,
               "hello: the same uid, gid, pid, parent, hostname, cwd, no capabilities, "
               "no_new_privs, seccomp and processes as a cold run", (cold.stdout, warm.stdout))
@@ -303,9 +303,9 @@ def group_zygote_runs(b):
 PEAK = 'x = b"\\x01" * (60 << 20)\nprint(len(x))\n'
 
 
-def group_zygote_limits(b):
-    pb = load_pb2(b)
-    s = ZygoteServer(b, 43200, "--workers", "1")
+def test_zygote_limits(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = ZygoteServer(bin_dir, "--workers", "1")
     c = Caller(s, pb)
     try:
         t0 = time.monotonic()
@@ -361,9 +361,9 @@ def group_zygote_limits(b):
         check(s.stop() == 0, "server exits 0")
 
 
-def group_zygote_info(b):
-    pb = load_pb2(b)
-    s = ZygoteServer(b, 43300, "--workers", "2", "--zygote-max-forks", "50",
+def test_zygote_info(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = ZygoteServer(bin_dir, "--workers", "2", "--zygote-max-forks", "50",
                      "--zygote-max-age-s", "600")
     c = Caller(s, pb)
     try:
@@ -456,9 +456,9 @@ def check_metrics(s, info):
           [m for m in ZYGOTE_METRICS if f"`{m}`" not in doc])
 
 
-def group_zygote_bad_preload(b):
-    pb = load_pb2(b)
-    s = ZygoteServer(b, 43400, "--workers", "2", "--zygote-preload", "json,sbx_no_such_module")
+def test_zygote_bad_preload(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = ZygoteServer(bin_dir, "--workers", "2", "--zygote-preload", "json,sbx_no_such_module")
     c = Caller(s, pb)
     try:
         check(s.wait_warm(2), "the server starts and both warm starts end")
@@ -486,7 +486,7 @@ def group_zygote_bad_preload(b):
               (i.zygotes, i.zygote_start_failures_total, i.zygote_starts_total))
         check(any(" runtime=python-zygote " in line and " status=FAILED_PRECONDITION " in line
                   for line in run_lines(s)), "event=run says runtime and status of the refusal")
-        check(not slot_processes(43400, 3), "no zygote left half started")
+        check(not slot_processes(s.uid_base, 3), "no zygote left half started")
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
@@ -495,9 +495,9 @@ def group_zygote_bad_preload(b):
 HASH = "print(hash('sandboxd'))\n"
 
 
-def group_zygote_recycling(b):
-    pb = load_pb2(b)
-    s = ZygoteServer(b, 43500, "--workers", "1", "--zygote-max-forks", "3")
+def test_zygote_recycling(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = ZygoteServer(bin_dir, "--workers", "1", "--zygote-max-forks", "3")
     c = Caller(s, pb)
     try:
         hashes = [c.ok(HASH).stdout for _ in range(7)]
@@ -513,7 +513,7 @@ def group_zygote_recycling(b):
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
-    s = ZygoteServer(b, 43600, "--workers", "1", "--zygote-max-age-s", "2")
+    s = ZygoteServer(bin_dir, "--workers", "1", "--zygote-max-age-s", "2")
     c = Caller(s, pb)
     try:
         check(s.wait_warm(1), "the zygote is warm")
@@ -530,12 +530,12 @@ def group_zygote_recycling(b):
         check(s.stop() == 0, "server exits 0")
 
 
-def group_zygote_requirements(b):
-    pb = load_pb2(b)
+def test_zygote_requirements(bin_dir, check):
+    pb = load_pb2(bin_dir)
     wh = tempfile.mkdtemp(prefix="sbx-wheels-")
     os.chmod(wh, 0o755)
     make_module_wheel(wh, "sbx-zyg-alpha", "1.0", "alpha from the wheelhouse")
-    s = ZygoteServer(b, 48000, "--workers", "1", "--offline", "1", "--wheelhouse", wh)
+    s = ZygoteServer(bin_dir, "--workers", "1", "--offline", "1", "--wheelhouse", wh)
     c = Caller(s, pb)
     try:
         check(s.wait_warm(1), "the zygote is warm")
@@ -566,9 +566,3 @@ def group_zygote_requirements(b):
         c.close()
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(wh, ignore_errors=True)
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-if __name__ == "__main__":
-    sys.exit(run_groups(GROUPS, "service_"))

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Mutation checks of the TLS tests (not run by ctest; as root, after
 ./scripts/build): each entry breaks one TLS behaviour in place (the server,
 the C client or the Python client), rebuilds build/, runs the tests that
@@ -7,7 +6,9 @@ pass anyway; the source is restored and rebuilt afterwards (also after an
 error). Arguments filter the entries by name. The TypeScript client's own
 breaks are in client/typescript/scripts/check-tests-fail.py.
 
-    /usr/bin/python3 tests/integration/service/tls_mutations.py [NAME-SUBSTRING...]
+    cd tests && /usr/bin/python3 -m integration.service.tls_mutations [NAME-SUBSTRING...]
+
+(run as a module from tests/, so that `lib` is importable as in the tests).
 
 Guards: svc:GROUP (test_tls.py), py:TEST (tests/clients/python/test_tls.py),
 ts:NAME (client/typescript/test/tls.test.ts, by test name).
@@ -16,9 +17,9 @@ import os
 import subprocess
 import sys
 
+from lib.mutate import run_mutations, run_pytest_group
+
 W = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-sys.path.insert(0, os.path.join(W, "tests", "lib"))
-from mutate import run_mutations  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 M = {
@@ -88,9 +89,8 @@ def run_guard(guard):
     kind, name = guard.split(":", 1)
     env = dict(os.environ, SANDBOXD_BIN_DIR=f"{W}/build/bin", PYTHONDONTWRITEBYTECODE="1")
     if kind == "svc":
-        p = subprocess.run([PYTHON, f"{W}/tests/integration/service/test_tls.py", "--bin-dir",
-                            f"{W}/build/bin", name], capture_output=True, text=True, timeout=600)
-        return p.returncode == 1, [l for l in p.stdout.splitlines() if l.startswith("FAIL")][:4]
+        return run_pytest_group(f"{W}/tests/integration/service/test_tls.py", name,
+                                f"{W}/build/bin")
     if kind == "py":
         env["PYTHONPATH"] = f"{W}/build/python"
         p = subprocess.run([PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tb=line",
