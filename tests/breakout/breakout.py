@@ -1,9 +1,10 @@
-#!/usr/bin/python3
 """Breakout suite: attack programs run through the real sandboxd.
 
-Each group starts its own sandboxd (own port, ipc path, state dir and uid
-range 65000-65399) with the default limits, and runs one small attack
-program per case through sandbox-run. Every case asserts
+Each group is a pytest test (test_<group>, ctest's breakout_<group>) that
+starts its own sandboxd (own port, ipc path, state dir and a uid range the
+harness allocates, tests/lib/uids.py) with the default limits, and runs one
+small attack program per case through sandbox-run. Every case checks (soft
+checks: a failed one lets the test go on, and fails it at its end)
 
   * that the attack fails in the expected way (the errno, the kill reason),
   * that the server still answers a normal request afterwards,
@@ -14,15 +15,17 @@ and every group ends by asserting that the host is unchanged: no file owned
 by a sandbox uid and no file named with the group's token anywhere on the
 root filesystem, the server's cgroup directories (sandboxd.<pid> in the
 memory, pids and cpuacct v1 hierarchies, or the v2 tree) removed after it
-exits. Needs root; without it a group skips (exit 77), or fails when CI=true.
+exits. Needs root; without it a test skips (exit 77), or fails when CI=true.
+The flavors below are chosen by environment variables (ctest sets them), so
+`SBX_BREAKOUT_MODE=zygote python3 -m pytest tests/breakout/breakout.py` runs
+the zygote pass by hand.
 
 With SBX_BREAKOUT_FRONT=piston (ctest's breakout_piston_* entries) the same
 cases send their code through the Piston front instead (POST
 /api/v2/execute on --http-fronts piston, tests/lib/piston.py), with the
 same checks on the answer read back into sandbox-run's shape; a call that
 needs what the Piston API has no field for (a session, stdin piped to the
-client) still goes through sandbox-run, and is listed at the end. Those
-servers use uids 60600-60999 so that both passes may run at once.
+client) still goes through sandbox-run, and is listed at the end.
 
 With SBX_BREAKOUT_MODE=zygote (ctest's breakout_zygote_* entries) every
 server runs with --zygote and every case's code with runtime
@@ -30,7 +33,7 @@ server runs with --zygote and every case's code with runtime
 a fresh interpreter, with the same verdicts. The zygotes themselves (the
 server's children running "sandbox-zygote" as the slot's uid) are the only
 processes of the sandbox uids allowed to outlive a case; they are checked
-to be the server's own. Those servers use uids 46000-46349.
+to be the server's own.
 
 With SBX_BREAKOUT_MODE=interpreter (ctest's breakout_interpreter_* entries)
 every case runs against an INTERPRETER session (docs/INTERPRETER.md),
@@ -41,7 +44,6 @@ case's checks, so that nothing of it may outlive the case. A case that
 names sessions of its own gets them in interpreter mode; they are closed
 before its checks too. The verdicts are the same; the few expectations an
 interpreter changes are adapted where the case is, each with its reason.
-Those servers use uids 44000-44349.
 
 Attack programs print one JSON object; the host side compares it with what
 the isolation promises (docs/SECURITY.md has the map from family to group).
@@ -53,16 +55,15 @@ what it may do and leaves a daemon meant to outlive its run) and every run
 requires it: in a cold run the hook runs at the interpreter's start, inside
 the run's sandbox; with python-zygote it ran in the environment's zygote at
 its start, which must be confined as a run and leave nothing. The cases'
-verdicts are the same. Those servers use uids 63400-63699 (cold) and
-63700-63999 (zygote).
+verdicts are the same.
 
-With SBX_BREAKOUT_FRONT=mcp (ctest's breakout_mcp_* entries) every case
-runs its code through the MCP front instead: the run_code tool of one
-sandbox-mcp per group (tests/lib/mcp_stdio.py turns sandbox-run's flags into
-tool arguments and the tool result back into sandbox-run's JSON), with the
-same verdicts; close_session ends sessions; the groups take uid bases
-61300-61649. What is not a run (GetInfo, the raw protocol probes, the test
-of sandbox-run against a hostile server) stays as it is.
+With SBX_BREAKOUT_FRONT=mcp (ctest's breakout_mcp_* entries) every case runs
+its code through the MCP front instead: the run_code tool of one sandbox-mcp
+per group (tests/lib/mcp_stdio.py turns sandbox-run's flags into tool
+arguments and the tool result back into sandbox-run's JSON), with the same
+verdicts; close_session ends sessions. What is not a run (GetInfo, the raw
+protocol probes, the test of sandbox-run against a hostile server) stays as
+it is.
 """
 import concurrent.futures
 import itertools
@@ -71,15 +72,12 @@ import os
 import socket
 import stat
 import subprocess
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import Server as ServiceServer, check, free_port, run_groups  # noqa: E402
-import hostile_package  # noqa: E402
-import mcp_stdio  # noqa: E402
-import piston  # noqa: E402
+from lib import hostile_package, mcp_stdio, piston
+from lib.harness import Server as ServiceServer, check, free_port
+from lib.uids import BLOCK as UID_BLOCK
 
 FRONT = os.environ.get("SBX_BREAKOUT_FRONT", "")
 ZYGOTE = os.environ.get("SBX_BREAKOUT_MODE", "") == "zygote"
@@ -105,7 +103,9 @@ def host_has_i386():
 HOST_HAS_I386 = host_has_i386()
 TOKEN = f"sbxbreak{os.getpid()}x{time.monotonic_ns() % 100000}"
 HELLO = 'print("hello")\n'
-UID_SPAN = 50  # uids per group: base .. base+UID_SPAN-1
+# uids per server: base .. base+UID_SPAN-1, the block the harness holds for
+# it (tests/lib/uids.py; a breakout server's slots fit in one).
+UID_SPAN = UID_BLOCK
 
 
 # Every attack program starts with this: raw system calls through ctypes
@@ -140,14 +140,10 @@ class Server(ServiceServer):
     the host-unchanged check looks at."""
     tmp_prefix = "sbx-breakout-"
 
-    def __init__(self, bin_dir, uid_base, *extra, env=None):
+    def __init__(self, bin_dir, *extra, env=None):
         if ZYGOTE:
-            uid_base = uid_base - 65000 + 46000
             extra = (*extra, "--zygote", "1")
-        if INTERP:
-            uid_base = uid_base - 65000 + 44000
         if HOOK:
-            uid_base = uid_base - (46000 if ZYGOTE else 65000) + (63700 if ZYGOTE else 63400)
             import tempfile
             self.wheelhouse = tempfile.mkdtemp(prefix="sbx-breakout-wheels-")
             os.chmod(self.wheelhouse, 0o755)
@@ -155,16 +151,13 @@ class Server(ServiceServer):
             extra = (*extra, "--offline", "1", "--wheelhouse", self.wheelhouse)
         self.interp_sessions = set()  # interpreter sessions a case opened, closed by after()
         self.interp_seq = itertools.count(1)
-        if VIA_MCP:
-            uid_base = uid_base - 65000 + 61300
-        elif FRONT == "piston":
-            uid_base = uid_base - 65000 + 60600
+        if FRONT == "piston":
             self.http_port = free_port()
             # A body cap above the largest RunCode message (8 MiB of
             # stdin, say, as JSON), so the cases test the run, not the cap.
             extra = (*extra, "--http-listen", f"http://127.0.0.1:{self.http_port}",
                      "--http-fronts", "piston", "--http-max-body-bytes", str(64 << 20))
-        super().__init__(bin_dir, uid_base, *extra, env=env)
+        super().__init__(bin_dir, *extra, env=env)
         self.cgroup_dirs = server_cgroup_dirs(self.proc.pid)
         self.mcp = None
         if VIA_MCP:  # caps as large as the server's, so nothing is left out here
@@ -428,8 +421,8 @@ def expect_all(r, keys, allowed, what):
 
 # ---------------------------------------------------------------- network
 
-def group_network(b):
-    s = Server(b, 65000)
+def test_network(bin_dir):
+    s = Server(bin_dir)
     abstract = f"\0{TOKEN}-abstract"
     host_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     host_listener.bind(abstract)
@@ -543,8 +536,8 @@ done()
 
 # ------------------------------------------------------------- filesystem
 
-def group_filesystem(b):
-    s = Server(b, 65050)
+def test_filesystem(bin_dir):
+    s = Server(bin_dir)
     core_pattern = open("/proc/sys/kernel/core_pattern").read()
     hostname = open("/proc/sys/kernel/hostname").read()
     host_pty = os.openpty()  # a host terminal the runs must not see
@@ -800,10 +793,10 @@ done()
 '''
 
 
-def group_privileges(b):
+def test_privileges(bin_dir):
     # One worker: session runs stay in one slot, so a file the host plants in
     # the session's workspace keeps its owner and mode (no chown between slots).
-    s = Server(b, 65100, "--workers", "1")
+    s = Server(bin_dir, "--workers", "1")
     try:
         cases = [
             ("setuid(0) and friends", '''
@@ -971,8 +964,8 @@ done()
 
 # ------------------------------------------------- processes and resources
 
-def group_processes(b):
-    s = Server(b, 65150, "--workers", "2")
+def test_processes(bin_dir):
+    s = Server(bin_dir, "--workers", "2")
     stdin_file = os.path.join(s.tmp, "stdin.bin")
     with open(stdin_file, "wb") as f:
         f.write(b"i" * (4 << 20))
@@ -1136,11 +1129,11 @@ os.kill(os.getpid(), signal.SIGSTOP)
 
 # -------------------------------------------------------- information leaks
 
-def group_leaks(b):
+def test_leaks(bin_dir):
     secret = f"{TOKEN}-env-secret"
     # One worker: every run uses the same slot, so "earlier runs" are the
     # very runs that left things behind.
-    s = Server(b, 65200, "--workers", "1", env={"SBX_BREAKOUT_SECRET": secret})
+    s = Server(bin_dir, "--workers", "1", env={"SBX_BREAKOUT_SECRET": secret})
     try:
         rc, out = s.run(f'''
 R["keys"] = sorted(os.environ)
@@ -1278,9 +1271,9 @@ def saved_files(adir):
     return found
 
 
-def group_artifacts(b):
+def test_artifacts(bin_dir):
     secret = f"{TOKEN}-server-env"
-    s = Server(b, 65250, "--workers", "2", env={"SBX_BREAKOUT_SECRET": secret})
+    s = Server(bin_dir, "--workers", "2", env={"SBX_BREAKOUT_SECRET": secret})
     victim_dir = os.path.join(s.tmp, "victim")
     os.mkdir(victim_dir)
     victim = os.path.join(s.tmp, "victim.txt")
@@ -1450,7 +1443,7 @@ done()
             rc, out = s.run(HELLO, "--file", f"{f}:{path}", prelude=False)
             check(out.get("status") == "INVALID_ARGUMENT" and "files[0].path" in out.get(
                 "error", ""), f"artifacts: request file path {path[:20]!r} refused", out)
-        probe = subprocess.run([f"{b}/svc-probe", s.tcp, "nulpath"], capture_output=True,
+        probe = subprocess.run([f"{bin_dir}/svc-probe", s.tcp, "nulpath"], capture_output=True,
                                text=True, timeout=30).stdout
         check(probe.startswith("INVALID_ARGUMENT"), "artifacts: a file path with a NUL byte "
               "is refused", probe)
@@ -1517,12 +1510,12 @@ done()
         after(s, "artifacts: planted symlinks in a session")
         # A hostile server cannot make sandbox-run write outside --artifacts-dir.
         fake_url = f"ipc://{s.tmp}/fake"
-        fake = subprocess.Popen([f"{b}/breakout-tool", "fake-server", fake_url],
+        fake = subprocess.Popen([f"{bin_dir}/breakout-tool", "fake-server", fake_url],
                                 stdout=subprocess.PIPE, text=True)
         fake.stdout.readline()
         adir = os.path.join(s.tmp, "a3", "inner")
         os.makedirs(adir)
-        p = subprocess.run([f"{b}/sandbox-run", "-e", fake_url, "--artifacts-dir", adir,
+        p = subprocess.run([f"{bin_dir}/sandbox-run", "-e", fake_url, "--artifacts-dir", adir,
                             os.path.join(s.tmp, "in.txt")], capture_output=True, text=True,
                            timeout=30)
         fake.wait(10)
@@ -1541,8 +1534,8 @@ done()
 
 # ---------------------------------------------------------------- requests
 
-def group_requests(b):
-    s = Server(b, 65300)
+def test_requests(bin_dir):
+    s = Server(bin_dir)
     try:
         before = s.runs_total()
         big = os.path.join(s.tmp, "big.py")
@@ -1551,7 +1544,7 @@ def group_requests(b):
         if VIA_MCP:
             rc, out = s.run(open(big).read(), prelude=False)
         else:
-            p = subprocess.run([f"{b}/sandbox-run", "-e", s.tcp, "--json", big],
+            p = subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--json", big],
                                capture_output=True, timeout=60)
             out = json.loads(p.stdout)
         check(out.get("status") == "INVALID_ARGUMENT" and "code" in out.get("error", ""),
@@ -1611,11 +1604,11 @@ def group_requests(b):
         after(s, "requests: large inputs")
         # Garbage, truncated and mutated protobuf.
         for mode in ("garbage", "badpayload"):
-            r = subprocess.run([f"{b}/svc-probe", s.tcp, mode], capture_output=True, text=True,
+            r = subprocess.run([f"{bin_dir}/svc-probe", s.tcp, mode], capture_output=True, text=True,
                                timeout=30).stdout
             check(r.startswith("INVALID_ARGUMENT"), f"requests: {mode}: INVALID_ARGUMENT", r)
         before = s.runs_total()
-        r = subprocess.run([f"{b}/breakout-tool", "truncated", s.tcp], capture_output=True,
+        r = subprocess.run([f"{bin_dir}/breakout-tool", "truncated", s.tcp], capture_output=True,
                            text=True, timeout=120).stdout.split()
         tally = dict(kv.split("=") for kv in r)
         answered = int(tally.get("INVALID_ARGUMENT", 0)) + int(tally.get("UNIMPLEMENTED", 0))
@@ -1623,7 +1616,7 @@ def group_requests(b):
               "requests: every truncation of a valid request is answered INVALID_ARGUMENT or "
               f"UNIMPLEMENTED ({' '.join(r)})", tally)
         check(s.runs_total() == before, "requests: no truncated request ran")
-        r = subprocess.run([f"{b}/breakout-tool", "mutate", s.tcp, "300", "7"],
+        r = subprocess.run([f"{bin_dir}/breakout-tool", "mutate", s.tcp, "300", "7"],
                            capture_output=True, text=True, timeout=240).stdout
         check("NO_REPLY" not in r and "BAD_REPLY" not in r and s.proc.poll() is None,
               "requests: 300 mutated requests and 300 random messages are all answered "
@@ -1633,18 +1626,7 @@ def group_requests(b):
         host_unchanged(s, s.stop())
 
 
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-
-def main():
-    rc = run_groups(GROUPS, f"breakout_{FRONT}_" if FRONT else
-                    "breakout_zygote_" if ZYGOTE else
-                    "breakout_interpreter_" if INTERP else "breakout_")
+def teardown_module():
     if FRONT == "piston":
         print(f"through the Piston front; {len(NATIVE_CALLS)} call(s) through sandbox-run "
               f"(no Piston field for them): {sorted(set(NATIVE_CALLS))}")
-    return rc
-
-
-if __name__ == "__main__":
-    sys.exit(main())

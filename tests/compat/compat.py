@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Compatibility test: CPython's own test suite, bare and inside the sandbox.
 
 A fixed list of CPython 3.11 test modules (Debian's libpython3.11-testsuite)
@@ -16,8 +15,9 @@ loss must match expected_losses.txt, which may only hold cases that need the
 network (docs/COMPATIBILITY.md); any other loss fails the test, printed with
 the sandbox's error. Cases that pass only in the sandbox are printed.
 
-Needs root (the engine and the switch to uid 65534 do); without it the test
-skips (exit 77), or fails when CI=true.
+One pytest test, test_cpython (ctest's compat_cpython), whose sandboxd's
+uids the harness allocates. Needs root (the engine and the switch to uid
+65534 do); without it the test skips (exit 77), or fails when CI=true.
 """
 import concurrent.futures
 import fnmatch
@@ -25,13 +25,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
+from lib.harness import Server as ServiceServer, check
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from harness import Server as ServiceServer, check, run_groups  # noqa: E402
 
 RUNNER = os.path.join(HERE, "run_cases.py")
 EXPECTED = os.path.join(HERE, "expected_losses.txt")
@@ -84,7 +83,6 @@ EXCLUDE = [
 LANES = 3  # modules in flight, each bare and sandboxed at once: most cases wait
 
 BARE_UID = 65534  # nobody: a user that exists, like the sandbox's own uid
-UID_BASE = 50000
 MODULE_TIMEOUT_S = 600
 RESUMES = 5  # new interpreters after a case that crashed or hung it
 
@@ -403,7 +401,7 @@ def preflight():
                  "unshare and setpriv (util-linux) are installed")
 
 
-def group_cpython(b):
+def test_cpython(bin_dir):
     if not preflight():
         return
     entries, reasons = load_expected(EXPECTED)
@@ -413,7 +411,7 @@ def group_cpython(b):
         else MODULES
     tmp = tempfile.mkdtemp(prefix="sbx-compat-", dir="/tmp")  # short: see Bare.attempt
     os.chmod(tmp, 0o755)
-    s = Server(b, UID_BASE, *SERVER_FLAGS)
+    s = Server(bin_dir, *SERVER_FLAGS)
     t0 = time.monotonic()
     try:
         results = run_all(Bare(os.path.join(tmp, "b")), Sandboxed(os.path.join(tmp, "s"), s),
@@ -438,10 +436,3 @@ def group_cpython(b):
     else:
         print(f"kept {tmp}")
 
-
-def main():
-    return run_groups({"cpython": group_cpython}, "compat_")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """deploy/k8s without a cluster: every file parses (python3-yaml), has the
 fields its kind requires, and the objects agree with each other and with
 sandboxd's flags. No schema validator (kubeconform, kubectl with a server) is
@@ -7,20 +6,20 @@ not see either: selectors that select nothing, ports that do not exist, a
 grace period shorter than the longest call, a capability list that differs
 from the one the test ran with.
 
-Run: check_manifests.py [--bin-dir DIR] (ctest: container_manifests; no root,
-a second). With --bin-dir, every flag in the Deployment's args must be one
-that DIR/sandboxd --help lists, except --http-listen while it is not there.
+Run: python3 -m pytest tests/container/check_manifests.py [--bin-dir DIR]
+(ctest: container_manifests; no root, a second). Every flag in the
+Deployment's args must be one that DIR/sandboxd --help lists (DIR: the
+build's bin directory, tests/conftest.py), except --http-listen while it is
+not there. One test, soft checks (the check fixture): every failed check is
+listed at its end.
 """
-import argparse
 import os
 import subprocess
-import sys
 
 import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 K8S = os.path.join(REPO, "deploy", "k8s")
-FAILURES = []
 
 REQUIRED = {
     "Namespace": ["metadata.name"],
@@ -39,13 +38,6 @@ API = {"Namespace": "v1", "Deployment": "apps/v1", "Service": "v1",
        "Kustomization": "kustomize.config.k8s.io/v1beta1"}
 
 
-def check(cond, what, detail=""):
-    print(("ok   " if cond else "FAIL ") + what + ("" if cond else f" {detail}"))
-    if not cond:
-        FAILURES.append(what)
-    return cond
-
-
 def get(obj, path):
     for key in path.split("."):
         if not isinstance(obj, dict) or key not in obj:
@@ -62,10 +54,8 @@ def arg_value(args, flag, default):
     return int(args[args.index(flag) + 1]) if flag in args else default
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir")
-    a = ap.parse_args()
+def test_manifests(pytestconfig, check):
+    bin_dir = pytestconfig.getoption("--bin-dir")
 
     objs = {}
     files = sorted(f for f in os.listdir(K8S) if f.endswith(".yaml"))
@@ -201,18 +191,11 @@ def main():
     check(ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "privileged",
           "Namespace: Pod Security 'privileged' (SYS_ADMIN, no seccomp profile)")
 
-    if a.bin_dir:
-        helptext = subprocess.run([os.path.join(a.bin_dir, "sandboxd"), "--help"],
+    if bin_dir:
+        helptext = subprocess.run([os.path.join(bin_dir, "sandboxd"), "--help"],
                                   capture_output=True, text=True).stdout
         for flag in (x for x in args if x.startswith("--")):
             if flag == "--http-listen" and flag not in helptext:
                 print("note --http-listen is not in this sandboxd yet (the manifest is ahead)")
                 continue
             check(f"  {flag} " in helptext, f"sandboxd knows {flag}")
-
-    print(f"{len(FAILURES)} failure(s)" if FAILURES else "all passed")
-    return 1 if FAILURES else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

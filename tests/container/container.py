@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """The container image and the Kubernetes pod spec, for real: builds a Debian
 12 base with mmdebstrap (once; kept as localhost/sandboxd-base:bookworm),
 builds deploy/Dockerfile with podman, starts the image with the capabilities
@@ -10,11 +9,12 @@ without CAP_KILL and that pip in it installs a requirement (from a
 wheelhouse), then plays the Deployment with `podman kube play` and calls it
 there too.
 
-Run as `container.py --bin-dir build/bin podman` (ctest -L container). Needs
-root, podman, runc, catatonit and mmdebstrap (scripts/install-deps) and
-deb.debian.org for the first base and image builds; later runs reuse podman's
-caches. Servers in the containers use sandbox uids 57200.., 57300.. and
-57400..
+Run as `python3 -m pytest tests/container/container.py --bin-dir build/bin`
+(ctest -L container: container_podman). Needs root, podman, runc, catatonit
+and mmdebstrap (scripts/install-deps) and deb.debian.org for the first base
+and image builds; later runs reuse podman's caches. The servers in the
+containers run their sandboxes as uids the harness allocates
+(tests/lib/uids.py), one range per container.
 
 What this host needs (docs/OPERATIONS.md, "Container and Kubernetes"): a
 containers.conf of the test's own (CONTAINERS_CONF) with runc, not crun (crun
@@ -33,16 +33,20 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import check, free_port, run_groups  # noqa: E402
-from wheelhouse import make_module_wheel  # noqa: E402
+import pytest
+
+from lib import uids
+from lib.harness import check, free_port
+from lib.wheelhouse import make_module_wheel
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BASE_IMAGE = "localhost/sandboxd-base:bookworm"
 IMAGE = "localhost/sandboxd:test"
 BUILD_STAGE = "localhost/sandboxd-build:test"  # tagged so that its old builds can be removed
 DEPLOYMENT = os.path.join(REPO, "deploy", "k8s", "deployment.yaml")
-UID_RUN, UID_KUBE, UID_REQ = 57200, 57300, 57400
+# The sandbox uid bases of the containers' servers (podman run, kube play,
+# the requirements check): allocated by test_podman.
+UID_RUN = UID_KUBE = UID_REQ = None
 TIMINGS = []
 
 
@@ -472,8 +476,17 @@ def missing_tools():
             if shutil.which(t) is None and not os.path.exists(f"/usr/libexec/podman/{t}")]
 
 
-def group_podman(bin_dir):
-    bin_dir = os.path.abspath(bin_dir)
+def test_podman(bin_dir):
+    global UID_RUN, UID_KUBE, UID_REQ
+    if missing_tools():
+        msg = (f"SKIP container: {', '.join(missing_tools())} missing "
+               "(scripts/install-deps installs them)")
+        if os.environ.get("CI") == "true":
+            pytest.exit(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping", returncode=1)
+        pytest.exit("*" * 70 + "\n" + msg + "\n" + "*" * 70, returncode=77)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the finally blocks
+    # A block each (a container's sandboxd: 2 workers and its interpreters).
+    UID_RUN, UID_KUBE, UID_REQ = (uids.allocate(uids.BLOCK) for _ in range(3))
     t_all = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="sbx-container-")
     os.chmod(tmp, 0o755)
@@ -488,18 +501,3 @@ def group_podman(bin_dir):
         shutil.rmtree(tmp, ignore_errors=True)
         TIMINGS.append(("total", time.monotonic() - t_all))
         print("timings: " + ", ".join(f"{w} {s:.1f} s" for w, s in TIMINGS))
-
-
-GROUPS = {"podman": group_podman}
-
-if __name__ == "__main__":
-    if os.geteuid() == 0 and missing_tools():
-        msg = (f"SKIP container: {', '.join(missing_tools())} missing "
-               "(scripts/install-deps installs them)")
-        if os.environ.get("CI") == "true":
-            print(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping")
-            sys.exit(1)
-        print("*" * 70 + "\n" + msg + "\n" + "*" * 70)
-        sys.exit(77)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the finally blocks
-    sys.exit(run_groups(GROUPS, "container_"))

@@ -4,28 +4,25 @@ name resolving to the three addresses names all of them), driven with
 build/bin/sandbox-run and sandbox-bench.
 
 Servers come from tests/lib/harness.py's Server (each also listens on its own
-127.0.0.1 port and ipc socket). This suite's uid bases are 55000-55999; each
-test owns a block of them (see the test file). SANDBOXD_BIN_DIR (set by
-tests/clients/run_pytest.py) names the build's bin directory.
+127.0.0.1 port and ipc socket, and runs as a uid range the harness
+allocates). SANDBOXD_BIN_DIR (set by tests/clients/run_pytest.py) names the
+build's bin directory; tests/conftest.py (the root one) removes the servers'
+scratch directories at the session's end.
 """
 import json
 import os
 import re
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
+from lib.harness import Server
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
-
-from harness import Server  # noqa: E402
-
 BIN_DIR = os.environ.get("SANDBOXD_BIN_DIR", os.path.join(REPO, "build", "bin"))
-UID_MIN, UID_MAX = 55000, 55999
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 
 
@@ -49,14 +46,13 @@ class Fleet:
     """Three servers, one per address, on one port; key(i) is server i's
     endpoint key as every client spells it."""
 
-    def __init__(self, uid_base, *flags):
-        assert UID_MIN <= uid_base and uid_base + 30 <= UID_MAX, uid_base
+    def __init__(self, *flags):
         self.servers = []
         for attempt in range(3):
             self.port = shared_port()
             try:
                 for i, host in enumerate(HOSTS):
-                    self.servers.append(Server(BIN_DIR, uid_base + 10 * i, *flags, "--listen",
+                    self.servers.append(Server(BIN_DIR, *flags, "--listen",
                                                f"tcp://{host}:{self.port}"))
                 break
             except RuntimeError:  # the port was taken meanwhile: all again
@@ -81,8 +77,8 @@ class Fleet:
 def make_fleet():
     made = []
 
-    def make(uid_base, *flags):
-        f = Fleet(uid_base, *flags)
+    def make(*flags):
+        f = Fleet(*flags)
         made.append(f)
         return f
     try:
@@ -154,9 +150,3 @@ def wait_for(predicate, timeout_s=15.0, step_s=0.05):
             return True
         time.sleep(step_s)
     return bool(predicate())
-
-
-def pytest_sessionfinish(session, exitstatus):
-    """The servers' scratch directories go when every test passed."""
-    import harness
-    harness.clean_scratch(keep=exitstatus != 0)

@@ -1,21 +1,17 @@
 """sandbox-run and sandbox-mcp as a user meets them (issue 24, "what a new
 user tripped over"): the connect timeout's default is the one
 docs/CLIENTS.md gives every client, and the error names it; request ids of
-separate processes differ. uid bases (this file's, 57600-57699): one
-server for the module at 57600."""
+separate processes differ. One server for the module."""
 import json
 import os
 import re
 import socket
 import subprocess
-import sys
 
 import pytest
 
 from conftest import BIN_DIR, REPO
-
-sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
-from harness import Server  # noqa: E402
+from lib.harness import Server
 
 RUN = f"{BIN_DIR}/sandbox-run"
 MCP = f"{BIN_DIR}/sandbox-mcp"
@@ -66,7 +62,7 @@ def test_sandbox_mcp_connect_timeout_default_is_documented():
 
 @pytest.fixture(scope="module")
 def server():
-    s = Server(BIN_DIR, 57600, "--workers", "2")
+    s = Server(BIN_DIR, "--workers", "2")
     try:
         yield s
     finally:

@@ -4,8 +4,7 @@ sandbox-bench) against three real servers on 127.0.0.2, 127.0.0.3 and
 the calls it had (UNKNOWN, never sent anywhere else) and nothing runs twice,
 a session's calls all go to the server the cross-client rule picks, and a
 host name counts as one endpoint per address. Where each run really ran is
-read from the servers' own logs. uid bases: 55000-55099 spread, 55100-55199
-kill, 55200-55299 sessions, 55300-55399 host names, 55400-55499 draining."""
+read from the servers' own logs."""
 import collections
 import json
 import os
@@ -31,7 +30,7 @@ def where_ran(fleet, prefix):
 
 
 def test_calls_spread_over_every_server(make_fleet, tmp_path):
-    fleet = make_fleet(55000, "--workers", "2")
+    fleet = make_fleet("--workers", "2")
     rc, eps = endpoints(*fleet.endpoint_flags())
     assert rc == 0 and eps == {k: True for k in fleet.keys}, eps
     cmd, rec = bench_cmd(tmp_path, "print('hi')\n", *fleet.endpoint_flags(), "--concurrency", "3",
@@ -60,7 +59,7 @@ def test_a_server_killed_mid_load(make_fleet, tmp_path):
     """Calls in flight to the killed server end UNKNOWN (they may have run)
     and are sent nowhere else, even with retries on; the other calls, and
     later ones, run on the two others; no run id is in two logs."""
-    fleet = make_fleet(55100, "--workers", "2")
+    fleet = make_fleet("--workers", "2")
     victim_key = fleet.keys[1]
     victim = fleet.server_of(victim_key)
     cmd, rec = bench_cmd(tmp_path, SLOW.format(s=3), *fleet.endpoint_flags(), "--concurrency", "6",
@@ -114,7 +113,7 @@ def sessions_with_homes(keys):
 
 
 def test_a_session_stays_on_the_rule_home(make_fleet, tmp_path):
-    fleet = make_fleet(55200, "--workers", "1")
+    fleet = make_fleet("--workers", "1")
     homes = sessions_with_homes(fleet.keys)
     assert set(homes.values()) == set(fleet.keys)
     for sid, home in homes.items():
@@ -173,7 +172,7 @@ def test_a_host_name_counts_once_per_address(make_fleet, tmp_path):
     """A name resolving to 127.0.0.2-4 is three endpoints; looked up again,
     it follows the name to one address, and a failed look-up (the name
     gone) keeps the address it had."""
-    fleet = make_fleet(55300, "--workers", "1")
+    fleet = make_fleet("--workers", "1")
     hosts = tmp_path / "hosts"
 
     def write_hosts(*addresses):
@@ -227,7 +226,7 @@ def test_a_draining_server_sends_calls_elsewhere(make_fleet, tmp_path):
     """A server that answered UNAVAILABLE (draining after SIGTERM, nothing
     ran) is retried elsewhere at once, and avoided by the next calls for a
     second."""
-    fleet = make_fleet(55400, "--workers", "1")
+    fleet = make_fleet("--workers", "1")
     draining_key = fleet.keys[0]
     draining = fleet.server_of(draining_key)
     slow = tmp_path / "slow.py"

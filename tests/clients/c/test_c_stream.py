@@ -6,22 +6,16 @@ split between chunks is not replaced, Ctrl-C and SIGTERM cancel the run and
 kill its whole tree (exit 130), a second Ctrl-C exits without waiting for
 the cancel's answer, a run started elsewhere can be watched and cancelled by
 its id, an unknown id is NOT_FOUND, and in a fleet every stream is watched
-on the server that started it. uid bases (this file's, 41000-41499): 41000
-timing, 41100 cancel, 41200 and 41210 fleet, 41300 run ids, 41400 the
-second Ctrl-C."""
+on the server that started it."""
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from conftest import BIN_DIR, bench_cmd, records, run_ids, wait_for
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
-from harness import Server, slot_processes  # noqa: E402
+from lib.harness import Server, slot_processes
 
 RUN = f"{BIN_DIR}/sandbox-run"
 
@@ -51,9 +45,8 @@ while True:
 def make_server():
     made = []
 
-    def make(uid_base, *flags):
-        assert 41000 <= uid_base and uid_base + 10 <= 41499, uid_base
-        s = Server(BIN_DIR, uid_base, "--workers", "2", *flags)
+    def make(*flags):
+        s = Server(BIN_DIR, "--workers", "2", *flags)
         made.append(s)
         return s
     try:
@@ -96,7 +89,7 @@ def run_line(server, run_id):
 
 
 def test_output_arrives_while_the_program_runs(make_server, tmp_path):
-    s = make_server(41000)
+    s = make_server()
     p = start("-e", s.tcp, "--stream", script(tmp_path, TICKS))
     seen = []  # (arrival, line)
     try:
@@ -119,7 +112,7 @@ def test_output_arrives_while_the_program_runs(make_server, tmp_path):
 def test_a_character_split_between_chunks_is_decoded_whole(make_server, tmp_path):
     """--stream --json: one JSON line per chunk; "é" written in two halves
     0.3 s apart is held back, not replaced, then the result object."""
-    s = make_server(41000)
+    s = make_server()
     code = ("import sys, time\nsys.stdout.buffer.write(b'caf\\xc3'); sys.stdout.flush()\n"
             "time.sleep(0.3)\nsys.stdout.buffer.write(b'\\xa9\\n'); sys.stdout.flush()\n")
     p = start("-e", s.tcp, "--stream", "--json", script(tmp_path, code))
@@ -139,7 +132,7 @@ def test_a_character_split_between_chunks_is_decoded_whole(make_server, tmp_path
 def test_a_signal_cancels_the_run_and_its_whole_tree(make_server, tmp_path, sig, fleet):
     """In a fleet the cancel goes to the run's server too: the fleet's own
     choice would be the other one, the one without a watch in flight."""
-    servers = [make_server(41100)] + ([make_server(41110)] if fleet else [])
+    servers = [make_server()] + ([make_server()] if fleet else [])
     run_id = f"cancel-{sig.name}"
     p = start(*[a for s in servers for a in ("-e", s.tcp)], "--stream", "--json", "--timeout-ms",
               "60000", "--run-id", run_id, script(tmp_path, FORKS))
@@ -175,7 +168,7 @@ def test_a_second_ctrl_c_exits_without_waiting(make_server, tmp_path):
     """The server is stopped (SIGSTOP) so the cancel cannot be answered: the
     first Ctrl-C leaves sandbox-run waiting for the answer, the second ends
     it at once. Once the server goes on, it cancels the run all the same."""
-    s = make_server(41400)
+    s = make_server()
     run_id = "twice"
     p = start("-e", s.tcp, "--stream", "--timeout-ms", "60000", "--run-id", run_id,
               script(tmp_path, FORKS))
@@ -205,7 +198,7 @@ def test_watch_and_cancel_a_run_by_its_id(make_server, tmp_path):
     """A RunCode run with a run id (plain sandbox-run) is followed from
     another process with --watch and cancelled from a third with --cancel;
     the caller and the watcher both end with the cancelled result."""
-    s = make_server(41300)
+    s = make_server()
     code = "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.1)\n"
     caller = start("-e", s.tcp, "--json", "--timeout-ms", "60000", "--run-id", "by-id",
                    script(tmp_path, code))
@@ -239,7 +232,7 @@ def _started(server):
 
 
 def test_an_unknown_run_id_is_not_found(make_server):
-    s = make_server(41300)
+    s = make_server()
     for flag in ("--watch", "--cancel"):
         p = subprocess.run([RUN, "-e", s.tcp, flag, "no-such-run"], capture_output=True,
                            text=True, timeout=30)
@@ -260,7 +253,7 @@ def test_streams_in_a_fleet_are_watched_where_they_started(make_server, tmp_path
     and ran once, on the endpoint it reports. One call at a time first: the
     fleet's own choice would then alternate, so a watch not pinned to its
     run's endpoint would go to the other server; then four at once."""
-    servers = [make_server(41200), make_server(41210)]
+    servers = [make_server(), make_server()]
     keys = [s.tcp for s in servers]
     code = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
     for concurrency, n in ((1, 6), (4, 12)):

@@ -1,5 +1,5 @@
 """AsyncClient: many calls in flight from one client, without a thread per
-call. uid bases 53300-53349."""
+call."""
 import asyncio
 import threading
 import time
@@ -15,7 +15,7 @@ WORKERS = 2
 
 
 def test_sixteen_calls_in_flight_overlap(servers):
-    s = servers.start(53300, "--workers", str(WORKERS))
+    s = servers.start("--workers", str(WORKERS))
     seen = {"queue_depth": 0, "running": 0, "threads": 0}
 
     async def main():
@@ -55,7 +55,7 @@ def test_sixteen_calls_in_flight_overlap(servers):
 
 
 def test_cancelling_a_call_leaves_the_client_usable(servers):
-    s = servers.start(53320, "--workers", "1")
+    s = servers.start("--workers", "1")
 
     async def main():
         async with sandboxd.AsyncClient(s.tcp) as c:
@@ -71,7 +71,7 @@ def test_cancelling_a_call_leaves_the_client_usable(servers):
 
 def test_one_client_from_several_event_loops_in_threads(servers):
     """The AsyncClient belongs to no loop: each call wakes its own."""
-    s = servers.start(53340, "--workers", "2")
+    s = servers.start("--workers", "2")
     c = sandboxd.AsyncClient(s.tcp)
     out = []
 

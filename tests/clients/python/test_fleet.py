@@ -1,6 +1,6 @@
 """Fleets: calls spread over live servers, a dead server is skipped, nothing
 runs twice, a draining server's calls move, sessions stay on their server.
-Each run id's fate is read from the servers' own logs. uid bases 53400-53499."""
+Each run id's fate is read from the servers' own logs."""
 import asyncio
 import collections
 import signal
@@ -17,7 +17,7 @@ def total_runs(servers, run_id):
 
 
 def test_calls_spread_over_every_server(servers):
-    fleet = [servers.start(53400 + 10 * i, "--workers", "1") for i in range(3)]
+    fleet = [servers.start("--workers", "1") for _ in range(3)]
     with sandboxd.Client([s.tcp for s in fleet]) as c:
         assert c.wait_connected(3)
         results = [c.run_code("print(1)", run_id=f"spread-{i}") for i in range(9)]
@@ -31,7 +31,7 @@ def test_calls_spread_over_every_server(servers):
 def test_a_server_killed_mid_load(servers):
     """Calls in flight to the killed server end Unknown (they may have run);
     none is sent anywhere else; later calls go to the others."""
-    fleet = [servers.start(53430 + 10 * i, "--workers", "2") for i in range(3)]
+    fleet = [servers.start("--workers", "2") for _ in range(3)]
     victim = fleet[1]
 
     async def main():
@@ -81,8 +81,8 @@ def _running(server):
 
 
 def test_a_draining_server_sends_calls_elsewhere(servers):
-    draining = servers.start(53460, "--workers", "1")
-    serving = servers.start(53470, "--workers", "1")
+    draining = servers.start("--workers", "1")
+    serving = servers.start("--workers", "1")
     with sandboxd.Client(draining.tcp) as d:
         import threading
         long_box = {}
@@ -102,7 +102,7 @@ def test_a_draining_server_sends_calls_elsewhere(servers):
 
 
 def test_a_session_stays_on_its_server(servers):
-    fleet = [servers.start(53480 + 10 * i, "--workers", "1") for i in range(2)]
+    fleet = [servers.start("--workers", "1") for _ in range(2)]
     with sandboxd.Client([s.tcp for s in fleet]) as c:
         assert c.wait_connected(2)
         first = c.run_code("open('n', 'w').write('1')\n", session_id="fleet-s")

@@ -6,7 +6,7 @@ in a private mount namespace (unshare --mount --propagation private) where
 /etc/hosts is a bind mount of a file this test writes; nothing outside that
 process sees it. Two servers listen on the same port, one on 127.0.0.1 and
 one on ::1; the file first names only 127.0.0.1, then both, then only ::1,
-and the client follows. uid bases 53500-53549."""
+and the client follows."""
 import json
 import os
 import subprocess
@@ -62,10 +62,10 @@ CHILD = textwrap.dedent('''
 
 
 def test_one_endpoint_per_address_and_re_resolution(servers, tmp_path):
-    v4 = servers.start(53500, "--workers", "1")
+    v4 = servers.start("--workers", "1")
     port = v4.port
     try:
-        v6 = servers.start(53520, "--workers", "1", "--listen", f"tcp://[::1]:{port}")
+        v6 = servers.start("--workers", "1", "--listen", f"tcp://[::1]:{port}")
     except RuntimeError as e:
         pytest.fail(f"a server on [::1]:{port} (the port of 127.0.0.1's server): {e}")
     hosts = tmp_path / "hosts"

@@ -1,12 +1,11 @@
 """pip install ./client/python works offline into a venv that sees Debian's
 python3-protobuf, and the installed package talks to a real server. The
 checkout's client/python and proto/ are copied to a temporary tree first,
-so the build's files (build/, *.egg-info) never land in the source tree.
-uid bases 53600-53649."""
+so the build's files (build/, *.egg-info) never land in the source tree."""
+import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import sandboxd
@@ -14,7 +13,7 @@ from conftest import REPO
 
 
 def test_pip_install_offline_into_a_venv(servers, tmp_path):
-    s = servers.start(53600, "--workers", "1")
+    s = servers.start("--workers", "1")
     tree = tmp_path / "checkout"
     shutil.copytree(os.path.join(REPO, "client", "python"), tree / "client" / "python",
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
@@ -44,8 +43,10 @@ def test_pip_install_offline_into_a_venv(servers, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     pb_path, out = p.stdout.splitlines()
     assert out == "installed"
-    sys.path.insert(0, os.path.join(REPO, "client", "python"))
-    import generate_proto
+    spec = importlib.util.spec_from_file_location(
+        "generate_proto", os.path.join(REPO, "client", "python", "generate_proto.py"))
+    generate_proto = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate_proto)
     fresh = generate_proto.generate(os.path.join(REPO, "proto", "sandbox.proto"),
                                     str(tmp_path / "fresh"))
     with open(fresh, "rb") as a, open(pb_path, "rb") as b:

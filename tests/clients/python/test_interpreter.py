@@ -1,21 +1,19 @@
 """Interpreter sessions and rich results through the Python client
 (session_mode, RunResult.result, state_lost, interpreter_ended; the GetInfo
-fields; docs/INTERPRETER.md), against a real sandboxd, blocking and async.
-uid bases 53800-53849."""
+fields; docs/INTERPRETER.md), against a real sandboxd, blocking and async."""
 import asyncio
 
 import pytest
 
 import sandboxd
 
-UID = 53800
 IGNORE_INTERRUPT = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                     "time.sleep(30)\n")
 
 
 @pytest.fixture(scope="module")
 def srv(module_servers):
-    return module_servers.start(UID, "--workers", "2", "--interpreter-grace-ms", "500")
+    return module_servers.start("--workers", "2", "--interpreter-grace-ms", "500")
 
 
 @pytest.fixture(scope="module")

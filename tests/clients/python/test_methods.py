@@ -1,5 +1,5 @@
 """Every method of the Python client against a real sandboxd, through the
-blocking Client and the AsyncClient, over tcp and ipc. uid bases 53000-53049."""
+blocking Client and the AsyncClient, over tcp and ipc."""
 import asyncio
 import os
 
@@ -8,12 +8,10 @@ import pytest
 import sandboxd
 from conftest import runs_of
 
-UID = 53000
-
 
 @pytest.fixture(scope="module")
 def srv(module_servers):
-    return module_servers.start(UID, "--workers", "2")
+    return module_servers.start("--workers", "2")
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +102,7 @@ def test_health_and_info(srv, client):
     assert h.serving and h.status == "SERVING" and h.endpoint == srv.tcp
     info = client.info()
     assert info.workers == 2 and info.runtimes == ("python",)
-    assert info.isolation.backend and info.isolation.namespaces and info.isolation.uid_base == UID
+    assert info.isolation.backend and info.isolation.namespaces and info.isolation.uid_base == srv.uid_base
     assert info.default_limits.timeout_ms == 5000 and info.max_limits.timeout_ms == 60000
     assert info.max_message_bytes == 8 << 20 and info.runs_total >= 1
     # A server without --zygote: GetInfo's zygote fields, as the client gives them.

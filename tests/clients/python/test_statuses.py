@@ -1,7 +1,7 @@
 """Every status a user of the Python client can meet, against real servers,
 with what it says about the code: nothing_ran only when a server said so or
 nothing was sent; Unknown and a client-side DeadlineExceeded may have run
-and are never retried. uid bases 53100-53299."""
+and are never retried."""
 import signal
 import threading
 import time
@@ -34,7 +34,7 @@ def running(client, n=1):
 
 
 def test_invalid_argument_names_the_field(servers):
-    s = servers.start(53100, "--max-message-bytes", "65536")
+    s = servers.start("--max-message-bytes", "65536")
     with sandboxd.Client(s.tcp) as c:
         cases = [
             ("limits.timeout_ms", dict(limits={"timeout_ms": -1})),
@@ -78,7 +78,7 @@ def test_invalid_argument_names_the_field(servers):
 def test_resource_exhausted_retried_only_while_nothing_ran(servers):
     # --queue 1, not 0: sandboxd refuses every RunCode with --queue 0, even
     # with its worker idle (server/queue.c; reported, not changed here).
-    s = servers.start(53120, "--workers", "1", "--queue", "1")
+    s = servers.start("--workers", "1", "--queue", "1")
     with sandboxd.Client(s.tcp, retries=0) as c, sandboxd.Client(s.tcp, retries=20) as patient:
         t, box = in_thread(lambda: c.run_code(SLEEP.format(s=2), run_id="re-long"))
         assert running(c)
@@ -97,7 +97,7 @@ def test_resource_exhausted_retried_only_while_nothing_ran(servers):
 
 
 def test_failed_precondition_for_a_busy_session_not_retried(servers):
-    s = servers.start(53140, "--workers", "2")
+    s = servers.start("--workers", "2")
     with sandboxd.Client(s.tcp) as c:
         t, box = in_thread(lambda: c.run_code(SLEEP.format(s=2), session_id="busy"))
         assert wait_for(lambda: _exists(c, "busy", "started"))
@@ -125,7 +125,7 @@ def _exists(c, session, path):
 
 
 def test_not_found(servers):
-    s = servers.start(53160)
+    s = servers.start()
     with sandboxd.Client(s.tcp) as c:
         for call in (lambda: c.close_session("nosuch"), lambda: c.list_files("nosuch"),
                      lambda: c.read_file("nosuch", "x")):
@@ -138,7 +138,7 @@ def test_not_found(servers):
 
 
 def test_unavailable_while_draining(servers):
-    s = servers.start(53180, "--workers", "1")
+    s = servers.start("--workers", "1")
     with sandboxd.Client(s.tcp) as c, sandboxd.Client(s.tcp, retries=0) as once, \
             sandboxd.Client(s.tcp, retries=2) as twice:
         t, box = in_thread(lambda: c.run_code(SLEEP.format(s=2.5), run_id="drain-long"))
@@ -158,7 +158,7 @@ def test_unavailable_while_draining(servers):
 
 
 def test_deadline_exceeded_from_the_client_may_have_run(servers):
-    s = servers.start(53200, "--workers", "1")
+    s = servers.start("--workers", "1")
     with sandboxd.Client(s.tcp, timeout_s=1.0) as c:
         t0 = time.monotonic()
         with pytest.raises(sandboxd.DeadlineExceeded) as ei:
@@ -171,7 +171,7 @@ def test_deadline_exceeded_from_the_client_may_have_run(servers):
 
 
 def test_deadline_exceeded_from_the_server_nothing_ran(servers):
-    s = servers.start(53220, "--workers", "1")
+    s = servers.start("--workers", "1")
     with sandboxd.Client(s.tcp) as c, sandboxd.Client(s.tcp, queue_wait_s=0.3) as hasty:
         t, box = in_thread(lambda: c.run_code(SLEEP.format(s=2), run_id="de-long"))
         assert running(c)
@@ -183,7 +183,7 @@ def test_deadline_exceeded_from_the_server_nothing_ran(servers):
 
 
 def test_unknown_when_the_server_dies_mid_call(servers):
-    s = servers.start(53240, "--workers", "1")
+    s = servers.start("--workers", "1")
     with sandboxd.Client(s.tcp, retries=5) as c:
         t, box = in_thread(lambda: c.run_code(SLEEP.format(s=5), run_id="unknown-1"))
         assert running(c)
@@ -199,7 +199,7 @@ def test_unknown_when_the_server_dies_mid_call(servers):
 
 
 def test_closing_the_client_cancels_a_call_in_flight(servers):
-    s = servers.start(53260, "--workers", "1")
+    s = servers.start("--workers", "1")
     c = sandboxd.Client(s.tcp)
     t, box = in_thread(lambda: c.run_code(SLEEP.format(s=2)))
     assert running(c)

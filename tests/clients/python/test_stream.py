@@ -1,6 +1,6 @@
 """Streaming and cancel through the Python client (docs/STREAMING.md):
 Client.stream, AsyncClient.stream, start_run / watch_run / cancel_run,
-against real servers. uid bases 41500-41999.
+against real servers (uids from the harness).
 
 The two timed assertions are the ones the issue asks for: a line reaches the
 iterator within 300 ms of being printed (the sandbox shares CLOCK_MONOTONIC
@@ -18,7 +18,7 @@ import pytest
 
 import sandboxd
 from conftest import runs_of, wait_for
-from harness import slot_processes
+from lib.harness import slot_processes
 
 FIRST_CHUNK_S = 0.3
 CANCEL_S = 0.1
@@ -49,7 +49,7 @@ LONG = {"timeout_ms": 40000, "cpu_time_ms": 40000}
 
 @pytest.fixture(scope="module")
 def server(module_servers):
-    return module_servers.start(41500, "--workers", "2")
+    return module_servers.start("--workers", "2")
 
 
 @pytest.fixture
@@ -153,8 +153,9 @@ def test_cancel_of_a_running_tree_returns_at_once_and_leaves_nothing(servers):
     back within 100 ms (the median of 3: one cancel on a loaded 2-CPU
     machine can take longer), nothing of the server's slot uids alive when
     it returns, and the stream ends with killed_by "cancelled"."""
-    uid_base, workers = 41520, 1
-    s = servers.start(uid_base, "--workers", str(workers))
+    workers = 1
+    s = servers.start("--workers", str(workers))
+    uid_base = s.uid_base
     took = []
     for attempt in range(3):
         seen = {}
@@ -193,7 +194,7 @@ def test_cancelled_queued_run_never_starts(servers):
     """One worker, busy: a second run waits in the queue; cancelled there, it
     never runs: its stream ends with Cancelled (nothing ran), the server
     logged no run for it, and runs_total did not count it."""
-    s = servers.start(41540, "--workers", "1")
+    s = servers.start("--workers", "1")
     with sandboxd.Client(s.tcp) as c:
         runs_before = c.info().runs_total
         busy = c.stream(SLEEPER, limits=LONG)
@@ -390,8 +391,8 @@ def test_watch_and_cancel_go_where_the_run_started(servers):
     """Two servers: streams start round-robin over both, and each one's
     watches and cancel reach the server that holds its run (anywhere else
     would answer NOT_FOUND)."""
-    a = servers.start(41560, "--workers", "2")
-    b = servers.start(41580, "--workers", "2")
+    a = servers.start("--workers", "2")
+    b = servers.start("--workers", "2")
     with sandboxd.Client([a.tcp, b.tcp]) as c:
         assert c.wait_connected(2)
         streams = [c.stream(f"import time\nprint({i}, flush=True)\ntime.sleep(0.3)\nprint('x')")

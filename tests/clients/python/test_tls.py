@@ -5,8 +5,7 @@ client takes it (cert_file/key_file, cert_key_file) and from the async
 client; a server certificate from a CA the client does not trust, a
 client certificate from another CA or a wrong server name is refused:
 Unavailable, nothing ran, and the message says the TLS handshake failed. A fleet of two servers dialed
-by different names checks each server against its own name. uid bases
-58500-58599."""
+by different names checks each server against its own name."""
 import asyncio
 import os
 import tempfile
@@ -15,8 +14,8 @@ import pytest
 
 import sandboxd
 from conftest import runs_of
-from harness import free_port
-from tls_certs import make_certs
+from lib.harness import free_port
+from lib.tls_certs import make_certs
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +24,11 @@ def certs():
         yield make_certs(d)
 
 
-def tls_server(servers, uid_base, certs, cert="server_crt"):
+def tls_server(servers, certs, cert="server_crt"):
     """A sandboxd with a tls+tcp:// listener beside its tcp and ipc ones; its
     TLS URL is server.tls."""
     port = free_port()
-    s = servers.start(uid_base, "--workers", "1", "--listen", f"tls+tcp://127.0.0.1:{port}",
+    s = servers.start("--workers", "1", "--listen", f"tls+tcp://127.0.0.1:{port}",
                       "--tls-cert", certs[cert], "--tls-key", certs["server_key"],
                       "--tls-ca", certs["ca_crt"], "--tls-client-auth", "required")
     s.tls = f"tls+tcp://127.0.0.1:{port}"
@@ -39,7 +38,7 @@ def tls_server(servers, uid_base, certs, cert="server_crt"):
 
 @pytest.fixture(scope="module")
 def server(module_servers, certs):
-    return tls_server(module_servers, 58500, certs)
+    return tls_server(module_servers, certs)
 
 
 def good(certs, **kw):
@@ -97,8 +96,8 @@ def test_each_server_is_checked_against_its_own_name(servers, certs):
     localhost) and as 127.0.0.1: one TLS configuration per name. (Before,
     the client set the name on each dialer, which nng 1.5.2 writes into the
     one configuration they shared: the last name was checked for both.)"""
-    by_name = tls_server(servers, 58520, certs, cert="server_localhost_crt")
-    by_ip = tls_server(servers, 58540, certs)
+    by_name = tls_server(servers, certs, cert="server_localhost_crt")
+    by_ip = tls_server(servers, certs)
     urls = [f"tls+tcp://localhost:{by_name.tls_port}", by_ip.tls]
     with sandboxd.Client(urls, tls=good(certs)) as c:
         keys = {by_name.tls, by_ip.tls}  # localhost may also resolve to ::1: not listened on

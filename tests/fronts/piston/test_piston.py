@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """End-to-end tests of sandboxd's Piston front (--http-fronts piston,
 server/fronts/piston.c): the Piston API v2 as Piston's users reach it.
 
@@ -28,9 +27,11 @@ server/fronts/piston.c): the Piston API v2 as Piston's users reach it.
   runs code only for a client with a certificate from --tls-ca (403 and
   nothing run without one).
 
-Each group starts its own sandboxd (uids 60200-60599) with the front on a
-free loopback port. Needs root (the engine does); without it the group
-skips (exit 77), or fails when CI=true.
+Each test (ctest's fronts_<name>, pytest's test_<name>) starts its own
+sandboxd (uids from the harness) with the front on a free loopback port;
+a failed check lets the test go on and fails it at its end. Needs root
+(the engine does); without it the test skips (exit 77), or fails when
+CI=true.
 """
 import concurrent.futures
 import json
@@ -39,14 +40,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 
+from lib import piston
+from lib.harness import Server, check, closed_by_peer, free_port
+from lib.piston import classify, execute, program
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
-from harness import Server, check, closed_by_peer, free_port, run_groups  # noqa: E402
-import piston  # noqa: E402
-from piston import classify, execute, program  # noqa: E402
 
 HELLO = 'print("hello")\n'
 RUNTIME_VERSION = subprocess.run(["/usr/bin/python3", "-c",
@@ -58,9 +58,9 @@ class PistonServer(Server):
     """A sandboxd serving the Piston front on a free loopback port."""
     tmp_prefix = "sbx-piston-"
 
-    def __init__(self, bin_dir, uid_base, *extra, **kw):
+    def __init__(self, bin_dir, *extra, **kw):
         self.http_port = free_port()
-        super().__init__(bin_dir, uid_base, "--http-listen", f"http://127.0.0.1:{self.http_port}",
+        super().__init__(bin_dir, "--http-listen", f"http://127.0.0.1:{self.http_port}",
                          "--http-fronts", "piston", *extra, **kw)
 
     def execute(self, body, timeout=120):
@@ -104,11 +104,11 @@ def node_client(s, calls):
         return [{"raw": p.stdout[-2000:], "stderr": p.stderr[-2000:]}] * len(calls)
 
 
-def group_piston_client(b):
+def test_piston_client(bin_dir):
     if not check(shutil.which("node") and shutil.which("npm"), "node and npm are installed "
                  "(scripts/install-deps)") or not npm_ci():
         return
-    s = PistonServer(b, 60200, "--workers", "2", "--http-max-body-bytes", "65536")
+    s = PistonServer(bin_dir, "--workers", "2", "--http-max-body-bytes", "65536")
     try:
         answers = node_client(s, [
             {"op": "runtimes"},
@@ -168,8 +168,8 @@ PLATFORM_CASES = [  # (what, code, classification, status, signal)
 ]
 
 
-def group_piston_platform(b):
-    s = PistonServer(b, 60300, "--workers", "2", "--default-output-bytes", "65536")
+def test_piston_platform(bin_dir):
+    s = PistonServer(bin_dir, "--workers", "2", "--default-output-bytes", "65536")
     try:
         for what, code, want, status, sig in PLATFORM_CASES:
             body = {"language": "python", "version": "*",
@@ -210,8 +210,8 @@ def group_piston_platform(b):
 
 # ---- the rest of the API ----
 
-def group_piston_requests(b):
-    s = PistonServer(b, 60400, "--workers", "2", "--max-memory-bytes", str(256 << 20))
+def test_piston_requests(bin_dir):
+    s = PistonServer(bin_dir, "--workers", "2", "--max-memory-bytes", str(256 << 20))
     try:
         check_runtimes_and_versions(s)
         check_files(s)
@@ -328,9 +328,9 @@ def check_bad_settings(b):
               (p.returncode, p.stderr))
 
 
-def group_piston_bad_input(b):
-    check_bad_settings(b)
-    s = PistonServer(b, 60500, "--workers", "1", "--http-max-body-bytes", "100000",
+def test_piston_bad_input(bin_dir):
+    check_bad_settings(bin_dir)
+    s = PistonServer(bin_dir, "--workers", "1", "--http-max-body-bytes", "100000",
                      "--http-request-timeout-s", "3")
     try:
         before = s.runs_total()
@@ -473,19 +473,19 @@ def check_slow_and_big(s):
 
 def https_execute(port, certs, body, cert=None, key=None):
     """POST /api/v2/execute over TLS: (status, parsed answer or raw)."""
-    from tls_certs import https_post_json
+    from lib.tls_certs import https_post_json
     return https_post_json(port, "/api/v2/execute", body, certs["ca_crt"], cert, key)
 
 
-def group_piston_https(b):
+def test_piston_https(bin_dir):
     """--http-listen https:// with --tls-client-auth required: the front, like
     /metrics, runs code only for a client with a certificate from --tls-ca."""
     import tempfile
-    from tls_certs import make_certs
+    from lib.tls_certs import make_certs
     d = tempfile.mkdtemp(prefix="sbx-piston-certs-")
     c = make_certs(d)
     port = free_port()
-    s = Server(b, 60550, "--http-listen", f"https://127.0.0.1:{port}", "--http-fronts", "piston",
+    s = Server(bin_dir, "--http-listen", f"https://127.0.0.1:{port}", "--http-fronts", "piston",
                "--tls-cert", c["server_crt"], "--tls-key", c["server_enc_key"],
                "--tls-key-password-file", c["key_password_txt"], "--tls-ca", c["ca_crt"])
     try:
@@ -503,14 +503,3 @@ def group_piston_https(b):
     finally:
         check(s.stop() == 0, "sandboxd exits 0")
         shutil.rmtree(d, ignore_errors=True)
-
-
-GROUPS = {name[len("group_"):]: fn for name, fn in globals().items() if name.startswith("group_")}
-
-
-def main():
-    return run_groups(GROUPS, "fronts_")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
