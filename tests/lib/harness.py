@@ -6,12 +6,10 @@ so a test goes on and fails at its end, see tests/conftest.py) and raw SP
 connections for fault tests.
 
 Imported as the package `lib` (tests/pytest.ini puts tests/ on the path:
-`from lib.harness import Server, check`). bench/ and the scripts not yet
-converted to pytest still put tests/lib itself on sys.path and call
-run_groups (`SCRIPT --bin-dir DIR GROUP`); both work. Nothing in it mocks
+`from lib.harness import Server, check`). bench/'s scripts, run as
+scripts, put tests/lib itself on sys.path; both work. Nothing in it mocks
 the server.
 """
-import argparse
 import os
 import signal
 import socket
@@ -259,35 +257,9 @@ def not_root(name):
     return 77, "*" * 70 + "\n" + msg + "\n" + "*" * 70
 
 
-def run_groups(groups, prefix, failures=None):
-    """The entry point of the end-to-end scripts not yet converted to pytest:
-    `--bin-dir DIR GROUP`. Exit 0 when the group passed, 1 on a failure, 77
-    (ctest's skip) when not root, and 1 instead of a skip when CI=true."""
-    failures = FAILURES if failures is None else failures
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("group", choices=sorted(groups))
-    a = ap.parse_args()
-    refused = not_root(f"{prefix}{a.group}")
-    if refused is not None:
-        print(refused[1])
-        return refused[0]
-    t0 = time.monotonic()
-    try:
-        groups[a.group](a.bin_dir)
-    except Exception as e:  # a crash is a failure, with its reason
-        import traceback
-        traceback.print_exc()
-        failures.append(f"exception: {e}")
-    print(f"{len(failures)} failure(s)" if failures else "all passed",
-          f"({time.monotonic() - t0:.1f} s)")
-    clean_scratch(keep=bool(failures))
-    return 1 if failures else 0
-
-
 def clean_scratch(keep):
-    """The servers' scratch directories (run_groups, and tests/conftest.py at
-    the session's end): named when kept (a failure), else
+    """The servers' scratch directories (tests/conftest.py, at the session's
+    end): named when kept (a failure), else
     removed. A server a test killed leaves its workspaces mounted, as a
     crash does: they are detached first. A server still running keeps its
     directory."""
