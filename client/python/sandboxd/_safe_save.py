@@ -1,14 +1,15 @@
 """_safe_save.py: writes an artifact's content below a directory, never outside it.
 
 An artifact's relative_path comes from the sandbox through the server: it is
-hostile. The rules are sandbox-run --artifacts-dir's (client/sandbox_run.c):
+hostile. The rules are the C client's (client/artifacts.c, sbxc_artifact_save,
+which sandbox-run --artifacts-dir uses):
 only plain relative paths (no empty, "." or ".." component, not absolute, no
 NUL); every directory opened with O_NOFOLLOW relative to the one above it, so
 a symlink planted anywhere below the directory is never followed; the file
 created with O_NOFOLLOW | O_NONBLOCK (an existing symlink is refused, a FIFO
-never blocks) and checked to be a regular file. One more rule than the C
-client: an existing file with other hard links is refused, since truncating
-it would write to a file that may live outside the directory.
+never blocks) and checked to be a regular file; an existing file with other
+hard links is refused, since truncating it would write to a file that may
+live outside the directory.
 
 This file must never resolve a path from the artifact as a whole string.
 """

@@ -38,8 +38,8 @@ CODE_NAMES: Dict[int, str] = {c.value: c.name for c in Code}
 # and the queue full, or draining. Nothing else is ever retried.
 RETRIABLE_STATUSES: FrozenSet[int] = frozenset({Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE})
 
-# What a server's answer with this status means for the code (README, "The
-# protocol"): each of these is documented as "nothing ran". And from
+# What a server's answer with this status means for the code (docs/CLIENTS.md,
+# "The protocol (every client)"): each of these is documented as "nothing ran". And from
 # docs/STREAMING.md: a server sends CANCELLED only for a run cancelled while
 # queued (it never started), and ALREADY_EXISTS for a StartRun whose run_id
 # is taken (the request was refused).

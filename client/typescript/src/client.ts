@@ -1,6 +1,7 @@
 /* client.ts: the sandboxd client: envelopes, deadlines, retries, methods.
  *
- * The rules are the C client's (client/client.c, README "At-most-once"):
+ * The rules are the C client's (client/client.c; docs/CLIENTS.md,
+ * "At-most-once (every client)"):
  * - each call's envelope carries deadline_unix_ms = now + queueWaitMs; the
  *   reply is awaited for queueWaitMs + the run's timeout (60 s when the
  *   request leaves it to the server) + replyMarginMs;
