@@ -16,11 +16,13 @@
 #include <openssl/evp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "piston.h"
+#include "cleanup.h"
 #include "http_json.h"
 #include "semver.h"
 #include "text.h"
@@ -139,42 +141,51 @@ static int hex_digit(char c) {
   return -1;
 }
 
-/* A file's content as bytes (malloc'd in *out): utf8 as it is, base64 and
- * hex decoded. -1 with r when it does not decode. */
+/* s (n bytes) decoded from encoding into buf (room for n + 3 bytes): utf8
+ * as it is, hex and base64 (whole quads, '=' padding only at the end)
+ * decoded; false when it does not decode. */
+static bool decode_content(const char *s, size_t n, const char *encoding, uint8_t *buf,
+                           size_t *len) {
+  if (strcmp(encoding, "utf8") == 0) {
+    memcpy(buf, s, n);
+    *len = n;
+    return true;
+  }
+  if (strcmp(encoding, "hex") == 0) {
+    if (n % 2 != 0)
+      return false;
+    for (size_t k = 0; k < n; k += 2) {
+      int hi = hex_digit(s[k]), lo = hex_digit(s[k + 1]);
+      if (hi < 0 || lo < 0)
+        return false;
+      buf[k / 2] = (uint8_t)(hi << 4 | lo);
+    }
+    *len = n / 2;
+    return true;
+  }
+  if (n % 4 != 0 || n > INT32_MAX)
+    return false;
+  int got = EVP_DecodeBlock(buf, (const unsigned char *)s, (int)n);
+  if (got < 0)
+    return false;
+  size_t pad = n >= 2 && s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
+  *len = (size_t)got - pad;
+  return true;
+}
+
+/* A file's content as bytes (malloc'd in *out). -1 with r when it does not
+ * decode. */
 static int file_content(const json_t *content, const char *encoding, size_t i, uint8_t **out,
                         size_t *len, struct piston_refusal *r) {
   const char *s = json_string_value(content);
   size_t n = json_string_length(content);
-  uint8_t *buf = malloc(n + 3);
+  cleanup_free uint8_t *buf = malloc(n + 3);
   if (buf == NULL)
     return refuse(r, 500, "out of memory");
-  if (strcmp(encoding, "utf8") == 0) {
-    memcpy(buf, s, n);
-    *len = n;
-  } else if (strcmp(encoding, "hex") == 0) {
-    if (n % 2 != 0)
-      goto bad;
-    for (size_t k = 0; k < n; k += 2) {
-      int hi = hex_digit(s[k]), lo = hex_digit(s[k + 1]);
-      if (hi < 0 || lo < 0)
-        goto bad;
-      buf[k / 2] = (uint8_t)(hi << 4 | lo);
-    }
-    *len = n / 2;
-  } else { /* base64: whole quads, '=' padding only at the end */
-    if (n % 4 != 0 || n > INT32_MAX)
-      goto bad;
-    int got = EVP_DecodeBlock(buf, (const unsigned char *)s, (int)n);
-    if (got < 0)
-      goto bad;
-    size_t pad = n >= 2 && s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
-    *len = (size_t)got - pad;
-  }
-  *out = buf;
+  if (!decode_content(s, n, encoding, buf, len))
+    return refuse(r, 400, "files[%zu].content is not valid %s", i, encoding);
+  *out = steal_pointer(&buf);
   return 0;
-bad:
-  free(buf);
-  return refuse(r, 400, "files[%zu].content is not valid %s", i, encoding);
 }
 
 /* The launcher of a program with files beside it: every file is in
