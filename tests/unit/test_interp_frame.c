@@ -291,7 +291,9 @@ static void done_result_cut_on_a_character(void **state) {
   assert_true(out.result_len <= INTERP_RESULT_MAX);
   assert_int_equal(out.result_len, INTERP_RESULT_MAX - 1);
   assert_int_equal(strlen(out.result), out.result_len);
-  assert_non_null(json_stringn(out.result, out.result_len)); /* valid UTF-8 */
+  json_t *valid = json_stringn(out.result, out.result_len); /* NULL unless valid UTF-8 */
+  assert_non_null(valid);
+  json_decref(valid);
   interp_outcome_free(&out);
   json_decref(obj);
   free(text);

@@ -57,7 +57,8 @@ static void send_reply(struct server_call *call) {
   s->status = env->status;
   snprintf(s->message, sizeof(s->message), "%s", env->message);
   assert_true(env->payload.len <= sizeof(s->payload));
-  memcpy(s->payload, env->payload.data, env->payload.len);
+  if (env->payload.len > 0) /* an empty payload's data is NULL */
+    memcpy(s->payload, env->payload.data, env->payload.len);
   s->payload_len = env->payload.len;
   f->n_sent++;
   pthread_mutex_unlock(&f->lock);
