@@ -343,11 +343,14 @@ struct live_run *run_table_add(struct run_table *t, struct server_call *call, bo
 void run_table_publish(struct run_table *t, struct live_run *run) {
   pthread_mutex_lock(&t->lock);
   run->hidden = run->pinned = false;
-  bool gone = run->state == RUN_DONE && !run->started;
+  /* A RunCode run that ended before the handler let go: freed here once
+   * run_table_finish has let go of it too, else by run_table_finish (it
+   * still reads the request after the state says done). */
+  bool gone = run->let_go && !run->started;
   if (gone)
     unlink_run(t, run);
   pthread_mutex_unlock(&t->lock);
-  if (gone) /* a RunCode run that ended before the handler let go */
+  if (gone)
     run_free(run);
 }
 
@@ -458,6 +461,16 @@ void run_table_finish(struct run_table *t, struct live_run *run,
   protobuf_c_message_free_unpacked(&run->req->base, &run->alloc.base);
   run->req = NULL;
   outbox_send(t, &o);
+  if (!gone && !run->started) {
+    /* Pinned when it ended: whichever of this and run_table_publish comes
+     * second frees it. */
+    pthread_mutex_lock(&t->lock);
+    run->let_go = true;
+    gone = !run->pinned;
+    if (gone)
+      unlink_run(t, run);
+    pthread_mutex_unlock(&t->lock);
+  }
   if (gone)
     run_free(run);
 }

@@ -60,6 +60,7 @@ struct live_run {
   bool started;
   bool hidden; /* added, not yet queued: not found by WatchRun or CancelRun */
   bool pinned; /* the handler still holds it (until run_table_publish) */
+  bool let_go; /* run_table_finish is done with it (run_table_publish may free it) */
   bool cancel_requested;
   bool logged;    /* run_code ran it, and wrote its event=run line */
   bool delivered; /* its outcome went out in a complete reply: kept only for a lost reply */

@@ -67,9 +67,18 @@ static void send_reply(struct server_call *call) {
   call->reply = NULL;
 }
 
+/* Set by a test: the run the handler publishes while run_table_finish
+ * releases the session, as the handler's thread may. */
+static struct live_run *publish_on_release;
+
 static void release_session(void *arg, struct session *session) {
   struct fx *f = arg;
   f->released[f->n_released++] = session;
+  if (publish_on_release != NULL) {
+    struct live_run *run = publish_on_release;
+    publish_on_release = NULL;
+    run_table_publish(&f->t, run);
+  }
 }
 
 static size_t n_sent(struct fx *f) {
@@ -320,6 +329,40 @@ static void duplicates_and_the_started_cap(void **state) {
   run_table_finish(&f->t, r3, NULL, &(struct sbx_error){.code = SBX_UNAVAILABLE, .msg = "x"});
 }
 
+/* A RunCode run a worker ends before its handler publishes it (a run
+ * refused at once: draining, cancelled, past its deadline), the handler
+ * publishing while run_table_finish is still releasing the session and
+ * freeing the request: the record is freed once, by whichever lets go
+ * second (ASan in test-sanitize: a use after free when publish freed it
+ * under finish). The other order, finish wholly before publish, too. */
+static void run_code_ended_before_publish(void **state) {
+  struct fx *f = *state;
+  static int session_token;
+  for (int publish_during_finish = 1; publish_during_finish >= 0; publish_during_finish--) {
+    struct server_call call;
+    struct sbx_error err;
+    call_with_run(f, &call, "run-e");
+    call.session = (struct session *)&session_token;
+    struct live_run *run = run_table_add(&f->t, &call, false, &err);
+    assert_non_null(run);
+    size_t before = n_sent(f);
+    publish_on_release = publish_during_finish ? run : NULL;
+    run_table_finish(&f->t, run, NULL, &(struct sbx_error){.code = SBX_UNAVAILABLE, .msg = "x"});
+    assert_null(publish_on_release);
+    assert_int_equal(n_sent(f), before + 1);
+    assert_int_equal(f->sent[before].status, SBX_UNAVAILABLE);
+    if (!publish_during_finish)
+      run_table_publish(&f->t, run);
+    /* The record is gone: its id is free again. */
+    struct server_call again;
+    call_with_run(f, &again, "run-e");
+    struct live_run *next = run_table_add(&f->t, &again, false, &err);
+    assert_non_null(next);
+    run_table_give_back(&f->t, next, &again);
+    protobuf_c_message_free_unpacked(again.input, &again.alloc.base);
+  }
+}
+
 /* The queue refused it: the request and the session go back to the call,
  * and the id is free. */
 static void give_back_restores_the_call(void **state) {
@@ -459,6 +502,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(output_capped_at_the_limit, setup, teardown),
       cmocka_unit_test_setup_teardown(started_run_keeps_its_outcome, setup, teardown),
       cmocka_unit_test_setup_teardown(duplicates_and_the_started_cap, setup, teardown),
+      cmocka_unit_test_setup_teardown(run_code_ended_before_publish, setup, teardown),
       cmocka_unit_test_setup_teardown(give_back_restores_the_call, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_in_the_queue, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_while_running_waits_for_the_end, setup, teardown),
