@@ -20,6 +20,7 @@ struct sbxc_client {
   size_t max_request_bytes;
   _Atomic unsigned long requests; /* numbers the request ids */
   uint64_t request_id_prefix;     /* random per client: ids unique across processes */
+  char *api_key;                  /* sbxc_client_set_api_key: NULL when none */
 };
 
 struct sbxc_request {

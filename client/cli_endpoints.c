@@ -1,6 +1,7 @@
 /* cli_endpoints.c: see cli_endpoints.h. */
 #include "cli_endpoints.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +32,17 @@ int cli_endpoints_option(struct cli_endpoints *e, const char *prog, int opt, con
   case CLI_OPT_TLS_SERVER_NAME:
     e->tls.server_name = arg;
     return 0;
+  case CLI_OPT_API_KEY:
+    e->api_key = arg;
+    return 0;
   default:
     return 1;
   }
 }
 
 int cli_endpoints_finish(struct cli_endpoints *e, const char *prog) {
+  if (e->api_key == NULL)
+    e->api_key = getenv("SANDBOX_API_KEY");
   const char *env = getenv("SANDBOX_URL");
   if (e->n > 0)
     return 0;
@@ -61,8 +67,17 @@ int cli_endpoints_open(const struct cli_endpoints *e, sbxc_client **out, char *e
   const struct sbxc_tls *t = &e->tls;
   bool tls =
       t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL || t->server_name != NULL;
-  return tls ? sbxc_client_open_tls(out, e->urls, e->n, t, err, len)
-             : sbxc_client_open_many(out, e->urls, e->n, err, len);
+  int rc = tls ? sbxc_client_open_tls(out, e->urls, e->n, t, err, len)
+               : sbxc_client_open_many(out, e->urls, e->n, err, len);
+  if (rc == 0 && sbxc_client_set_api_key(*out, e->api_key) < 0) {
+    snprintf(err, len, "--api-key/SANDBOX_API_KEY: %s",
+             errno == EINVAL ? "at most 512 bytes of printable ASCII without spaces"
+                             : "out of memory");
+    sbxc_client_close(*out);
+    *out = NULL;
+    return -1;
+  }
+  return rc;
 }
 
 void cli_endpoints_free(struct cli_endpoints *e) {

@@ -2,6 +2,7 @@
  * at-most-once rules of sandbox_client.h. Where each call goes is fleet.c's
  * business; this file sends it. Thread-safe: every call has its own nng
  * context and aio on the socket of the endpoint the fleet gave it. */
+#include <errno.h>
 #include <inttypes.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -93,7 +94,50 @@ void sbxc_client_close(sbxc_client *c) {
   if (c == NULL)
     return;
   sbxc_fleet_close(c->fleet);
+  free(c->api_key);
   free(c);
+}
+
+int sbxc_client_set_api_key(sbxc_client *c, const char *key) {
+  if (key != NULL && key[0] != '\0') {
+    size_t n = strnlen(key, SBXC_API_KEY_MAX + 1);
+    if (n > SBXC_API_KEY_MAX) {
+      errno = EINVAL;
+      return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+      if (key[i] < 0x21 || key[i] > 0x7e) {
+        errno = EINVAL;
+        return -1;
+      }
+  }
+  char *copy = NULL;
+  if (key != NULL && key[0] != '\0' && (copy = strdup(key)) == NULL)
+    return -1;
+  free(c->api_key);
+  c->api_key = copy;
+  return 0;
+}
+
+static _Thread_local const struct sbxc_caller *thread_caller;
+
+void sbxc_thread_caller_set(const struct sbxc_caller *caller) {
+  thread_caller = caller;
+}
+
+/* Who this call says it is: the thread's caller (a front's), else the
+ * client's key. */
+static void call_caller(const sbxc_client *c, struct sbx_caller *out) {
+  const struct sbxc_caller *t = thread_caller;
+  if (t != NULL) {
+    *out = (struct sbx_caller){.credential = t->api_key,
+                               .front = true,
+                               .front_cert_identities = t->cert_identities,
+                               .n_front_cert_identities = t->n_cert_identities,
+                               .front_loopback = t->loopback};
+    return;
+  }
+  *out = (struct sbx_caller){.credential = c->api_key};
 }
 
 void sbxc_client_set_retries(sbxc_client *c, unsigned retries) {
@@ -434,9 +478,12 @@ static Sandbox__V1__ReplyEnvelope *call_on(sbxc_client *c, struct sbxc_endpoint 
     return NULL;
   }
   uint64_t deadline = sbx_now_unix_ms() + c->queue_wait_ms;
+  struct sbx_caller caller;
+  call_caller(c, &caller);
   if ((rv = nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
       (rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
-      (rv = sbx_request_msg_new(call->method, request_id, deadline, call->payload, &msg)) != 0) {
+      (rv = sbx_request_msg_new(call->method, request_id, deadline, &caller, call->payload,
+                                &msg)) != 0) {
     call->code = SBXC_INTERNAL;
     sbxc_fail(call->err, call->errlen, "building the request: %s", nng_strerror(rv));
   } else if (check_request_size(c, ep, call->method, nng_msg_len(msg), &call->code, call->err,

@@ -44,6 +44,9 @@ enum sbxc_status {
   SBXC_UNIMPLEMENTED = 12,
   SBXC_INTERNAL = 13,
   SBXC_UNAVAILABLE = 14,
+  /* The server has --tenants and the call's API key (or certificate) is
+   * missing or belongs to no tenant: nothing ran (docs/TENANTS.md). */
+  SBXC_UNAUTHENTICATED = 16,
 };
 
 enum sbxc_killed_by {
@@ -177,6 +180,24 @@ void sbxc_client_set_max_request_bytes(sbxc_client *client, size_t bytes);
 #define SBXC_CONNECT_TIMEOUT_DEFAULT_MS 5000
 #define SBXC_CONNECT_TIMEOUT_CALL UINT64_MAX
 void sbxc_client_set_connect_timeout_ms(sbxc_client *client, uint64_t ms);
+/* The API key every call of this client carries (RequestEnvelope.credential)
+ * for a server with --tenants (docs/TENANTS.md): copied; NULL or "" clears
+ * it. At most SBXC_API_KEY_MAX bytes of printable ASCII. Returns 0, or -1
+ * with errno EINVAL (a bad key) or ENOMEM. Call before the first call. */
+#define SBXC_API_KEY_MAX 512
+int sbxc_client_set_api_key(sbxc_client *client, const char *key);
+/* For sandboxd's own HTTP fronts, which call their server in-process on
+ * behalf of many HTTP callers through one client: the caller the calls made
+ * by this thread carry until it is cleared (NULL), in place of the client's
+ * API key. The server accepts cert_identities and loopback only on its
+ * in-process listener. Nothing is copied: keep it alive while it is set. */
+struct sbxc_caller {
+  const char *api_key;                /* a Bearer key, or NULL */
+  const char *const *cert_identities; /* a verified client certificate's, or NULL */
+  size_t n_cert_identities;
+  bool loopback; /* the HTTP caller is on 127.0.0.0/8 or ::1 */
+};
+void sbxc_thread_caller_set(const struct sbxc_caller *caller);
 /* How often host names are looked up again (default 30000 ms). */
 void sbxc_client_set_resolve_interval_ms(sbxc_client *client, uint64_t ms);
 /* Waits until at least count endpoints are connected (0: every one), for

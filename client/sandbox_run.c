@@ -46,7 +46,8 @@ static void usage(FILE *out) {
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
       "                   [--max-request-bytes N] [--connect-timeout-ms N]\n"
       "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
-      "                    [--tls-server-name NAME]] [--json] [--stream] [--raw] SCRIPT|-\n"
+      "                    [--tls-server-name NAME]] [--api-key KEY] [--json] [--stream]\n"
+      "                   [--raw] SCRIPT|-\n"
       "       sandbox-run [-e URL] --watch RUN_ID | --cancel RUN_ID\n"
       "       sandbox-run [-e URL]... --health | --info | --endpoints\n"
       "       sandbox-run [-e URL]... --close-session ID\n"
@@ -73,7 +74,9 @@ static void usage(FILE *out) {
       "tls+tcp://HOST:PORT endpoints need --tls-ca, the PEM CA bundle the server's\n"
       "certificate must chain to; --tls-cert/--tls-key: this client's PEM certificate and\n"
       "unencrypted key, for servers that ask for one; --tls-server-name: the name the\n"
-      "server's certificate must carry (default: the URL's host).\n");
+      "server's certificate must carry (default: the URL's host).\n"
+      "--api-key KEY (else $SANDBOX_API_KEY, which ps does not show): the API key of a\n"
+      "server with --tenants (docs/TENANTS.md).\n");
 }
 
 /* Everything fd holds until its end: a script, stdin, a --file. No

@@ -67,11 +67,21 @@ static int pack_envelope(ProtobufCMessage *env, ProtobufCBinaryData *slot,
 }
 
 int sbx_request_msg_new(const char *full_method, const char *request_id, uint64_t deadline_unix_ms,
-                        const ProtobufCMessage *payload, nng_msg **out) {
+                        const struct sbx_caller *caller, const ProtobufCMessage *payload,
+                        nng_msg **out) {
   Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;
+  Sandbox__V1__FrontCaller front = SANDBOX__V1__FRONT_CALLER__INIT;
   env.method = (char *)full_method;
   env.request_id = (char *)(request_id != NULL ? request_id : "");
   env.deadline_unix_ms = deadline_unix_ms;
+  if (caller != NULL && caller->credential != NULL)
+    env.credential = (char *)caller->credential;
+  if (caller != NULL && caller->front) {
+    front.cert_identities = (char **)caller->front_cert_identities;
+    front.n_cert_identities = caller->n_front_cert_identities;
+    front.loopback = caller->front_loopback;
+    env.front_caller = &front;
+  }
   return pack_envelope(&env.base, &env.payload, payload, out);
 }
 

@@ -31,10 +31,24 @@ int sbx_method_index(const char *full_name);
  * an index out of range. */
 const char *sbx_method_name(int index);
 
-/* Packs payload (NULL = empty) into a new nng message holding an envelope.
- * Returns 0 or an nng error number. */
+/* Who a request says it is (docs/TENANTS.md). credential: an API key (NULL
+ * or "": none). front: set only by sandboxd's own HTTP fronts, on the
+ * server's in-process listener (the server refuses it from anywhere else):
+ * the client certificate identities they verified and whether their HTTP
+ * caller is on loopback. */
+struct sbx_caller {
+  const char *credential;
+  bool front;
+  const char *const *front_cert_identities;
+  size_t n_front_cert_identities;
+  bool front_loopback;
+};
+
+/* Packs payload (NULL = empty) into a new nng message holding an envelope;
+ * caller may be NULL (no credential). Returns 0 or an nng error number. */
 int sbx_request_msg_new(const char *full_method, const char *request_id, uint64_t deadline_unix_ms,
-                        const ProtobufCMessage *payload, nng_msg **out);
+                        const struct sbx_caller *caller, const ProtobufCMessage *payload,
+                        nng_msg **out);
 int sbx_reply_msg_new(sbx_code status, const char *message, const char *request_id,
                       const ProtobufCMessage *payload, nng_msg **out);
 

@@ -18,6 +18,7 @@ typedef Sandbox__V1__Code sbx_code;
 #define SBX_UNIMPLEMENTED SANDBOX__V1__CODE__UNIMPLEMENTED
 #define SBX_INTERNAL SANDBOX__V1__CODE__INTERNAL
 #define SBX_UNAVAILABLE SANDBOX__V1__CODE__UNAVAILABLE
+#define SBX_UNAUTHENTICATED SANDBOX__V1__CODE__UNAUTHENTICATED
 
 _Static_assert(SANDBOX__V1__KILLED_BY__KILLED_BY_CANCELLED + 1 == KILLED_BY_N,
                "killed_by.c names every sandbox.v1.KilledBy value");

@@ -23,7 +23,7 @@
 
 /* What a start made, undone in reverse when a later step fails. */
 struct started {
-  bool made_state_dir, engine, runner, tls;
+  bool made_state_dir, engine, runner, tls, tenants;
 };
 
 static enum sandbox_backend backend_from_name(const char *name) {
@@ -101,6 +101,8 @@ static void undo_start(struct server *srv, const struct started *st, bool failed
     rmdir(srv->settings.state_dir); /* only when empty */
   if (st->tls)
     tls_files_free(&srv->tls);
+  if (st->tenants)
+    tenants_destroy(&srv->tenants); /* last: sessions and runs point at tenants */
 }
 
 static bool has_tls_listener(const struct server_settings *s) {
@@ -166,7 +168,26 @@ static void log_ready(const struct server *srv) {
                         "processes can slow the runs beside it\"");
 }
 
-/* The main thread waits for SIGTERM/SIGINT and, every tick, ends idle
+/* SIGHUP: the tenants file again; calls go on meanwhile (the registry is
+ * swapped under its lock), and a bad file keeps the old one. */
+static void reload_tenants(struct server *srv) {
+  if (!srv->tenants.enabled) {
+    log_line("tenants_reload", "result=ignored msg=\"SIGHUP without --tenants: nothing to read\"");
+    return;
+  }
+  struct sbx_error err = {0};
+  if (tenants_reload(&srv->tenants, &err) < 0) {
+    log_line("tenants_reload_failed",
+             "file=\"%s\" error=\"%s\" msg=\"the tenants loaded before "
+             "stay in use\"",
+             srv->settings.tenants, err.msg);
+    return;
+  }
+  log_line("tenants_reload", "result=ok file=\"%s\" tenants=%zu", srv->settings.tenants,
+           tenants_count(&srv->tenants));
+}
+
+/* The main thread waits for SIGTERM/SIGINT (SIGHUP: reload_tenants) and, every tick, ends idle
  * sessions past their TTL, detaches the workspaces of ended ones, closes
  * idle connections and cuts off HTTP requests that trickle in too slowly. */
 static int wait_for_stop(struct server *srv, struct ops *ops, const sigset_t *stop_signals) {
@@ -175,6 +196,8 @@ static int wait_for_stop(struct server *srv, struct ops *ops, const sigset_t *st
     int sig = sigtimedwait(stop_signals, NULL, &tick);
     if (sig == SIGTERM || sig == SIGINT)
       return sig;
+    if (sig == SIGHUP)
+      reload_tenants(srv);
     runner_tick(&srv->runner);
     tls_listen_log_failures(&srv->tls_listen);
     size_t idle = conns_close_idle(&srv->conns);
@@ -206,6 +229,9 @@ static int start(struct server *srv, struct started *st, struct sbx_error *err) 
   if (settings_index_url(&srv->settings)[0] != '\0' &&
       egress_config_from(&srv->settings, &egress_cfg, err) < 0)
     return -2;
+  if (tenants_init(&srv->tenants, srv->settings.tenants, srv->settings.anonymous_tenant, err) < 0)
+    return -2;
+  st->tenants = true;
   if (load_tls(srv, st, err) < 0)
     return -1;
   raise_fd_limit(&srv->settings);
@@ -245,6 +271,7 @@ int main(int argc, char **argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 
   struct started st = {0};

@@ -198,6 +198,15 @@ static const struct setting_def setting_defs[] = {
      .def_text = "required with --tls-ca, else none",
      .help = "none, optional (asked for, verified when given, served either way and logged) "
              "or required (a certificate from --tls-ca, or no connection)"},
+    {"tenants", SETTING_STRING, STR(tenants), 0, 0, .def_text = "none (one tenant, default)",
+     .help = "JSON file of the tenants (docs/TENANTS.md): each call then proves which it is "
+             "with an API key or a client certificate, and gets its own sessions, runs, quotas "
+             "and share of the queue; read again on SIGHUP (a bad file keeps the old one)"},
+    {"anonymous-tenant", SETTING_STRING, STR(anonymous_tenant), 0, 0, .def_text = "none",
+     .help = "with --tenants: the tenant of calls from loopback (127.0.0.0/8, ::1, ipc://) "
+             "that carry no credential; without it such calls are UNAUTHENTICATED"},
+    {"metrics-auth", SETTING_BOOL, OFF(metrics_auth), 0, 0, 1, .def = 0,
+     .help = "with --tenants: /metrics answers only to Authorization: Bearer KEY of a tenant"},
     {"http-listen", SETTING_STRING, STR(http_listen), 0, 0, .def_text = "off",
      .help = "http://host:port or https://host:port (with --tls-cert, --tls-key and, for "
              "client certificates, --tls-ca) of the HTTP listener: /metrics (Prometheus), "

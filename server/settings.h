@@ -113,6 +113,10 @@ struct server_settings {
   char tls_ca[PATH_MAX];                /* PEM CA bundle client certificates chain to */
   char tls_client_auth[16];             /* none, optional, required; "" = by tls_ca */
   /* Operations (docs/OPERATIONS.md, "Metrics and probes"). */
+  /* Tenants (server/tenant/tenants.h, docs/TENANTS.md). */
+  char tenants[PATH_MAX];             /* the tenants file; "" = one tenant, default */
+  char anonymous_tenant[65];          /* loopback callers without a credential; "" = refused */
+  bool metrics_auth;                  /* /metrics wants a tenant's Bearer key */
   char http_listen[SETTINGS_URL_MAX]; /* http://host:port for /metrics and probes; "" = none */
   int64_t http_max_connections;       /* open at once; past it new ones are closed */
   int64_t http_max_connections_per_ip;

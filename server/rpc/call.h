@@ -16,6 +16,7 @@
 #include "rpc_stats.h"
 #include "sandbox.pb-c.h"
 #include "sandbox/sandbox.h"
+#include "tenants.h"
 
 struct server;
 struct session;
@@ -35,7 +36,11 @@ struct server_call {
   int method;       /* the service's method index, -1 when the request named none */
   uint32_t pipe_id; /* the connection the request came on (conns.h) */
   char peer[64];    /* its remote address, for the log (conns_peer_name) */
+  int origin;       /* enum conns_origin: inproc, loopback or remote */
   bool run_logged;  /* the run layer logged this call (event=run) */
+  /* Who the call is (auth.c), and its tenant's policy as it was then. */
+  struct tenant *tenant;
+  struct tenant_policy policy;
   uint64_t deadline_unix_ms;
   uint64_t received_ms; /* monotonic */
   struct sbx_bounded_alloc alloc;

@@ -121,6 +121,29 @@ void conns_peer_name(nng_pipe pipe, char *buf, size_t len) {
   }
 }
 
+enum conns_origin conns_peer_origin(nng_pipe pipe) {
+  nng_sockaddr sa;
+  if (nng_pipe_get_addr(pipe, NNG_OPT_REMADDR, &sa) != 0)
+    return CONNS_REMOTE;
+  static const uint8_t v6_loopback[16] = {[15] = 1};
+  static const uint8_t v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
+  switch (sa.s_family) {
+  case NNG_AF_INET:
+    return ((const uint8_t *)&sa.s_in.sa_addr)[0] == 127 ? CONNS_LOOPBACK : CONNS_REMOTE;
+  case NNG_AF_INET6:
+    if (memcmp(sa.s_in6.sa_addr, v6_loopback, 16) == 0 ||
+        (memcmp(sa.s_in6.sa_addr, v4_mapped, 12) == 0 && sa.s_in6.sa_addr[12] == 127))
+      return CONNS_LOOPBACK;
+    return CONNS_REMOTE;
+  case NNG_AF_IPC:
+    return CONNS_LOOPBACK; /* a local socket: as near as loopback */
+  case NNG_AF_INPROC:
+    return CONNS_INPROC;
+  default:
+    return CONNS_REMOTE;
+  }
+}
+
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
   struct conns *c = arg;
   uint32_t id = (uint32_t)nng_pipe_id(p);

@@ -55,6 +55,11 @@ int conns_watch(struct conns *c, nng_socket sock);
 /* The peer of pipe for the log: "10.0.0.7:51234", "[::1]:51234", "ipc",
  * "inproc", or "?" when nng cannot say. */
 void conns_peer_name(nng_pipe pipe, char *buf, size_t len);
+/* Where a pipe's peer is: this process (the fronts, on inproc://), this
+ * machine (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104, ipc://) or elsewhere
+ * (anything else, and a pipe whose address cannot be read). */
+enum conns_origin { CONNS_REMOTE, CONNS_LOOPBACK, CONNS_INPROC };
+enum conns_origin conns_peer_origin(nng_pipe pipe);
 
 /* A request arrived on / its reply left for pipe (0: unknown, ignored). */
 void conns_call_begin(struct conns *c, uint32_t pipe_id);

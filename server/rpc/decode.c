@@ -32,6 +32,37 @@ static int decode_payload(const Sandbox__V1__RequestEnvelope *env,
                        method->input->name);
 }
 
+/* The caller's proof, copied out of the envelope before it is freed. */
+static int decode_caller(const Sandbox__V1__RequestEnvelope *env, struct decoded_caller *out,
+                         struct sbx_error *err) {
+  size_t klen = strlen(env->credential);
+  if (klen > TENANT_KEY_MAX) {
+    out->key_too_long = true;
+  } else if (klen > 0) {
+    out->has_key = true;
+    tenants_key_digest(env->credential, klen, out->key_digest);
+  }
+  const Sandbox__V1__FrontCaller *f = env->front_caller;
+  if (f == NULL)
+    return 0;
+  out->front = true;
+  out->front_loopback = f->loopback;
+  if (f->n_cert_identities > DECODE_FRONT_IDENTITIES_MAX)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "front_caller: at most %d certificate identities",
+                         DECODE_FRONT_IDENTITIES_MAX);
+  for (size_t i = 0; i < f->n_cert_identities; i++) {
+    if (strlen(f->cert_identities[i]) > TENANT_IDENTITY_MAX)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "front_caller: a certificate identity is longer than %d bytes",
+                           TENANT_IDENTITY_MAX);
+    snprintf(out->front_identities[i], sizeof out->front_identities[i], "%s",
+             f->cert_identities[i]);
+  }
+  out->n_front_identities = f->n_cert_identities;
+  return 0;
+}
+
 int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *alloc,
                    struct decoded_request *out, struct sbx_error *err) {
   const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
@@ -64,6 +95,11 @@ int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *al
     out->method_index = (unsigned)index;
     out->method = &desc->methods[index];
     rc = decode_payload(env, out->method, alloc, out, err);
+    if (rc == 0 && decode_caller(env, &out->caller, err) < 0) {
+      protobuf_c_message_free_unpacked(out->input, &alloc->base);
+      out->input = NULL;
+      rc = -1;
+    }
   }
   sandbox__v1__request_envelope__free_unpacked(env, &env_alloc.base);
   return rc;

@@ -13,6 +13,20 @@
 
 #include "bounded_alloc.h"
 #include "error.h"
+#include "tenants.h"
+
+/* What the envelope says of its caller (tenants.h), copied out of it: the
+ * API key only as its SHA-256 digest. */
+#define DECODE_FRONT_IDENTITIES_MAX 8
+struct decoded_caller {
+  bool has_key;
+  bool key_too_long; /* over TENANT_KEY_MAX bytes: refused UNAUTHENTICATED */
+  uint8_t key_digest[TENANT_DIGEST_BYTES];
+  bool front; /* front_caller was set */
+  bool front_loopback;
+  size_t n_front_identities;
+  char front_identities[DECODE_FRONT_IDENTITIES_MAX][TENANT_IDENTITY_MAX + 1];
+};
 
 struct decoded_request {
   char request_id[128];                    /* from the envelope, "" when it did not decode */
@@ -21,6 +35,7 @@ struct decoded_request {
   const ProtobufCMethodDescriptor *method; /* set once the method is known, also when its
                                               payload then fails to decode; else NULL */
   ProtobufCMessage *input;                 /* the method's request, allocated from alloc */
+  struct decoded_caller caller;            /* filled whenever the envelope decoded */
 };
 
 /* Budget for decoding a message of wire_len bytes: protobuf-c allocates a
@@ -30,8 +45,10 @@ size_t decode_budget(size_t wire_len);
 /* Decodes data[0..len). Returns 0 with out->input allocated from alloc
  * (free it with protobuf_c_message_free_unpacked(out->input, &alloc->base)),
  * or -1 with err INVALID_ARGUMENT/UNIMPLEMENTED (a printable message) and
- * nothing left allocated. out->request_id and out->deadline_unix_ms are
- * filled whenever the envelope decoded, so errors can echo the id. */
+ * nothing left allocated. out->request_id, out->deadline_unix_ms and
+ * out->caller are filled whenever the envelope decoded, so errors can echo
+ * the id. A front_caller with more than DECODE_FRONT_IDENTITIES_MAX
+ * identities, or one longer than TENANT_IDENTITY_MAX, is INVALID_ARGUMENT. */
 int decode_request(const uint8_t *data, size_t len, struct sbx_bounded_alloc *alloc,
                    struct decoded_request *out, struct sbx_error *err);
 

@@ -55,7 +55,8 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
   struct server_call *call = d->call;
   call->session = NULL;
   call->session_created = false;
-  if (validate_run_request(input, &srv->settings, &call->limits, &d->err) < 0) {
+  if (validate_run_request(input, &srv->settings, &call->policy.limits_max, call->tenant->name,
+                           &call->limits, &d->err) < 0) {
     closure(NULL, closure_data);
     return NULL;
   }
@@ -67,8 +68,8 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
     return NULL;
   }
   if (input->session_id[0] != '\0' &&
-      session_reserve(&srv->runner.sessions, input->session_id, &call->session,
-                      &call->session_created, &d->err) < 0) {
+      session_reserve(&srv->runner.sessions, call->tenant, call->policy.max_sessions,
+                      input->session_id, &call->session, &call->session_created, &d->err) < 0) {
     closure(NULL, closure_data);
     return NULL;
   }
@@ -297,7 +298,7 @@ static void handle_close_session(Sandbox__V1__Sandbox_Service *service,
   struct dispatch *d = closure_data;
   struct runner *r = &srv->runner;
   if (validate_session_id(input->session_id, &d->err) < 0 ||
-      session_close(&r->sessions, input->session_id, &d->err) < 0) {
+      session_close(&r->sessions, d->call->tenant, input->session_id, &d->err) < 0) {
     closure(NULL, closure_data);
     return;
   }
@@ -312,15 +313,16 @@ static void handle_close_session(Sandbox__V1__Sandbox_Service *service,
 /* Checks session_id and path and opens the session's workspace: its fd, or
  * -1 with err. ListFiles and ReadFile run in the nng callback: tmpfs reads,
  * bounded by the caps. */
-static int open_session_path(struct server *srv, const char *session_id, const char *path,
-                             bool allow_empty, struct sbx_error *err) {
+static int open_session_path(struct server *srv, const struct tenant *tenant,
+                             const char *session_id, const char *path, bool allow_empty,
+                             struct sbx_error *err) {
   if (validate_session_id(session_id, err) < 0)
     return -1;
   if (!(allow_empty && path[0] == '\0') && !validate_relative_path(path))
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                          "path: must be a relative path of at most 255 bytes without empty, "
                          "\".\" or \"..\" components");
-  return session_open_workspace(&srv->runner.sessions, session_id, err);
+  return session_open_workspace(&srv->runner.sessions, tenant, session_id, err);
 }
 
 /* The listing as FileEntry messages; rels holds their relative paths. */
@@ -374,7 +376,7 @@ static void handle_list_files(Sandbox__V1__Sandbox_Service *service,
   struct server *srv = server_of(service);
   struct dispatch *d = closure_data;
   struct safefs_listing l = {0};
-  int ws = open_session_path(srv, input->session_id, input->path, true, &d->err);
+  int ws = open_session_path(srv, d->call->tenant, input->session_id, input->path, true, &d->err);
   int dir = ws >= 0 ? safefs_open_dir(ws, input->path, &d->err) : -1;
   if (ws >= 0)
     close(ws);
@@ -417,7 +419,7 @@ static void handle_read_file(Sandbox__V1__Sandbox_Service *service,
   struct server *srv = server_of(service);
   struct dispatch *d = closure_data;
   struct stat st;
-  int ws = open_session_path(srv, input->session_id, input->path, false, &d->err);
+  int ws = open_session_path(srv, d->call->tenant, input->session_id, input->path, false, &d->err);
   cleanup_close int fd = ws >= 0 ? safefs_open_file(ws, input->path, &st, &d->err) : -1;
   if (ws >= 0)
     close(ws);

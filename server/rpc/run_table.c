@@ -72,11 +72,13 @@ static void run_free(struct live_run *run) {
   free(run);
 }
 
-/* Visible runs only, unless hidden_too (the duplicate check). Under the
- * lock. */
-static struct live_run *find(struct run_table *t, const char *run_id, bool hidden_too) {
+/* The tenant's run of that id: visible runs only, unless hidden_too (the
+ * duplicate check). Another tenant's run of the same id is not found, by
+ * the same walk. Under the lock. */
+static struct live_run *find(struct run_table *t, const struct tenant *tenant, const char *run_id,
+                             bool hidden_too) {
   for (struct live_run *r = t->runs; r != NULL; r = r->next)
-    if ((hidden_too || !r->hidden) && strcmp(r->run_id, run_id) == 0)
+    if ((hidden_too || !r->hidden) && r->tenant == tenant && strcmp(r->run_id, run_id) == 0)
       return r;
   return NULL;
 }
@@ -286,12 +288,13 @@ struct live_run *run_table_add(struct run_table *t, struct server_call *call, bo
     uuid_generate_random(uu);
     uuid_unparse_lower(uu, run->run_id);
   }
+  run->tenant = call->tenant;
   run->state = RUN_QUEUED;
   run->method = call->method;
   run->started = started;
   run->hidden = run->pinned = true;
   pthread_mutex_lock(&t->lock);
-  if (find(t, run->run_id, true) != NULL) {
+  if (find(t, run->tenant, run->run_id, true) != NULL) {
     pthread_mutex_unlock(&t->lock);
     sbx_error_set(err, SBX_ALREADY_EXISTS, 0,
                   "run_id: a run with this id is queued, running, or holds an outcome not yet "
@@ -476,9 +479,9 @@ void run_table_finish(struct run_table *t, struct live_run *run,
 }
 
 /* Whether an id can be in the table; anything else is NOT_FOUND too. */
-static struct live_run *find_for_call(struct run_table *t, const char *run_id,
-                                      struct sbx_error *err) {
-  struct live_run *run = id_valid(run_id) ? find(t, run_id, false) : NULL;
+static struct live_run *find_for_call(struct run_table *t, const struct server_call *call,
+                                      const char *run_id, struct sbx_error *err) {
+  struct live_run *run = id_valid(run_id) ? find(t, call->tenant, run_id, false) : NULL;
   if (run == NULL)
     sbx_error_set(err, SBX_NOT_FOUND, 0,
                   "run_id: no such run here (never started on this server, its outcome "
@@ -505,7 +508,7 @@ enum run_table_answer run_table_watch(struct run_table *t, struct server_call *c
     return RUN_TABLE_REFUSED;
   }
   pthread_mutex_lock(&t->lock);
-  struct live_run *run = find_for_call(t, in->run_id, err);
+  struct live_run *run = find_for_call(t, call, in->run_id, err);
   if (run == NULL) {
     pthread_mutex_unlock(&t->lock);
     return RUN_TABLE_REFUSED;
@@ -534,7 +537,7 @@ enum run_table_answer run_table_watch(struct run_table *t, struct server_call *c
 enum run_table_answer run_table_cancel(struct run_table *t, struct server_call *call,
                                        const char *run_id, struct sbx_error *err) {
   pthread_mutex_lock(&t->lock);
-  struct live_run *run = find_for_call(t, run_id, err);
+  struct live_run *run = find_for_call(t, call, run_id, err);
   if (run == NULL) {
     pthread_mutex_unlock(&t->lock);
     return RUN_TABLE_REFUSED;

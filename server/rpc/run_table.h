@@ -34,6 +34,7 @@
 
 struct server_call;
 struct session;
+struct tenant;
 
 /* The values of sandbox.v1.RunState. */
 enum run_state { RUN_QUEUED = 1, RUN_RUNNING = 2, RUN_DONE = 3 };
@@ -54,6 +55,9 @@ struct run_table;
 struct live_run {
   struct live_run *next;
   struct run_table *table;
+  /* Whose run (the call's tenant): its id is found only by that tenant's
+   * calls, and the same id may be another tenant's other run. */
+  struct tenant *tenant;
   char run_id[ID_MAX + 1];
   enum run_state state;
   int method; /* the service's method index: RunCode or StartRun */

@@ -35,6 +35,7 @@
 #include "runner.h"
 #include "sandbox.pb-c.h"
 #include "settings.h"
+#include "tenants.h"
 #include "tls_files.h"
 #include "tls_listen.h"
 
@@ -45,6 +46,7 @@
 
 struct server {
   struct server_settings settings;
+  struct tenants tenants; /* who calls (auth.c); made first, freed last */
   struct sandbox_engine *engine;
   struct runner runner;                 /* what the runs share: workspaces, sessions, installer */
   Sandbox__V1__Sandbox_Service service; /* the handlers (handlers.c) */
@@ -70,6 +72,7 @@ struct server {
   atomic_uint_fast64_t requests_total;
   struct rpc_stats stats;    /* answers by method and status, refusals by reason */
   struct log_limit call_log; /* event=call lines (refused calls), a second */
+  struct log_limit auth_log; /* event=auth_failed lines, a second */
 };
 
 #endif

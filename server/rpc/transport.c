@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "auth.h"
 #include "decode.h"
 #include "handlers.h"
 #include "log.h"
@@ -52,8 +53,19 @@ static bool call_handle(struct server_call *call, nng_msg *msg) {
   call->method = req.method != NULL ? (int)req.method_index : -1;
   call->deadline_unix_ms = req.deadline_unix_ms;
   call->input = req.input;
+  /* Health answers anyone (a load balancer's probe carries no key). */
+  if (rc == 0 && strcmp(req.method->name, "Health") != 0)
+    rc = auth_call(&srv->tenants, &srv->auth_log, call, &req.caller, call->origin, &err);
+  if (rc < 0 && err.code == SBX_UNAUTHENTICATED)
+    call->run_logged = true; /* auth_call logged it (event=auth_failed) */
   if (rc < 0) {
-    call_reply(call, err.code, err.msg, NULL);
+    if (call->input != NULL &&
+        call->input->descriptor == &sandbox__v1__run_code_request__descriptor)
+      call_reply_not_run(call, &err);
+    else
+      call_reply(call, err.code, err.msg, NULL);
+    protobuf_c_message_free_unpacked(call->input, &call->alloc.base);
+    call->input = NULL;
     return false;
   }
   if (handlers_dispatch(srv, call, req.method_index))
@@ -79,6 +91,7 @@ static void call_received(struct server_call *call, int rv) {
   nng_aio_set_msg(call->aio, NULL);
   call->pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
   conns_peer_name(nng_msg_get_pipe(msg), call->peer, sizeof(call->peer));
+  call->origin = conns_peer_origin(nng_msg_get_pipe(msg));
   call->run_logged = false;
   conns_call_begin(&call->srv->conns, call->pipe_id);
   atomic_store(&call->state, CALL_BUSY);

@@ -166,17 +166,26 @@ static int check_args_and_env(const Sandbox__V1__RunCodeRequest *req,
   return check_exec_sizes(req, err);
 }
 
-/* The limits asked for, each within its range, defaults for the rest. */
+/* The limits asked for, each within its range, defaults for the rest. A
+ * tenant's limits_max (tenant_max, 0 for none) lowers a limit's ceiling,
+ * and its default with it. */
 static int effective_limits(const Sandbox__V1__Limits *in, const struct server_settings *s,
+                            const struct settings_limits *tenant_max, const char *tenant,
                             int64_t eff[LIMITS_N], struct sbx_error *err) {
   int64_t asked[LIMITS_N];
   limits_from_proto(in, asked);
   for (size_t i = 0; i < LIMITS_N; i++) {
     int64_t v = asked[i], max = s->max_limits.v[i], def = s->default_limits.v[i];
+    bool capped = tenant_max != NULL && tenant_max->v[i] > 0 && tenant_max->v[i] < max;
+    if (capped)
+      max = tenant_max->v[i];
+    if (def > max)
+      def = max;
     if (v != 0 && (v < limit_defs[i].min || v > max))
       return REFUSE("limits.%s: %" PRId64 " is out of range; allowed: %" PRId64 " to %" PRId64
-                    " (0 = default %" PRId64 ")",
-                    limit_defs[i].name, v, limit_defs[i].min, max, def);
+                    "%s%s%s (0 = default %" PRId64 ")",
+                    limit_defs[i].name, v, limit_defs[i].min, max, capped ? " for tenant " : "",
+                    capped ? tenant : "", capped ? " (its limits_max)" : "", def);
     eff[i] = v != 0 ? v : def;
   }
   return 0;
@@ -220,12 +229,14 @@ static int check_session_mode(const Sandbox__V1__RunCodeRequest *req,
 }
 
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
+                         const struct settings_limits *tenant_max, const char *tenant,
                          struct sandbox_limits *limits, struct sbx_error *err) {
   uint64_t inline_total = 0;
   int64_t eff[LIMITS_N] = {0};
   if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, err) < 0 ||
       check_requirements(req, s, err) < 0 || check_files(req, s, &inline_total, err) < 0 ||
-      check_args_and_env(req, s, err) < 0 || effective_limits(req->limits, s, eff, err) < 0)
+      check_args_and_env(req, s, err) < 0 ||
+      effective_limits(req->limits, s, tenant_max, tenant, eff, err) < 0)
     return -1;
   if (inline_total > (uint64_t)eff[LIMIT_DISK_BYTES])
     return REFUSE("files: %" PRIu64 " bytes in all; allowed: at most the disk quota of %" PRId64

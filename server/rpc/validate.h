@@ -21,6 +21,7 @@
 /* Returns 0 and fills limits (defaults applied), or -1 with err
  * (INVALID_ARGUMENT naming the field and what is allowed). */
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
+                         const struct settings_limits *tenant_max, const char *tenant,
                          struct sandbox_limits *limits, struct sbx_error *err);
 
 /* A session id from a request: 0, or -1 with err (INVALID_ARGUMENT). */

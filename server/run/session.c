@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "tenants.h"
 #include "workspace.h"
 
 int session_table_init(struct session_table *t, size_t max, uint64_t ttl_ms) {
@@ -23,28 +24,59 @@ int session_table_init(struct session_table *t, size_t max, uint64_t ttl_ms) {
   return pthread_mutex_init(&t->lock, NULL) == 0 ? 0 : -1;
 }
 
-static ssize_t find(struct session_table *t, const char *id) {
+/* The tenant's session id: another tenant's session of the same id is not
+ * it (the same walk, whichever tenant holds the id). */
+static ssize_t find(struct session_table *t, const struct tenant *tenant, const char *id) {
+  ssize_t found = -1;
   for (size_t i = 0; i < t->n; i++)
-    if (strcmp(t->items[i]->id, id) == 0)
-      return (ssize_t)i;
-  return -1;
+    if (t->items[i]->tenant == tenant && strcmp(t->items[i]->id, id) == 0)
+      found = (ssize_t)i;
+  return found;
+}
+
+/* Item i leaves the table: the tenant's count drops. Lock held. */
+static struct session *take_out(struct session_table *t, size_t i) {
+  struct session *s = t->items[i];
+  t->items[i] = t->items[--t->n];
+  atomic_fetch_sub(&s->tenant->sessions, 1);
+  return s;
 }
 
 /* Takes item i out of the table onto the doomed list. Lock held. */
 static void doom(struct session_table *t, size_t i, const char *why) {
-  struct session *s = t->items[i];
-  t->items[i] = t->items[--t->n];
+  struct session *s = take_out(t, i);
   s->next_doomed = t->doomed;
   t->doomed = s;
-  log_line("session_end", "session_id=%s reason=%s", s->id, why);
+  log_line("session_end", "tenant=%s session_id=%s reason=%s", s->tenant->name, s->id, why);
 }
 
-int session_reserve(struct session_table *t, const char *id, struct session **out, bool *created,
-                    struct sbx_error *err) {
+/* The session to evict when the table is full: the least recently used
+ * idle one of the tenant holding the most sessions, so that one tenant's
+ * many sessions push out its own before anyone else's. -1: all busy. */
+static ssize_t eviction_victim(struct session_table *t) {
+  ssize_t victim = -1;
+  for (size_t j = 0; j < t->n; j++) {
+    struct session *s = t->items[j];
+    if (s->busy)
+      continue;
+    if (victim < 0) {
+      victim = (ssize_t)j;
+      continue;
+    }
+    struct session *v = t->items[victim];
+    unsigned sn = atomic_load(&s->tenant->sessions), vn = atomic_load(&v->tenant->sessions);
+    if (sn > vn || (sn == vn && s->last_used_ms < v->last_used_ms))
+      victim = (ssize_t)j;
+  }
+  return victim;
+}
+
+int session_reserve(struct session_table *t, struct tenant *tenant, uint32_t tenant_max,
+                    const char *id, struct session **out, bool *created, struct sbx_error *err) {
   *out = NULL;
   *created = false;
   pthread_mutex_lock(&t->lock);
-  ssize_t i = find(t, id);
+  ssize_t i = find(t, tenant, id);
   if (i >= 0) {
     struct session *s = t->items[i];
     if (s->busy) {
@@ -65,12 +97,15 @@ int session_reserve(struct session_table *t, const char *id, struct session **ou
     return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
                          "session_id: sessions are disabled on this server (max-sessions 0)");
   }
+  if (tenant_max > 0 && atomic_load(&tenant->sessions) >= tenant_max) {
+    pthread_mutex_unlock(&t->lock);
+    return sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
+                         "tenant %s has its %u sessions (max_sessions); close one "
+                         "(CloseSession) or wait for one to expire",
+                         tenant->name, tenant_max);
+  }
   if (t->n >= t->max) {
-    ssize_t lru = -1;
-    for (size_t j = 0; j < t->n; j++)
-      if (!t->items[j]->busy &&
-          (lru < 0 || t->items[j]->last_used_ms < t->items[lru]->last_used_ms))
-        lru = (ssize_t)j;
+    ssize_t lru = eviction_victim(t);
     if (lru < 0) {
       pthread_mutex_unlock(&t->lock);
       return sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
@@ -84,6 +119,8 @@ int session_reserve(struct session_table *t, const char *id, struct session **ou
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "sessions");
   }
   snprintf(s->id, sizeof(s->id), "%s", id);
+  s->tenant = tenant;
+  atomic_fetch_add(&tenant->sessions, 1);
   snprintf(s->dir, sizeof(s->dir), "s-%llu", (unsigned long long)++t->seq);
   s->fd = -1;
   s->busy = true;
@@ -104,10 +141,8 @@ void session_release(struct session_table *t, struct session *s) {
     for (size_t j = 0; j < t->n; j++)
       if (t->items[j] == s)
         i = (ssize_t)j;
-    if (i >= 0) {
-      t->items[i] = t->items[--t->n];
-      free(s);
-    }
+    if (i >= 0)
+      free(take_out(t, (size_t)i));
   }
   pthread_mutex_unlock(&t->lock);
 }
@@ -121,9 +156,10 @@ void session_set_workspace(struct session_table *t, struct session *s, int fd, u
   pthread_mutex_unlock(&t->lock);
 }
 
-int session_open_workspace(struct session_table *t, const char *id, struct sbx_error *err) {
+int session_open_workspace(struct session_table *t, const struct tenant *tenant, const char *id,
+                           struct sbx_error *err) {
   pthread_mutex_lock(&t->lock);
-  ssize_t i = find(t, id);
+  ssize_t i = find(t, tenant, id);
   int fd = -1;
   if (i >= 0 && t->items[i]->fd >= 0) {
     t->items[i]->last_used_ms = sbx_monotonic_ms();
@@ -137,9 +173,10 @@ int session_open_workspace(struct session_table *t, const char *id, struct sbx_e
   return fd;
 }
 
-int session_close(struct session_table *t, const char *id, struct sbx_error *err) {
+int session_close(struct session_table *t, const struct tenant *tenant, const char *id,
+                  struct sbx_error *err) {
   pthread_mutex_lock(&t->lock);
-  ssize_t i = find(t, id);
+  ssize_t i = find(t, tenant, id);
   int rv = 0;
   if (i < 0)
     rv = sbx_error_set(err, SBX_NOT_FOUND, 0,

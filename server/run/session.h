@@ -25,8 +25,12 @@
 #include "status.h"
 
 struct interp;
+struct tenant;
 
 struct session {
+  /* Its tenant's (tenants.h): another tenant's id, even the same string,
+   * is another session, and is never found through this one's. */
+  struct tenant *tenant;
   char id[ID_MAX + 1];
   char dir[32];   /* mount point name under the workspaces root: "s-<seq>" */
   int fd;         /* the tmpfs's root, -1 until the first run mounts it */
@@ -67,11 +71,14 @@ int session_table_init(struct session_table *t, size_t max, uint64_t ttl_ms);
 /* Ends every session (detaching their tmpfs) and frees the table. */
 void session_table_destroy(struct session_table *t, int root_fd, const char *root_path);
 
-/* Marks session id busy for a RunCode, creating it when unknown (*created).
- * SBX_FAILED_PRECONDITION when it already has a run; SBX_RESOURCE_EXHAUSTED
- * when the table is full of busy sessions: -1 with err. */
-int session_reserve(struct session_table *t, const char *id, struct session **out, bool *created,
-                    struct sbx_error *err);
+/* Marks the tenant's session id busy for a RunCode, creating it when
+ * unknown (*created). SBX_FAILED_PRECONDITION when it already has a run;
+ * SBX_RESOURCE_EXHAUSTED when the tenant has tenant_max sessions (0: no
+ * cap of its own) or the table is full of busy sessions: -1 with err. A
+ * full table evicts the least recently used idle session of the tenant
+ * holding the most. */
+int session_reserve(struct session_table *t, struct tenant *tenant, uint32_t tenant_max,
+                    const char *id, struct session **out, bool *created, struct sbx_error *err);
 /* Ends the reservation. A session whose first run never mounted its
  * workspace (nothing ran) is dropped again. */
 void session_release(struct session_table *t, struct session *s);
@@ -84,11 +91,13 @@ void session_set_workspace(struct session_table *t, struct session *s, int fd, u
 /* A dup of the session's workspace fd for ListFiles/ReadFile (the tmpfs
  * stays alive while it is open, even if the session ends meanwhile), or -1
  * with err NOT_FOUND when there is no such session or it has no files yet. */
-int session_open_workspace(struct session_table *t, const char *id, struct sbx_error *err);
+int session_open_workspace(struct session_table *t, const struct tenant *tenant, const char *id,
+                           struct sbx_error *err);
 
 /* Ends an idle session: 0, or -1 with err NOT_FOUND (unknown) or
  * FAILED_PRECONDITION (a run is queued or running). */
-int session_close(struct session_table *t, const char *id, struct sbx_error *err);
+int session_close(struct session_table *t, const struct tenant *tenant, const char *id,
+                  struct sbx_error *err);
 
 /* Ends idle sessions unused for ttl; returns how many. */
 size_t session_expire(struct session_table *t);

@@ -35,7 +35,7 @@ static void fuzz_run_code(const Sandbox__V1__RunCodeRequest *req,
                           const struct server_settings *settings) {
   struct sandbox_limits limits;
   struct sbx_error err = {0};
-  int rc = validate_run_request(req, settings, &limits, &err);
+  int rc = validate_run_request(req, settings, NULL, "", &limits, &err);
   check_message(err.msg, sizeof(err.msg));
   require(rc == 0 || err.code == SBX_INVALID_ARGUMENT, "validation refuses as INVALID_ARGUMENT");
   if (rc == 0) {

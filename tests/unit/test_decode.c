@@ -28,7 +28,7 @@ static void decode_bytes(const void *data, size_t len, struct decoded *d) {
 /* An envelope for method whose payload is the packed message m (or none). */
 static void decode_call(const char *method, const ProtobufCMessage *m, struct decoded *d) {
   nng_msg *msg;
-  assert_int_equal(sbx_request_msg_new(method, "req-7", 1234, m, &msg), 0);
+  assert_int_equal(sbx_request_msg_new(method, "req-7", 1234, NULL, m, &msg), 0);
   decode_bytes(nng_msg_body(msg), nng_msg_len(msg), d);
   nng_msg_free(msg);
 }

@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     nng_msg_alloc(&msg, n);
     memset(nng_msg_body(msg), 'A', n);
   } else if (strcmp(mode, "method") == 0 && argc > 3) {
-    sbx_request_msg_new(argv[3], "probe", 0, NULL, &msg);
+    sbx_request_msg_new(argv[3], "probe", 0, NULL, NULL, &msg);
   } else if (strcmp(mode, "badpayload") == 0) {
     /* A valid envelope for RunCode whose payload is not a RunCodeRequest. */
     Sandbox__V1__RequestEnvelope env = SANDBOX__V1__REQUEST_ENVELOPE__INIT;

@@ -1,0 +1,52 @@
+/* auth.c: see auth.h. */
+#include "auth.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "envelope.h"
+
+#define AUTH_LOG_PER_SECOND 10
+
+static void log_failure(struct log_limit *log, const struct server_call *call, const char *reason) {
+  uint64_t suppressed = 0;
+  if (!log_limit_take(log, AUTH_LOG_PER_SECOND, &suppressed))
+    return;
+  log_line("auth_failed", "reason=%s method=%s peer=%s lines_suppressed=%llu", reason,
+           sbx_method_name(call->method), call->peer, (unsigned long long)suppressed);
+}
+
+int auth_call(struct tenants *tenants, struct log_limit *log, struct server_call *call,
+              const struct decoded_caller *dc, enum conns_origin origin, struct sbx_error *err) {
+  call->tenant = NULL;
+  if (dc->front && origin != CONNS_INPROC) {
+    log_failure(log, call, "front_caller_from_network");
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "front_caller is set only by sandboxd's own HTTP fronts, in-process");
+  }
+  if (dc->key_too_long && tenants->enabled) {
+    atomic_fetch_add(&tenants->auth_failures[TENANT_AUTH_UNKNOWN_KEY], 1);
+    log_failure(log, call, "key_too_long");
+    return sbx_error_set(err, SBX_UNAUTHENTICATED, 0, "the API key is longer than %d bytes",
+                         TENANT_KEY_MAX);
+  }
+  const char *ids[DECODE_FRONT_IDENTITIES_MAX];
+  for (size_t i = 0; i < dc->n_front_identities; i++)
+    ids[i] = dc->front_identities[i];
+  struct tenant_proof proof = {
+      .has_key = dc->has_key,
+      .cert_identities = ids,
+      .n_cert_identities = dc->n_front_identities,
+      .loopback = origin == CONNS_LOOPBACK || (origin == CONNS_INPROC && dc->front_loopback),
+  };
+  memcpy(proof.key_digest, dc->key_digest, sizeof proof.key_digest);
+  enum tenant_auth_failure why;
+  struct tenant *tn = tenants_authenticate(tenants, &proof, &why, err);
+  if (tn == NULL) {
+    log_failure(log, call, tenant_auth_failure_name(why));
+    return -1;
+  }
+  call->tenant = tn;
+  tenant_policy_read(tenants, tn, &call->policy);
+  return 0;
+}
