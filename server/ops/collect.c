@@ -5,7 +5,10 @@
  * (rpc/server.h: the RPC layer's answers and refusals, the queue, the run
  * table, the connection table; the runs' counts and histograms, the
  * installer's builds, the sessions, the store, the zygotes and the
- * interpreters), and from /proc/self. Never reaches into struct server. A
+ * interpreters), and from /proc/self. Never reaches into struct server. The
+ * tenant label has one value per tenant ever loaded (tenants_count): the
+ * tenants file bounds the series; calls of no tenant (Health, refused at
+ * authentication) carry no tenant label. A
  * scrape takes no lock on anyone's hot path beyond the brief ones those
  * layers' own count functions take. */
 #include <stdatomic.h>
@@ -17,6 +20,7 @@
 #include "ops.h"
 #include "process.h"
 #include "server.h"
+#include "tenants.h"
 
 struct collect {
   FILE *out;
@@ -51,23 +55,77 @@ static void write_isolation_info(struct collect *c, const char *name) {
   metrics_sample_u64(c->out, name, l, 3, 1);
 }
 
-/* Only the pairs that happened: methods x codes is mostly zeros. */
-static void write_requests(struct collect *c, const char *name) {
+/* One tenant's answers (tenant NULL: the calls of no tenant), only the
+ * pairs that happened: methods x codes is mostly zeros. */
+static void write_replies(struct collect *c, const char *name, const struct tenant *tn,
+                          const atomic_uint_fast64_t (*counts)[RPC_STATS_CODES]) {
   const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
   for (size_t m = 0; m <= RPC_STATS_METHODS; m++) {
     if (m < RPC_STATS_METHODS && m >= desc->n_methods)
       continue;
     for (int code = 0; code < RPC_STATS_CODES; code++) {
-      uint64_t v = c->st.rpc.replies[m][code];
+      uint64_t v = atomic_load_explicit(&counts[m][code], memory_order_relaxed);
       if (v == 0)
         continue;
       struct metric_label l[] = {
+          {"tenant", tn != NULL ? tn->name : ""},
           {"method", sbx_method_name(m < RPC_STATS_METHODS ? (int)m : -1)},
           {"code", sbx_code_name(code)},
       };
-      metrics_sample_u64(c->out, name, l, 2, v);
+      metrics_sample_u64(c->out, name, tn != NULL ? l : l + 1, tn != NULL ? 3 : 2, v);
     }
   }
+}
+
+static void write_requests(struct collect *c, const char *name) {
+  write_replies(c, name, NULL, c->st.rpc_live->replies);
+  size_t n = tenants_count(c->st.tenants);
+  for (size_t i = 0; i < n; i++) {
+    struct tenant *tn = tenants_at(c->st.tenants, i);
+    const struct rpc_tenant_replies *row =
+        tn != NULL ? rpc_stats_tenant(c->st.rpc_live, tn->index) : NULL;
+    if (row != NULL)
+      write_replies(c, name, tn, row->n);
+  }
+}
+
+/* One sample per tenant ever loaded: what it uses now (tenants.h). */
+static void write_tenant_gauge(struct collect *c, const char *name,
+                               unsigned (*use)(struct tenant *tn)) {
+  size_t n = tenants_count(c->st.tenants);
+  for (size_t i = 0; i < n; i++) {
+    struct tenant *tn = tenants_at(c->st.tenants, i);
+    if (tn == NULL)
+      continue;
+    struct metric_label l[] = {{"tenant", tn->name}};
+    metrics_sample_u64(c->out, name, l, 1, use(tn));
+  }
+}
+
+#define TENANT_GAUGE(fn, field)                                                                    \
+  static unsigned fn##_use(struct tenant *tn) {                                                    \
+    return atomic_load(&tn->field);                                                                \
+  }                                                                                                \
+  static void fn(struct collect *c, const char *name) {                                            \
+    write_tenant_gauge(c, name, fn##_use);                                                         \
+  }
+TENANT_GAUGE(write_tenant_running, running)
+TENANT_GAUGE(write_tenant_queued, queued)
+TENANT_GAUGE(write_tenant_sessions, sessions)
+TENANT_GAUGE(write_tenant_interpreters, interpreters)
+#undef TENANT_GAUGE
+
+static void write_auth_failures(struct collect *c, const char *name) {
+  for (int r = 0; r < TENANT_AUTH_FAILURES_N; r++) {
+    struct metric_label l[] = {{"reason", tenant_auth_failure_name((enum tenant_auth_failure)r)}};
+    metrics_sample_u64(c->out, name, l, 1, atomic_load(&c->st.tenants->auth_failures[r]));
+  }
+}
+
+static void write_tenants_reloads(struct collect *c, const char *name) {
+  struct metric_label ok[] = {{"result", "ok"}}, failed[] = {{"result", "failed"}};
+  metrics_sample_u64(c->out, name, ok, 1, atomic_load(&c->st.tenants->reloads));
+  metrics_sample_u64(c->out, name, failed, 1, atomic_load(&c->st.tenants->reload_failures));
 }
 
 static void write_rejections(struct collect *c, const char *name) {
@@ -219,8 +277,9 @@ static const struct metric_def metric_defs[] = {
      "share per slot).",
      WRITE(write_isolation_info)},
     {"sandboxd_requests_total", "counter",
-     "RPC calls answered, by method and status code (method unknown: the request named no "
-     "method of the service or did not decode).",
+     "RPC calls answered, by the caller's tenant, method and status code (method unknown: the "
+     "request named no method of the service or did not decode; no tenant label: Health, and "
+     "calls refused before or at authentication).",
      WRITE(write_requests)},
     {"sandboxd_rejections_total", "counter",
      "RunCode calls refused before they ran, by reason: queue_full (every worker busy, the "
@@ -320,6 +379,24 @@ static const struct metric_def metric_defs[] = {
      "HTTP connections cut off, by reason: request_timeout (a request not in within "
      "--http-request-timeout-s), body_too_large (a chunked body past --http-max-body-bytes).",
      WRITE(write_http_cut)},
+    {"sandboxd_tenant_running", "gauge",
+     "RunCode and StartRun calls a worker carries out now, "
+     "by tenant.",
+     WRITE(write_tenant_running)},
+    {"sandboxd_tenant_queued", "gauge", "Calls waiting for a worker, by tenant.",
+     WRITE(write_tenant_queued)},
+    {"sandboxd_tenant_sessions", "gauge", "Sessions open, by tenant.",
+     WRITE(write_tenant_sessions)},
+    {"sandboxd_tenant_interpreters", "gauge",
+     "Interpreters held by INTERPRETER sessions, by tenant (max_interpreters bounds them).",
+     WRITE(write_tenant_interpreters)},
+    {"sandboxd_auth_failures_total", "counter",
+     "Calls refused UNAUTHENTICATED, by reason: no_credential, unknown_key (a key too long "
+     "included), unknown_certificate.",
+     WRITE(write_auth_failures)},
+    {"sandboxd_tenants_reloads_total", "counter",
+     "Reloads of the tenants file (SIGHUP), by result: ok, failed (the old registry kept).",
+     WRITE(write_tenants_reloads)},
     {"sandboxd_draining", "gauge", "1 while the server drains after SIGTERM or SIGINT.",
      VALUE(draining)},
     {"sandboxd_ready", "gauge", "1 when /readyz answers 200.", VALUE(ready)},

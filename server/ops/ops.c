@@ -3,13 +3,40 @@
 #include "ops.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "metrics.h"
 #include "server.h"
+#include "tenants.h"
+
+/* With --metrics-auth: whether the request carries "Authorization: Bearer
+ * KEY" with the key of a tenant in the file now. Anything else (no header,
+ * another scheme, a key too long, a key nobody has, no tenants file) is
+ * no: the check fails closed, and never logs the key. */
+static bool metrics_caller_ok(struct server *srv, const struct http_request *req) {
+  const char *auth = http_request_header(req, "Authorization");
+  if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+    return false;
+  const char *key = auth + 7;
+  while (*key == ' ')
+    key++;
+  size_t len = strlen(key);
+  while (len > 0 && key[len - 1] == ' ')
+    len--;
+  if (len == 0 || len > TENANT_KEY_MAX)
+    return false;
+  return tenants_by_key(&srv->tenants, key, len) != NULL;
+}
 
 static void handle_metrics(void *ctx, const struct http_request *req, struct http_response *resp) {
   struct ops *ops = ctx;
+  if (ops->srv->settings.metrics_auth && !metrics_caller_ok(ops->srv, req)) {
+    http_response_text(resp, 401, "/metrics wants Authorization: Bearer KEY, a tenant's API key\n");
+    http_response_header(resp, "WWW-Authenticate", "Bearer realm=\"sandboxd metrics\"");
+    return;
+  }
   size_t len = 0;
   char *text = ops_metrics_text(ops->srv, &ops->http, &len);
   if (text == NULL) {

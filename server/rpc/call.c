@@ -26,9 +26,10 @@ static void log_call(struct server_call *call, sbx_code status, const char *mess
   text_printable(call->request_id, strlen(call->request_id), rid, sizeof(rid), false);
   text_printable(message, strcspn(message, "\n"), msg, sizeof(msg), false);
   log_line("call",
-           "request_id=\"%s\" method=%s peer=%s status=%s duration_ms=%llu msg=\"%s\" "
+           "request_id=\"%s\" method=%s tenant=%s peer=%s status=%s duration_ms=%llu msg=\"%s\" "
            "lines_suppressed=%llu",
-           rid, sbx_method_name(call->method), call->peer, sbx_code_name(status),
+           rid, sbx_method_name(call->method), call->tenant != NULL ? call->tenant->name : "-",
+           call->peer, sbx_code_name(status),
            (unsigned long long)(sbx_monotonic_ms() - call->received_ms), msg,
            (unsigned long long)suppressed);
 }
@@ -41,7 +42,8 @@ void call_reply(struct server_call *call, sbx_code status, const char *message,
     nng_msg_free(call->reply);
     call->reply = NULL;
   }
-  rpc_stats_reply(call->stats, call->method, status);
+  rpc_stats_reply(call->stats, call->tenant != NULL ? (int)call->tenant->index : -1, call->method,
+                  status);
   /* The message is a proto3 string, which clients refuse to decode unless
    * it is UTF-8, and it may quote a zygote, pip or a cut in the middle of
    * a character: repaired here, where every answer passes. */

@@ -247,6 +247,28 @@ static void interpreter_info(struct server *srv, Sandbox__V1__GetInfoResponse *r
   resp->interpreter_max_lifetime_s = (uint64_t)s->interpreter_max_lifetime_s;
 }
 
+/* The caller's own tenant: the policy its call runs under (read at
+ * authentication) and what it uses now. Never another tenant's. */
+static void tenant_info(const struct server_call *call, Sandbox__V1__TenantInfo *ti,
+                        Sandbox__V1__Limits *limits_max) {
+  const struct tenant *tn = call->tenant;
+  const struct tenant_policy *p = &call->policy;
+  ti->name = (char *)tn->name;
+  ti->weight = p->weight;
+  ti->max_concurrent = p->max_concurrent;
+  ti->max_queued = p->max_queued;
+  ti->max_sessions = p->max_sessions;
+  ti->max_interpreters = p->max_interpreters;
+  ti->rate_per_s = p->rate_per_s;
+  ti->burst = p->burst;
+  limits_to_proto(&p->limits_max, limits_max);
+  ti->limits_max = limits_max;
+  ti->running = atomic_load(&tn->running);
+  ti->queued = atomic_load(&tn->queued);
+  ti->sessions = atomic_load(&tn->sessions);
+  ti->interpreters = atomic_load(&tn->interpreters);
+}
+
 static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
                             const Sandbox__V1__GetInfoRequest *input,
                             Sandbox__V1__GetInfoResponse_Closure closure, void *closure_data) {
@@ -287,6 +309,13 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   char *preload_names[MAX_PRELOAD_NAMES];
   zygote_info(srv, &resp, preload, sizeof preload, preload_names);
   interpreter_info(srv, &resp);
+  Sandbox__V1__TenantInfo ti = SANDBOX__V1__TENANT_INFO__INIT;
+  Sandbox__V1__Limits tmax = SANDBOX__V1__LIMITS__INIT;
+  struct dispatch *d = closure_data;
+  if (d->call->tenant != NULL) {
+    tenant_info(d->call, &ti, &tmax);
+    resp.tenant = &ti;
+  }
   closure(&resp, closure_data);
 }
 

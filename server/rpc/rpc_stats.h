@@ -3,7 +3,15 @@
  * and the calls refused before they ran, by reason. Recording is one
  * relaxed atomic add, from nng's callbacks and the workers alike; this
  * layer reads the counts back only for GetInfo's rejected_total, which is
- * their sum (so it always agrees with sandboxd_rejections_total). */
+ * their sum (so it always agrees with sandboxd_rejections_total).
+ *
+ * Answers are counted by the caller's tenant too (the tenant label of
+ * sandboxd_requests_total): one row per tenant index (tenants.h: stable,
+ * below TENANTS_MAX, one per tenant ever loaded), allocated at the
+ * tenant's first answer, so a server pays for the tenants that call it and
+ * the series are bounded by the tenants file. Calls of no tenant (Health,
+ * a request that did not decode or failed authentication) keep the
+ * unlabelled rows. */
 #ifndef SBX_RPC_STATS_H
 #define SBX_RPC_STATS_H
 
@@ -23,8 +31,18 @@ enum rpc_rejection {
   RPC_REJECT_N
 };
 
+#define RPC_STATS_TENANTS 1024 /* TENANTS_MAX: rows by tenant index */
+
+/* One tenant's answers, by method (the row after: unknown) and status. */
+struct rpc_tenant_replies {
+  atomic_uint_fast64_t n[RPC_STATS_METHODS + 1][RPC_STATS_CODES];
+};
+
 struct rpc_stats {
+  /* The answers to calls of no tenant (see above). */
   atomic_uint_fast64_t replies[RPC_STATS_METHODS + 1][RPC_STATS_CODES];
+  /* Each tenant's, by its index; NULL until its first answer. */
+  _Atomic(struct rpc_tenant_replies *) by_tenant[RPC_STATS_TENANTS];
   atomic_uint_fast64_t rejections[RPC_REJECT_N];
 };
 
@@ -35,9 +53,16 @@ struct rpc_stats_read {
 };
 void rpc_stats_read(const struct rpc_stats *s, struct rpc_stats_read *out);
 
-/* One answer: method is the service's method index, -1 when the request
- * named none the service has (or did not decode). */
-void rpc_stats_reply(struct rpc_stats *s, int method, int code);
+/* One answer: tenant is the caller's tenant's index, -1 for none (an
+ * index past the rows, or a row that cannot be allocated, counts as none);
+ * method is the service's method index, -1 when the request named none the
+ * service has (or did not decode). */
+void rpc_stats_reply(struct rpc_stats *s, int tenant, int method, int code);
+/* A tenant's row (NULL: no answer counted for it yet), read with relaxed
+ * loads by /metrics. */
+const struct rpc_tenant_replies *rpc_stats_tenant(const struct rpc_stats *s, unsigned tenant);
+/* Frees the tenants' rows (at the server's end). */
+void rpc_stats_destroy(struct rpc_stats *s);
 void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why);
 /* The refusals of every reason: GetInfo's rejected_total, the sum of the
  * sandboxd_rejections_total series, and the stopped line's. */

@@ -289,6 +289,7 @@ struct live_run *run_table_add(struct run_table *t, struct server_call *call, bo
     uuid_unparse_lower(uu, run->run_id);
   }
   run->tenant = call->tenant;
+  run->max_interpreters = call->policy.max_interpreters;
   run->state = RUN_QUEUED;
   run->method = call->method;
   run->started = started;
@@ -445,7 +446,8 @@ void run_table_finish(struct run_table *t, struct live_run *run,
                           .method = sbx_method_name(run->method),
                           .received_ms = run->received_ms,
                           .request_id = run->request_id,
-                          .peer = run->peer};
+                          .peer = run->peer,
+                          .tenant = run->tenant != NULL ? run->tenant->name : NULL};
     run_log_failure(&rc, -1, err);
   }
   /* The session is free for its next call before anyone hears of the end. */

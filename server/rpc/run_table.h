@@ -58,6 +58,7 @@ struct live_run {
   /* Whose run (the call's tenant): its id is found only by that tenant's
    * calls, and the same id may be another tenant's other run. */
   struct tenant *tenant;
+  uint32_t max_interpreters; /* its policy's, when the call came (interp.h) */
   char run_id[ID_MAX + 1];
   enum run_state state;
   int method; /* the service's method index: RunCode or StartRun */

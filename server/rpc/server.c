@@ -136,6 +136,7 @@ void server_free(struct server *srv) {
     run_table_destroy(&srv->runs);
   }
   conns_destroy(&srv->conns);
+  rpc_stats_destroy(&srv->stats);
 }
 
 /* The runner's layers (run/, requirements/, sandbox/) have no reader of
@@ -169,6 +170,8 @@ void server_stats_read(struct server *srv, struct server_stats_read *out) {
   const struct server_settings *s = &srv->settings;
   memset(out, 0, sizeof(*out));
   rpc_stats_read(&srv->stats, &out->rpc);
+  out->rpc_live = &srv->stats;
+  out->tenants = &srv->tenants;
   out->requests_total = atomic_load(&srv->requests_total);
   work_queue_counts(&srv->queue, &out->queued, &out->running);
   out->queue_full = work_queue_full(&srv->queue);

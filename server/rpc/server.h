@@ -40,6 +40,10 @@ struct server_stats_read {
   unsigned workers, workers_alive, zygotes_warming; /* worker threads */
   bool draining;
   struct run_table_stats_read run_table;
+  /* Walked by /metrics for the tenant label (not copied: rows by tenant
+   * index, see rpc_stats.h; the registry's tenants, tenants.h). */
+  const struct rpc_stats *rpc_live;
+  struct tenants *tenants;
   struct conns_stats_read conns;
   /* run/ (sessions, interpreters), requirements/ and sandbox/, through the
    * runner and the engine */

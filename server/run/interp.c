@@ -26,6 +26,7 @@
 #include "interp_internal.h"
 #include "log.h"
 #include "session.h"
+#include "tenants.h"
 
 #define START_TIMEOUT_MS 30000      /* from the engine's start to the kernel's ready */
 #define KERNEL_OUTPUT (64ull << 10) /* what the interpreter prints outside cells */
@@ -126,24 +127,41 @@ void interp_ended_reason(const struct interp *ip, char *out, size_t len) {
     snprintf(out, len, "exited with status %d", r->exit_code);
 }
 
-/* Takes ip from its owner (lock held): the owner's next call is told why. */
+/* ip becomes s's (lock held): s's tenant holds one interpreter more. */
+static void own(struct interp *ip, struct session *s) {
+  ip->owner = s;
+  s->interp = ip;
+  atomic_fetch_add(&s->tenant->interpreters, 1);
+}
+
+/* Takes ip from its owner (lock held): the owner's next call is told why,
+ * and its tenant holds one interpreter fewer. */
 static void disown(struct interp *ip, const char *why) {
   struct session *o = ip->owner;
   if (o != NULL) {
     if (why != NULL && ip->alive)
       snprintf(o->lost, sizeof(o->lost), "%s", why);
     o->interp = NULL;
+    atomic_fetch_sub(&o->tenant->interpreters, 1);
   }
   ip->owner = NULL;
 }
 
-int interp_acquire(struct interp_table *t, struct session *s, unsigned *slot,
+int interp_acquire(struct interp_table *t, struct session *s, uint32_t tenant_max, unsigned *slot,
                    struct interp_outcome *out, struct sbx_error *err) {
   pthread_mutex_lock(&t->lock);
   /* Wait for a stop of this session's interpreter in progress. */
   while (s->interp != NULL && s->interp->busy)
     pthread_cond_wait(&t->changed, &t->lock);
   struct interp *ip = s->interp, *victim = NULL;
+  /* The tenant's own cap, before anyone's interpreter is evicted for it. */
+  if (ip == NULL && tenant_max > 0 && atomic_load(&s->tenant->interpreters) >= tenant_max) {
+    pthread_mutex_unlock(&t->lock);
+    return sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
+                         "tenant %s has its %u interpreters (max_interpreters); close one of its "
+                         "interpreter sessions (CloseSession) or wait for one to expire",
+                         s->tenant->name, tenant_max);
+  }
   if (ip == NULL) {
     for (unsigned i = 0; i < t->n && ip == NULL; i++)
       if (t->items[i].owner == NULL && !t->items[i].busy)
@@ -168,8 +186,7 @@ int interp_acquire(struct interp_table *t, struct session *s, unsigned *slot,
       if (ip->alive)
         atomic_fetch_add(&t->evictions, 1);
     }
-    ip->owner = s;
-    s->interp = ip;
+    own(ip, s);
   }
   ip->busy = true;
   snprintf(out->lost, sizeof(out->lost), "%s", s->lost);

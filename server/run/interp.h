@@ -94,9 +94,13 @@ void interp_table_destroy(struct interp_table *t);
 /* For a call of session s (reserved by the call): the engine slot its
  * interpreter lives in (its own, or one taken now, evicting the least
  * recently used idle one when all are taken), marked busy. -1 with err
- * RESOURCE_EXHAUSTED when every interpreter is running a call. out->lost
+ * RESOURCE_EXHAUSTED when every interpreter is running a call, or when s
+ * needs one and its tenant already holds tenant_max (its max_interpreters;
+ * 0: no cap of its own). A tenant holds an interpreter from the call that
+ * takes it for one of its sessions until that session ends or another
+ * session's call evicts it (tenant->interpreters counts them). out->lost
  * says why an earlier interpreter of s is gone, if one is. */
-int interp_acquire(struct interp_table *t, struct session *s, unsigned *slot,
+int interp_acquire(struct interp_table *t, struct session *s, uint32_t tenant_max, unsigned *slot,
                    struct interp_outcome *out, struct sbx_error *err);
 /* Runs the cell in s's interpreter (acquired), starting it first when it
  * is not running; fills res like sandbox_run (output, how it ended, the

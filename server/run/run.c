@@ -244,7 +244,8 @@ static int run_steps(struct runner *r, unsigned slot, const struct run_call *cal
   /* An interpreter session's call runs in its interpreter's slot (its uid
    * owns the session's files). */
   if (call->session != NULL && call->session->interpreter) {
-    if (interp_acquire(&r->interps, call->session, &sc->interp_slot, &sc->interp, err) < 0)
+    if (interp_acquire(&r->interps, call->session, call->max_interpreters, &sc->interp_slot,
+                       &sc->interp, err) < 0)
       return -1;
     sc->interp_held = true;
   }
@@ -273,17 +274,23 @@ static void log_request_id(const struct run_call *call, char *out, size_t len) {
   text_printable(id, strlen(id), out, len, false);
 }
 
+/* The tenant's name (a-z 0-9 . _ -: safe unquoted), "-" when none. */
+static const char *log_tenant(const struct run_call *call) {
+  return call->tenant != NULL ? call->tenant : "-";
+}
+
 static void log_success(const struct run_call *call, unsigned slot, const struct run_scratch *sc,
                         uint64_t queue_ms) {
   const struct sandbox_result *res = &sc->result;
   char rid[72];
   log_request_id(call, rid, sizeof(rid));
   log_line("run",
-           "run_id=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%u session=%s status=OK "
+           "run_id=%s tenant=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%u session=%s "
+           "status=OK "
            "killed_by=%s exit_code=%d signal=%d "
            "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
            "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-           sc->run_id, rid, call->method, run_runtime_name(call->req),
+           sc->run_id, log_tenant(call), rid, call->method, run_runtime_name(call->req),
            call->peer != NULL ? call->peer : "?", slot,
            call->req->session_id[0] != '\0' ? call->req->session_id : "-",
            killed_by_name(res->killed_by), res->exit_code, res->signal,
@@ -305,9 +312,10 @@ void run_log_failure(const struct run_call *call, int slot, const struct sbx_err
   char rid[72];
   log_request_id(call, rid, sizeof(rid));
   log_line("run",
-           "run_id=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%s status=%s "
+           "run_id=%s tenant=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%s status=%s "
            "duration_ms=%llu error=\"%s\"",
-           call->run_id, rid, call->method, call->req != NULL ? run_runtime_name(call->req) : "-",
+           call->run_id, log_tenant(call), rid, call->method,
+           call->req != NULL ? run_runtime_name(call->req) : "-",
            call->peer != NULL ? call->peer : "?", slot_text, sbx_code_name(err->code),
            (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
 }

@@ -78,9 +78,11 @@ struct run_call {
   struct sandbox_limits limits; /* validated, defaults applied */
   struct session *session;      /* reserved at dispatch, NULL without session_id */
   bool session_created;
-  uint64_t received_ms;   /* monotonic, when the request arrived */
-  const char *request_id; /* the caller's, for the log ("" when none) */
-  const char *peer;       /* the caller's address, for the log */
+  uint64_t received_ms;      /* monotonic, when the request arrived */
+  const char *request_id;    /* the caller's, for the log ("" when none) */
+  const char *peer;          /* the caller's address, for the log */
+  const char *tenant;        /* the caller's tenant's name, for the log (NULL: "-") */
+  uint32_t max_interpreters; /* the tenant's max_interpreters (0: no cap of its own) */
   /* Output as it comes and the cancel fd (the run table's); NULL: none. A
    * cancel before the code starts ends the call with CANCELLED. */
   const struct sandbox_stream *stream;
