@@ -811,10 +811,17 @@ def check_counts(m, want_requests):
             for k in ("none", "timeout", "memory", "output_limit", "signal")}
     check(runs == {"none": 2, "timeout": 1, "memory": 1, "output_limit": 1, "signal": 1},
           "sandboxd_runs_total counts runs by killed_by", runs)
-    got = {(dict(lab)["method"], dict(lab)["code"]): v for (name, lab), v in m.samples.items()
-           if name == "sandboxd_requests_total"}
-    check(got == want_requests, "sandboxd_requests_total counts calls by method and code",
-          (got, want_requests))
+    got, tenants = {}, set()
+    for (name, lab), v in m.samples.items():
+        if name == "sandboxd_requests_total":
+            key = (dict(lab)["method"], dict(lab)["code"])
+            got[key] = got.get(key, 0) + v
+            tenants.add(dict(lab).get("tenant"))
+    check(got == want_requests, "sandboxd_requests_total counts calls by method and code "
+          "(summed over the tenant label)", (got, want_requests))
+    # Without --tenants every authenticated call is tenant default; Health
+    # and requests that did not decode have no tenant.
+    check(tenants == {"default", None}, "the tenant label: default, or none", tenants)
     for name in ("sandboxd_run_wall_seconds", "sandboxd_run_cpu_seconds",
                  "sandboxd_queue_wait_seconds"):
         check(m.get(name + "_count") == 6 and m.get(name + "_bucket", le="+Inf") == 6,
