@@ -294,7 +294,7 @@ def check_interpreters(check, a, b):
         c.close_session("nb")
 
 
-def check_info(check, a, b, key_a):
+def check_info(check, a, b):
     st, msg, info = a.info()
     t = info.tenant if info else None
     check(st == OK and t.name == "alpha" and t.weight == 2 and t.max_sessions == 8
@@ -324,40 +324,43 @@ def check_logs(check, s):
           "event=call names the tenant of a refused call", calls[-3:])
 
 
-def test_tenants_isolation(bin_dir, check):
+def two_tenants(bin_dir, alpha_policy, *flags):
+    """A server with tenants alpha (alpha_policy) and beta (no quota), and a
+    caller of each."""
     pb = load_pb2(bin_dir)
     key_a, key_b = new_key(), new_key()
-    s = TenantServer(bin_dir, {
-        "alpha": ([key_a], {"weight": 2, "max_sessions": 8, "max_interpreters": 2,
-                            "max_concurrent": 3, "max_queued": 16,
-                            "limits_max": {"timeout_ms": 20000}}),
-        "beta": ([key_b], {}),
-    }, "--workers", "2", "--max-interpreters", "2")
-    a, b = Caller(s, pb, key_a), Caller(s, pb, key_b)
+    s = TenantServer(bin_dir, {"alpha": ([key_a], alpha_policy), "beta": ([key_b], {})}, *flags)
+    return s, Caller(s, pb, key_a), Caller(s, pb, key_b)
+
+
+def finish(check, s, *callers):
+    for c in callers:
+        c.close()
+    check(s.stop() == 0, "sandboxd exits 0")
+
+
+def test_tenants_isolation(bin_dir, check):
+    s, a, b = two_tenants(bin_dir, {"weight": 2, "max_sessions": 8, "max_interpreters": 2,
+                                    "max_concurrent": 3, "max_queued": 16,
+                                    "limits_max": {"timeout_ms": 20000}},
+                          "--workers", "2", "--max-interpreters", "2")
     try:
         check_sessions(check, a, b)
         check_no_oracle(check, a, b)
         check_runs(check, a, b)
         check_interpreters(check, a, b)
-        check_info(check, a, b, key_a)
+        check_info(check, a, b)
         check_logs(check, s)
     finally:
-        a.close()
-        b.close()
-        check(s.stop() == 0, "sandboxd exits 0")
+        finish(check, s, a, b)
 
 
 # ---- quotas ----
 
 def test_tenants_quotas(bin_dir, check):
-    pb = load_pb2(bin_dir)
-    key_a, key_b = new_key(), new_key()
-    s = TenantServer(bin_dir, {
-        "alpha": ([key_a], {"max_sessions": 2, "max_interpreters": 1,
-                            "limits_max": {"timeout_ms": 3000}}),
-        "beta": ([key_b], {}),
-    }, "--workers", "2", "--max-interpreters", "3")
-    a, b = Caller(s, pb, key_a), Caller(s, pb, key_b)
+    s, a, b = two_tenants(bin_dir, {"max_sessions": 2, "max_interpreters": 1,
+                                    "limits_max": {"timeout_ms": 3000}},
+                          "--workers", "2", "--max-interpreters", "3")
     try:
         for sid in ("s1", "s2"):
             check(a.run("pass\n", session_id=sid)[0] == OK, f"A's session {sid}")
@@ -397,9 +400,7 @@ def test_tenants_quotas(bin_dir, check):
         st, msg, r = a.run("pass\n", limits={"timeout_ms": 3000})
         check(st == OK, "A may ask for its ceiling", (st, msg))
     finally:
-        a.close()
-        b.close()
-        check(s.stop() == 0, "sandboxd exits 0")
+        finish(check, s, a, b)
 
 
 # ---- authentication ----
