@@ -58,13 +58,14 @@ static void write_isolation_info(struct collect *c, const char *name) {
 /* One tenant's answers (tenant NULL: the calls of no tenant), only the
  * pairs that happened: methods x codes is mostly zeros. */
 static void write_replies(struct collect *c, const char *name, const struct tenant *tn,
-                          const atomic_uint_fast64_t (*counts)[RPC_STATS_CODES]) {
+                          const atomic_uint_fast64_t *counts) {
   const ProtobufCServiceDescriptor *desc = &sandbox__v1__sandbox__descriptor;
   for (size_t m = 0; m <= RPC_STATS_METHODS; m++) {
     if (m < RPC_STATS_METHODS && m >= desc->n_methods)
       continue;
     for (int code = 0; code < RPC_STATS_CODES; code++) {
-      uint64_t v = atomic_load_explicit(&counts[m][code], memory_order_relaxed);
+      uint64_t v =
+          atomic_load_explicit(&counts[m * RPC_STATS_CODES + (size_t)code], memory_order_relaxed);
       if (v == 0)
         continue;
       struct metric_label l[] = {
@@ -78,14 +79,14 @@ static void write_replies(struct collect *c, const char *name, const struct tena
 }
 
 static void write_requests(struct collect *c, const char *name) {
-  write_replies(c, name, NULL, c->st.rpc_live->replies);
+  write_replies(c, name, NULL, &c->st.rpc_live->replies[0][0]);
   size_t n = tenants_count(c->st.tenants);
   for (size_t i = 0; i < n; i++) {
     struct tenant *tn = tenants_at(c->st.tenants, i);
-    const struct rpc_tenant_replies *row =
-        tn != NULL ? rpc_stats_tenant(c->st.rpc_live, tn->index) : NULL;
+    const atomic_uint_fast64_t *row =
+        tn != NULL ? tenant_counts_row(&c->st.rpc_live->by_tenant, tn->index) : NULL;
     if (row != NULL)
-      write_replies(c, name, tn, row->n);
+      write_replies(c, name, tn, row);
   }
 }
 
@@ -135,10 +136,25 @@ static void write_rejections(struct collect *c, const char *name) {
   }
 }
 
+/* Every tenant's, zeros too (a rate over a series that appears late
+ * misses its first runs); the runs of no tenant only when there are any. */
 static void write_runs(struct collect *c, const char *name) {
   for (int k = 0; k < KILLED_BY_N; k++) {
     struct metric_label l[] = {{"killed_by", killed_by_name(k)}};
-    metrics_sample_u64(c->out, name, l, 1, c->st.runs_by_killed_by[k]);
+    if (c->st.runs_by_killed_by[k] > 0)
+      metrics_sample_u64(c->out, name, l, 1, c->st.runs_by_killed_by[k]);
+  }
+  size_t n = tenants_count(c->st.tenants);
+  for (size_t i = 0; i < n; i++) {
+    struct tenant *tn = tenants_at(c->st.tenants, i);
+    if (tn == NULL)
+      continue;
+    const atomic_uint_fast64_t *row = tenant_counts_row(c->st.runs_by_tenant, tn->index);
+    for (int k = 0; k < KILLED_BY_N; k++) {
+      struct metric_label l[] = {{"tenant", tn->name}, {"killed_by", killed_by_name(k)}};
+      metrics_sample_u64(c->out, name, l, 2,
+                         row != NULL ? atomic_load_explicit(&row[k], memory_order_relaxed) : 0);
+    }
   }
 }
 
@@ -287,7 +303,8 @@ static const struct metric_def metric_defs[] = {
      "deadline_exceeded (the deadline passed while queued).",
      WRITE(write_rejections)},
     {"sandboxd_runs_total", "counter",
-     "Runs the engine carried out, by what ended them (none: the program exited by itself).",
+     "Runs the engine carried out, by the caller's tenant and what ended them (none: the program "
+     "exited by itself).",
      WRITE(write_runs)},
     {"sandboxd_run_wall_seconds", "histogram", "Wall-clock time of each run in the sandbox.",
      WRITE(write_run_wall)},

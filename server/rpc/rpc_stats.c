@@ -1,47 +1,18 @@
 /* rpc_stats.c: see rpc_stats.h. */
 #include "rpc_stats.h"
 
-#include <stdlib.h>
-
 #include "status.h"
-
-/* The tenant's row, made at its first answer; NULL when it cannot be. Two
- * first answers at once: one row wins, the other is freed. */
-static struct rpc_tenant_replies *tenant_row(struct rpc_stats *s, int tenant) {
-  if (tenant < 0 || tenant >= RPC_STATS_TENANTS)
-    return NULL;
-  struct rpc_tenant_replies *row =
-      atomic_load_explicit(&s->by_tenant[tenant], memory_order_acquire);
-  if (row != NULL)
-    return row;
-  struct rpc_tenant_replies *made = calloc(1, sizeof(*made)), *expected = NULL;
-  if (made == NULL)
-    return NULL;
-  if (atomic_compare_exchange_strong_explicit(&s->by_tenant[tenant], &expected, made,
-                                              memory_order_acq_rel, memory_order_acquire))
-    return made;
-  free(made);
-  return expected;
-}
 
 void rpc_stats_reply(struct rpc_stats *s, int tenant, int method, int code) {
   size_t row = method >= 0 && method < RPC_STATS_METHODS ? (size_t)method : RPC_STATS_METHODS;
   size_t col =
       code >= 0 && code < RPC_STATS_CODES ? (size_t)code : (size_t)SANDBOX__V1__CODE__UNKNOWN;
-  struct rpc_tenant_replies *t = tenant_row(s, tenant);
-  atomic_fetch_add_explicit(t != NULL ? &t->n[row][col] : &s->replies[row][col], 1,
-                            memory_order_relaxed);
-}
-
-const struct rpc_tenant_replies *rpc_stats_tenant(const struct rpc_stats *s, unsigned tenant) {
-  if (tenant >= RPC_STATS_TENANTS)
-    return NULL;
-  return atomic_load_explicit(&s->by_tenant[tenant], memory_order_acquire);
+  if (!tenant_counts_add(&s->by_tenant, RPC_STATS_TENANT_ROW, tenant, row * RPC_STATS_CODES + col))
+    atomic_fetch_add_explicit(&s->replies[row][col], 1, memory_order_relaxed);
 }
 
 void rpc_stats_destroy(struct rpc_stats *s) {
-  for (size_t i = 0; i < RPC_STATS_TENANTS; i++)
-    free(atomic_exchange(&s->by_tenant[i], NULL));
+  tenant_counts_destroy(&s->by_tenant);
 }
 
 void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why) {

@@ -5,18 +5,17 @@
  * layer reads the counts back only for GetInfo's rejected_total, which is
  * their sum (so it always agrees with sandboxd_rejections_total).
  *
- * Answers are counted by the caller's tenant too (the tenant label of
- * sandboxd_requests_total): one row per tenant index (tenants.h: stable,
- * below TENANTS_MAX, one per tenant ever loaded), allocated at the
- * tenant's first answer, so a server pays for the tenants that call it and
- * the series are bounded by the tenants file. Calls of no tenant (Health,
- * a request that did not decode or failed authentication) keep the
- * unlabelled rows. */
+ * Answers are counted by the caller's tenant (the tenant label of
+ * sandboxd_requests_total: one row per tenant, tenant_counts.h). Calls of
+ * no tenant (Health, a request that did not decode or failed
+ * authentication) keep the unlabelled rows. */
 #ifndef SBX_RPC_STATS_H
 #define SBX_RPC_STATS_H
 
 #include <stdatomic.h>
 #include <stdint.h>
+
+#include "tenant_counts.h"
 
 #define RPC_STATS_METHODS 16 /* methods counted by index; the row after: unknown */
 #define RPC_STATS_CODES 17   /* sandbox.v1.Code (gRPC's) 0..16 */
@@ -31,18 +30,14 @@ enum rpc_rejection {
   RPC_REJECT_N
 };
 
-#define RPC_STATS_TENANTS 1024 /* TENANTS_MAX: rows by tenant index */
-
-/* One tenant's answers, by method (the row after: unknown) and status. */
-struct rpc_tenant_replies {
-  atomic_uint_fast64_t n[RPC_STATS_METHODS + 1][RPC_STATS_CODES];
-};
+/* A tenant's row: its answers by method (the row after: unknown) and
+ * status, counter m * RPC_STATS_CODES + code. */
+#define RPC_STATS_TENANT_ROW ((RPC_STATS_METHODS + 1) * RPC_STATS_CODES)
 
 struct rpc_stats {
   /* The answers to calls of no tenant (see above). */
   atomic_uint_fast64_t replies[RPC_STATS_METHODS + 1][RPC_STATS_CODES];
-  /* Each tenant's, by its index; NULL until its first answer. */
-  _Atomic(struct rpc_tenant_replies *) by_tenant[RPC_STATS_TENANTS];
+  struct tenant_counts by_tenant; /* rows of RPC_STATS_TENANT_ROW */
   atomic_uint_fast64_t rejections[RPC_REJECT_N];
 };
 
@@ -53,14 +48,11 @@ struct rpc_stats_read {
 };
 void rpc_stats_read(const struct rpc_stats *s, struct rpc_stats_read *out);
 
-/* One answer: tenant is the caller's tenant's index, -1 for none (an
- * index past the rows, or a row that cannot be allocated, counts as none);
+/* One answer: tenant is the caller's tenant's index, -1 for none (a
+ * tenant without a row, tenant_counts_add false, counts as none);
  * method is the service's method index, -1 when the request named none the
  * service has (or did not decode). */
 void rpc_stats_reply(struct rpc_stats *s, int tenant, int method, int code);
-/* A tenant's row (NULL: no answer counted for it yet), read with relaxed
- * loads by /metrics. */
-const struct rpc_tenant_replies *rpc_stats_tenant(const struct rpc_stats *s, unsigned tenant);
 /* Frees the tenants' rows (at the server's end). */
 void rpc_stats_destroy(struct rpc_stats *s);
 void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why);

@@ -447,7 +447,7 @@ void run_table_finish(struct run_table *t, struct live_run *run,
                           .received_ms = run->received_ms,
                           .request_id = run->request_id,
                           .peer = run->peer,
-                          .tenant = run->tenant != NULL ? run->tenant->name : NULL};
+                          .tenant = run->tenant};
     run_log_failure(&rc, -1, err);
   }
   /* The session is free for its next call before anyone hears of the end. */

@@ -172,6 +172,7 @@ void server_stats_read(struct server *srv, struct server_stats_read *out) {
   rpc_stats_read(&srv->stats, &out->rpc);
   out->rpc_live = &srv->stats;
   out->tenants = &srv->tenants;
+  out->runs_by_tenant = &srv->runner.stats.by_tenant;
   out->requests_total = atomic_load(&srv->requests_total);
   work_queue_counts(&srv->queue, &out->queued, &out->running);
   out->queue_full = work_queue_full(&srv->queue);

@@ -36,7 +36,7 @@ static void run(struct server *srv, unsigned slot, struct live_run *lr, struct r
       .received_ms = lr->received_ms,
       .request_id = lr->request_id,
       .peer = lr->peer,
-      .tenant = lr->tenant != NULL ? lr->tenant->name : NULL,
+      .tenant = lr->tenant,
       .max_interpreters = lr->max_interpreters,
       .stream = &stream,
   };

@@ -96,9 +96,14 @@ static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scrat
   return 0;
 }
 
-static void count_run(struct run_stats *st, const struct sandbox_result *res) {
-  if ((unsigned)res->killed_by < KILLED_BY_N)
-    atomic_fetch_add_explicit(&st->by_killed_by[res->killed_by], 1, memory_order_relaxed);
+/* By what ended it, under the caller's tenant (its row; the unlabelled
+ * counts when it has none). */
+static void count_run(struct run_stats *st, const struct run_call *call,
+                      const struct sandbox_result *res) {
+  unsigned k = (unsigned)res->killed_by;
+  int tenant = call->tenant != NULL ? (int)call->tenant->index : -1;
+  if (k < KILLED_BY_N && !tenant_counts_add(&st->by_tenant, KILLED_BY_N, tenant, k))
+    atomic_fetch_add_explicit(&st->by_killed_by[k], 1, memory_order_relaxed);
   stats_histogram_observe_us(&st->wall, res->wall_time_us);
   stats_histogram_observe_us(&st->cpu, res->cpu_time_us);
 }
@@ -131,7 +136,7 @@ static int run_in_interpreter(struct runner *r, const struct run_call *call, str
     return -1;
   sc->have_result = true;
   atomic_fetch_add(&r->runs_total, 1);
-  count_run(&r->stats, &sc->result);
+  count_run(&r->stats, call, &sc->result);
   return 0;
 }
 
@@ -193,7 +198,7 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
                                  "sandbox setup failed, the code did not run");
   sc->have_result = true;
   atomic_fetch_add(&r->runs_total, 1);
-  count_run(&r->stats, &sc->result);
+  count_run(&r->stats, call, &sc->result);
   return 0;
 }
 
@@ -276,7 +281,7 @@ static void log_request_id(const struct run_call *call, char *out, size_t len) {
 
 /* The tenant's name (a-z 0-9 . _ -: safe unquoted), "-" when none. */
 static const char *log_tenant(const struct run_call *call) {
-  return call->tenant != NULL ? call->tenant : "-";
+  return call->tenant != NULL ? call->tenant->name : "-";
 }
 
 static void log_success(const struct run_call *call, unsigned slot, const struct run_scratch *sc,

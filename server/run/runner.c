@@ -134,6 +134,7 @@ void runner_stop(struct runner *r, bool failed) {
   if (failed && r->made_workspace_root)
     rmdir(r->workspace_root);
   mime_db_free(&r->mime);
+  tenant_counts_destroy(&r->stats.by_tenant);
 }
 
 void runner_tick(struct runner *r) {

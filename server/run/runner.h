@@ -21,6 +21,7 @@
 #include "session.h"
 #include "settings.h"
 #include "stats.h"
+#include "tenant_counts.h"
 
 /* One persistent tmpfs per worker slot for runs without a session, emptied
  * after each run (docs/WORKSPACES.md). */
@@ -33,10 +34,11 @@ struct slot_workspace {
 /* What the runs count, for operations (server/ops/ reads it): one relaxed
  * atomic add per figure, on the worker that ran the call. */
 struct run_stats {
-  atomic_uint_fast64_t by_killed_by[KILLED_BY_N]; /* runs the engine carried out */
-  struct stats_histogram wall;                    /* the run's wall-clock time */
-  struct stats_histogram cpu;                     /* its CPU time, every process of it */
-  struct stats_histogram queue_wait;              /* from arrival to a worker taking it */
+  atomic_uint_fast64_t by_killed_by[KILLED_BY_N]; /* runs of no tenant the engine carried out */
+  struct tenant_counts by_tenant;    /* each tenant's runs, by killed_by (rows of KILLED_BY_N) */
+  struct stats_histogram wall;       /* the run's wall-clock time */
+  struct stats_histogram cpu;        /* its CPU time, every process of it */
+  struct stats_histogram queue_wait; /* from arrival to a worker taking it */
 };
 
 struct runner {
@@ -78,11 +80,11 @@ struct run_call {
   struct sandbox_limits limits; /* validated, defaults applied */
   struct session *session;      /* reserved at dispatch, NULL without session_id */
   bool session_created;
-  uint64_t received_ms;      /* monotonic, when the request arrived */
-  const char *request_id;    /* the caller's, for the log ("" when none) */
-  const char *peer;          /* the caller's address, for the log */
-  const char *tenant;        /* the caller's tenant's name, for the log (NULL: "-") */
-  uint32_t max_interpreters; /* the tenant's max_interpreters (0: no cap of its own) */
+  uint64_t received_ms;        /* monotonic, when the request arrived */
+  const char *request_id;      /* the caller's, for the log ("" when none) */
+  const char *peer;            /* the caller's address, for the log */
+  const struct tenant *tenant; /* the caller's (its name for the log), NULL: none */
+  uint32_t max_interpreters;   /* the tenant's max_interpreters (0: no cap of its own) */
   /* Output as it comes and the cancel fd (the run table's); NULL: none. A
    * cancel before the code starts ends the call with CANCELLED. */
   const struct sandbox_stream *stream;

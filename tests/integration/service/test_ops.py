@@ -807,7 +807,7 @@ def test_ops_metrics(bin_dir, check):
 
 
 def check_counts(m, want_requests):
-    runs = {k: m.get("sandboxd_runs_total", killed_by=k)
+    runs = {k: m.get("sandboxd_runs_total", tenant="default", killed_by=k)
             for k in ("none", "timeout", "memory", "output_limit", "signal")}
     check(runs == {"none": 2, "timeout": 1, "memory": 1, "output_limit": 1, "signal": 1},
           "sandboxd_runs_total counts runs by killed_by", runs)

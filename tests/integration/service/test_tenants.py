@@ -573,6 +573,13 @@ def test_tenants_metrics(bin_dir, check):
               and m.get("sandboxd_tenant_running", tenant="alpha") == 0
               and m.get("sandboxd_tenant_queued", tenant="beta") == 0,
               "the per-tenant gauges", [k for k in m.samples if "tenant_" in k[0]])
+        runs = "sandboxd_runs_total"
+        check(m.get(runs, tenant="alpha", killed_by="none") == 2
+              and m.get(runs, tenant="beta", killed_by="none") == 0
+              and m.get(runs, tenant="beta", killed_by="timeout") == 0
+              and m.get(runs, killed_by="none") is None,
+              "sandboxd_runs_total by tenant (each tenant's series from the start)",
+              [k for k in m.samples if k[0] == runs])
         check(m.get("sandboxd_auth_failures_total", reason="no_credential") == 1
               and m.get("sandboxd_auth_failures_total", reason="unknown_key") == 0,
               "sandboxd_auth_failures_total by reason (the /metrics refusals are not calls)")
