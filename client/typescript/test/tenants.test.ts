@@ -13,9 +13,9 @@ import * as path from "node:path";
 import { after, before, test } from "node:test";
 import { inspect } from "node:util";
 
-import { API_KEY_MAX, Client, Code, NotFound, SandboxError, Unauthenticated } from "../src/index.js";
+import { API_KEY_MAX, Client, Code, NotFound, Unauthenticated } from "../src/index.js";
 import { sessionScore } from "../src/fleet.js";
-import { Sandboxd, tempDir } from "./helpers/sandboxd.js";
+import { rejection, Sandboxd, tempDir } from "./helpers/sandboxd.js";
 
 const KEY_A = "sbx-alpha-0123456789abcdef";
 const KEY_B = "sbx-beta-fedcba9876543210";
@@ -60,15 +60,6 @@ after(async () => {
 });
 
 const authFailures = (s: Sandboxd, reason: string): number => s.log().split(`event=auth_failed reason=${reason} `).length - 1;
-
-async function rejection(p: Promise<unknown>): Promise<SandboxError> {
-  const e = await p.then(
-    () => assert.fail("the call should have failed"),
-    (err: unknown) => err,
-  );
-  assert.ok(e instanceof SandboxError, `not a SandboxError: ${String(e)}`);
-  return e;
-}
 
 test("a key works; no key and a wrong key are UNAUTHENTICATED, once, nothing ran", { timeout: 90000 }, async () => {
   const s = servers[0]!;
