@@ -139,10 +139,20 @@ def refused_401(what, st, h, raw, body, challenge):
 
 # ---- clients ----
 
-def npm_ci(folder):
+def npm_ready(front):
+    """node, and tests/fronts/FRONT/node_modules as its lockfile pins it."""
+    if not check(shutil.which("node") and shutil.which("npm"), "node and npm are installed"):
+        return False
+    folder = os.path.join(FRONTS, front)
     p = subprocess.run([os.path.join(FRONTS, "..", "..", "scripts", "npm-ci"), folder],
                        capture_output=True, text=True, timeout=300)
     return check(p.returncode == 0, f"npm ci in {folder}", p.stderr[-2000:])
+
+
+def tenants_server(bin_dir, fronts):
+    """(a FrontServer with tenants a and b, the folder of their file)."""
+    d = tempfile.mkdtemp(prefix="sbx-tenants-file-")
+    return FrontServer(bin_dir, fronts, "--tenants", tenants_file(d)), d
 
 
 def piston_client(s, key, calls):
@@ -190,11 +200,9 @@ def structured(result):
 # ---- Piston ----
 
 def test_tenants_piston(bin_dir):
-    if not check(shutil.which("node") and shutil.which("npm"), "node and npm are installed") \
-            or not npm_ci(os.path.join(FRONTS, "piston")):
+    if not npm_ready("piston"):
         return
-    d = tempfile.mkdtemp(prefix="sbx-tenants-file-")
-    s = FrontServer(bin_dir, "piston", "--tenants", tenants_file(d))
+    s, d = tenants_server(bin_dir, "piston")
     try:
         for key in (KEY_A, KEY_B):
             runtimes, hello = piston_client(s, key, [
@@ -260,11 +268,9 @@ WRITE = "open('owner.txt', 'w').write('{}')\nprint(open('owner.txt').read())"
 
 
 def test_tenants_mcp(bin_dir):
-    if not check(shutil.which("node") and shutil.which("npm"), "node and npm are installed") \
-            or not npm_ci(os.path.join(FRONTS, "mcp")):
+    if not npm_ready("mcp"):
         return
-    d = tempfile.mkdtemp(prefix="sbx-tenants-file-")
-    s = FrontServer(bin_dir, "mcp", "--tenants", tenants_file(d))
+    s, d = tenants_server(bin_dir, "mcp")
     try:
         mcp_sessions(s)
         mcp_refusals(s)
