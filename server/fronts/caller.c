@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "text.h"
 
 #define CALLER_LOG_PER_SECOND 10
 
@@ -20,12 +21,17 @@
 #define CHALLENGE_INVALID_TOKEN "Bearer realm=\"sandboxd\", error=\"invalid_token\""
 #define CHALLENGE_INVALID_REQUEST "Bearer realm=\"sandboxd\", error=\"invalid_request\""
 
+_Static_assert(HTTP_TLS_IDENTITY_MAX == TENANT_IDENTITY_MAX,
+               "a certificate identity the listener gives fits the registry's");
+
 static void log_refusal(struct fronts *f, const struct http_request *req, const char *reason) {
   uint64_t suppressed = 0;
   if (!log_limit_take(&f->auth_log, CALLER_LOG_PER_SECOND, &suppressed))
     return;
+  char path[80]; /* a route's path, but the client's bytes: made printable */
+  text_printable(req->path, strlen(req->path), path, sizeof(path), false);
   log_line("auth_failed", "reason=%s front=http path=\"%s\" loopback=%s lines_suppressed=%llu",
-           reason, req->path, http_request_loopback(req) ? "true" : "false",
+           reason, path, http_request_loopback(req) ? "true" : "false",
            (unsigned long long)suppressed);
 }
 
