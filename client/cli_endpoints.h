@@ -4,8 +4,8 @@
  * (comma-separated), else tcp://127.0.0.1:7878; and the TLS flags of
  * tls+tcp:// endpoints (--tls-ca, --tls-cert, --tls-key,
  * --tls-server-name); and the API key of a server with --tenants
- * (--api-key KEY, else $SANDBOX_API_KEY: docs/TENANTS.md). Each tool adds CLI_ENDPOINT_LONG_OPTIONS to its
- * getopt_long table and hands every option to cli_endpoints_option. */
+ * (--api-key KEY, else $SANDBOX_API_KEY: docs/TENANTS.md). Each tool adds CLI_ENDPOINT_LONG_OPTIONS
+ * to its getopt_long table and hands every option to cli_endpoints_option. */
 #ifndef SBX_CLI_ENDPOINTS_H
 #define SBX_CLI_ENDPOINTS_H
 

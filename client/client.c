@@ -114,6 +114,9 @@ int sbxc_client_set_api_key(sbxc_client *c, const char *key) {
   char *copy = NULL;
   if (key != NULL && key[0] != '\0' && (copy = strdup(key)) == NULL)
     return -1;
+  /* Another key is another tenant: its session ids are other sessions. */
+  if ((copy == NULL) != (c->api_key == NULL) || (copy != NULL && strcmp(copy, c->api_key) != 0))
+    sbxc_fleet_forget_sessions(c->fleet);
   free(c->api_key);
   c->api_key = copy;
   return 0;

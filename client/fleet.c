@@ -838,6 +838,12 @@ void sbxc_fleet_forget_session(struct sbxc_fleet *f, const char *session_id) {
   pthread_mutex_unlock(&f->lock);
 }
 
+void sbxc_fleet_forget_sessions(struct sbxc_fleet *f) {
+  pthread_mutex_lock(&f->lock);
+  sbxc_pins_clear(f->pins);
+  pthread_mutex_unlock(&f->lock);
+}
+
 int sbxc_fleet_session_home(struct sbxc_fleet *f, const char *session_id, char *key, size_t len) {
   pthread_mutex_lock(&f->lock);
   struct sbxc_endpoint *home = session_home(f, session_id);

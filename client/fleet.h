@@ -97,6 +97,9 @@ void sbxc_fleet_avoid_draining(struct sbxc_fleet *f, struct sbxc_endpoint *ep);
  * memory (then the rendezvous rule decides, as for another client). */
 int sbxc_fleet_remember_session(struct sbxc_fleet *f, const char *session_id, const char *key);
 void sbxc_fleet_forget_session(struct sbxc_fleet *f, const char *session_id);
+/* Forgets every session: the client's API key changed, and a session id
+ * now means another tenant's session (docs/CLIENTS.md, "API keys"). */
+void sbxc_fleet_forget_sessions(struct sbxc_fleet *f);
 /* The key of the endpoint holding session_id now: the remembered one while
  * it is an endpoint, else the rendezvous rule over every endpoint,
  * connected or not. Returns 0, or -1 when the fleet has no endpoint. */

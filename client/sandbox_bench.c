@@ -248,8 +248,8 @@ static void usage(void) {
          "                     [--timeout-ms N] [--connect-timeout-ms N] [--run-id-prefix P]\n"
          "                     [--record FILE] [--resolve-interval-ms N] [--retries N]\n"
          "                     [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
-         "                      [--tls-server-name NAME]] [--json] [--stream]\n"
-         "                     [--runtime NAME] SCRIPT...\n\n"
+         "                      [--tls-server-name NAME]] [--api-key KEY] [--json]\n"
+         "                     [--stream] [--runtime NAME] SCRIPT...\n\n"
          "Several -e (or a comma-separated $SANDBOX_URL) form a fleet; the clock starts once\n"
          "every endpoint is connected or --connect-timeout-ms (default 5000) has passed.\n"
          "--run-id-prefix P names call i's run P-i; --record FILE writes one JSON line per\n"
@@ -259,7 +259,10 @@ static void usage(void) {
          "it saw), the latency the whole of it.\n"
          "--retries: of RESOURCE_EXHAUSTED/UNAVAILABLE answers (default 0: they are counted).\n"
          "tls+tcp:// endpoints: --tls-ca (needed), --tls-cert/--tls-key, --tls-server-name,\n"
-         "as sandbox-run has them.\n");
+         "as sandbox-run has them.\n"
+         "--api-key KEY (else $SANDBOX_API_KEY, which ps does not show): the API key of a\n"
+         "server with --tenants; every call carries it (UNAUTHENTICATED is counted, never\n"
+         "retried).\n");
 }
 
 enum {

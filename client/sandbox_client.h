@@ -183,7 +183,9 @@ void sbxc_client_set_connect_timeout_ms(sbxc_client *client, uint64_t ms);
 /* The API key every call of this client carries (RequestEnvelope.credential)
  * for a server with --tenants (docs/TENANTS.md): copied; NULL or "" clears
  * it. At most SBXC_API_KEY_MAX bytes of printable ASCII. Returns 0, or -1
- * with errno EINVAL (a bad key) or ENOMEM. Call before the first call. */
+ * with errno EINVAL (a bad key) or ENOMEM. Call before the first call: a
+ * different key forgets where the client's sessions live (a session id
+ * names a session of the key's tenant). */
 #define SBXC_API_KEY_MAX 512
 int sbxc_client_set_api_key(sbxc_client *client, const char *key);
 /* For sandboxd's own HTTP fronts, which call their server in-process on

@@ -5,7 +5,8 @@
  * sandboxd endpoints given (--endpoint or -e, repeatable: a fleet). The protocol is
  * client/mcp/ (mcp.h); this file is the transport: framing, the size cap
  * of a message, and a fixed set of threads started here (--concurrency) so
- * that an agent's parallel tool calls run side by side. A message over the
+ * that an agent's parallel tool calls run side by side. Every call carries
+ * the tenant's API key (--api-key, else $SANDBOX_API_KEY: cli_endpoints.h). A message over the
  * cap or one that is not JSON gets a JSON-RPC error, and serving goes on.
  * Exits 0 at the end of stdin (after answering what was read), 1 when
  * stdout is gone, 2 on a usage error. */
@@ -31,7 +32,7 @@ static void usage(FILE *out) {
           "usage: sandbox-mcp [--endpoint URL]... [--concurrency N] [--max-message-bytes N]\n"
           "                   [--retries N] [--connect-timeout-ms N] [--max-image-bytes N]\n"
           "                   [--max-resource-bytes N] [--max-attached-bytes N]\n"
-          "                   [--max-stream-text-bytes N] [-v]\n"
+          "                   [--max-stream-text-bytes N] [-v] [--api-key KEY]\n"
           "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
           "                    [--tls-server-name NAME]]\n\n"
           "Serves the Model Context Protocol (revision %s) on stdin/stdout, one JSON-RPC\n"
@@ -49,6 +50,9 @@ static void usage(FILE *out) {
           "  --max-attached-bytes N   all files of one result (default 4 MiB)\n"
           "  --max-stream-text-bytes N  stdout, stderr each in a result (default 64 KiB)\n"
           "  -v                       one stderr line per message\n"
+          "  --api-key KEY            the tenant's API key every call carries (a server with\n"
+          "                           --tenants); default $SANDBOX_API_KEY. A client\n"
+          "                           certificate (--tls-cert) proves a tenant too\n"
           "  --tls-ca FILE            tls+tcp://HOST:PORT endpoints: the PEM CA bundle the\n"
           "                           server's certificate must chain to (then every -e is\n"
           "                           tls+tcp://); --tls-cert/--tls-key: this client's PEM\n"

@@ -133,6 +133,11 @@ void sbxc_pins_remove(struct sbxc_pins *p, const char *session_id) {
     drop(p, n);
 }
 
+void sbxc_pins_clear(struct sbxc_pins *p) {
+  while (p->oldest != NULL)
+    drop(p, p->oldest);
+}
+
 size_t sbxc_pins_count(const struct sbxc_pins *p) {
   return p->count;
 }

@@ -18,9 +18,10 @@ const size_t mcp_n_protocol_versions = sizeof(mcp_protocol_versions) / sizeof(ch
 
 static const char instructions[] =
     "sandboxd runs Python 3 code in isolated sandboxes. Call run_code with the program; files it "
-    "saves under output/ come back (images as images). Pass the same session_id to several "
-    "run_code calls to keep files between them, inspect them with list_session_files and "
-    "preview_file, and end the session with close_session. With session_mode 'interpreter' "
+    "saves under output/ come back (images as images). To keep files between calls, start a "
+    "session with run_code and session_mode (no session_id): pass the session_id it returns "
+    "to later run_code calls, inspect the files with list_session_files and preview_file, and "
+    "end the session with close_session. With session_mode 'interpreter' "
     "the session also keeps one live Python: variables and imports persist between calls, "
     "each call is a notebook cell, and its last expression's value comes back as result.";
 

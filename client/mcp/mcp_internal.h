@@ -48,6 +48,8 @@ int mcp_arg_array(const json_t *obj, const char *where, const char *key, size_t 
 /* A relative path as sandboxd takes it: 1..255 bytes, no NUL, not
  * absolute, no empty, "." or ".." component. */
 int mcp_check_path(const char *where, const char *path, size_t len, char *err, size_t errlen);
+/* The length of a session id run_code makes (a UUID's text form). */
+#define MCP_SESSION_ID_LEN 36
 /* A session id: [A-Za-z0-9._-]{1,64}, not "." or "..". */
 int mcp_check_session_id(const char *where, const char *id, size_t len, char *err, size_t errlen);
 /* A string without NUL bytes (C strings of the client stop at one). */

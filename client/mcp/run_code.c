@@ -4,9 +4,11 @@
  * refuses; what is checked here is what the C client could not carry (NUL
  * bytes, wrong JSON types) and what a model should hear about without a
  * round trip (paths, session ids, unknown properties). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "cleanup.h"
 #include "fail.h"
@@ -186,9 +188,32 @@ static int set_stdin(sbxc_request *req, const json_t *args, const char *in, size
   return sbxc_request_set_stdin(req, data, len);
 }
 
-/* code, session_id, session_mode and stdin. "interpreter" without a
- * session_id goes to the server, which refuses it (INVALID_ARGUMENT, with
- * its reason): one place says what a mode needs. */
+/* A new session's id: 122 random bits from getrandom(2) in the form of a
+ * UUID version 4 (36 characters, a valid session id). Ids a model makes up
+ * ("nb", "demo") are the ones another caller guesses; this one is not.
+ * -1 (err) when the kernel gives no randomness: never a weaker id. */
+static int new_session_id(char out[MCP_SESSION_ID_LEN + 1], char *err, size_t errlen) {
+  uint8_t b[16];
+  if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+    return sbxc_fail(err, errlen, "no randomness for a new session id: %s", strerror(errno));
+  b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
+  b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0;
+  for (size_t i = 0; i < sizeof(b); i++) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      out[o++] = '-';
+    out[o++] = hex[b[i] >> 4];
+    out[o++] = hex[b[i] & 15];
+  }
+  out[o] = '\0';
+  return 0;
+}
+
+/* code, session_id, session_mode and stdin. session_mode without a
+ * session_id starts a new session under an id made here (new_session_id),
+ * which the result gives back; the server checks the rest of what a mode
+ * needs. */
 static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t errlen) {
   const char *code, *session, *in;
   size_t code_len, session_len, in_len;
@@ -206,6 +231,10 @@ static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t 
   if (session != NULL &&
       (mcp_check_session_id("arguments.session_id", session, session_len, err, errlen) < 0 ||
        sbxc_request_set_session_id(req, session) < 0))
+    return -1;
+  char made[MCP_SESSION_ID_LEN + 1];
+  if (session == NULL && mode >= 0 &&
+      (new_session_id(made, err, errlen) < 0 || sbxc_request_set_session_id(req, made) < 0))
     return -1;
   if (in != NULL && set_stdin(req, args, in, in_len, err, errlen) < 0)
     return -1;

@@ -16,9 +16,17 @@ struct tool {
   json_t *(*call)(mcp_server *s, const json_t *args);
 };
 
+/* Session ids are the server's to make, not the model's to invent: a
+ * name a model picks ("nb", "demo") is one the next model picks too. */
 #define SESSION_ID_SCHEMA                                                                          \
   "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9._-]{1,64}$\", "                               \
-  "\"description\": \"The session: a name you choose (1-64 of A-Z a-z 0-9 . _ -).\"}"
+  "\"description\": \"The session: the session_id a run_code call returned (do not make one "      \
+  "up).\"}"
+#define RUN_SESSION_ID_SCHEMA                                                                      \
+  "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9._-]{1,64}$\", "                               \
+  "\"description\": \"The session to run in: the session_id an earlier run_code call returned "    \
+  "(do not make one up). To start a session, leave session_id out and give session_mode: the "     \
+  "result gives the new session's session_id.\"}"
 
 static const char run_code_description[] =
     "Run Python 3 code in an isolated sandbox (no network, its own filesystem) and get back "
@@ -32,10 +40,12 @@ static const char run_code_description[] =
     "back once, as the file it saved: plt.savefig('output/name.png') picks the name. When the code "
     "ends with an expression whose value is not None, its repr comes back "
     "as result (like a notebook cell's output).\n"
-    "Without session_id every run starts in a fresh, empty workspace that is gone afterwards. "
-    "With session_id the workspace (and its files) lives on between runs of that session until "
-    "close_session or a while without calls; one run per session at a time.\n"
-    "session_mode 'interpreter' (needs session_id; chosen by the call that creates the session, "
+    "Without session_id and session_mode every run starts in a fresh, empty workspace that is "
+    "gone afterwards. A session keeps its workspace (and its files) between runs until "
+    "close_session or a while without calls; one run per session at a time. To start one, call "
+    "run_code with session_mode and without session_id: the result gives the new session's "
+    "session_id (an unguessable id made for you); pass it to the later calls.\n"
+    "session_mode 'interpreter' (chosen by the call that creates the session, "
     "later calls may leave it out) keeps one live Python per session: variables, imports and "
     "loaded data persist between calls of that session_id, each call runs like a notebook cell "
     "in it, and the value of its last expression comes back as result. A cell that reaches "
@@ -68,9 +78,10 @@ static const char run_code_schema[] =
     " \"How content is encoded: 'utf-8' text (default) or 'base64' for binary data.\"},"
     "    \"url\": {\"type\": \"string\", \"description\": \"An http(s) URL the server downloads "
     "the file from (give content or url).\"}}}},"
-    "  \"session_id\": " SESSION_ID_SCHEMA ","
+    "  \"session_id\": " RUN_SESSION_ID_SCHEMA ","
     "  \"session_mode\": {\"type\": \"string\", \"enum\": [\"files\", \"interpreter\"], "
-    "\"description\": \"What the session keeps between calls (with session_id). 'files' (the "
+    "\"description\": \"What the session keeps between calls; without session_id it starts a new "
+    "session. 'files' (the "
     "default): the workspace's files; each call is a new Python process. 'interpreter': also "
     "one live Python: variables, imports and loaded data persist between calls, each call is a "
     "notebook cell, and its last expression's value is returned as result. Set by the call "

@@ -19,6 +19,7 @@ int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener
                       struct sbx_error *err) {
   memset(f, 0, sizeof(*f));
   f->draining = &srv->draining;
+  f->tenants = &srv->tenants;
   f->http_max_body_bytes = (size_t)srv->settings.http_max_body_bytes;
   const char *list = srv->settings.http_fronts;
   if (list[0] == '\0')

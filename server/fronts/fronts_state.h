@@ -1,8 +1,8 @@
 /* fronts_state.h: what every front reads (struct fronts), filled by
  * fronts.c before any front adds its routes. A front sees the server only
  * through this: whether it drains, the client on the inproc listener, the
- * interpreter's version, the body cap. Header only: the fronts include it,
- * fronts.c fills it, and no front calls back into fronts.c. */
+ * interpreter's version, the body cap, the tenants registry (caller.h). Header only: the fronts
+ * include it, fronts.c fills it, and no front calls back into fronts.c. */
 #ifndef SBX_FRONTS_STATE_H
 #define SBX_FRONTS_STATE_H
 
@@ -10,9 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "log.h"
 #include "sandbox_client.h"
 
 struct mcp_server;
+struct tenants;
 
 struct fronts {
   const atomic_bool *draining; /* the server's (struct server) */
@@ -20,6 +22,8 @@ struct fronts {
   char python_version[32];
   size_t http_max_body_bytes; /* --http-max-body-bytes */
   struct mcp_server *mcp;     /* mcp.c's core (client/mcp/) when the MCP front is served */
+  struct tenants *tenants;    /* the server's registry (caller.c), never NULL once routed */
+  struct log_limit auth_log;  /* caller.c's event=auth_failed lines */
 };
 
 /* Whether the server drains: a front answers at once then (the RPC socket

@@ -4,10 +4,13 @@
  * method, headers and body and turns its answer into the listener's
  * response. Every tool is one call of the fronts' C client on the inproc
  * listener, so a run from here meets the same validation, queue, limits and
- * sessions as any other. It never runs anything itself. */
+ * sessions as any other, under the HTTP caller's identity (caller.h: with
+ * --tenants a request without valid credentials is 401 before its message
+ * is read). It never runs anything itself. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "caller.h"
 #include "http_json.h"
 #include "mcp.h"
 #include "mcp_front.h"
@@ -30,6 +33,17 @@ static void handle_mcp(void *ctx, const struct http_request *req, struct http_re
     mcp_error(resp, 503, "the server is shutting down; nothing ran");
     return;
   }
+  /* Before the message is read, whatever its method: the authorization
+   * specification's 401 with WWW-Authenticate for a request without valid
+   * credentials (caller.h). */
+  struct front_caller fc;
+  struct front_refusal why;
+  if (front_caller_establish(f, req, &fc, &why) < 0) {
+    mcp_error(resp, why.status, why.message);
+    if (front_refusal_header(resp, &why) < 0)
+      mcp_error(resp, 500, "the WWW-Authenticate header did not fit");
+    return;
+  }
   struct mcp_http_settings hs = {
       .max_body_bytes = f->http_max_body_bytes,
   };
@@ -43,7 +57,9 @@ static void handle_mcp(void *ctx, const struct http_request *req, struct http_re
       .body_len = req->body_len,
   };
   struct mcp_http_response out;
+  front_caller_enter(&fc); /* the core's tool calls run on this thread */
   mcp_http_handle(f->mcp, &hs, &in, &out);
+  front_caller_leave();
   resp->status = out.status;
   resp->content_type = out.content_type;
   resp->body = out.body;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "piston.h"
+#include "caller.h"
 #include "cleanup.h"
 #include "http_json.h"
 #include "semver.h"
@@ -87,9 +88,22 @@ static bool language_known(const struct fronts *f, const char *language) {
   return known;
 }
 
+/* A request not let in (caller.h): 401, Piston's {"message"}, and the
+ * challenge. */
+static void answer_unauthenticated(struct http_response *resp, const struct front_refusal *r) {
+  http_response_json_message(resp, r->status, "%s", r->message);
+  if (front_refusal_header(resp, r) < 0)
+    http_response_json_message(resp, 500, "the WWW-Authenticate header did not fit");
+}
+
 static void handle_runtimes(void *ctx, const struct http_request *req, struct http_response *resp) {
-  (void)req;
-  const struct fronts *f = ctx;
+  struct fronts *f = ctx;
+  struct front_caller fc;
+  struct front_refusal r;
+  if (front_caller_establish(f, req, &fc, &r) < 0) {
+    answer_unauthenticated(resp, &r);
+    return;
+  }
   http_response_json(resp, 200,
                      json_pack("[{s:s,s:s,s:o}]", "language", PISTON_LANGUAGE, "version",
                                f->python_version, "aliases", aliases(f)));
@@ -500,8 +514,8 @@ static json_t *internal_run(const char *message) {
 
 /* RunCode's refusals in Piston's words: a bad request is 400 (RunCode's
  * message names the RunCode field; the Piston field it came from is put
- * first), a full queue or a draining server 503, a call past its
- * deadline 504. */
+ * first), a caller the server does not know 401 (caller.h), a full queue
+ * or a draining server 503, a call past its deadline 504. */
 static void answer_refusal(struct http_response *resp, const struct sbxc_result *res) {
   static const struct {
     const char *rpc, *piston;
@@ -527,14 +541,26 @@ static void answer_refusal(struct http_response *resp, const struct sbxc_result 
     http_response_json_message(resp, 400, "%s", msg);
     return;
   }
+  if (res->status == SBXC_UNAUTHENTICATED) { /* revoked since the request came in */
+    struct front_refusal r;
+    front_refusal_unauthenticated(&r, msg);
+    answer_unauthenticated(resp, &r);
+    return;
+  }
   unsigned status =
       res->status == SBXC_RESOURCE_EXHAUSTED || res->status == SBXC_UNAVAILABLE ? 503 : 504;
   http_response_json_message(resp, status, "%s", msg);
 }
 
 static void handle_execute(void *ctx, const struct http_request *req, struct http_response *resp) {
-  const struct fronts *f = ctx;
+  struct fronts *f = ctx;
   struct piston_refusal r = {0};
+  struct front_caller fc;
+  struct front_refusal why;
+  if (front_caller_establish(f, req, &fc, &why) < 0) {
+    answer_unauthenticated(resp, &why);
+    return;
+  }
   sbxc_request *rq = sbxc_request_new();
   if (rq == NULL) {
     http_response_json_message(resp, 500, "out of memory");
@@ -551,7 +577,9 @@ static void handle_execute(void *ctx, const struct http_request *req, struct htt
     return;
   }
   struct sbxc_result res;
+  front_caller_enter(&fc);
   sbxc_run_code(f->client, rq, &res);
+  front_caller_leave();
   sbxc_request_free(rq);
   json_t *run = NULL;
   if (res.status == SBXC_OK)

@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,26 @@ const char *http_request_header(const struct http_request *req, const char *name
   return req->conn != NULL ? MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name) : NULL;
 }
 
+bool http_request_loopback(const struct http_request *req) {
+  const union MHD_ConnectionInfo *info =
+      req->conn != NULL ? MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS)
+                        : NULL;
+  const struct sockaddr *sa = info != NULL ? info->client_addr : NULL;
+  if (sa == NULL)
+    return false;
+  if (sa->sa_family == AF_INET)
+    return ((const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr)[0] == 127;
+  if (sa->sa_family != AF_INET6)
+    return false;
+  const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+  return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+size_t http_request_client_identities(const struct http_request *req,
+                                      char (*ids)[HTTP_TLS_IDENTITY_MAX + 1], size_t max) {
+  return req->conn != NULL ? http_tls_client_identities(req->conn, ids, max) : 0;
+}
+
 int http_response_header(struct http_response *resp, const char *name, const char *value) {
   if (resp->n_headers >= HTTP_RESPONSE_HEADERS_MAX || strlen(value) >= HTTP_HEADER_VALUE_MAX ||
       strpbrk(value, "\r\n") != NULL)
@@ -218,6 +239,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
   struct http_conn *c = *socket_context;
   pthread_mutex_lock(&l->conns_lock);
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    if (l->tls)
+      http_tls_connection_started(conn); /* before its handshake, which runs on its thread */
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     c = calloc(1, sizeof(*c));

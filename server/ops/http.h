@@ -48,6 +48,7 @@
 
 #include "error.h"
 #include "http_host.h"
+#include "http_tls.h"
 
 #define HTTP_ROUTES_MAX 32
 #define HTTP_ERROR_SHAPES_MAX 8
@@ -88,6 +89,16 @@ struct http_request {
 
 /* A request header (name case-insensitive), NULL when absent. */
 const char *http_request_header(const struct http_request *req, const char *name);
+
+/* Whether the client's address (the TCP peer's, never a header such as
+ * X-Forwarded-For) is on 127.0.0.0/8 or ::1 (or ::ffff:127.0.0.0/104). */
+bool http_request_loopback(const struct http_request *req);
+
+/* What the client's verified certificate names on https:// (URI
+ * subjectAltNames, then "CN=<cn>"; http_tls.h); 0 on http://, or without
+ * a verified certificate. */
+size_t http_request_client_identities(const struct http_request *req,
+                                      char (*ids)[HTTP_TLS_IDENTITY_MAX + 1], size_t max);
 
 struct http_header {
   const char *name; /* a string that outlives the response (a literal) */

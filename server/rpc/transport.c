@@ -54,7 +54,7 @@ static bool call_handle(struct server_call *call, nng_msg *msg) {
   call->deadline_unix_ms = req.deadline_unix_ms;
   call->input = req.input;
   /* Health answers anyone (a load balancer's probe carries no key). */
-  if (rc == 0 && strcmp(req.method->name, "Health") != 0)
+  if (rc == 0 && (req.method == NULL || strcmp(req.method->name, "Health") != 0))
     rc = auth_call(&srv->tenants, &srv->auth_log, call, &req.caller, call->origin, &err);
   if (rc < 0 && err.code == SBX_UNAUTHENTICATED)
     call->run_logged = true; /* auth_call logged it (event=auth_failed) */

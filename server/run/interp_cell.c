@@ -41,6 +41,7 @@ struct cell_run {
   bool done;                  /* the kernel answered this cell */
   bool ended;                 /* the process ended (or was killed) */
   bool killed;
+  bool ctl_more; /* the last read stopped at its bound: read again at once */
   int cancel_fd; /* the call's, -1: none */
   struct timespec started;
 };
@@ -90,22 +91,23 @@ static bool cell_finished(const struct cell_run *c) {
   return c->ended || (c->done && (drained || c->now >= c->drain_end));
 }
 
-/* The frames the kernel sent: this cell's done ends the cell. A channel
- * gone or garbled means the kernel is ending (the engine says how once it
- * has reaped it) or can no longer answer. */
+/* The frames the kernel sent, a bounded number per wake-up (a cell that
+ * floods the channel must not keep the loop from its deadlines): this
+ * cell's done ends the cell. A channel gone or garbled means the kernel is
+ * ending (the engine says how once it has reaped it) or can no longer
+ * answer. */
 static void cell_read_ctl(struct cell_run *c) {
-  json_t *obj = NULL;
-  int fr;
-  while ((fr = interp_frame_recv(c->ip->ctl, &c->ip->frame, &obj, NULL, 0)) > 0) {
-    if (!c->done && interp_frame_is_done(obj, c->seq)) {
-      interp_frame_take_done(obj, c->res, c->out);
-      c->done = true;
-      c->drain_end = sbx_monotonic_ms() + INTERP_DRAIN_MS;
-    }
-    json_decref(obj);
-  }
-  if (fr < 0 && !c->done && c->ctl_gone_end == 0)
+  json_t *done = NULL;
+  enum interp_recv r = interp_frame_recv_done(c->ip->ctl, &c->ip->frame, c->seq, &done);
+  c->ctl_more = r == INTERP_RECV_MORE;
+  if (r == INTERP_RECV_DONE) {
+    interp_frame_take_done(done, c->res, c->out);
+    json_decref(done);
+    c->done = true;
+    c->drain_end = sbx_monotonic_ms() + INTERP_DRAIN_MS;
+  } else if (r == INTERP_RECV_GONE && c->ctl_gone_end == 0) {
     c->ctl_gone_end = sbx_monotonic_ms() + INTERP_CTL_GONE_MS;
+  }
 }
 
 /* Before the cell is done: interrupts it at the output cap, a cancel or
@@ -140,6 +142,8 @@ static void cell_decide(struct cell_run *c, bool cancelled) {
 
 /* When the loop must wake at the latest. */
 static int cell_wait_ms(const struct cell_run *c) {
+  if (c->ctl_more && !c->done && c->ctl_gone_end == 0)
+    return 0; /* frames may wait in the buffer, where poll does not see them */
   uint64_t wake = c->done ? c->drain_end : c->grace_end != 0 ? c->grace_end : c->deadline;
   if (c->ctl_gone_end != 0 && c->ctl_gone_end < wake)
     wake = c->ctl_gone_end;
@@ -159,7 +163,7 @@ static int cell_step(struct cell_run *c) {
   if (pump_poll_wait(&pp, cell_wait_ms(c)) < 0)
     return -1;
   pump_serve(&c->pump, &pp);
-  if (pump_poll_ready(&pp, ROLE_CTL) && c->ctl_gone_end == 0)
+  if ((pump_poll_ready(&pp, ROLE_CTL) || c->ctl_more) && !c->done && c->ctl_gone_end == 0)
     cell_read_ctl(c);
   if (pump_poll_ready(&pp, ROLE_DONE))
     c->ended = true;

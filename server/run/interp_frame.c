@@ -95,6 +95,24 @@ int interp_frame_recv(int sock, struct sbx_buf *in, json_t **obj, pid_t *pid, ui
   }
 }
 
+enum interp_recv interp_frame_recv_done(int sock, struct sbx_buf *in, uint64_t seq, json_t **done) {
+  *done = NULL;
+  for (int i = 0; i < INTERP_FRAMES_PER_READ; i++) {
+    json_t *obj = NULL;
+    int fr = interp_frame_recv(sock, in, &obj, NULL, 0);
+    if (fr < 0)
+      return INTERP_RECV_GONE;
+    if (fr == 0)
+      return INTERP_RECV_NONE;
+    if (interp_frame_is_done(obj, seq)) {
+      *done = obj;
+      return INTERP_RECV_DONE;
+    }
+    json_decref(obj);
+  }
+  return INTERP_RECV_MORE;
+}
+
 int interp_frame_send(int sock, const char *json, size_t len, const int *fds, size_t n_fds) {
   uint8_t head[INTERP_FRAME_HEAD];
   for (int i = 0; i < INTERP_FRAME_HEAD; i++)

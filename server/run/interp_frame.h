@@ -40,6 +40,24 @@ int interp_frame_parse(struct sbx_buf *in, json_t **obj);
  * whose uid is want_uid set *pid, while it is 0. Fds passed are closed. */
 int interp_frame_recv(int sock, struct sbx_buf *in, json_t **obj, pid_t *pid, uid_t want_uid);
 
+/* At most this many frames are taken per interp_frame_recv_done: a kernel
+ * (or a cell writing on its socket) sends frames faster than they are
+ * parsed, and a reader that took all there is would never get back to its
+ * deadlines. */
+#define INTERP_FRAMES_PER_READ 16
+
+enum interp_recv {
+  INTERP_RECV_GONE = -1, /* the peer closed, or sent bytes that are not a frame */
+  INTERP_RECV_NONE = 0,  /* no done among the frames there were: poll again */
+  INTERP_RECV_DONE = 1,  /* *done is the answer of the cell asked for */
+  INTERP_RECV_MORE = 2,  /* INTERP_FRAMES_PER_READ taken, no done: call again
+                          * without waiting (more may be in in already) */
+};
+/* Takes the frames sock has, at most INTERP_FRAMES_PER_READ of them, until
+ * the done of cell seq (into *done, the caller's to json_decref). Every
+ * other frame (an earlier cell's done, one a cell forged) is dropped. */
+enum interp_recv interp_frame_recv_done(int sock, struct sbx_buf *in, uint64_t seq, json_t **done);
+
 /* Sends one frame (len bytes of JSON), the n_fds fds riding with its first
  * byte; waits up to INTERP_FRAME_SEND_STALL_MS for room each time the
  * socket is full. 0, or -1 with errno. */

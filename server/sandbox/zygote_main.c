@@ -303,8 +303,14 @@ static void check_preload_left_nothing(struct zygote *z) {
                  line);
     }
   }
+  /* getline's -1 is also a read error or no memory: only the end of the
+   * file means every mapping was seen (fail closed). */
+  int read_errno = errno;
+  bool read_all = feof(maps) != 0;
   free(line);
   fclose(maps);
+  if (!read_all)
+    fail_start(z->ctl, "read /proc/self/maps: %s", strerror(read_errno));
   d = opendir("/proc/self/fd");
   if (d == NULL)
     fail_start(z->ctl, "read /proc/self/fd: %s", strerror(errno));

@@ -354,7 +354,7 @@ static int apply(struct tenants *t, struct staging *s, struct sbx_error *err) {
   }
   struct tenant_key *keys = calloc(nk ? nk : 1, sizeof *keys);
   struct tenant_cert *certs = calloc(nc ? nc : 1, sizeof *certs);
-  struct tenant **targets = calloc(s->n, sizeof *targets);
+  struct tenant **targets = calloc(s->n ? s->n : 1, sizeof *targets);
   if (keys == NULL || certs == NULL || targets == NULL) {
     free(keys);
     free(certs);

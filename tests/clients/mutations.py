@@ -55,6 +55,13 @@ M = [
  ("a cancelled task abandons StartRun", "stream.py", "            self._adopt(*await asyncio.shield(self._start_task))", "            self._adopt(*await self._start_task)", None, None, None, "test_stream.py::test_a_task_cancelled_while_its_stream_starts_cancels_the_run"),
  ("watch errors say nothing ran", "_core.py", "        e.nothing_ran = False", "        pass", None, None, None, "test_stream.py::test_unknown_run_id_is_not_found"),
  ("async cancel sends nothing", "stream.py", "        state = await self._client._drive(self._core.cancel_run(self._ep, self.run_id))", "        state = 'done'", None, None, None, "test_stream.py::test_async_cancel_and_result"),
+ # API keys (test_tenants.py)
+ ("UNAUTHENTICATED retried", "errors.py", "frozenset({Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE})", "frozenset({Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE, Code.UNAUTHENTICATED})", None, None, None, "test_tenants.py::test_a_key_works_and_no_key_or_a_wrong_key_is_unauthenticated test_tenants.py::test_unauthenticated_is_not_retried_async"),
+ ("the key not sent", "_core.py", "                              self.credential.key)", "                              \"\")", None, None, None, "test_tenants.py::test_a_key_works_and_no_key_or_a_wrong_key_is_unauthenticated"),
+ ("$SANDBOX_API_KEY ignored", "_credential.py", "        api_key = (os.environ if environ is None else environ).get(ENV_VAR, \"\")", "        api_key = \"\"", None, None, None, "test_tenants.py::test_the_environment_variable_is_picked_up"),
+ ("session pins shared by every client", "_fleet.py", "        self._sessions: \"OrderedDict[str, str]\" = OrderedDict()", "        self._sessions = _SHARED_PINS", "_fleet.py", "MAX_REMEMBERED_SESSIONS = 4096", "MAX_REMEMBERED_SESSIONS = 4096\n_SHARED_PINS = OrderedDict()", "test_tenants.py::test_fleet_pins_are_each_clients_own"),
+ ("a bad key sent", "_credential.py", "    n = len(key)\n", "    n = len(key)\n    return\n", None, None, None, "test_tenants.py::test_a_bad_key_is_refused_here_and_never_shown"),
+ ("the key in repr", "_credential.py", "        return \"Credential(<set>)\" if self._key else \"Credential(<none>)\"", "        return f\"Credential({self._key})\"", "_core.py", "        key = \"set\" if core.credential else \"none\"", "        key = \"set \" + repr(core.credential)", "test_tenants.py::test_the_largest_key_is_taken_and_no_repr_shows_a_key"),
 ]
 only = sys.argv[1:]
 for name, f1, a1, b1, f2, a2, b2, tests in M:

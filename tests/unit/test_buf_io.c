@@ -1,8 +1,8 @@
 /* Unit tests of common/buf.c and common/io.c: the bounded buffer never
  * passes its max and leaves itself unchanged on a refused append; whole
  * writes survive short writes (a pipe read a little at a time); fds ride
- * with the first byte of a message, and a non-blocking socket that stays
- * full times out instead of spinning. */
+ * with the first byte of a message, as many as the cap and no more; and a
+ * non-blocking socket that stays full times out instead of spinning. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -131,6 +131,47 @@ static void send_with_fds_passes_descriptors(void **state) {
   close(sv[1]);
 }
 
+/* The cap itself: SBX_SEND_FDS_MAX fds (a zygote run's stdio, memfd,
+ * report socket and one tree per mount) all arrive, one more is refused
+ * before anything is sent. */
+static void send_with_fds_at_the_cap(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  int fds[SBX_SEND_FDS_MAX + 1];
+  for (int i = 0; i <= SBX_SEND_FDS_MAX; i++)
+    fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  assert_int_equal(sbx_send_with_fds(sv[0], "r", 1, fds, SBX_SEND_FDS_MAX, 1000), 0);
+  char buf[4];
+  union {
+    struct cmsghdr h;
+    char c[CMSG_SPACE((SBX_SEND_FDS_MAX + 8) * sizeof(int))];
+  } cbuf;
+  struct iovec iov = {buf, sizeof buf};
+  struct msghdr m = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.c, .msg_controllen = sizeof cbuf.c};
+  assert_int_equal(recvmsg(sv[1], &m, MSG_CMSG_CLOEXEC), 1);
+  assert_false(m.msg_flags & MSG_CTRUNC);
+  struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+  assert_non_null(h);
+  size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+  assert_int_equal(n, SBX_SEND_FDS_MAX);
+  for (size_t i = 0; i < n; i++) {
+    int fd;
+    memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+    assert_true(fd >= 0);
+    close(fd);
+  }
+  errno = 0;
+  assert_int_equal(sbx_send_with_fds(sv[0], "r", 1, fds, SBX_SEND_FDS_MAX + 1, 1000), -1);
+  assert_int_equal(errno, EINVAL);
+  assert_int_equal(recv(sv[1], buf, sizeof buf, MSG_DONTWAIT), -1); /* nothing was sent */
+  for (int i = 0; i <= SBX_SEND_FDS_MAX; i++)
+    close(fds[i]);
+  close(sv[0]);
+  close(sv[1]);
+}
+
 static void send_with_fds_times_out_when_full(void **state) {
   (void)state;
   int sv[2];
@@ -152,6 +193,7 @@ int main(void) {
       cmocka_unit_test(buf_append_upto_takes_what_fits),
       cmocka_unit_test(write_all_through_short_writes),
       cmocka_unit_test(send_with_fds_passes_descriptors),
+      cmocka_unit_test(send_with_fds_at_the_cap),
       cmocka_unit_test(send_with_fds_times_out_when_full),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,12 +7,14 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <arpa/inet.h>
 #include <stdio.h>
 
+#include "calls.h"
 #include "client_internal.h"
 #include "endpoint.h"
 #include "fleet.h"
@@ -238,7 +240,83 @@ static void session_pins_forget_the_least_recent(void **state) {
   assert_int_equal(sbxc_pins_count(p), SBXC_MAX_REMEMBERED_SESSIONS);
   assert_null(sbxc_pins_get(p, "s-9"));
   assert_non_null(sbxc_pins_get(p, "s-10"));
+  sbxc_pins_clear(p);
+  assert_int_equal(sbxc_pins_count(p), 0);
+  assert_null(sbxc_pins_get(p, "s-10"));
+  assert_int_equal(sbxc_pins_put(p, "s-10", "k2"), 0);
+  assert_string_equal(sbxc_pins_get(p, "s-10"), "k2");
   sbxc_pins_free(p);
+}
+
+/* sbxc_client_set_api_key (docs/CLIENTS.md, "API keys"): at most 512 bytes
+ * of printable ASCII without spaces, else EINVAL and the key it had is
+ * kept; NULL and "" clear it. */
+static void api_key_validation(void **state) {
+  (void)state;
+  char err[256];
+  sbxc_client *c = NULL;
+  assert_int_equal(sbxc_client_open(&c, "tcp://127.0.0.1:9", err, sizeof(err)), 0);
+  assert_null(c->api_key);
+  assert_int_equal(sbxc_client_set_api_key(c, "sbx-key_1.~!"), 0);
+  assert_string_equal(c->api_key, "sbx-key_1.~!");
+  char largest[SBXC_API_KEY_MAX + 2];
+  memset(largest, 'k', SBXC_API_KEY_MAX);
+  largest[SBXC_API_KEY_MAX] = '\0';
+  assert_int_equal(sbxc_client_set_api_key(c, largest), 0);
+  assert_int_equal(strlen(c->api_key), SBXC_API_KEY_MAX);
+  assert_int_equal(sbxc_client_set_api_key(c, "kept"), 0);
+  largest[SBXC_API_KEY_MAX] = 'k';
+  largest[SBXC_API_KEY_MAX + 1] = '\0';
+  const char *bad[] = {largest,   "has space",   "newline\n", "tab\t",
+                       "del\x7f", "caf\xc3\xa9", "\x80",      "\x01"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    errno = 0;
+    assert_int_equal(sbxc_client_set_api_key(c, bad[i]), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_string_equal(c->api_key, "kept");
+  }
+  assert_int_equal(sbxc_client_set_api_key(c, ""), 0);
+  assert_null(c->api_key);
+  assert_int_equal(sbxc_client_set_api_key(c, "again"), 0);
+  assert_int_equal(sbxc_client_set_api_key(c, NULL), 0);
+  assert_null(c->api_key);
+  sbxc_client_close(c);
+}
+
+/* Two clients of one fleet in one process, with different keys: a session
+ * one of them pinned is not the other's (a session id is a session of the
+ * caller's tenant). And a client whose key changes forgets its pins. */
+static void session_pins_are_each_clients_own(void **state) {
+  (void)state;
+  const char *urls[] = {"tcp://127.0.0.2:9", "tcp://127.0.0.3:9", "tcp://127.0.0.4:9"};
+  char err[256], home[SBXC_KEY_MAX], key[SBXC_KEY_MAX];
+  sbxc_client *a = NULL, *b = NULL;
+  assert_int_equal(sbxc_client_open_many(&a, urls, 3, err, sizeof(err)), 0);
+  assert_int_equal(sbxc_client_open_many(&b, urls, 3, err, sizeof(err)), 0);
+  assert_int_equal(sbxc_client_set_api_key(a, "key-a"), 0);
+  assert_int_equal(sbxc_client_set_api_key(b, "key-b"), 0);
+  assert_int_equal(sbxc_fleet_session_home(a->fleet, "nb", home, sizeof(home)), 0);
+  /* A pins nb somewhere else than the rendezvous home (as after a fleet
+   * change); B still goes to the rendezvous home. */
+  const char *other = strcmp(home, urls[0]) == 0 ? urls[1] : urls[0];
+  assert_int_equal(sbxc_fleet_remember_session(a->fleet, "nb", other), 0);
+  assert_int_equal(sbxc_fleet_session_home(a->fleet, "nb", key, sizeof(key)), 0);
+  assert_string_equal(key, other);
+  assert_int_equal(sbxc_fleet_session_home(b->fleet, "nb", key, sizeof(key)), 0);
+  assert_string_equal(key, home);
+  /* The same key again keeps the pins; another key drops them. */
+  assert_int_equal(sbxc_client_set_api_key(a, "key-a"), 0);
+  assert_int_equal(sbxc_fleet_session_home(a->fleet, "nb", key, sizeof(key)), 0);
+  assert_string_equal(key, other);
+  assert_int_equal(sbxc_client_set_api_key(a, "key-b"), 0);
+  assert_int_equal(sbxc_fleet_session_home(a->fleet, "nb", key, sizeof(key)), 0);
+  assert_string_equal(key, home);
+  assert_int_equal(sbxc_fleet_remember_session(a->fleet, "nb", other), 0);
+  assert_int_equal(sbxc_client_set_api_key(a, NULL), 0);
+  assert_int_equal(sbxc_fleet_session_home(a->fleet, "nb", key, sizeof(key)), 0);
+  assert_string_equal(key, home);
+  sbxc_client_close(a);
+  sbxc_client_close(b);
 }
 
 int main(void) {
@@ -252,6 +330,8 @@ int main(void) {
       cmocka_unit_test(address_keys),
       cmocka_unit_test(key_sets),
       cmocka_unit_test(session_pins_forget_the_least_recent),
+      cmocka_unit_test(api_key_validation),
+      cmocka_unit_test(session_pins_are_each_clients_own),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

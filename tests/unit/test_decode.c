@@ -140,11 +140,83 @@ static void decode_budget_holds(void **state) {
   assert_true(decode_budget(100) >= 800);
 }
 
+/* The caller's proof: the key kept only as its digest, a key over 512
+ * bytes flagged (refused UNAUTHENTICATED by auth.c), a front_caller's
+ * identities copied and bounded. */
+static void caller_proof(void **state) {
+  Sandbox__V1__HealthRequest h = SANDBOX__V1__HEALTH_REQUEST__INIT;
+  nng_msg *msg;
+  struct decoded d;
+  struct sbx_caller c = {.credential = "key-a"};
+  assert_int_equal(sbx_request_msg_new(SBX_METHOD_HEALTH, "r", 0, &c, &h.base, &msg), 0);
+  decode_bytes(nng_msg_body(msg), nng_msg_len(msg), &d);
+  nng_msg_free(msg);
+  assert_int_equal(d.status, SBX_OK);
+  uint8_t want[TENANT_DIGEST_BYTES];
+  tenants_key_digest("key-a", 5, want);
+  assert_true(d.req.caller.has_key);
+  assert_memory_equal(d.req.caller.key_digest, want, sizeof want);
+  assert_false(d.req.caller.front);
+  release(&d);
+
+  char long_key[TENANT_KEY_MAX + 2];
+  memset(long_key, 'k', sizeof long_key - 1);
+  long_key[sizeof long_key - 1] = '\0';
+  c.credential = long_key;
+  assert_int_equal(sbx_request_msg_new(SBX_METHOD_HEALTH, "r", 0, &c, &h.base, &msg), 0);
+  decode_bytes(nng_msg_body(msg), nng_msg_len(msg), &d);
+  nng_msg_free(msg);
+  assert_int_equal(d.status, SBX_OK);
+  assert_false(d.req.caller.has_key);
+  assert_true(d.req.caller.key_too_long);
+  release(&d);
+
+  const char *ids[DECODE_FRONT_IDENTITIES_MAX + 1];
+  for (size_t i = 0; i <= DECODE_FRONT_IDENTITIES_MAX; i++)
+    ids[i] = "CN=x";
+  c = (struct sbx_caller){.front = true,
+                          .front_cert_identities = ids,
+                          .n_front_cert_identities = 2,
+                          .front_loopback = true};
+  assert_int_equal(sbx_request_msg_new(SBX_METHOD_HEALTH, "r", 0, &c, &h.base, &msg), 0);
+  decode_bytes(nng_msg_body(msg), nng_msg_len(msg), &d);
+  nng_msg_free(msg);
+  assert_int_equal(d.status, SBX_OK);
+  assert_true(d.req.caller.front && d.req.caller.front_loopback);
+  assert_int_equal(d.req.caller.n_front_identities, 2);
+  assert_string_equal(d.req.caller.front_identities[1], "CN=x");
+  release(&d);
+
+  c.n_front_cert_identities = DECODE_FRONT_IDENTITIES_MAX + 1;
+  assert_int_equal(sbx_request_msg_new(SBX_METHOD_HEALTH, "r", 0, &c, &h.base, &msg), 0);
+  decode_bytes(nng_msg_body(msg), nng_msg_len(msg), &d);
+  nng_msg_free(msg);
+  assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+  assert_string_equal(d.msg, "front_caller: at most 8 certificate identities");
+  assert_null(d.req.input);
+
+  char long_id[TENANT_IDENTITY_MAX + 2];
+  memset(long_id, 'x', sizeof long_id - 1);
+  long_id[sizeof long_id - 1] = '\0';
+  ids[0] = long_id;
+  c.n_front_cert_identities = 1;
+  assert_int_equal(sbx_request_msg_new(SBX_METHOD_HEALTH, "r", 0, &c, &h.base, &msg), 0);
+  decode_bytes(nng_msg_body(msg), nng_msg_len(msg), &d);
+  nng_msg_free(msg);
+  assert_int_equal(d.status, SBX_INVALID_ARGUMENT);
+  assert_string_equal(d.msg, "front_caller: a certificate identity is longer than 512 bytes");
+  assert_null(d.req.input);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(valid_run_code),  cmocka_unit_test(no_method),
-      cmocka_unit_test(unknown_method),  cmocka_unit_test(garbage_and_bad_payload),
-      cmocka_unit_test(nul_in_a_string), cmocka_unit_test(decode_budget_holds),
+      cmocka_unit_test(valid_run_code),
+      cmocka_unit_test(no_method),
+      cmocka_unit_test(caller_proof),
+      cmocka_unit_test(unknown_method),
+      cmocka_unit_test(garbage_and_bad_payload),
+      cmocka_unit_test(nul_in_a_string),
+      cmocka_unit_test(decode_budget_holds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,8 @@ static void request_round_trip(void **state) {
   Sandbox__V1__RunCodeRequest req = SANDBOX__V1__RUN_CODE_REQUEST__INIT;
   req.code = "print(1)";
   nng_msg *msg;
-  assert_int_equal(sbx_request_msg_new(SBX_METHOD_RUN_CODE, "id-1", 1234, NULL, &req.base, &msg), 0);
+  assert_int_equal(sbx_request_msg_new(SBX_METHOD_RUN_CODE, "id-1", 1234, NULL, &req.base, &msg),
+                   0);
   Sandbox__V1__RequestEnvelope *env =
       sandbox__v1__request_envelope__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
   assert_non_null(env);

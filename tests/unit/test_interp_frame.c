@@ -4,11 +4,13 @@
  * its bytes; a length past the cap, bytes that are not JSON and JSON that
  * is not an object end the channel; the kernel's credentials give its pid
  * only for the slot's uid; fds ride with a sent frame's first byte, and
- * fds the kernel passes are closed, never kept; a done's result is cut to
- * its cap on a character's boundary. */
+ * fds the kernel passes are closed, never kept; a reader waiting for a
+ * done takes a bounded number of frames per call; a done's result is cut
+ * to its cap on a character's boundary. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -239,6 +241,45 @@ static void recv_buffer_stays_bounded(void **state) {
   close(sv[0]), close(sv[1]);
 }
 
+/* A channel kept full of frames that are not the answer (a cell flooding
+ * the kernel's socket) gives the reader back after a bounded number, so
+ * that its loop gets to its deadlines; the answer still comes through
+ * behind them. They were all received in one go: poll no longer sees them,
+ * which is why MORE means "again, without waiting". */
+static void recv_done_bounded_per_call(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  struct sbx_buf frames = {0};
+  int stale = 40; /* more than one read takes */
+  for (int i = 0; i < stale; i++)
+    put_json(&frames, "{\"op\":\"done\",\"seq\":1}");
+  put_json(&frames, "{\"op\":\"done\",\"seq\":2,\"exit_code\":3}");
+  assert_int_equal(write(sv[0], frames.data, frames.len), (ssize_t)frames.len);
+  struct sbx_buf b = {0};
+  json_t *done = NULL;
+  assert_int_equal(interp_frame_recv_done(sv[1], &b, 2, &done), INTERP_RECV_MORE);
+  assert_null(done);
+  struct pollfd p = {.fd = sv[1], .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 0), 0);
+  int more = 1; /* a MORE for each whole batch of stale frames */
+  enum interp_recv r;
+  while ((r = interp_frame_recv_done(sv[1], &b, 2, &done)) == INTERP_RECV_MORE)
+    more++;
+  assert_int_equal(r, INTERP_RECV_DONE);
+  assert_int_equal(more, stale / INTERP_FRAMES_PER_READ);
+  assert_true(interp_frame_is_done(done, 2));
+  assert_int_equal(json_integer_value(json_object_get(done, "exit_code")), 3);
+  json_decref(done);
+  assert_int_equal(interp_frame_recv_done(sv[1], &b, 3, &done), INTERP_RECV_NONE);
+  close(sv[0]);
+  assert_int_equal(interp_frame_recv_done(sv[1], &b, 3, &done), INTERP_RECV_GONE);
+  assert_null(done);
+  sbx_buf_free(&b);
+  sbx_buf_free(&frames);
+  close(sv[1]);
+}
+
 static void done_figures_checked(void **state) {
   (void)state;
   json_t *obj = json_loads("{\"op\":\"done\",\"seq\":3,\"exit_code\":257,\"cpu_us\":-5,"
@@ -334,6 +375,7 @@ int main(void) {
       cmocka_unit_test(send_carries_fds_with_first_byte),
       cmocka_unit_test(recv_takes_creds_and_closes_passed_fds),
       cmocka_unit_test(recv_buffer_stays_bounded),
+      cmocka_unit_test(recv_done_bounded_per_call),
       cmocka_unit_test(done_figures_checked),
       cmocka_unit_test(done_result_cut_on_a_character),
       cmocka_unit_test(cell_frame_round_trips),

@@ -1,7 +1,8 @@
 /* Unit tests of the engine's output/stdin pump (server/sandbox/pump.c):
  * output is kept up to the limit and no further, the stream is marked
  * truncated and the pump over (the caller ends the run), and the callback
- * sees only what was kept; stdin is written whole, or dropped when the
+ * sees only what was kept; one call reads a bounded amount of a stream
+ * that never runs dry; stdin is written whole, or dropped when the
  * program closes its end, and closed either way; EOF closes an output; the
  * poll set answers by role. */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -93,6 +95,40 @@ static void zero_limit_keeps_nothing(void **state) {
   close(o[1]);
 }
 
+/* A stream that always has more (here a file: read never says EAGAIN) is
+ * read at most 16 times 64 KiB per call, so that one flooding stream
+ * cannot keep the loop from the other fds and its deadlines; the rest
+ * comes on the next calls, then EOF closes it. */
+static void one_read_call_is_bounded(void **state) {
+  (void)state;
+  size_t total = 4u << 20;
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  char *data = malloc(total);
+  assert_non_null(data);
+  memset(data, 'o', total);
+  assert_int_equal(fwrite(data, 1, total, f), total);
+  assert_int_equal(fflush(f), 0);
+  int fd = dup(fileno(f));
+  assert_true(fd >= 0);
+  assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+  struct pump p = {.stdin_fd = -1, .stdout_fd = fd, .stderr_fd = -1, .limit = total};
+  pump_read(&p, PUMP_STDOUT);
+  assert_true(p.out.buf.len > 0 && p.out.buf.len <= (1u << 20));
+  assert_true(p.stdout_fd >= 0);
+  int calls = 1;
+  while (p.stdout_fd >= 0) {
+    pump_read(&p, PUMP_STDOUT);
+    calls++;
+  }
+  assert_true(calls > 4);
+  assert_int_equal(p.out.buf.len, total);
+  assert_false(p.over);
+  pump_free(&p);
+  free(data);
+  fclose(f);
+}
+
 static void stdin_written_whole_then_closed(void **state) {
   (void)state;
   int in[2];
@@ -166,6 +202,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(output_kept_up_to_the_limit),
       cmocka_unit_test(zero_limit_keeps_nothing),
+      cmocka_unit_test(one_read_call_is_bounded),
       cmocka_unit_test(stdin_written_whole_then_closed),
       cmocka_unit_test(stdin_dropped_when_refused),
       cmocka_unit_test(poll_answers_by_role),

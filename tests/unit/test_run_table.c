@@ -26,7 +26,7 @@ struct sent {
   struct server_call *call;
   int status;
   char message[256];
-  uint8_t payload[4096];
+  uint8_t payload[2 * RUN_TABLE_CHUNK_BYTES + 4096]; /* a watch's two chunks at most */
   size_t payload_len;
 };
 
@@ -261,6 +261,46 @@ static void output_capped_at_the_limit(void **state) {
   assert_memory_equal(w->stdout.data, "01234567", 8);
   sandbox__v1__watch_run_response__free_unpacked(w, NULL);
   run_table_finish(&f->t, run, NULL, &(struct sbx_error){.code = SBX_INTERNAL, .msg = "x"});
+}
+
+/* A WatchRun reply carries at most RUN_TABLE_CHUNK_BYTES of each stream,
+ * from the offsets asked for: output of any size comes over several
+ * watches, never one reply the size of the whole output. */
+static void watch_replies_carry_a_chunk_at_most(void **state) {
+  struct fx *f = *state;
+  struct server_call call, watcher;
+  struct sbx_error err;
+  call_with_run(f, &call, "run-big");
+  call.limits.output_bytes = 1u << 20;
+  struct live_run *run = run_table_add(&f->t, &call, true, &err);
+  assert_non_null(run);
+  run_table_publish(&f->t, run);
+  assert_true(run_table_begin(&f->t, run));
+  size_t out_len = 2 * RUN_TABLE_CHUNK_BYTES + 1000, err_len = RUN_TABLE_CHUNK_BYTES + 1;
+  uint8_t *out = malloc(out_len), *errs = malloc(err_len);
+  assert_non_null(out);
+  assert_non_null(errs);
+  for (size_t i = 0; i < out_len; i++)
+    out[i] = (uint8_t)(i * 31);
+  memset(errs, 'e', err_len);
+  run_table_on_output(run, 1, out, out_len);
+  run_table_on_output(run, 2, errs, err_len);
+  run_table_finish(&f->t, run, NULL, &(struct sbx_error){.code = SBX_INTERNAL, .msg = "x"});
+  size_t at = 0;
+  for (int i = 0; i < 3; i++) {
+    Sandbox__V1__WatchRunResponse *w = watch_now(f, &watcher, "run-big", at);
+    size_t want = out_len - at < RUN_TABLE_CHUNK_BYTES ? out_len - at : RUN_TABLE_CHUNK_BYTES;
+    assert_int_equal(w->stdout_offset, at);
+    assert_int_equal(w->stdout.len, want);
+    assert_memory_equal(w->stdout.data, out + at, want);
+    assert_int_equal(w->stderr.len, RUN_TABLE_CHUNK_BYTES); /* from 0 each time */
+    assert_false(w->complete); /* stderr's last byte is never reached */
+    at += want;
+    sandbox__v1__watch_run_response__free_unpacked(w, NULL);
+  }
+  assert_int_equal(at, out_len);
+  free(out);
+  free(errs);
 }
 
 /* StartRun: the outcome is kept until read, the started count held. */
@@ -500,6 +540,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(run_code_from_add_to_answer, setup, teardown),
       cmocka_unit_test_setup_teardown(output_capped_at_the_limit, setup, teardown),
+      cmocka_unit_test_setup_teardown(watch_replies_carry_a_chunk_at_most, setup, teardown),
       cmocka_unit_test_setup_teardown(started_run_keeps_its_outcome, setup, teardown),
       cmocka_unit_test_setup_teardown(duplicates_and_the_started_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(run_code_ended_before_publish, setup, teardown),

@@ -18,7 +18,8 @@ from .aio import AsyncClient
 from .client import Client
 from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, FailedPrecondition,
                      Internal, InvalidArgument, NotFound, OutOfRange, PermissionDenied,
-                     ResourceExhausted, SandboxError, Unavailable, Unimplemented, Unknown)
+                     ResourceExhausted, SandboxError, Unauthenticated, Unavailable, Unimplemented,
+                     Unknown)
 from .stream import AsyncRunStream, RunStream
 from .types import (TLS, Artifact, Chunk, FileContent, FileEntry, FileList, FileURL, Health,
                     Isolation, Limits, RunResult, RunUpdate, ServerInfo, StartedRun, UnsafePath)
@@ -31,5 +32,5 @@ __all__ = [
     "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath",
     "SandboxError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
-    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "__version__",
+    "OutOfRange", "Unimplemented", "Internal", "Unavailable", "Unauthenticated", "__version__",
 ]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Dict, Generator, List, Optional, Sequence, Set, Tuple, Union
 
 from . import _nng, _wire, errors
+from ._credential import Credential, credential_from
 from . import sandbox_pb2 as pb
 from .errors import RETRIABLE_STATUSES, Code
 from ._endpoint import Target
@@ -96,14 +97,22 @@ class Core:
     """Shared state of a client: its fleet and options."""
 
     def __init__(self, endpoints, *, timeout_s, retries, tls, queue_wait_s, connect_timeout_s,
-                 resolve_interval_s, max_request_bytes):
+                 resolve_interval_s, max_request_bytes, credential: Credential):
         if retries < 0:
             raise ValueError("retries: 0 or more")
+        # One per client, for its life: its session pins (the fleet's) are
+        # its tenant's alone (docs/CLIENTS.md, "API keys").
+        self.credential = credential
         self.opts = Options(retries=retries, queue_wait_ms=int(queue_wait_s * 1000),
                             timeout_ms=None if timeout_s is None else int(timeout_s * 1000),
                             connect_timeout_s=connect_timeout_s,
                             max_request_bytes=max_request_bytes)
         self.fleet = Fleet(endpoints, tls, resolve_interval_s)
+
+    def _envelope(self, method: str, rid: str, queue_ms: int, payload: bytes) -> bytes:
+        """Every request's envelope: the deadline, and the client's key."""
+        return _wire.envelope(method, rid, _wire.now_unix_ms() + queue_ms, payload,
+                              self.credential.key)
 
     # ---- one call, with retries ----
 
@@ -148,7 +157,7 @@ class Core:
         if ep.max_message_bytes is None:
             queue_ms, reply_ms = self._budget(0)
             rid = _wire.new_request_id()
-            data = _wire.envelope(_wire.GET_INFO, rid, _wire.now_unix_ms() + queue_ms, b"")
+            data = self._envelope(_wire.GET_INFO, rid, queue_ms, b"")
             outcome = yield Exchange(ep, data, reply_ms)
             cap = 0
             if isinstance(outcome, bytes):
@@ -187,7 +196,7 @@ class Core:
             ep = yield from self._choose(session_id, avoid, attempt)
             queue_ms, reply_ms = self._budget(run_timeout_ms)
             rid = _wire.new_request_id()
-            data = _wire.envelope(method, rid, _wire.now_unix_ms() + queue_ms, payload)
+            data = self._envelope(method, rid, queue_ms, payload)
             yield from self._check_size(ep, method, len(data), attempt)
             outcome = yield Exchange(ep, data, reply_ms)
             if isinstance(outcome, TransportFailure):
@@ -224,7 +233,7 @@ class Core:
                         endpoint=ep.address, attempts=attempt, run_id=run_id)
             queue_ms, _ = self._budget(0)
             rid = _wire.new_request_id()
-            data = _wire.envelope(method, rid, _wire.now_unix_ms() + queue_ms, payload)
+            data = self._envelope(method, rid, queue_ms, payload)
             outcome = yield Exchange(ep, data, reply_ms)
             if isinstance(outcome, TransportFailure):
                 raise transport_error(outcome, ep.address, attempt + 1, run_id,
@@ -391,11 +400,23 @@ class ClientBase:
                  retries: int = 3, tls: Optional[TLS] = None, queue_wait_s: float = 30.0,
                  connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
                  resolve_interval_s: float = 30.0,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 api_key: Optional[str] = None):
+        credential = credential_from(api_key)  # before any socket: a bad key opens nothing
         self._core = Core(endpoints, timeout_s=timeout_s, retries=retries, tls=tls,
                           queue_wait_s=queue_wait_s, connect_timeout_s=connect_timeout_s,
                           resolve_interval_s=resolve_interval_s,
-                          max_request_bytes=max_request_bytes)
+                          max_request_bytes=max_request_bytes, credential=credential)
+
+    def __repr__(self) -> str:
+        # The key's presence, never the key.
+        core = self.__dict__.get("_core")
+        if core is None:
+            return f"<{type(self).__name__} (not opened)>"
+        key = "set" if core.credential else "none"
+        state = "closed" if core.fleet.closed else "open"
+        return (f"<{type(self).__name__} {state} endpoints={list(core.fleet.endpoints())} "
+                f"api_key={key}>")
 
     def endpoints(self) -> Dict[str, bool]:
         """Every current endpoint address, and whether it is connected now."""

@@ -48,9 +48,12 @@ def new_request_id() -> str:
     return f"{_request_prefix}-{next(_request_counter)}"
 
 
-def envelope(method: str, request_id: str, deadline_unix_ms: int, payload: bytes) -> bytes:
+def envelope(method: str, request_id: str, deadline_unix_ms: int, payload: bytes,
+             credential: str = "") -> bytes:
+    """credential: the client's API key (checked by _credential), "" for none."""
     env = pb.RequestEnvelope(method=method, request_id=request_id,
-                             deadline_unix_ms=max(0, deadline_unix_ms), payload=payload)
+                             deadline_unix_ms=max(0, deadline_unix_ms), payload=payload,
+                             credential=credential)
     return env.SerializeToString()
 
 

@@ -29,7 +29,12 @@ class Client(_core.ClientBase):
     ever is). queue_wait_s: how long a call may wait in a server's queue
     before it must start (the envelope's deadline). connect_timeout_s: how
     long a call waits for a connection when none is up. max_request_bytes:
-    the largest request this client sends.
+    the largest request this client sends. api_key: the key every call
+    carries for a server with --tenants (default: $SANDBOX_API_KEY, which
+    ps does not show; "" sends none); at most 512 bytes of printable ASCII
+    without spaces, else ValueError here. Neither repr() nor str() of the
+    client shows it. A wrong or missing key is Unauthenticated (nothing
+    ran, never retried).
     """
 
     # ---- the driver ----

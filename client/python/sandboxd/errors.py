@@ -29,13 +29,16 @@ class Code(enum.IntEnum):
     UNIMPLEMENTED = 12
     INTERNAL = 13
     UNAVAILABLE = 14
+    DATA_LOSS = 15  # not used by sandboxd; named so that 16 keeps gRPC's number
+    UNAUTHENTICATED = 16
 
 
 CODE_NAMES: Dict[int, str] = {c.value: c.name for c in Code}
 
 # The statuses a call is sent again after (by _core, the one place that
 # decides): a server answers them only when nothing ran, all workers busy
-# and the queue full, or draining. Nothing else is ever retried.
+# and the queue full, or draining. Nothing else is ever retried
+# (UNAUTHENTICATED included: the same key would be refused again).
 RETRIABLE_STATUSES: FrozenSet[int] = frozenset({Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE})
 
 # What a server's answer with this status means for the code (docs/CLIENTS.md,
@@ -46,7 +49,7 @@ RETRIABLE_STATUSES: FrozenSet[int] = frozenset({Code.RESOURCE_EXHAUSTED, Code.UN
 _SERVER_NOTHING_RAN: FrozenSet[int] = frozenset({
     Code.CANCELLED, Code.INVALID_ARGUMENT, Code.DEADLINE_EXCEEDED, Code.NOT_FOUND,
     Code.ALREADY_EXISTS, Code.RESOURCE_EXHAUSTED, Code.FAILED_PRECONDITION, Code.UNIMPLEMENTED,
-    Code.INTERNAL, Code.UNAVAILABLE})
+    Code.INTERNAL, Code.UNAVAILABLE, Code.UNAUTHENTICATED})
 
 
 def code_name(code: int) -> str:
@@ -162,11 +165,18 @@ class Unavailable(SandboxError):
     code = 14
 
 
+class Unauthenticated(SandboxError):
+    """The server has --tenants and the call's API key (api_key=,
+    $SANDBOX_API_KEY) or client certificate is missing or belongs to no
+    tenant: nothing ran. Never retried (docs/CLIENTS.md, "API keys")."""
+    code = 16
+
+
 _BY_CODE: Dict[int, Type[SandboxError]] = {
     cls.code: cls for cls in (Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound,
                               AlreadyExists, PermissionDenied, ResourceExhausted,
                               FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal,
-                              Unavailable)
+                              Unavailable, Unauthenticated)
 }
 
 

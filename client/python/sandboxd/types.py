@@ -95,7 +95,7 @@ class TLS:
     (testing only)."""
     ca_file: Optional[str] = None
     cert_key_file: Optional[str] = None
-    key_password: Optional[str] = None
+    key_password: Optional[str] = field(default=None, repr=False)  # a secret: not in repr
     server_name: Optional[str] = None
     verify: bool = True
     cert_file: Optional[str] = None

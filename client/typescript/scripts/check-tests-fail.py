@@ -42,6 +42,13 @@ breaks = [
  ("a failed outcome ends the iteration quietly", "src/stream.ts", "          throw this.failure;", "          return DONE;", "stream", "while queued"),
  ("an outcome's status not mapped to its error class", "src/client.ts", "    throw errorFor(w.status, w.message, { fromServer: true, mayHaveRun: false, endpoint, attempts });", "    throw errorFor(Code.UNKNOWN, w.message, { fromServer: true, mayHaveRun: false, endpoint, attempts });", "stream", "while queued"),
  ("a watch refused for --max-watchers ends the stream", "src/client.ts", "        if (!(e.fromServer && e.code === Code.RESOURCE_EXHAUSTED && wait > 0)) {", "        if (true) {", "stream", "max-watchers"),
+ # API keys (test/tenants.test.ts)
+ ("UNAUTHENTICATED retried", "src/client.ts", "new Set([Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE])", "new Set([Code.RESOURCE_EXHAUSTED, Code.UNAVAILABLE, Code.UNAUTHENTICATED])", "tenants", "a key works"),
+ ("the key not sent", "src/client.ts", "          credential: this.#apiKey,", "          credential: \"\",", "tenants", "a key works"),
+ ("session pins shared by every client", "src/fleet.ts", ["  private readonly sessionPins = new Map<string, string>();", "const MAX_SESSION_PINS = 10000;"], ["  private readonly sessionPins = SHARED_PINS;", "const MAX_SESSION_PINS = 10000;\nconst SHARED_PINS = new Map<string, string>();"], "tenants", "a fleet"),
+ ("$SANDBOX_API_KEY ignored", "src/credential.ts", "    key = env[API_KEY_ENV] ?? \"\";", "    key = \"\";", "tenants", "SANDBOX_API_KEY"),
+ ("a bad key sent", "src/credential.ts", "  const n = key.length; // UTF-16 units: each is at least one byte\n", "  const n = key.length; // UTF-16 units: each is at least one byte\n  return;\n", "tenants", "a bad key"),
+ ("the key in a public field", "src/client.ts", ["  readonly #apiKey: string;", "this.#apiKey = apiKeyFrom", "credential: this.#apiKey"], ["  readonly apiKeyShown: string;", "this.apiKeyShown = apiKeyFrom", "credential: this.apiKeyShown"], "tenants", "a bad key"),
  ("CancelRun sent before StartRun answered", "src/stream.ts", "      await this.started;\n    } catch {\n      return; // it never started", "      void this.started;\n    } catch {\n      return; // it never started", "unit", "StartRun is on its way"),
 ]
 only = sys.argv[1:] 

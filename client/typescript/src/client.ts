@@ -21,6 +21,7 @@
 import { create, type DescMessage, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
 
 import { TransportError } from "./connection.js";
+import { apiKeyFrom } from "./credential.js";
 import {
   decode,
   fileContentOf,
@@ -147,12 +148,18 @@ interface Started {
 let requestCounter = 0;
 
 export class Client {
+  /** The API key (RequestEnvelope.credential), "" for none: a private
+   * field, so that util.inspect, console.log and JSON.stringify of the
+   * client never show it. One per client, for its life: the fleet's
+   * session pins are its tenant's alone. */
+  readonly #apiKey: string;
   private readonly fleet: Fleet;
   private readonly settings: Settings;
   private readonly capQueries = new WeakMap<Endpoint, Promise<number>>();
 
   constructor(endpoints: string | readonly string[], opts: ClientOptions = {}) {
     const urls = typeof endpoints === "string" ? [endpoints] : [...endpoints];
+    this.#apiKey = apiKeyFrom(opts.apiKey); // before any connection: a bad key opens nothing
     const connectTimeoutMs = nonNegative(
       "connectTimeoutMs",
       opts.connectTimeoutMs ?? opts.waitForEndpointMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
@@ -470,6 +477,7 @@ export class Client {
           requestId,
           deadlineUnixMs: BigInt(Date.now() + this.settings.queueWaitMs),
           payload,
+          credential: this.#apiKey,
         }),
       );
       await this.checkSize(envelope.length, lease.endpoint, spec, details(false, false));

@@ -64,7 +64,9 @@ export function decode<O extends DescMessage>(schema: O, bytes: Uint8Array, what
 
 export function runCodeRequest(params: RunCodeParams) {
   const mode = params.sessionMode;
-  if (mode !== undefined && !(mode in SESSION_MODES)) {
+  // Own keys only: `in` also finds Object.prototype's ("toString",
+  // "__proto__"), which would put a function or an object in the enum field.
+  if (mode !== undefined && !Object.hasOwn(SESSION_MODES, mode)) {
     throw new RangeError(`sessionMode: ${JSON.stringify(mode)} is not "files" or "interpreter"`);
   }
   return create(RunCodeRequestSchema, {

@@ -23,6 +23,11 @@ export const Code = {
   UNIMPLEMENTED: 12,
   INTERNAL: 13,
   UNAVAILABLE: 14,
+  /** Not used by sandboxd; named so that 16 keeps gRPC's number. */
+  DATA_LOSS: 15,
+  /** The server has --tenants and the call's API key or certificate is
+   * missing or belongs to no tenant: nothing ran; never retried. */
+  UNAUTHENTICATED: 16,
 } as const;
 
 const CODE_NAMES: readonly string[] = Object.keys(Code);
@@ -110,6 +115,12 @@ export class Unavailable extends SandboxError {
   override name = "Unavailable";
 }
 
+/** The server has --tenants and the call carried no API key, or one (or a
+ * client certificate) no tenant holds: nothing ran. Never retried. */
+export class Unauthenticated extends SandboxError {
+  override name = "Unauthenticated";
+}
+
 type ErrorClass = new (code: number, message: string, details: ErrorDetails) => SandboxError;
 
 const BY_CODE: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
@@ -127,6 +138,7 @@ const BY_CODE: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
   [Code.UNIMPLEMENTED, Unimplemented],
   [Code.INTERNAL, Internal],
   [Code.UNAVAILABLE, Unavailable],
+  [Code.UNAUTHENTICATED, Unauthenticated],
 ]);
 
 /** The subclass for a status code; a code this client does not know (a

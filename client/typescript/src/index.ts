@@ -1,5 +1,6 @@
 /* index.ts: the public surface of @sandboxd/client. */
 export { Client, DEFAULT_CONNECT_TIMEOUT_MS } from "./client.js";
+export { API_KEY_ENV, API_KEY_MAX } from "./credential.js";
 export {
   type CallOptions,
   type ClientOptions,
@@ -37,6 +38,7 @@ export {
   PermissionDenied,
   ResourceExhausted,
   SandboxError,
+  Unauthenticated,
   Unavailable,
   Unimplemented,
   Unknown,

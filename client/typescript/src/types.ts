@@ -37,6 +37,12 @@ export interface ClientOptions {
   retryMaxMs?: number;
   /** node:tls options for tls+tcp:// endpoints (ca, cert, key, ...). */
   tls?: TlsOptions;
+  /** The API key every call carries for a server with --tenants (default:
+   * $SANDBOX_API_KEY, which ps does not show; "" sends none): at most 512
+   * bytes of printable ASCII without spaces, else the constructor throws
+   * RangeError. A wrong or missing key is Unauthenticated (nothing ran,
+   * never retried). docs/CLIENTS.md, "API keys". */
+  apiKey?: string;
   /** Name resolution (default: dns.lookup, all addresses). */
   resolver?: Resolver;
 }

@@ -10,8 +10,8 @@ import * as path from "node:path";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 
-import { Client, FailedPrecondition, InvalidArgument, NotFound, SandboxError } from "../src/index.js";
-import { repoRoot, Sandboxd, tempDir, waitFor } from "./helpers/sandboxd.js";
+import { Client, FailedPrecondition, InvalidArgument, NotFound } from "../src/index.js";
+import { rejection, repoRoot, Sandboxd, tempDir, waitFor } from "./helpers/sandboxd.js";
 
 let s: Sandboxd;
 let client: Client;
@@ -28,15 +28,6 @@ after(async () => {
 });
 
 const runLines = (): number => s.runIds().length;
-
-async function rejection(p: Promise<unknown>): Promise<SandboxError> {
-  const e = await p.then(
-    () => assert.fail("the call should have failed"),
-    (err: unknown) => err,
-  );
-  assert.ok(e instanceof SandboxError, `not a SandboxError: ${String(e)}`);
-  return e;
-}
 
 test("health and info, over tcp and ipc", { timeout: 90000 }, async () => {
   for (const url of [s.tcp, s.ipc]) {

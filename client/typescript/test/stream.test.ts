@@ -18,9 +18,8 @@ import {
   type OutputChunk,
   type RunResult,
   type RunStream,
-  SandboxError,
 } from "../src/index.js";
-import { freePort, processesOfUids, Sandboxd, waitFor } from "./helpers/sandboxd.js";
+import { freePort, processesOfUids, rejection, Sandboxd, waitFor } from "./helpers/sandboxd.js";
 
 const UID_A = 42000;
 const WORKERS_A = 2;
@@ -39,15 +38,6 @@ after(async () => {
   client.close();
   await a.cleanup();
 });
-
-async function rejection(p: Promise<unknown>): Promise<SandboxError> {
-  const e = await p.then(
-    () => assert.fail("should have failed"),
-    (err: unknown) => err,
-  );
-  assert.ok(e instanceof SandboxError, `not a SandboxError: ${String(e)}`);
-  return e;
-}
 
 /** Iterates a stream to its end; the error it ends with, if any. */
 async function drain(s: AsyncIterable<OutputChunk>): Promise<{ chunks: OutputChunk[]; error: unknown }> {

@@ -12,6 +12,7 @@ import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { parseEndpointUrl } from "../src/address.js";
+import { runCodeRequest } from "../src/convert.js";
 import { fnv1a, sessionScore } from "../src/fleet.js";
 import { ArtifactSchema, RunCodeResponseSchema, RunState, WatchRunResponseSchema } from "../src/gen/sandbox_pb.js";
 import { Artifact, Client, InvalidArgument, RunResult, Unavailable, Unknown } from "../src/index.js";
@@ -335,6 +336,13 @@ test("client-side refusals name the field and send nothing", async () => {
   assert.equal(peer.received.length, 0);
   c.close();
   await peer.close();
+});
+
+test("sessionMode: only the names it has; Object.prototype's are refused like any other", () => {
+  assert.equal(runCodeRequest({ code: "x", sessionMode: "interpreter" }).sessionMode, 2);
+  for (const m of ["toString", "__proto__", "constructor", "hasOwnProperty", "bogus"]) {
+    assert.throws(() => runCodeRequest({ code: "x", sessionMode: m as "files" }), RangeError, m);
+  }
 });
 
 function frame(framing: "tcp" | "ipc", body: string): Buffer {

@@ -118,13 +118,16 @@ def test_invalid_utf8_in_a_string_field_is_refused():
 def test_status_codes_map_to_exceptions():
     names = {3: "InvalidArgument", 4: "DeadlineExceeded", 5: "NotFound", 8: "ResourceExhausted",
              9: "FailedPrecondition", 12: "Unimplemented", 13: "Internal", 14: "Unavailable",
-             2: "Unknown", 1: "Cancelled"}
+             2: "Unknown", 1: "Cancelled", 16: "Unauthenticated"}
     for code, name in names.items():
         e = errors.from_server(code, "why", endpoint="tcp://x:1", attempts=1)
         assert type(e).__name__ == name and isinstance(e, sandboxd.SandboxError)
         assert e.code == code and e.message == "why" and e.from_server
         assert getattr(sandboxd, name) is type(e)
     assert errors.from_server(8, "", endpoint="", attempts=1).nothing_ran
+    assert errors.from_server(16, "", endpoint="", attempts=1).nothing_ran
+    assert errors.Code.UNAUTHENTICATED == 16 and errors.code_name(16) == "UNAUTHENTICATED"
+    assert errors.Code.UNAUTHENTICATED not in errors.RETRIABLE_STATUSES
     assert not errors.from_server(2, "", endpoint="", attempts=1).nothing_ran
     future = errors.from_server(42, "new", endpoint="tcp://x:1", attempts=1)
     assert type(future) is sandboxd.SandboxError and future.code == 42
@@ -138,6 +141,10 @@ def test_envelope_carries_method_deadline_and_request_id():
     env = pb.RequestEnvelope.FromString(data)
     assert env.method == "/sandbox.v1.Sandbox/RunCode" and env.request_id == "rid-9"
     assert env.deadline_unix_ms == before + 30000 and env.payload == b"payload"
+    assert env.credential == ""  # no key: the field is absent
+    with_key = pb.RequestEnvelope.FromString(
+        _wire.envelope(_wire.RUN_CODE, "rid-9", before, b"", "sbx-key-1"))
+    assert with_key.credential == "sbx-key-1"
     ids = {_wire.new_request_id() for _ in range(1000)}
     assert len(ids) == 1000
 

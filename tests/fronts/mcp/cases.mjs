@@ -140,12 +140,30 @@ export function toolCases(ctx, label) {
     const r = await client.callTool({ name: "run_code", arguments: { code: "1", limits: { timeout_ms: 99999999 } } });
     assert.equal(r.isError, true);
     assert.match(texts(r), /INVALID_ARGUMENT.*limits\.timeout_ms/);
-    // An interpreter lives in a session: without session_id the server refuses.
-    const i = await client.callTool({ name: "run_code", arguments: { code: "1", session_mode: "interpreter" } });
-    assert.equal(i.isError, true);
-    assert.match(texts(i), /INVALID_ARGUMENT: session_mode: INTERPRETER needs a session_id/);
-    assert.match(texts(i), /nothing ran/);
     assert.equal(server.runs(), before, "nothing ran");
+  });
+
+  test(`${label}: session_mode without session_id starts a session under an id made for it`, async () => {
+    const { client } = ctx();
+    const ids = new Set();
+    for (const mode of ["interpreter", "files"]) {
+      const r = await client.callTool({ name: "run_code", arguments: { code: "x = 6 * 7\nx", session_mode: mode } });
+      assert.equal(r.isError, false, texts(r));
+      const sid = r.structuredContent.session_id;
+      // A UUID version 4 from getrandom: nothing a model (or another caller) guesses.
+      assert.match(sid, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      assert.equal(r.structuredContent.session_created, true);
+      assert.equal(r.structuredContent.session_mode, mode);
+      assert.match(texts(r), new RegExp(`session_id: ${sid} \\(new: created by this run\\)`));
+      ids.add(sid);
+      const again = await client.callTool({ name: "run_code", arguments: { code: "print('again')", session_id: sid } });
+      assert.equal(again.structuredContent.session_created, false, texts(again));
+      await client.callTool({ name: "close_session", arguments: { session_id: sid } });
+    }
+    assert.equal(ids.size, 2);
+    const byName = Object.fromEntries((await client.listTools()).tools.map((t) => [t.name, t]));
+    assert.doesNotMatch(JSON.stringify(byName), /a name you choose/);
+    assert.match(byName.run_code.inputSchema.properties.session_id.description, /do not make one up/);
   });
 
   test(`${label}: every run returns the value of its last expression as result`, async () => {

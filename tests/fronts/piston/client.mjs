@@ -3,7 +3,22 @@
 // of {"op": "runtimes"} or {"op": "execute", "language", "code", "config"};
 // prints the list of answers as JSON. The client's own failures (it catches
 // them and returns {success: false, error}) are kept, with the error's text.
-import piston from "piston-client";
+//
+// With PISTON_API_KEY set, every request carries "Authorization: Bearer
+// KEY" (sandboxd with --tenants): piston-client has no option for headers,
+// so node's http.request, which its node-fetch calls for each request, is
+// wrapped to add the header, as a deployment would wrap it.
+import http from "node:http";
+
+const apiKey = process.env.PISTON_API_KEY;
+if (apiKey) {
+  const request = http.request;
+  http.request = (options, ...rest) => {
+    options.headers = { ...(options.headers ?? {}), Authorization: `Bearer ${apiKey}` };
+    return request(options, ...rest);
+  };
+}
+const { default: piston } = await import("piston-client");
 
 const [server, callsJson] = process.argv.slice(2);
 const client = piston({ server });

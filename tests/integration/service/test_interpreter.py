@@ -31,9 +31,10 @@ Tests (test_<name>, ctest service_<name>):
   interpreter_hostile    a cell writes on the kernel's control socket: a
                          forged answer is bounded (result cut to 64 KiB,
                          exit code masked) and the real one is not taken for
-                         the next call's; garbage or an oversized frame ends
-                         the interpreter (the reply says so); the server
-                         goes on
+                         the next call's; a cell flooding the channel is
+                         still interrupted at its timeout; garbage or an
+                         oversized frame ends the interpreter (the reply
+                         says so); the server goes on
   interpreter_refused    bad session_mode values, INTERPRETER without a
                          session, with python-zygote, with requirements,
                          against a FILES session, and with
@@ -262,7 +263,7 @@ def test_interpreter_limits(bin_dir, check):
     try:
         c.cell("lim", "x = 1\nopen('kept.txt', 'w').write('kept')\n")
         r = c.cell("lim", "import time\nprint('before', flush=True)\ntime.sleep(30)\n",
-                   limits={"timeout_ms": 1000})
+                   limits={"timeout_ms": 1000, "cpu_time_ms": 60000})
         check(r.killed_by == TIMEOUT and r.exit_code == 130 and b"KeyboardInterrupt" in r.stderr
               and r.stdout == b"before\n" and not r.interpreter_ended
               and "KeyboardInterrupt ended the cell" in fb(r)
@@ -603,6 +604,22 @@ def test_interpreter_hostile(bin_dir, check):
         check(r.result == "2" and not r.state_lost,
               "the forged cell's real answer is not taken for the next call's", (r.result,
                                                                                  r.stderr))
+        # A cell that floods the channel with frames that are not its
+        # answer (an empty object each, 5000 to a send, written far faster
+        # than they are parsed) until it is interrupted, or for 20 s: its
+        # 1 s timeout still interrupts it in time (the server is never held
+        # in reading the channel), and the interpreter goes on.
+        r = c.cell("h", FORGE + "import threading, time\nbuf = frame({}) * 5000\nstop = []\n"
+                   "def flood():\n    end = time.monotonic() + 20\n"
+                   "    while not stop and time.monotonic() < end:\n        c.sendall(buf)\n"
+                   "threading.Thread(target=flood, daemon=True).start()\n"
+                   "try:\n    time.sleep(60)\nfinally:\n    stop.append(1)\n",
+                   limits={"timeout_ms": 1000, "cpu_time_ms": 60000})
+        check(r.killed_by == TIMEOUT and r.wall_time_ms < 8000,
+              "a cell flooding the channel: its timeout still ends it in time",
+              (r.killed_by, r.interpreter_ended, r.wall_time_ms, list(r.feedback)))
+        r = c.cell("h", "kept + 1\n")
+        check(r.result == "2" or r.state_lost, "and the session goes on", (r.result, r.stderr))
         r = c.cell("h", FORGE + "c.sendall(b'\\xff' * 8)\nimport time\ntime.sleep(30)\n")
         check(r.interpreter_ended and "control channel" in fb(r) and r.wall_time_ms < 5000,
               "a frame longer than the cap: the interpreter is killed, the reply says why",

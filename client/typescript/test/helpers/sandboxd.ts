@@ -4,12 +4,15 @@
  * says event=ready. Never a stand-in. uid ranges of these tests (a server
  * takes uid_base..uid_base+workers): 54000-54999 (methods, faults, fleet,
  * tls, the benchmark), 42000-42499 (stream). */
+import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, chmodSync, rmSync } from "node:fs";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { SandboxError } from "../../src/index.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 /** dist/test/helpers -> the repository root. */
@@ -239,4 +242,14 @@ export function processesOfUids(lo: number, hi: number): string[] {
     }
   }
   return found;
+}
+
+/** The SandboxError a call that must fail rejects with. */
+export async function rejection(p: Promise<unknown>): Promise<SandboxError> {
+  const e = await p.then(
+    () => assert.fail("the call should have failed"),
+    (err: unknown) => err,
+  );
+  assert.ok(e instanceof SandboxError, `not a SandboxError: ${String(e)}`);
+  return e;
 }
