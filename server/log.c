@@ -85,7 +85,7 @@ static json_t *json_text(const char *s, size_t len) {
 }
 
 static bool is_identifier_key(const char *key) {
-  static const char *const ids[] = {"session", "key", "env", "name", "version"};
+  static const char *const ids[] = {"session", "key", "env", "name", "version", "tenant"};
   if (ends_with(key, "_id"))
     return true;
   for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)

@@ -28,13 +28,14 @@ static void logfmt_unchanged(void **state) {
 }
 
 static void json_run_event(void **state) {
-  expect(LOG_FORMAT_JSON, "run",
-         "run_id=123 slot=0 session=- status=OK killed_by=timeout exit_code=-1 signal=9 "
-         "wall_ms=509 env=000000000042 seccomp=true error=\"a \"quoted\" word\" duration_ms=511",
-         "{\"time\":\"" TS "\",\"level\":\"info\",\"event\":\"run\",\"run_id\":\"123\","
-         "\"slot\":0,\"session\":\"-\",\"status\":\"OK\",\"killed_by\":\"timeout\","
-         "\"exit_code\":-1,\"signal\":9,\"wall_ms\":509,\"env\":\"000000000042\","
-         "\"seccomp\":true,\"error\":\"a \\\"quoted\\\" word\",\"duration_ms\":511}\n");
+  expect(
+      LOG_FORMAT_JSON, "run",
+      "run_id=123 tenant=42 slot=0 session=- status=OK killed_by=timeout exit_code=-1 signal=9 "
+      "wall_ms=509 env=000000000042 seccomp=true error=\"a \"quoted\" word\" duration_ms=511",
+      "{\"time\":\"" TS "\",\"level\":\"info\",\"event\":\"run\",\"run_id\":\"123\","
+      "\"tenant\":\"42\",\"slot\":0,\"session\":\"-\",\"status\":\"OK\",\"killed_by\":\"timeout\","
+      "\"exit_code\":-1,\"signal\":9,\"wall_ms\":509,\"env\":\"000000000042\","
+      "\"seccomp\":true,\"error\":\"a \\\"quoted\\\" word\",\"duration_ms\":511}\n");
 }
 
 static void json_odd_lines(void **state) {
