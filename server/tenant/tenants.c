@@ -361,6 +361,24 @@ static int apply(struct tenants *t, struct staging *s, struct sbx_error *err) {
     free(targets);
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "tenants");
   }
+  /* Tenants are never forgotten while the server runs (their pointers are
+   * held): the names ever loaded are bounded, as the metrics' labels are. */
+  size_t fresh = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    size_t j = 0;
+    while (j < t->n_all && strcmp(t->all[j]->name, s->tenants[i].name) != 0)
+      j++;
+    fresh += j == t->n_all;
+  }
+  if (t->n_all + fresh > TENANTS_MAX) {
+    free(keys);
+    free(certs);
+    free(targets);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                         "tenants file %s: %zu new tenant names would make %zu since the start, "
+                         "more than %d (retired names count until a restart)",
+                         t->path, fresh, t->n_all + fresh, TENANTS_MAX);
+  }
   for (size_t i = 0; i < s->n; i++)
     if ((targets[i] = find_or_add(t, s->tenants[i].name)) == NULL) {
       free(keys);

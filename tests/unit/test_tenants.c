@@ -215,6 +215,30 @@ static void reload_revokes_and_keeps(void **state) {
   tenants_destroy(&t);
 }
 
+/* Retired names still count (their tenants are held): at most TENANTS_MAX
+ * names since the start, or the reload is refused and changes nothing. */
+static void names_since_start_are_bounded(void **state) {
+  size_t len = 32 * TENANTS_MAX + 64;
+  char *buf = malloc(len);
+  assert_non_null(buf);
+  size_t off = (size_t)snprintf(buf, len, "{\"tenants\": [");
+  for (int i = 0; i < TENANTS_MAX; i++)
+    off += (size_t)snprintf(buf + off, len - off, "%s{\"name\": \"t%d\"}", i ? "," : "", i);
+  snprintf(buf + off, len - off, "]}");
+  write_file(buf);
+  struct tenants t;
+  assert_int_equal(tenants_init(&t, path, NULL, &err), 0);
+  assert_int_equal(tenants_count(&t), TENANTS_MAX);
+  write_file("{\"tenants\": [{\"name\": \"t0\"}, {\"name\": \"brand-new\"}]}");
+  assert_int_equal(tenants_reload(&t, &err), -1);
+  assert_non_null(strstr(err.msg, "1 new tenant names would make 1025 since the start"));
+  assert_int_equal(tenants_count(&t), TENANTS_MAX);
+  write_file("{\"tenants\": [{\"name\": \"t5\"}]}"); /* a known name: fine */
+  assert_int_equal(tenants_reload(&t, &err), 0);
+  tenants_destroy(&t);
+  free(buf);
+}
+
 static void rate_limit_bucket(void **state) {
   char buf[1024];
   two_tenants(buf, sizeof buf, ", \"rate_per_s\": 10, \"burst\": 2");
@@ -241,6 +265,7 @@ int main(void) {
       cmocka_unit_test(anonymous_tenant_is_for_loopback_only),
       cmocka_unit_test(bad_files_are_refused),
       cmocka_unit_test(reload_revokes_and_keeps),
+      cmocka_unit_test(names_since_start_are_bounded),
       cmocka_unit_test(rate_limit_bucket),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
