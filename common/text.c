@@ -118,3 +118,13 @@ bool text_list_has(const char *list, const char *item) {
   }
   return false;
 }
+
+int text_hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}

@@ -36,5 +36,7 @@ void text_format_bytes(uint64_t bytes, char *buf, size_t len);
  * no control characters, nothing beyond ASCII. For URLs from settings and
  * requests. */
 bool text_graphic_ascii(const char *s);
+/* The value of one hex digit (either case), or -1. */
+int text_hex_digit(char c);
 
 #endif

@@ -145,16 +145,6 @@ static const char *string_field(const json_t *obj, const char *name, const char 
   return json_string_value(v);
 }
 
-static int hex_digit(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* s (n bytes) decoded from encoding into buf (room for n + 3 bytes): utf8
  * as it is, hex and base64 (whole quads, '=' padding only at the end)
  * decoded; false when it does not decode. */
@@ -169,7 +159,7 @@ static bool decode_content(const char *s, size_t n, const char *encoding, uint8_
     if (n % 2 != 0)
       return false;
     for (size_t k = 0; k < n; k += 2) {
-      int hi = hex_digit(s[k]), lo = hex_digit(s[k + 1]);
+      int hi = text_hex_digit(s[k]), lo = text_hex_digit(s[k + 1]);
       if (hi < 0 || lo < 0)
         return false;
       buf[k / 2] = (uint8_t)(hi << 4 | lo);

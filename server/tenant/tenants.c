@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "cleanup.h"
+#include "text.h"
 
 #define TENANTS_FILE_MAX (4u << 20)
 #define TENANT_KEYS_MAX 64       /* per tenant */
@@ -66,21 +67,11 @@ static bool name_ok(const char *name) {
   return true;
 }
 
-static int hex_digit(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 static bool parse_digest(const char *hex, uint8_t out[TENANT_DIGEST_BYTES]) {
   if (strlen(hex) != 2 * TENANT_DIGEST_BYTES)
     return false;
   for (size_t i = 0; i < TENANT_DIGEST_BYTES; i++) {
-    int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+    int hi = text_hex_digit(hex[2 * i]), lo = text_hex_digit(hex[2 * i + 1]);
     if (hi < 0 || lo < 0)
       return false;
     out[i] = (uint8_t)(hi << 4 | lo);

@@ -22,6 +22,16 @@ static void utf8(void **state) {
   assert_false(text_utf8_valid("\xe2\x82", 2));         /* cut short */
 }
 
+static void hex_digits(void **state) {
+  assert_int_equal(text_hex_digit('0'), 0);
+  assert_int_equal(text_hex_digit('9'), 9);
+  assert_int_equal(text_hex_digit('a'), 10);
+  assert_int_equal(text_hex_digit('F'), 15);
+  assert_int_equal(text_hex_digit('g'), -1);
+  assert_int_equal(text_hex_digit('/'), -1);
+  assert_int_equal(text_hex_digit('\0'), -1);
+}
+
 static void repair(void **state) {
   size_t n;
   char *s = text_utf8_repair((const uint8_t *)"\xff"
@@ -89,7 +99,8 @@ static void error_text(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(utf8), cmocka_unit_test(repair),
-                                     cmocka_unit_test(printable), cmocka_unit_test(error_text)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(utf8), cmocka_unit_test(hex_digits),
+                                     cmocka_unit_test(repair), cmocka_unit_test(printable),
+                                     cmocka_unit_test(error_text)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
