@@ -19,6 +19,7 @@ struct work_queue_node {
   struct work_queue_flow *flow; /* NULL: free */
   void *item;
   uint64_t age;
+  uint64_t start; /* its start tag in virtual time */
   bool handed;
   struct work_queue_node *next_free;
 };
@@ -29,8 +30,9 @@ struct work_queue_flow {
   struct tenant *tenant;
   struct work_queue_list fifo;
   size_t listed, handed, running;
-  uint32_t weight, max_concurrent, max_queued;
-  uint32_t deficit; /* calls left in its turn */
+  uint32_t max_concurrent, max_queued;
+  uint64_t cost;   /* of one call in virtual time: WORK_QUEUE_VTIME_UNIT / weight */
+  uint64_t finish; /* the finish tag of its latest call */
   bool in_round;
   struct work_queue_flow *next_free;
 };
@@ -119,7 +121,7 @@ static struct work_queue_flow *flow_get(struct work_queue *q, struct tenant *ten
     return f;
   f = q->free_flows;
   q->free_flows = f->next_free;
-  *f = (struct work_queue_flow){.tenant = tenant, .weight = 1};
+  *f = (struct work_queue_flow){.tenant = tenant, .cost = WORK_QUEUE_VTIME_UNIT};
   list_append(&q->used, &f->use);
   return f;
 }
@@ -136,51 +138,47 @@ static void flow_put_if_idle(struct work_queue *q, struct work_queue_flow *f) {
 }
 
 static void flow_set_policy(struct work_queue_flow *f, const struct tenant_policy *policy) {
-  f->weight = policy != NULL && policy->weight > 0 ? policy->weight : 1;
+  uint32_t weight = policy != NULL && policy->weight > 0 ? policy->weight : 1;
+  f->cost = WORK_QUEUE_VTIME_UNIT / weight;
   f->max_concurrent = policy != NULL ? policy->max_concurrent : 0;
   f->max_queued = policy != NULL ? policy->max_queued : 0;
-  if (f->deficit > f->weight)
-    f->deficit = f->weight;
 }
 
 static void round_leave(struct work_queue *q, struct work_queue_flow *f) {
   list_unlink(&q->round, &f->turn);
   f->in_round = false;
-  f->deficit = 0;
 }
 
-/* Deficit round robin with every item costing one: the flow at the head of
- * the round gets a turn of weight items, then goes to the tail. A flow at
- * its max_concurrent is passed over (to the tail, keeping what is left of
- * its turn). Returns the next item, out of its flow's FIFO; NULL when no
- * flow in the round can start one. */
+static struct work_queue_node *head_of(const struct work_queue_flow *f) {
+  return container_of(f->fifo.head, struct work_queue_node, at);
+}
+
+/* Start-time fair queuing, every call costing one: the next call is the
+ * one with the smallest start tag (the older on a tie) among the flows that
+ * may start one (a flow at its max_concurrent is passed over). Returns it,
+ * out of its flow's FIFO, and moves virtual time to its start; NULL when no
+ * flow in the round can start one. A scan of the flows with calls waiting:
+ * as many as tenants with a backlog, at most the capacity. */
 static struct work_queue_node *pick(struct work_queue *q) {
-  for (struct work_queue_link *stop = q->round.tail, *k = q->round.head; k != NULL;
-       k = q->round.head) {
+  struct work_queue_node *best = NULL;
+  for (struct work_queue_link *k = q->round.head; k != NULL; k = k->next) {
     struct work_queue_flow *f = container_of(k, struct work_queue_flow, turn);
-    if (!can_start(f)) {
-      list_unlink(&q->round, k);
-      list_append(&q->round, k);
-      if (k == stop)
-        return NULL; /* every flow passed over once */
-      continue;
-    }
-    if (f->deficit == 0)
-      f->deficit = f->weight; /* a new turn */
-    struct work_queue_node *n = container_of(f->fifo.head, struct work_queue_node, at);
-    list_unlink(&f->fifo, &n->at);
-    f->listed--;
-    q->listed--;
-    f->deficit--;
-    if (f->listed == 0) {
-      round_leave(q, f);
-    } else if (f->deficit == 0) {
-      list_unlink(&q->round, k);
-      list_append(&q->round, k);
-    }
-    return n;
+    struct work_queue_node *n = head_of(f);
+    if (can_start(f) &&
+        (best == NULL || n->start < best->start || (n->start == best->start && n->age < best->age)))
+      best = n;
   }
-  return NULL;
+  if (best == NULL)
+    return NULL;
+  struct work_queue_flow *f = best->flow;
+  list_unlink(&f->fifo, &best->at);
+  f->listed--;
+  q->listed--;
+  if (f->listed == 0)
+    round_leave(q, f);
+  if (best->start > q->vtime)
+    q->vtime = best->start;
+  return best;
 }
 
 /* Restores the invariant (the top of the file): idle poppers are handed
@@ -204,7 +202,11 @@ static void hand_to_idle(struct work_queue *q) {
 static void enqueue(struct work_queue *q, struct work_queue_flow *f, void *item) {
   struct work_queue_node *n = q->free_nodes;
   q->free_nodes = n->next_free;
-  *n = (struct work_queue_node){.flow = f, .item = item, .age = q->pushes++};
+  /* Its start: now in virtual time, or when the tenant's previous call
+   * finishes when that is later (a backlog's calls are spaced by cost). */
+  uint64_t start = f->finish > q->vtime ? f->finish : q->vtime;
+  f->finish = start + f->cost;
+  *n = (struct work_queue_node){.flow = f, .item = item, .age = q->pushes++, .start = start};
   list_append(&f->fifo, &n->at);
   f->listed++;
   q->listed++;
@@ -322,7 +324,7 @@ static struct work_queue_node *oldest(struct work_queue *q) {
   /* Each FIFO is oldest first: its head is its oldest. */
   for (struct work_queue_link *k = q->round.head; k != NULL; k = k->next) {
     struct work_queue_flow *f = container_of(k, struct work_queue_flow, turn);
-    struct work_queue_node *n = container_of(f->fifo.head, struct work_queue_node, at);
+    struct work_queue_node *n = head_of(f);
     if (best == NULL || n->age < best->age)
       best = n;
   }

@@ -2,11 +2,14 @@
  * shared by tenants by weight (docs/DESIGN.md, "The queue").
  *
  * Each item belongs to a tenant; each tenant with items queued or running
- * is a flow with a FIFO of its own. Workers take from the flows by deficit
- * round robin: a turn gives a flow as many calls as its weight, then the
- * next flow has its turn, so a tenant with 30 calls queued delays another
- * tenant's next call by at most one turn, not 30 runs. One tenant alone
- * (no --tenants: everyone is "default") is served first come first served,
+ * is a flow with a FIFO of its own. Workers take from the flows by
+ * start-time fair queuing: a call is stamped, as it is queued, with a start
+ * in virtual time (now, or when its tenant's previous call finishes, each
+ * call costing 1/weight), and the call with the smallest start goes next.
+ * Backlogged tenants share the workers in the ratio of their weights, and
+ * a tenant with nothing queued gets the next free worker for its call even
+ * beside another tenant's backlog of 30, not after it. One tenant alone (no
+ * --tenants: everyone is "default") is served first come first served,
  * exactly as before tenants existed.
  *
  * Pushing never blocks (a full queue is the caller's RESOURCE_EXHAUSTED).
@@ -28,6 +31,9 @@
 #include <stdint.h>
 
 #include "tenants.h"
+
+/* One call of weight 1 in virtual time (weight w: UNIT / w; 1..1000). */
+#define WORK_QUEUE_VTIME_UNIT ((uint64_t)1 << 32)
 
 struct work_queue_node;
 struct work_queue_flow;
@@ -52,13 +58,14 @@ struct work_queue {
   size_t waiting;  /* poppers blocked in pop */
   size_t running;  /* popped and not yet done: for GetInfo and draining */
   uint64_t pushes; /* the age of the next item (take_queued: oldest first) */
+  uint64_t vtime;  /* virtual time: the start of the latest call popped */
   bool closed;
   struct work_queue_node *nodes;
   struct work_queue_node *free_nodes;
   struct work_queue_flow *flows;
   struct work_queue_flow *free_flows;
   struct work_queue_list used;    /* flows with items queued or running */
-  struct work_queue_list round;   /* flows with items listed, in turn order */
+  struct work_queue_list round;   /* flows with items listed */
   struct work_queue_list handoff; /* nodes an idle popper takes next */
 };
 

@@ -1,5 +1,5 @@
 /* The bounded queue: never grows past capacity, drains after close; shared
- * by tenants by weight (deficit round robin), each held to its
+ * by tenants by weight (start-time fair queuing), each held to its
  * max_concurrent and max_queued; one tenant alone is FIFO. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,24 +158,34 @@ static void weights_honoured(void **state) {
   work_queue_destroy(&q);
 }
 
-/* A tenant with a backlog of 40 (weight 3) delays another's next call by
- * at most one turn of its own: 3 pops, not 40. */
-static void flood_delays_another_by_one_turn(void **state) {
+/* A tenant with a backlog of 40 (weight 3) does not delay another's next
+ * call: with nothing of its own queued or running, it gets the next free
+ * worker; with its previous call still running, it waits at most one turn
+ * of the backlog's weight (3 pops), not 40. */
+static void flood_does_not_delay_another(void **state) {
   struct work_queue q;
   struct tenant_case c[2];
   tenant_case_init(&c[0], "flood", 3);
   tenant_case_init(&c[1], "single", 1);
   assert_int_equal(work_queue_init(&q, 2 * ITEMS, 2), 0);
-  for (int i = 0; i < 40; i++)
+  for (int i = 0; i < 60; i++)
     push_ok(&q, 0, i, &c[0]);
   for (int call = 0; call < 5; call++) {
     pop_done_tenant(&q, c); /* the flood is being served when the call arrives */
     push_ok(&q, 1, call, &c[1]);
+    assert_ptr_equal(pop_done_tenant(&q, c), &tags[1][call]);
+  }
+  void *running = NULL;
+  for (int call = 5; call < 10; call++) {
+    push_ok(&q, 1, call, &c[1]);
+    if (running != NULL)
+      work_queue_done(&q, &c[1].tn); /* the previous one ends after */
     int before = 0;
-    void *item;
-    while (tenant_of(item = pop_done_tenant(&q, c)) == 0)
+    while (tenant_of(running = work_queue_pop(&q)) == 0) {
+      work_queue_done(&q, &c[0].tn);
       before++;
-    assert_ptr_equal(item, &tags[1][call]);
+    }
+    assert_ptr_equal(running, &tags[1][call]);
     assert_true(before <= 3);
   }
   work_queue_destroy(&q);
@@ -383,7 +393,7 @@ int main(void) {
       cmocka_unit_test(zero_capacity_hands_to_idle_workers),
       cmocka_unit_test(close_wakes_waiters),
       cmocka_unit_test(weights_honoured),
-      cmocka_unit_test(flood_delays_another_by_one_turn),
+      cmocka_unit_test(flood_does_not_delay_another),
       cmocka_unit_test(max_concurrent_holds_back_one_tenant),
       cmocka_unit_test(max_queued_refuses_only_that_tenant),
       cmocka_unit_test(max_queued_counts_calls_that_wait),
