@@ -298,6 +298,8 @@ void work_queue_close(struct work_queue *q) {
  * with hand_to_idle (a handed node's popper is idle again). */
 static void take_out(struct work_queue *q, struct work_queue_node *n) {
   struct work_queue_flow *f = n->flow;
+  if (f == NULL)
+    return; /* a free node: in no list */
   if (n->handed) {
     list_unlink(&q->handoff, &n->at);
     q->handed--;

@@ -15,16 +15,16 @@ Tests (test_<name>, ctest service_<name>):
                          retry hint, for that tenant alone; counted as reason
                          rate_limited in /metrics
 """
+import contextlib
 import hashlib
 import http.client
 import json
 import os
 import re
-import struct
 import subprocess
 import time
 
-from lib.harness import Server, free_port, load_pb2, recv_exact, sp_connect
+from lib.harness import Server, WireCaller, free_port, load_pb2
 from lib.prometheus import parse_metrics
 
 OK, RESOURCE_EXHAUSTED = 0, 8
@@ -75,28 +75,30 @@ class TenantServer(Server):
             return p.returncode, {"raw": p.stdout, "stderr": p.stderr}
 
 
+class KeyedMessages:
+    """The generated messages, but every RequestEnvelope carries the API key
+    (RequestEnvelope.credential): what a WireCaller given it sends."""
+
+    def __init__(self, pb, key):
+        self._pb = pb
+        self._key = key
+
+    def __getattr__(self, name):
+        return getattr(self._pb, name)
+
+    def RequestEnvelope(self, **kw):
+        return self._pb.RequestEnvelope(credential=self._key, **kw)
+
+
 class Caller:
-    """One REQ peer that sends the tenant's API key in every envelope."""
+    """One REQ peer (the harness's WireCaller) calling as the tenant."""
 
     def __init__(self, server, pb, tenant):
         self.pb = pb
-        self.key = KEYS[tenant]
-        self.sock = sp_connect(server.port, timeout=120)
-        self.next_id = 1
+        self.w = WireCaller(server.port, KeyedMessages(pb, KEYS[tenant]), timeout=120)
 
-    def call(self, method, request, timeout=120):
-        env = self.pb.RequestEnvelope(method=f"/sandbox.v1.Sandbox/{method}",
-                                      payload=request.SerializeToString(), credential=self.key)
-        body = env.SerializeToString()
-        rid = 0x80000000 | self.next_id
-        self.next_id += 1
-        self.sock.sendall(struct.pack(">QI", len(body) + 4, rid) + body)
-        n = struct.unpack(">Q", recv_exact(self.sock, 8, timeout))[0]
-        data = recv_exact(self.sock, n, timeout)
-        if struct.unpack(">I", data[:4])[0] != rid:
-            raise ConnectionError("reply to another request")
-        rep = self.pb.ReplyEnvelope.FromString(data[4:])
-        return rep.status, rep.message, rep.payload
+    def call(self, method, request):
+        return self.w.call(method, request)
 
     def start(self, code):
         st, msg, pl = self.call("StartRun", self.pb.RunCodeRequest(code=code))
@@ -141,15 +143,28 @@ class Caller:
         return None
 
     def close(self):
-        self.sock.close()
+        self.w.close()
+
+
+@contextlib.contextmanager
+def tenants_up(bin_dir, tmp_path, check, policies, *flags):
+    """A TenantServer and a caller of each of a and b; stopped (exit 0
+    checked) at the end."""
+    pb = load_pb2(bin_dir)
+    s = TenantServer(bin_dir, str(tmp_path), policies, *flags)
+    a, b = Caller(s, pb, "a"), Caller(s, pb, "b")
+    try:
+        yield s, a, b
+    finally:
+        a.close()
+        b.close()
+        check(s.stop() == 0, "exits 0")
 
 
 def test_tenant_max_queued(bin_dir, tmp_path, check):
-    pb = load_pb2(bin_dir)
-    s = TenantServer(bin_dir, str(tmp_path), {"a": {"max_queued": 1}, "b": {}},
-                     "--workers", "1", "--queue", "8")
-    a, b = Caller(s, pb, "a"), Caller(s, pb, "b")
-    try:
+    policies = {"a": {"max_queued": 1}, "b": {}}
+    with tenants_up(bin_dir, tmp_path, check, policies, "--workers", "1", "--queue", "8") as (
+            s, a, b):
         st, msg, busy = a.start(SLEEP)
         check(st == OK and a.wait_state(busy, RUNNING), "a's long run holds the one worker",
               (st, msg))
@@ -180,18 +195,12 @@ def test_tenant_max_queued(bin_dir, tmp_path, check):
             check(w is not None and w.result.stdout == b"hello\n",
                   f"{who}'s queued call ran once the worker was free",
                   w and w.result.stdout)
-    finally:
-        a.close()
-        b.close()
-        check(s.stop() == 0, "exits 0")
 
 
 def test_tenant_max_concurrent(bin_dir, tmp_path, check):
-    pb = load_pb2(bin_dir)
-    s = TenantServer(bin_dir, str(tmp_path), {"a": {"max_concurrent": 1}, "b": {}},
-                     "--workers", "2", "--queue", "8")
-    a, b = Caller(s, pb, "a"), Caller(s, pb, "b")
-    try:
+    policies = {"a": {"max_concurrent": 1}, "b": {}}
+    with tenants_up(bin_dir, tmp_path, check, policies, "--workers", "2", "--queue", "8") as (
+            s, a, b):
         st, msg, busy = a.start(SLEEP)
         check(st == OK and a.wait_state(busy, RUNNING), "a runs its one call", (st, msg))
         st, msg, held = a.start(HELLO)
@@ -212,19 +221,12 @@ def test_tenant_max_concurrent(bin_dir, tmp_path, check):
         w = a.outcome(held)
         check(w is not None and w.result.stdout == b"hello\n",
               "a's held call runs once its first ended", w and w.result.stdout)
-    finally:
-        a.close()
-        b.close()
-        check(s.stop() == 0, "exits 0")
 
 
 def test_tenant_rate_limit(bin_dir, tmp_path, check):
-    pb = load_pb2(bin_dir)
     # 0.05 calls/s: a token every 20 s, so the test never sees one refill.
-    s = TenantServer(bin_dir, str(tmp_path), {"a": {"rate_per_s": 0.05, "burst": 2}, "b": {}},
-                     "--workers", "1")
-    a, b = Caller(s, pb, "a"), Caller(s, pb, "b")
-    try:
+    policies = {"a": {"rate_per_s": 0.05, "burst": 2}, "b": {}}
+    with tenants_up(bin_dir, tmp_path, check, policies, "--workers", "1") as (s, a, b):
         for i in range(2):
             st, msg, r = a.run(HELLO)
             check(st == OK and r.stdout == b"hello\n", f"a's call {i + 1} of its burst of 2 runs",
@@ -253,7 +255,3 @@ def test_tenant_rate_limit(bin_dir, tmp_path, check):
               s.rejections("rate_limited"))
         info = a.info()
         check(info.runs_total == 5, "nothing of the refused calls ran", info.runs_total)
-    finally:
-        a.close()
-        b.close()
-        check(s.stop() == 0, "exits 0")
