@@ -80,9 +80,9 @@ static void queue_refusal(struct server *srv, const struct server_call *call,
 
 /* RunCode and StartRun: within the tenant's rate, validated, the session
  * reserved, a record of the run table made and queued in the tenant's flow;
- * or refused (nothing ran). Returns the record
- * when it was queued (still pinned: run_table_publish lets go), NULL when the
- * call was answered through closure. */
+ * or refused (nothing ran). Returns the record when it was queued (still
+ * pinned: run_table_publish lets go), NULL when the call was answered
+ * through closure. */
 static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
                                      const Sandbox__V1__RunCodeRequest *input, bool started,
                                      void (*closure)(const ProtobufCMessage *, void *)) {
