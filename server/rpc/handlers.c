@@ -1,8 +1,10 @@
-/* handlers.c: the service's methods. RunCode is validated, its session
- * reserved and the call queued for a worker (or refused at once); Health
- * and GetInfo read counters; CloseSession, ListFiles and ReadFile act on
- * the session table and read a session's tmpfs in the nng callback
- * (bounded by the caps, never following the sandbox's symlinks). */
+/* handlers.c: the service's methods. RunCode is checked against its
+ * tenant's rate limit, validated, its session reserved and the call queued
+ * for a worker (or refused at once: by the queue, or by its tenant's
+ * max_queued); Health and GetInfo read counters; CloseSession, ListFiles
+ * and ReadFile act on the session table and read a session's tmpfs in the
+ * nng callback (bounded by the caps, never following the sandbox's
+ * symlinks). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 #include "handlers.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "safefs.h"
 #include "server_state.h"
 #include "validate.h"
@@ -44,10 +47,42 @@ static struct server *server_of(Sandbox__V1__Sandbox_Service *service) {
   return container_of(service, struct server, service);
 }
 
-/* RunCode and StartRun: validated, the session reserved, a record of the
- * run table made and queued; or refused (nothing ran). Returns the record
- * when it was queued (still pinned: run_table_publish lets go), NULL when the
- * call was answered through closure. */
+/* The tenant's rate limit (rate_per_s, burst): false with err when it has
+ * no token now. Taken before anything is reserved for the call. */
+static bool rate_allows(struct server *srv, struct server_call *call, struct sbx_error *err) {
+  uint64_t retry_ms = 0;
+  if (call->tenant == NULL ||
+      tenant_rate_take(&srv->tenants, call->tenant, sbx_monotonic_ms(), &retry_ms))
+    return true;
+  rpc_stats_reject(&srv->stats, RPC_REJECT_RATE_LIMITED);
+  sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
+                "tenant %s: over its rate limit (rate_per_s %g, burst %g); retry in %llu ms",
+                call->tenant->name, call->policy.rate_per_s, call->policy.burst,
+                (unsigned long long)retry_ms);
+  return false;
+}
+
+/* Why the queue took no more: the tenant's own max_queued, or the queue. */
+static void queue_refusal(struct server *srv, const struct server_call *call,
+                          enum work_queue_push_result why, struct sbx_error *err) {
+  if (why == WORK_QUEUE_TENANT_FULL) {
+    rpc_stats_reject(&srv->stats, RPC_REJECT_TENANT_QUEUE_FULL);
+    sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
+                  "tenant %s: max_queued %u of its calls already wait for a worker; retry later",
+                  call->tenant != NULL ? call->tenant->name : "?", call->policy.max_queued);
+    return;
+  }
+  rpc_stats_reject(&srv->stats, RPC_REJECT_QUEUE_FULL);
+  sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
+                "all %u workers busy and the queue of %lld is full; retry later", srv->n_workers,
+                (long long)srv->settings.queue);
+}
+
+/* RunCode and StartRun: within the tenant's rate, validated, the session
+ * reserved, a record of the run table made and queued in the tenant's flow;
+ * or refused (nothing ran). Returns the record when it was queued (still
+ * pinned: run_table_publish lets go), NULL when the call was answered
+ * through closure. */
 static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
                                      const Sandbox__V1__RunCodeRequest *input, bool started,
                                      void (*closure)(const ProtobufCMessage *, void *)) {
@@ -55,6 +90,10 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
   struct server_call *call = d->call;
   call->session = NULL;
   call->session_created = false;
+  if (!rate_allows(srv, call, &d->err)) {
+    closure(NULL, closure_data);
+    return NULL;
+  }
   if (validate_run_request(input, &srv->settings, &call->policy.limits_max, call->tenant->name,
                            &call->limits, &d->err) < 0) {
     closure(NULL, closure_data);
@@ -74,14 +113,14 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
     return NULL;
   }
   struct live_run *run = run_table_add(&srv->runs, call, started, &d->err);
-  if (run != NULL && work_queue_push(&srv->queue, run))
+  enum work_queue_push_result pushed =
+      run != NULL ? work_queue_push(&srv->queue, run, call->tenant, &call->policy)
+                  : WORK_QUEUE_FULL;
+  if (pushed == WORK_QUEUE_PUSHED)
     return run;
   if (run != NULL) {
     run_table_give_back(&srv->runs, run, call);
-    rpc_stats_reject(&srv->stats, RPC_REJECT_QUEUE_FULL);
-    sbx_error_set(&d->err, SBX_RESOURCE_EXHAUSTED, 0,
-                  "all %u workers busy and the queue of %lld is full; retry later", srv->n_workers,
-                  (long long)srv->settings.queue);
+    queue_refusal(srv, call, pushed, &d->err);
   }
   if (call->session != NULL) {
     session_release(&srv->runner.sessions, call->session);

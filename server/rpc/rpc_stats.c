@@ -37,9 +37,13 @@ void rpc_stats_read(const struct rpc_stats *s, struct rpc_stats_read *out) {
 
 const char *rpc_rejection_name(enum rpc_rejection why) {
   static const char *const names[RPC_REJECT_N] = {
-      [RPC_REJECT_QUEUE_FULL] = "queue_full",   [RPC_REJECT_DRAINING] = "draining",
-      [RPC_REJECT_CLIENT_GONE] = "client_gone", [RPC_REJECT_DEADLINE] = "deadline_exceeded",
+      [RPC_REJECT_QUEUE_FULL] = "queue_full",
+      [RPC_REJECT_DRAINING] = "draining",
+      [RPC_REJECT_CLIENT_GONE] = "client_gone",
+      [RPC_REJECT_DEADLINE] = "deadline_exceeded",
       [RPC_REJECT_CANCELLED] = "cancelled",
+      [RPC_REJECT_TENANT_QUEUE_FULL] = "tenant_queue_full",
+      [RPC_REJECT_RATE_LIMITED] = "rate_limited",
   };
   return why < RPC_REJECT_N ? names[why] : "unknown";
 }

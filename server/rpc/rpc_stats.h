@@ -22,11 +22,13 @@
 
 /* Why a RunCode was refused without running (besides validation). */
 enum rpc_rejection {
-  RPC_REJECT_QUEUE_FULL,  /* every worker busy and the queue full */
-  RPC_REJECT_DRAINING,    /* the server is shutting down */
-  RPC_REJECT_CLIENT_GONE, /* the client's connection closed while queued */
-  RPC_REJECT_DEADLINE,    /* the call's deadline passed while queued */
-  RPC_REJECT_CANCELLED,   /* CancelRun took it out of the queue */
+  RPC_REJECT_QUEUE_FULL,        /* every worker busy and the queue full */
+  RPC_REJECT_DRAINING,          /* the server is shutting down */
+  RPC_REJECT_CLIENT_GONE,       /* the client's connection closed while queued */
+  RPC_REJECT_DEADLINE,          /* the call's deadline passed while queued */
+  RPC_REJECT_CANCELLED,         /* CancelRun took it out of the queue */
+  RPC_REJECT_TENANT_QUEUE_FULL, /* its tenant had max_queued calls waiting */
+  RPC_REJECT_RATE_LIMITED,      /* its tenant's rate_per_s/burst: no token */
   RPC_REJECT_N
 };
 
@@ -60,7 +62,7 @@ void rpc_stats_reject(struct rpc_stats *s, enum rpc_rejection why);
  * sandboxd_rejections_total series, and the stopped line's. */
 uint64_t rpc_stats_rejections_total(const struct rpc_stats *s);
 /* "queue_full", "draining", "client_gone", "deadline_exceeded",
- * "cancelled". */
+ * "cancelled", "tenant_queue_full", "rate_limited". */
 const char *rpc_rejection_name(enum rpc_rejection why);
 
 #endif

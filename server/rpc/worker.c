@@ -88,7 +88,7 @@ void *worker_main(void *arg) {
       run(srv, slot, lr, &out);
     }
     /* Not running any more before anyone hears of it (GetInfo's count). */
-    work_queue_done(&srv->queue);
+    work_queue_done(&srv->queue, lr->tenant);
     run_table_finish(&srv->runs, lr, out.ok ? &out.resp : NULL, out.ok ? NULL : &out.err);
     run_outcome_free(&out);
   }

@@ -439,7 +439,7 @@ static void cancel_in_the_queue(void **state) {
   call_with_run(f, &call, "q");
   struct live_run *run = run_table_add(&f->t, &call, false, &err);
   assert_non_null(run);
-  assert_true(work_queue_push(&f->queue, run));
+  assert_int_equal(work_queue_push(&f->queue, run, run->tenant, NULL), WORK_QUEUE_PUSHED);
   run_table_publish(&f->t, run);
   call_init(f, &canceller, "/sandbox.v1.Sandbox/CancelRun");
   assert_int_equal(run_table_cancel(&f->t, &canceller, "q", &err), RUN_TABLE_REPLIED);
