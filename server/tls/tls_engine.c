@@ -4,6 +4,8 @@
  * nng_tls_engine_send/recv. */
 #include "tls_engine.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <gnutls/gnutls.h>
 #include <nng/supplemental/tls/engine.h>
@@ -14,6 +16,10 @@
 /* TLS 1.2 only: what nng's mbedTLS engine spoke, and what Debian's libnng
  * clients speak. */
 #define TLS_ENGINE_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.2"
+/* A handshake still going this long after the connection came ends at its
+ * next step (nng's own 10 s negotiation timeout does not reach a handshake
+ * waiting for the peer's bytes: see conn_handshake). */
+#define TLS_ENGINE_HANDSHAKE_MS 10000
 /* Non-fatal errors (a warning alert) taken in a row before giving up. */
 #define TLS_ENGINE_RETRIES 8
 
@@ -29,6 +35,7 @@ struct nng_tls_engine_conn {
   nng_tls_auth_mode auth;
   bool done;            /* the handshake completed */
   int failed;           /* the nng error it failed with, once it did */
+  uint64_t started_ms;  /* monotonic, at init */
   bool first_read;      /* a byte came from the peer */
   bool not_tls;         /* and it was not a TLS handshake record's */
   bool verified;        /* set once, when it did */
@@ -181,6 +188,7 @@ static int nng_error(int rv) {
 static int conn_init(nng_tls_engine_conn *ec, void *nng, nng_tls_engine_config *cfg) {
   ec->nng = nng;
   ec->auth = cfg->auth;
+  ec->started_ms = sbx_monotonic_ms();
   if (gnutls_init(&ec->session, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL) < 0)
     return NNG_ENOMEM;
   if (gnutls_priority_set(ec->session, cfg->prio) < 0 ||
@@ -218,8 +226,9 @@ static void conn_fini(nng_tls_engine_conn *ec) {
 }
 
 static void conn_close(nng_tls_engine_conn *ec) {
-  /* A close_notify if it fits nng's buffer now; nng closes the TCP side. */
-  if (ec->session != NULL)
+  /* After a handshake, a close_notify if it fits nng's buffer now (as
+   * mbedTLS: none before); nng closes the TCP side. */
+  if (ec->session != NULL && ec->done)
     (void)gnutls_bye(ec->session, GNUTLS_SHUT_WR);
 }
 
@@ -275,10 +284,16 @@ static int handshake_step(nng_tls_engine_conn *ec) {
   return err;
 }
 
-/* Once done it stays done; once failed it stays failed. */
+/* Once done it stays done; once failed it stays failed. A handshake past
+ * TLS_ENGINE_HANDSHAKE_MS fails at its next step (a peer dripping bytes):
+ * nng 1.5.2's negotiation timeout cancels its send, which aborts only an
+ * active TCP send (tls_cancel), so it does not end a handshake waiting
+ * for bytes. A peer that sends nothing more is not reached by either. */
 static int conn_handshake(nng_tls_engine_conn *ec) {
   if (ec->done)
     return 0;
+  if (ec->failed == 0 && sbx_monotonic_ms() - ec->started_ms > TLS_ENGINE_HANDSHAKE_MS)
+    ec->failed = NNG_ETIMEDOUT;
   if (ec->failed != 0)
     return ec->failed;
   int rv = handshake_step(ec);

@@ -385,6 +385,19 @@ def unauthenticated(s, what, rc, out, message, before):
     check(s.runs() == before, f"{what}: nothing ran", (before, s.runs()))
 
 
+def drip_until_closed(c, limit_s):
+    """Sends c a byte a second until the server closes it (True) or
+    limit_s passed (False)."""
+    for _ in range(limit_s):
+        try:
+            c.sendall(b"\x01")
+        except OSError:
+            return True
+        if closed_by_peer(c, 1):
+            return True
+    return False
+
+
 def test_tls_tenants(bin_dir, check):
     """A client certificate names the tenant (docs/SECURITY.md, "TLS"): its
     URI subjectAltName (a SPIFFE id) or CN=<subject CN>, matched against the
@@ -397,7 +410,11 @@ def test_tls_tenants(bin_dir, check):
     tmp = tempfile.mkdtemp(prefix="sbx-tls-tenants-")
     tenants = tenants_file(tmp)
     s = TLSServer(bin_dir, certs, *standard_flags(certs), "--tenants", tenants, "--workers", "2")
+    # A handshake that drips (a record header, then a byte a second): it
+    # ends at its first step past 10 s; everyone else is served meanwhile.
+    dripping = sp_connect(s.tls_port, handshake=False)
     try:
+        dripping.sendall(b"\x16\x03\x01\x01\x00")
         write = 'open("who.txt", "w").write("{}")\nprint("wrote")\n'
         read = 'import os\nprint(open("who.txt").read() if os.path.exists("who.txt") else "none")\n'
         rc, out = as_tenant(s, "spiffe_a", write.format("a"))
@@ -423,12 +440,14 @@ def test_tls_tenants(bin_dir, check):
         unauthenticated(s, "plain tcp:// without a key (no certificate there)", rc, out,
                         NO_CREDENTIAL, before)
         failed_before = s.log_text().count("event=tls_handshake_failed")
-        rc, out = as_tenant(s, "expired_client", read, *CONNECT)
+        rc, out = s.run(read, *s.client("expired_client"), *CONNECT, url=s.tls)
         err = refused(s, "an expired certificate", out, rc, before)
         check(REFUSED in err, "an expired certificate: no connection (TLS handshake)", err)
         check(wait_log_count(s, "event=tls_handshake_failed", failed_before + 1),
               "the expired certificate's handshake is logged", s.log_text()[-600:])
+        check(drip_until_closed(dripping, 30), "a dripping handshake is closed by the server")
     finally:
+        dripping.close()
         check(s.stop() == 0, "server exits 0 on SIGTERM")
     # optional: a certificate from another CA carrying a's URI is served (as
     # documented) but proves nothing.
