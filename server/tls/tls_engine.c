@@ -210,7 +210,7 @@ static int conn_init(nng_tls_engine_conn *ec, void *nng, nng_tls_engine_config *
     gnutls_certificate_server_set_request(ec->session, GNUTLS_CERT_IGNORE);
     break;
   }
-  /* nng's SP negotiation timeout (10 s) bounds the handshake. */
+  /* GnuTLS's own timer is off: conn_handshake bounds the handshake. */
   gnutls_handshake_set_timeout(ec->session, 0);
   gnutls_transport_set_ptr(ec->session, ec);
   gnutls_transport_set_pull_function(ec->session, pull);

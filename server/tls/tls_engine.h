@@ -13,7 +13,9 @@
  *
  * Everything else is as nng's mbedTLS engine was: TLS 1.2 (what Debian's
  * libnng clients speak), the handshake done inside nng's SP negotiation
- * and bounded by its 10 s timeout, client certificates asked for and
+ * (one still going 10 s after its connection came fails at its next step;
+ * one whose peer went silent waits for TCP, as with mbedTLS), client
+ * certificates asked for and
  * verified against --tls-ca as --tls-client-auth says (required: in the
  * handshake, which fails without a certificate that verifies; optional:
  * served either way, verified() false unless it verified; none: not asked
