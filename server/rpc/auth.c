@@ -39,7 +39,7 @@ int auth_call(struct tenants *tenants, struct log_limit *log, struct server_call
    * connection, read from it now (tls_engine.h); none from anything else. */
   const char *ids[DECODE_FRONT_IDENTITIES_MAX];
   size_t n_ids = 0;
-  struct tls_peer peer = {0};
+  struct tls_peer peer; /* 4 KiB, not cleared: tls_engine_pipe_peer sets peer.n */
   bool verified = false;
   if (dc->front) {
     for (size_t i = 0; i < dc->n_front_identities; i++)
