@@ -5,6 +5,10 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "tls_engine.h"
+
+_Static_assert(TLS_PEER_ID_MAX == TENANT_IDENTITY_MAX, "a certificate identity fits the file's");
+_Static_assert(TLS_PEER_IDS_MAX == DECODE_FRONT_IDENTITIES_MAX, "one bound for both paths");
 
 #define AUTH_LOG_PER_SECOND 10
 
@@ -30,13 +34,27 @@ int auth_call(struct tenants *tenants, struct log_limit *log, struct server_call
     return sbx_error_set(err, SBX_UNAUTHENTICATED, 0, "the API key is longer than %d bytes",
                          TENANT_KEY_MAX);
   }
+  /* The identities: a front's verified caller (in-process only, above),
+   * or the verified client certificate of this call's tls+tcp://
+   * connection, read from it now (tls_engine.h); none from anything else. */
   const char *ids[DECODE_FRONT_IDENTITIES_MAX];
-  for (size_t i = 0; i < dc->n_front_identities; i++)
-    ids[i] = dc->front_identities[i];
+  size_t n_ids = 0;
+  struct tls_peer peer; /* 4 KiB, not cleared: tls_engine_pipe_peer sets peer.n */
+  bool verified = false;
+  if (dc->front) {
+    for (size_t i = 0; i < dc->n_front_identities; i++)
+      ids[n_ids++] = dc->front_identities[i];
+  } else if (tenants->enabled && call->pipe_id != 0) {
+    nng_pipe pipe = NNG_PIPE_INITIALIZER;
+    pipe.id = call->pipe_id;
+    if (tls_engine_pipe_peer(pipe, &verified, &peer) && verified)
+      for (unsigned i = 0; i < peer.n; i++)
+        ids[n_ids++] = peer.ids[i];
+  }
   struct tenant_proof proof = {
       .has_key = dc->has_key,
       .cert_identities = ids,
-      .n_cert_identities = dc->n_front_identities,
+      .n_cert_identities = n_ids,
       .loopback = origin == CONNS_LOOPBACK || (origin == CONNS_INPROC && dc->front_loopback),
   };
   memcpy(proof.key_digest, dc->key_digest, sizeof proof.key_digest);

@@ -1,5 +1,7 @@
-/* tls_listen.c: see tls_listen.h. nng 1.5.2's TLS with mbedTLS: TLS 1.2
- * only, the handshake done during nng's own SP header exchange, so a
+/* tls_listen.c: see tls_listen.h. nng 1.5.2's tls+tcp transport with
+ * sandboxd's GnuTLS engine (tls_engine.h, installed before the configuration
+ * is made): TLS 1.2 only, the handshake done during nng's own SP header
+ * exchange, so a
  * connection that fails it never becomes a pipe: no call can come from it,
  * and nothing in conns.c or the queue sees it. Never logs key material. */
 #include "tls_listen.h"
@@ -10,6 +12,7 @@
 #include "clock.h"
 #include "log.h"
 #include "nngstat.h"
+#include "tls_engine.h"
 
 static nng_tls_auth_mode auth_mode(enum tls_client_auth mode) {
   switch (mode) {
@@ -27,6 +30,8 @@ static nng_tls_auth_mode auth_mode(enum tls_client_auth mode) {
  * takes the certificate and the key as two PEM texts (its _file variant
  * wants both in one file). */
 static int make_config(const struct tls_files *files, nng_tls_config **out, struct sbx_error *err) {
+  if (tls_engine_install(err) < 0)
+    return -1;
   nng_tls_config *cfg;
   int rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_SERVER);
   if (rv == NNG_ENOTSUP)
@@ -65,9 +70,10 @@ int tls_listen_setup(struct tls_listen *t, const struct tls_files *files, nng_li
   return 0;
 }
 
-/* nng counts a handshake that failed on a listener under "auth" (mbedTLS
- * errors: no client certificate, one that did not verify, a fatal alert
- * from a client that refused ours, bytes that are not TLS). Its other
+/* nng counts a handshake that failed on a listener under "auth" (the
+ * engine's NNG_EPEERAUTH and NNG_ECRYPTO: no client certificate, one that
+ * did not verify, a fatal alert from a client that refused ours, bytes that
+ * are not TLS). Its other
  * error counters ("other", "disconnect") also count established
  * connections that ended, so they say nothing here; a client that drops
  * the connection without an alert when it refuses our certificate (node:tls

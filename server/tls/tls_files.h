@@ -2,11 +2,12 @@
  * --tls-key-password-file, --tls-ca, --tls-client-auth), read and checked
  * in one place for every listener that speaks TLS: nng's tls+tcp:// ones
  * (rpc/tls_listen.c) and, later, an https:// operations listener, which
- * takes the same PEM text. Parsed with mbedTLS, the library Debian's libnng
- * does its TLS with, so what passes here is what nng will accept: a file
- * nng could not use, a key that does not belong to the certificate, a
- * wrong password or an expired certificate fail the start with a message
- * naming the setting and the file. Knows nothing of nng. */
+ * takes the same PEM text. Parsed with mbedTLS (the library Debian's libnng
+ * does its TLS with; the tls+tcp:// listeners now use GnuTLS through
+ * tls_engine.c, which loads the same text and fails the start on anything it
+ * refuses): a file that cannot be used, a key that does not belong to the
+ * certificate, a wrong password or an expired certificate fail the start
+ * with a message naming the setting and the file. Knows nothing of nng. */
 #ifndef SBX_TLS_FILES_H
 #define SBX_TLS_FILES_H
 

@@ -21,6 +21,10 @@ directory the test owns: nothing is checked in, nothing outlives the test.
   other_client.crt/.key  a client from other_ca
   expired_client.crt/.key  a client from ca, valid 2020-01-01 to 2020-01-02
                      (openssl ca with -startdate/-enddate)
+  spiffe_a.crt/.key  a client from ca, CN=workload-a, SAN
+                     URI:spiffe://mesh.local/ns/a/sa/api (a mesh identity)
+  cn_b.crt/.key      a client from ca, CN=b, no SAN
+  forged_a.crt/.key  a client from other_ca with spiffe_a's URI SAN
   server_enc.key     server.key encrypted (AES-256-CBC, PEM), password in
   key_password.txt
   mismatch.key       a key that belongs to no certificate here
@@ -35,6 +39,7 @@ import sys
 
 EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 PASSWORD = "correct horse battery"
+SPIFFE_A = "spiffe://mesh.local/ns/a/sa/api"
 
 
 def _ossl(d, *args, stdin=None):
@@ -106,6 +111,10 @@ def make_certs(d):
     _leaf(d, "client", "ca", "tenant-a", client_ext)
     _leaf(d, "other_client", "other_ca", "intruder", client_ext)
     _expired(d, "expired_client", "ca", "tenant-expired")
+    spiffe = client_ext + "\nsubjectAltName=URI:" + SPIFFE_A
+    _leaf(d, "spiffe_a", "ca", "workload-a", spiffe)
+    _leaf(d, "cn_b", "ca", "b", client_ext)
+    _leaf(d, "forged_a", "other_ca", "workload-a", spiffe)
     _ossl(d, "ec", "-in", "server.key", "-out", "server_enc.key", "-aes256", "-passout",
           f"pass:{PASSWORD}")
     _ossl(d, "genpkey", "-algorithm", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -120,7 +129,8 @@ def make_certs(d):
              "server_localhost.crt",
              "wrong_name.crt", "wrong_name.key", "client.crt", "client.key", "client.pem",
              "other_client.crt", "other_client.key", "expired_client.crt", "expired_client.key",
-             "server_enc.key", "key_password.txt", "mismatch.key"]
+             "server_enc.key", "key_password.txt", "mismatch.key", "spiffe_a.crt", "spiffe_a.key",
+             "cn_b.crt", "cn_b.key", "forged_a.crt", "forged_a.key"]
     for n in names:
         os.chmod(os.path.join(d, n), 0o644)  # the tests read them as root; keys stay in d
     return {n.replace(".", "_"): os.path.join(d, n) for n in names}

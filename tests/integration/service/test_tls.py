@@ -348,3 +348,119 @@ def file_errors(b, tmp, c):
         rc, err = start(b, tmp, *flags)
         check(rc == 1 and want in err, f"start fails: {what} (exit 1, names the file)", (rc, err))
         check(not os.path.exists(os.path.join(tmp, "state")), f"{what}: nothing left behind")
+
+
+KEY_A, KEY_B = "tls-test-key-of-a", "tls-test-key-of-b"
+NO_TENANT_CERT = "the client certificate names no tenant of this server"
+NO_CREDENTIAL = ("this server needs an API key (RequestEnvelope.credential, Authorization: "
+                 "Bearer) or a client certificate of a tenant")
+UNKNOWN_KEY = "the API key belongs to no tenant of this server"
+
+
+def tenants_file(tmp):
+    """Tenant a known by its mesh identity (URI SAN), b by its CN; each has
+    a key too."""
+    import hashlib
+    from lib.tls_certs import SPIFFE_A
+
+    def digest(k):
+        return hashlib.sha256(k.encode()).hexdigest()
+    path = os.path.join(tmp, "tenants.json")
+    with open(path, "w") as f:
+        json.dump({"tenants": [
+            {"name": "a", "api_keys_sha256": [digest(KEY_A)], "cert_identities": [SPIFFE_A]},
+            {"name": "b", "api_keys_sha256": [digest(KEY_B)], "cert_identities": ["CN=b"]}]}, f)
+    return path
+
+
+def as_tenant(s, cert, code, *more):
+    """Runs code in session "demo" over TLS with cert (and more flags)."""
+    return s.run(code, *s.client(cert), "--session", "demo", *more, url=s.tls)
+
+
+def unauthenticated(s, what, rc, out, message, before):
+    check(rc == 125 and out.get("status") == "UNAUTHENTICATED"
+          and message in out.get("error", ""),
+          f"{what}: UNAUTHENTICATED, \"{message}\"", out)
+    check(s.runs() == before, f"{what}: nothing ran", (before, s.runs()))
+
+
+def drip_until_closed(c, limit_s):
+    """Sends c a byte a second until the server closes it (True) or
+    limit_s passed (False)."""
+    for _ in range(limit_s):
+        try:
+            c.sendall(b"\x01")
+        except OSError:
+            return True
+        if closed_by_peer(c, 1):
+            return True
+    return False
+
+
+def test_tls_tenants(bin_dir, check):
+    """A client certificate names the tenant (docs/SECURITY.md, "TLS"): its
+    URI subjectAltName (a SPIFFE id) or CN=<subject CN>, matched against the
+    tenants file's cert_identities. Two tenants use the same session id and
+    each sees only its own; a certificate of no tenant is UNAUTHENTICATED;
+    an expired one gets no connection; a key beside a certificate decides;
+    no identity comes from plain tcp://, nor from a certificate that did not
+    verify (--tls-client-auth optional serves it, as nobody)."""
+    d, certs = certs_dir()
+    tmp = tempfile.mkdtemp(prefix="sbx-tls-tenants-")
+    tenants = tenants_file(tmp)
+    s = TLSServer(bin_dir, certs, *standard_flags(certs), "--tenants", tenants, "--workers", "2")
+    # A handshake that drips (a record header, then a byte a second): it
+    # ends at its first step past 10 s; everyone else is served meanwhile.
+    dripping = sp_connect(s.tls_port, handshake=False)
+    try:
+        dripping.sendall(b"\x16\x03\x01\x01\x00")
+        write = 'open("who.txt", "w").write("{}")\nprint("wrote")\n'
+        read = 'import os\nprint(open("who.txt").read() if os.path.exists("who.txt") else "none")\n'
+        rc, out = as_tenant(s, "spiffe_a", write.format("a"))
+        check(out.get("stdout") == "wrote\n", "tenant a (URI SAN spiffe://...): runs in demo", out)
+        rc, out = as_tenant(s, "cn_b", read)
+        check(out.get("stdout") == "none\n", "tenant b (CN=b): its demo is not a's", out)
+        rc, out = as_tenant(s, "cn_b", write.format("b"))
+        check(out.get("stdout") == "wrote\n", "tenant b: writes in its own demo", out)
+        for cert, who in (("spiffe_a", "a"), ("cn_b", "b")):
+            rc, out = as_tenant(s, cert, read)
+            check(out.get("stdout") == f"{who}\n", f"tenant {who} reads its own file", out)
+        # A key beside a certificate: the key decides (tenants_authenticate).
+        rc, out = as_tenant(s, "spiffe_a", read, "--api-key", KEY_B)
+        check(out.get("stdout") == "b\n", "a's certificate with b's key: tenant b", out)
+        before = s.runs()
+        rc, out = as_tenant(s, "spiffe_a", read, "--api-key", "no-such-key")
+        unauthenticated(s, "a's certificate with an unknown key", rc, out, UNKNOWN_KEY, before)
+        rc, out = as_tenant(s, "client", read)  # CN=tenant-a: in no tenant
+        unauthenticated(s, "a certificate of no tenant", rc, out, NO_TENANT_CERT, before)
+        check(wait_log(s, "event=auth_failed reason=unknown_certificate", 5),
+              "the server logs the unknown certificate", s.log_text()[-800:])
+        rc, out = s.run(read, "--session", "demo")  # plain tcp on loopback, no key
+        unauthenticated(s, "plain tcp:// without a key (no certificate there)", rc, out,
+                        NO_CREDENTIAL, before)
+        failed_before = s.log_text().count("event=tls_handshake_failed")
+        rc, out = s.run(read, *s.client("expired_client"), *CONNECT, url=s.tls)
+        err = refused(s, "an expired certificate", out, rc, before)
+        check(REFUSED in err, "an expired certificate: no connection (TLS handshake)", err)
+        check(wait_log_count(s, "event=tls_handshake_failed", failed_before + 1),
+              "the expired certificate's handshake is logged", s.log_text()[-600:])
+        check(drip_until_closed(dripping, 30), "a dripping handshake is closed by the server")
+    finally:
+        dripping.close()
+        check(s.stop() == 0, "server exits 0 on SIGTERM")
+    # optional: a certificate from another CA carrying a's URI is served (as
+    # documented) but proves nothing.
+    s = TLSServer(bin_dir, certs, *standard_flags(certs, "optional"), "--tenants", tenants,
+                  "--workers", "1")
+    try:
+        rc, out = as_tenant(s, "spiffe_a", 'print("a")\n')
+        check(out.get("stdout") == "a\n", "optional: a's verified certificate is tenant a", out)
+        before = s.runs()
+        rc, out = as_tenant(s, "forged_a", 'print("must not run")\n')
+        unauthenticated(s, "optional: a's URI in a certificate from another CA", rc, out,
+                        NO_CREDENTIAL, before)
+    finally:
+        check(s.stop() == 0, "server exits 0 on SIGTERM")
+        shutil.rmtree(tmp)
+        shutil.rmtree(d)
