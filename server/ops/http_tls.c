@@ -1,14 +1,13 @@
 /* http_tls.c: see http_tls.h. */
 #include "http_tls.h"
+#include "tls_peer.h"
 
 #include <gnutls/gnutls.h>
-#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "text.h"
 
 /* No TLS before 1.2, no 1.3-less fallbacks beyond GnuTLS's defaults. */
 #define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
@@ -66,59 +65,17 @@ void http_tls_connection_started(struct MHD_Connection *conn) {
                                        verify_shown_certificate);
 }
 
-/* An identity as the tenants file writes it: 1..HTTP_TLS_IDENTITY_MAX
- * bytes of UTF-8 without control characters. */
-static bool identity_ok(const char *s, size_t len) {
-  if (len == 0 || len > HTTP_TLS_IDENTITY_MAX || !text_utf8_valid(s, len))
-    return false;
-  for (size_t i = 0; i < len; i++)
-    if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-      return false;
-  return true;
-}
-
-/* The URI subjectAltNames of crt into ids (at most max). */
-static size_t uri_names(gnutls_x509_crt_t crt, char (*ids)[HTTP_TLS_IDENTITY_MAX + 1], size_t max) {
-  size_t n = 0;
-  for (unsigned seq = 0; n < max; seq++) {
-    char buf[HTTP_TLS_IDENTITY_MAX + 1];
-    size_t size = sizeof(buf);
-    int type = gnutls_x509_crt_get_subject_alt_name(crt, seq, buf, &size, NULL);
-    if (type == GNUTLS_E_SHORT_MEMORY_BUFFER)
-      continue; /* longer than any identity a tenant can have */
-    if (type < 0)
-      break; /* GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE: no more */
-    if (type == GNUTLS_SAN_URI && size < sizeof(buf) && identity_ok(buf, size)) {
-      memcpy(ids[n], buf, size);
-      ids[n++][size] = '\0';
-    }
-  }
-  return n;
-}
-
 size_t http_tls_client_identities(struct MHD_Connection *conn,
                                   char (*ids)[HTTP_TLS_IDENTITY_MAX + 1], size_t max) {
   if (max == 0 || !http_tls_client_verified(conn))
     return 0;
   const union MHD_ConnectionInfo *info =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-  unsigned list_size = 0;
-  const gnutls_datum_t *certs =
-      gnutls_certificate_get_peers((gnutls_session_t)info->tls_session, &list_size);
-  gnutls_x509_crt_t crt;
-  if (certs == NULL || list_size == 0 || gnutls_x509_crt_init(&crt) < 0)
-    return 0;
-  size_t n = 0;
-  if (gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) == GNUTLS_E_SUCCESS) {
-    n = uri_names(crt, ids, max - 1); /* the last place is the CN's */
-    char cn[HTTP_TLS_IDENTITY_MAX + 1 - 3];
-    size_t size = sizeof(cn);
-    if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &size) ==
-            GNUTLS_E_SUCCESS &&
-        size < sizeof(cn) && identity_ok(cn, size)) {
-      snprintf(ids[n++], HTTP_TLS_IDENTITY_MAX + 1, "CN=%s", cn);
-    }
-  }
-  gnutls_x509_crt_deinit(crt);
+  /* The same reading as the tls+tcp:// listeners' (tls_peer.c). */
+  struct tls_peer peer;
+  tls_peer_read((gnutls_session_t)info->tls_session, &peer);
+  size_t n = peer.n < max ? peer.n : max;
+  for (size_t i = 0; i < n; i++)
+    snprintf(ids[i], HTTP_TLS_IDENTITY_MAX + 1, "%s", peer.ids[i]);
   return n;
 }

@@ -26,7 +26,8 @@ static void add(struct tls_peer *out, const char *id) {
  * skipped (GNUTLS_E_SHORT_MEMORY_BUFFER) and the next one read. */
 static void read_uris(gnutls_x509_crt_t crt, struct tls_peer *out) {
   char buf[TLS_PEER_ID_MAX + 1];
-  for (unsigned seq = 0; seq < 64 && out->n < TLS_PEER_IDS_MAX; seq++) {
+  /* The last place is kept for the CN. */
+  for (unsigned seq = 0; seq < 64 && out->n < TLS_PEER_IDS_MAX - 1; seq++) {
     size_t size = sizeof buf;
     unsigned critical = 0;
     int type = gnutls_x509_crt_get_subject_alt_name(crt, seq, buf, &size, &critical);

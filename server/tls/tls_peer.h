@@ -9,7 +9,9 @@
  * the certificate says and checks nothing. Identities with a NUL or a
  * control character, or longer than TLS_PEER_ID_MAX, are left out (they
  * can match no tenant: the tenants file cannot hold them); past
- * TLS_PEER_IDS_MAX the rest are left out too. Leaving one out can only
+ * TLS_PEER_IDS_MAX - 1 URIs the rest are left out too (the CN always keeps
+ * its place). The https:// listener reads its clients' so too
+ * (http_tls_client_identities). Leaving one out can only
  * make a call less authenticated, never more. */
 #ifndef SBX_TLS_PEER_H
 #define SBX_TLS_PEER_H
