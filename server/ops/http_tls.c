@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 /* No TLS before 1.2, no 1.3-less fallbacks beyond GnuTLS's defaults. */
 #define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
