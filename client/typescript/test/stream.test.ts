@@ -58,8 +58,11 @@ const concat = (chunks: OutputChunk[], stream: "stdout" | "stderr"): Buffer =>
 /** sandboxd_requests_total for one method and code, from /metrics. */
 async function answered(metrics: string, method: string, code: string): Promise<number> {
   const text = await (await fetch(metrics)).text();
-  const m = new RegExp(`^sandboxd_requests_total\\{method="${method}",code="${code}"\\} (\\d+)$`, "m").exec(text);
-  return m === null ? 0 : Number(m[1]);
+  // Summed over the tenant label (one series per tenant; "default" without --tenants).
+  const re = new RegExp(`^sandboxd_requests_total\\{(?:tenant="[^"]*",)?method="${method}",code="${code}"\\} (\\d+)$`, "gm");
+  let total = 0;
+  for (const m of text.matchAll(re)) total += Number(m[1]);
+  return total;
 }
 
 /** Whether the server logged this run as one that ran (status=OK). */
