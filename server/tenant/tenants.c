@@ -529,13 +529,15 @@ struct tenant *tenants_authenticate(struct tenants *t, const struct tenant_proof
   if (tn != NULL)
     return tn;
   atomic_fetch_add(&t->auth_failures[*why], 1);
-  static const char *const msgs[TENANT_AUTH_FAILURES_N] = {
-      [TENANT_AUTH_NO_CREDENTIAL] = "this server needs an API key (RequestEnvelope.credential, "
-                                    "Authorization: Bearer) or a client certificate of a tenant",
-      [TENANT_AUTH_UNKNOWN_KEY] = "the API key belongs to no tenant of this server",
-      [TENANT_AUTH_UNKNOWN_CERT] = "the client certificate names no tenant of this server",
-  };
-  sbx_error_set(err, SBX_UNAUTHENTICATED, 0, "%s", msgs[*why]);
+  if (*why == TENANT_AUTH_NO_CREDENTIAL)
+    sbx_error_set(err, SBX_UNAUTHENTICATED, 0,
+                  "this server needs an API key (RequestEnvelope.credential, Authorization: "
+                  "Bearer) or a client certificate of a tenant");
+  else if (*why == TENANT_AUTH_UNKNOWN_KEY)
+    sbx_error_set(err, SBX_UNAUTHENTICATED, 0, "the API key belongs to no tenant of this server");
+  else
+    sbx_error_set(err, SBX_UNAUTHENTICATED, 0,
+                  "the client certificate names no tenant of this server");
   return NULL;
 }
 
