@@ -78,7 +78,7 @@ def test_request_ids_differ_between_processes(server, tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(4)]
     for p in procs:
         assert p.wait(timeout=60) == 0, p.stderr.read()
-    ids = dict(re.findall(r'event=run run_id=(rid-\d) request_id="([^"]*)"', server.log_text()))
+    ids = dict(re.findall(r'event=run run_id=(rid-\d) tenant=\S+ request_id="([^"]*)"', server.log_text()))
     assert len(ids) == 4, server.log_text()[-2000:]
     assert len(set(ids.values())) == 4, ids
     for rid in ids.values():
