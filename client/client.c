@@ -22,6 +22,7 @@
 #include "json.h"
 #include "sandbox_client.h"
 #include "status.h"
+#include "text.h"
 
 /* Beyond the run's own timeout: sandbox setup, teardown and transport. */
 #define SBXC_REPLY_MARGIN_MS 5000
@@ -101,15 +102,10 @@ void sbxc_client_close(sbxc_client *c) {
 int sbxc_client_set_api_key(sbxc_client *c, const char *key) {
   if (key != NULL && key[0] != '\0') {
     size_t n = strnlen(key, SBXC_API_KEY_MAX + 1);
-    if (n > SBXC_API_KEY_MAX) {
+    if (n > SBXC_API_KEY_MAX || !text_graphic_ascii(key)) {
       errno = EINVAL;
       return -1;
     }
-    for (size_t i = 0; i < n; i++)
-      if (key[i] < 0x21 || key[i] > 0x7e) {
-        errno = EINVAL;
-        return -1;
-      }
   }
   char *copy = NULL;
   if (key != NULL && key[0] != '\0' && (copy = strdup(key)) == NULL)

@@ -46,9 +46,8 @@ static int bearer_token(const char *value, struct front_caller *fc) {
   size_t len = strlen(token);
   if (len == 0 || len > TENANT_KEY_MAX)
     return -1;
-  for (size_t i = 0; i < len; i++)
-    if (token[i] < 0x21 || token[i] > 0x7e)
-      return -1;
+  if (!text_graphic_ascii(token))
+    return -1;
   memcpy(fc->key, token, len + 1);
   fc->caller.api_key = fc->key;
   return 0;
