@@ -183,6 +183,74 @@ static void bad_files_are_refused(void **state) {
   assert_non_null(strstr(err.msg, "tenants file /nonexistent/tenants.json"));
 }
 
+/* The file's own bounds: its size, keys and identities per tenant, an
+ * identity's length. */
+static void file_bounds(void **state) {
+  struct tenants t;
+  size_t len = (4u << 20) + 64;
+  char *buf = malloc(len);
+  assert_non_null(buf);
+  /* Over 4 MiB: refused before it is parsed. */
+  memset(buf, ' ', len - 1);
+  buf[len - 1] = '\0';
+  static const char head[] = "{\"tenants\": [{\"name\": \"a\"}]}";
+  memcpy(buf, head, sizeof head - 1);
+  write_file(buf);
+  assert_int_equal(tenants_init(&t, path, NULL, &err), -1);
+  assert_non_null(strstr(err.msg, "not a regular file of at most 4194304 bytes"));
+  /* 64 keys of one tenant load; 65 do not. */
+  for (int n = 64; n <= 65; n++) {
+    size_t off =
+        (size_t)snprintf(buf, len, "{\"tenants\": [{\"name\": \"a\", \"api_keys_sha256\": [");
+    for (int i = 0; i < n; i++)
+      off += (size_t)snprintf(buf + off, len - off, "%s\"%064x\"", i ? "," : "", i);
+    snprintf(buf + off, len - off, "]}]}");
+    write_file(buf);
+    int rc = tenants_init(&t, path, NULL, &err);
+    if (n == 64) {
+      assert_int_equal(rc, 0);
+      tenants_destroy(&t);
+    } else {
+      assert_int_equal(rc, -1);
+      assert_non_null(strstr(err.msg, "api_keys_sha256 must be an array of at most 64 strings"));
+    }
+  }
+  /* 64 identities load; 65 do not; one of 513 bytes does not. */
+  for (int n = 64; n <= 65; n++) {
+    size_t off =
+        (size_t)snprintf(buf, len, "{\"tenants\": [{\"name\": \"a\", \"cert_identities\": [");
+    for (int i = 0; i < n; i++)
+      off += (size_t)snprintf(buf + off, len - off, "%s\"CN=%d\"", i ? "," : "", i);
+    snprintf(buf + off, len - off, "]}]}");
+    write_file(buf);
+    int rc = tenants_init(&t, path, NULL, &err);
+    if (n == 64) {
+      assert_int_equal(rc, 0);
+      tenants_destroy(&t);
+    } else {
+      assert_int_equal(rc, -1);
+      assert_non_null(strstr(err.msg, "cert_identities must be an array of at most 64 strings"));
+    }
+  }
+  for (int n = 512; n <= 513; n++) {
+    size_t off =
+        (size_t)snprintf(buf, len, "{\"tenants\": [{\"name\": \"a\", \"cert_identities\": [\"");
+    memset(buf + off, 'x', (size_t)n);
+    off += (size_t)n;
+    snprintf(buf + off, len - off, "\"]}]}");
+    write_file(buf);
+    int rc = tenants_init(&t, path, NULL, &err);
+    if (n == 512) {
+      assert_int_equal(rc, 0);
+      tenants_destroy(&t);
+    } else {
+      assert_int_equal(rc, -1);
+      assert_non_null(strstr(err.msg, "cert_identities[0] must have 1 to 512 bytes"));
+    }
+  }
+  free(buf);
+}
+
 /* SIGHUP's reload: a revoked key stops at once, a tenant keeps its pointer
  * (what it has running still counts against it), a bad file keeps the old
  * registry whole. */
@@ -264,6 +332,7 @@ int main(void) {
       cmocka_unit_test(keys_and_identities),
       cmocka_unit_test(anonymous_tenant_is_for_loopback_only),
       cmocka_unit_test(bad_files_are_refused),
+      cmocka_unit_test(file_bounds),
       cmocka_unit_test(reload_revokes_and_keeps),
       cmocka_unit_test(names_since_start_are_bounded),
       cmocka_unit_test(rate_limit_bucket),
