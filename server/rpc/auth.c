@@ -12,7 +12,9 @@ _Static_assert(TLS_PEER_IDS_MAX == DECODE_FRONT_IDENTITIES_MAX, "one bound for b
 
 #define AUTH_LOG_PER_SECOND 10
 
-static void log_failure(struct log_limit *log, const struct server_call *call, const char *reason) {
+/* The refusal's one line (call.c writes none for a call marked logged). */
+static void log_failure(struct log_limit *log, struct server_call *call, const char *reason) {
+  call->logged = true;
   uint64_t suppressed = 0;
   if (!log_limit_take(log, AUTH_LOG_PER_SECOND, &suppressed))
     return;

@@ -36,7 +36,7 @@ static void log_call(struct server_call *call, sbx_code status, const char *mess
 
 void call_reply(struct server_call *call, sbx_code status, const char *message,
                 const ProtobufCMessage *payload) {
-  if (status != SBX_OK && !call->run_logged)
+  if (status != SBX_OK && !call->logged)
     log_call(call, status, message);
   if (call->reply != NULL) {
     nng_msg_free(call->reply);

@@ -37,7 +37,7 @@ struct server_call {
   uint32_t pipe_id; /* the connection the request came on (conns.h) */
   char peer[64];    /* its remote address, for the log (conns_peer_name) */
   int origin;       /* enum conns_origin: inproc, loopback or remote */
-  bool run_logged;  /* the run layer logged this call (event=run) */
+  bool logged;      /* its layer logged this call (event=run, event=auth_failed) */
   /* Who the call is (auth.c), and its tenant's policy as it was then. */
   struct tenant *tenant;
   struct tenant_policy policy;

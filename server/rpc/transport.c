@@ -56,8 +56,6 @@ static bool call_handle(struct server_call *call, nng_msg *msg) {
   /* Health answers anyone (a load balancer's probe carries no key). */
   if (rc == 0 && (req.method == NULL || strcmp(req.method->name, "Health") != 0))
     rc = auth_call(&srv->tenants, &srv->auth_log, call, &req.caller, call->origin, &err);
-  if (rc < 0 && err.code == SBX_UNAUTHENTICATED)
-    call->run_logged = true; /* auth_call logged it (event=auth_failed) */
   if (rc < 0) {
     if (call->input != NULL &&
         call->input->descriptor == &sandbox__v1__run_code_request__descriptor)
@@ -92,7 +90,7 @@ static void call_received(struct server_call *call, int rv) {
   call->pipe_id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
   conns_peer_name(nng_msg_get_pipe(msg), call->peer, sizeof(call->peer));
   call->origin = conns_peer_origin(nng_msg_get_pipe(msg));
-  call->run_logged = false;
+  call->logged = false;
   conns_call_begin(&call->srv->conns, call->pipe_id);
   atomic_store(&call->state, CALL_BUSY);
   if (!call_handle(call, msg))

@@ -41,7 +41,7 @@ static void run(struct server *srv, unsigned slot, struct live_run *lr, struct r
       .stream = &stream,
   };
   if (lr->call != NULL)
-    lr->call->run_logged = true;
+    lr->call->logged = true;
   lr->logged = true;
   run_code(&srv->runner, slot, &rc, out);
 }
@@ -55,7 +55,7 @@ static void drop_client_gone(struct server *srv, struct live_run *lr, struct run
            "request_id=\"%s\" method=%s peer=%s reason=client_gone msg=\"the client's "
            "connection closed while the call was queued; nothing ran\"",
            rid, sbx_method_name(lr->method), lr->peer);
-  lr->call->run_logged = true; /* this line says it */
+  lr->call->logged = true; /* this line says it */
   refuse(srv, out, RPC_REJECT_CLIENT_GONE, SBX_UNAVAILABLE, "the client went away");
 }
 
