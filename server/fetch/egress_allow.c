@@ -27,6 +27,12 @@ __attribute__((format(printf, 3, 4))) static int refuse(char *why, size_t whylen
   return -1;
 }
 
+/* The entry's own text, quoted in a reason, is cut here: the caller quotes
+ * the whole entry, and a reason fits 160 bytes. */
+static int clip(size_t n) {
+  return n < 40 ? (int)n : 40;
+}
+
 static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 static char lower(char c) {
@@ -134,10 +140,10 @@ static int parse_port(const char *s, size_t n, uint16_t *port, char *why, size_t
     return refuse(why, whylen, "':' without a port");
   if (parse_number(s, n, 65535, 5, &v, &problem) != 0 || v == 0) {
     if (problem != NULL && strcmp(problem, "a leading zero") == 0)
-      return refuse(why, whylen, "port %.*s has a leading zero", (int)n, s);
+      return refuse(why, whylen, "port %.*s has a leading zero", clip(n), s);
     if (problem != NULL && strcmp(problem, "not a decimal number") == 0)
-      return refuse(why, whylen, "port '%.*s' is not a decimal number", (int)n, s);
-    return refuse(why, whylen, "port %.*s is out of range (1-65535)", (int)n, s);
+      return refuse(why, whylen, "port '%.*s' is not a decimal number", clip(n), s);
+    return refuse(why, whylen, "port %.*s is out of range (1-65535)", clip(n), s);
   }
   *port = (uint16_t)v;
   return 0;
@@ -171,7 +177,7 @@ static int parse_cidr(const char *s, size_t n, struct egress_allow_entry *e, cha
     return refuse(why, whylen, "no address before '/'");
   bool v6 = memchr(s, ':', an) != NULL;
   if (an >= sizeof text)
-    return refuse(why, whylen, "'%.*s' is not an %s address", (int)an, s, v6 ? "IPv6" : "IPv4");
+    return refuse(why, whylen, "'%.*s' is not an %s address", clip(an), s, v6 ? "IPv6" : "IPv4");
   memcpy(text, s, an);
   text[an] = '\0';
   e->family = v6 ? AF_INET6 : AF_INET;
@@ -191,15 +197,15 @@ static int parse_cidr(const char *s, size_t n, struct egress_allow_entry *e, cha
       return refuse(why, whylen, "'/' without a prefix length");
     if (parse_number(p, pn, 999, 3, &v, &problem) != 0) {
       if (strcmp(problem, "a leading zero") == 0)
-        return refuse(why, whylen, "CIDR prefix /%.*s has a leading zero", (int)pn, p);
-      if (strcmp(problem, "not a decimal number") == 0 && v6)
+        return refuse(why, whylen, "CIDR prefix /%.*s has a leading zero", clip(pn), p);
+      if (strcmp(problem, "not a decimal number") == 0 && memchr(p, ':', pn) != NULL)
         return refuse(why, whylen,
                       "CIDR prefix '%.*s' is not a number (an IPv6 CIDR with a port goes in "
                       "brackets: [2001:db8::/32]:443)",
-                      (int)pn, p);
+                      clip(pn), p);
       if (strcmp(problem, "not a decimal number") == 0)
-        return refuse(why, whylen, "CIDR prefix '%.*s' is not a number", (int)pn, p);
-      return refuse(why, whylen, "CIDR prefix /%.*s is longer than %u", (int)pn, p, max);
+        return refuse(why, whylen, "CIDR prefix '%.*s' is not a number", clip(pn), p);
+      return refuse(why, whylen, "CIDR prefix /%.*s is longer than %u", clip(pn), p, max);
     }
     if (v > max)
       return refuse(why, whylen, "CIDR prefix /%u is longer than %u", v, max);
@@ -305,7 +311,7 @@ int egress_allow_parse(const char *text, struct egress_allow_entry *out, char *w
       return refuse(why, whylen, "empty brackets");
     if (memchr(host, ':', hn) == NULL)
       return refuse(why, whylen, "brackets only around an IPv6 address or CIDR, not '%.*s'",
-                    (int)hn, host);
+                    clip(hn), host);
     rc = parse_cidr(host, hn, &e, why, whylen);
   } else {
     /* One ':' is a port's. More are an IPv6 address's, never split on the

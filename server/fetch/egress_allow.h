@@ -41,23 +41,29 @@ enum egress_allow_kind {
 
 struct egress_allow_entry {
   enum egress_allow_kind kind;
-  char name[254];  /* HOST, DOMAIN (without "*."): lower case, no trailing dot */
-  int family;      /* CIDR: AF_INET or AF_INET6 */
+  char name[254];   /* HOST, DOMAIN (without "*."): lower case, no trailing dot */
+  int family;       /* CIDR: AF_INET or AF_INET6 */
   uint8_t addr[16]; /* CIDR: network address (host bits zero), 4 or 16 bytes used */
-  unsigned prefix; /* CIDR: 0-32 or 0-128 */
-  uint16_t port;   /* 0: 80 and 443 */
+  unsigned prefix;  /* CIDR: 0-32 or 0-128 */
+  uint16_t port;    /* 0: 80 and 443 */
 };
 
 struct egress_allow {
-  size_t n;
+  size_t n; /* entries used; never more than EGRESS_ALLOW_MAX are read */
   struct egress_allow_entry e[EGRESS_ALLOW_MAX];
 };
 
-/* Parses one entry. 0, or -1 with why ("port 0 is out of range (1-65535)",
- * "CIDR prefix /33 is longer than 32", "'*' only as the first label",
- * "not a DNS name, an address or a CIDR", ...). Host bits of a CIDR's
- * address must be zero ("10.0.0.1/8: host bits set; did you mean
- * 10.0.0.0/8?"). */
+/* Parses one entry (at most EGRESS_ALLOW_ENTRY_MAX bytes; no more are
+ * read). 0, or -1 with why, at most 160 bytes with its NUL ("port 0 is out
+ * of range (1-65535)", "CIDR prefix /33 is longer than 32", "'*' only as
+ * the whole first label (*.example.com) or as the whole entry", "'1.2.3' is
+ * not an IPv4 address (...)", ...); a refused entry leaves out as it was.
+ * Host bits of a CIDR's address must be zero ("10.0.0.1/8: host bits set;
+ * did you mean 10.0.0.0/8?"). Text of only digits and dots is an IPv4 address
+ * or refused, never a name; a name whose last label is a number
+ * ("0x7f.1", "example.123": getaddrinfo reads such text as an address) is
+ * refused too. So are a trailing dot and an IPv4-mapped IPv6 address
+ * (::ffff:a.b.c.d: written as IPv4, the one spelling of that address). */
 int egress_allow_parse(const char *text, struct egress_allow_entry *out, char *why, size_t whylen);
 
 /* The entry as text, in the parser's own spelling (round-trips). */
@@ -73,11 +79,15 @@ bool egress_allow_within(const struct egress_allow_entry *entry, const struct eg
 
 /* Does the list allow a connection to this target as the program wrote it
  * (host: a name, or an IP literal without brackets) on port? A name is
- * checked against name entries, an IP literal against CIDR entries. */
+ * checked against name entries (case-insensitively), an IP literal against
+ * CIDR entries (an IPv4-mapped IPv6 one as the IPv4 address it carries).
+ * A host that is neither (by the entries' rules) is not allowed. */
 bool egress_allow_target(const struct egress_allow *list, const char *host, uint16_t port);
 
 /* Does a CIDR entry of the list contain this address, for port? For an
- * address a name resolved to that is not public (or is the server's own). */
+ * address a name resolved to that is not public (or is the server's own).
+ * An IPv4-mapped IPv6 address (AF_INET6 ::ffff:a.b.c.d) is matched as the
+ * IPv4 address it carries, against IPv4 entries only. */
 bool egress_allow_address(const struct egress_allow *list, const struct sockaddr *sa,
                           socklen_t salen, uint16_t port);
 

@@ -24,13 +24,16 @@ static struct egress_allow_entry parse_ok(const char *text) {
   return e;
 }
 
+/* Refused, for the reason given, in at most 160 bytes. */
 static void parse_refused(const char *text, const char *reason) {
   struct egress_allow_entry e;
-  char why[256] = "";
+  char why[512] = "";
   if (egress_allow_parse(text, &e, why, sizeof why) == 0)
     fail_msg("'%s' accepted", text);
   if (strstr(why, reason) == NULL)
     fail_msg("'%s': reason '%s' lacks '%s'", text, why, reason);
+  if (strlen(why) >= 160)
+    fail_msg("'%s': reason '%s' is longer than 159 bytes", text, why);
 }
 
 static struct egress_allow list_of(const char *const *texts, size_t n) {
@@ -156,6 +159,16 @@ static void test_parse_refused(void **state) {
       {"example.com:123456", "out of range"},
       {"example.com:+443", "port '+443' is not a decimal number"},
       {"example.com:-1", "not a decimal number"},
+      /* The entry's own text is cut in a reason: it stays under 160 bytes. */
+      {"example.com:"
+       "99999999999999999999999999999999999999999999999999999999999999999999999999999999",
+       "out of range (1-65535)"},
+      {"10.0.0.0/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+       "is not a number"},
+      {"[::1/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx]:443",
+       "is not a number"},
+      {"[yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy]",
+       "brackets only around"},
       {"example.com:", "':' without a port"},
       {":443", "no host before ':'"},
       {"example.com:443:1", "is not an IPv6 address"},
