@@ -1,6 +1,6 @@
 /* egress_allow.c: see egress_allow.h. Reads at most EGRESS_ALLOW_ENTRY_MAX
- * + 1 bytes of an entry's text and at most EGRESS_HOST_NAME_MAX + 1 of a
- * target's host; no allocation, no lookups. It must never let a name match
+ * + 1 bytes of an entry's text, at most 254 of a target's host and at most
+ * EGRESS_ALLOW_MAX entries of a list; no allocation, no lookups. It must never let a name match
  * a CIDR entry or an address match a name entry, and never read one text
  * two ways: what is not a dotted-quad IPv4 address, an IPv6 address or a
  * plain DNS name is refused, not guessed at ("127.1", "0x7f.0.0.1" and
