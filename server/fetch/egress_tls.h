@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 /* The most the proxy reads before deciding: a ClientHello larger than this
- * (across records) is refused. */
+ * (across records, counted on the wire with the record headers) is
+ * refused, so len >= EGRESS_TLS_HELLO_MAX never gets MORE. */
 #define EGRESS_TLS_HELLO_MAX 16384
 
 enum egress_tls_sni {
