@@ -56,7 +56,8 @@ struct result_storage {
   Sandbox__V1__ReplyEnvelope *reply;
   Sandbox__V1__RunCodeResponse *resp;
   struct sbxc_artifact *artifacts;
-  char *text; /* a message or run id of its own (malloc'd), or NULL */
+  struct sbxc_egress egress; /* out->egress points here when the reply has one */
+  char *text;                /* a message or run id of its own (malloc'd), or NULL */
   char message[512];
   char endpoint[SBXC_KEY_MAX];
 };

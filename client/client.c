@@ -217,6 +217,9 @@ void sbxc_request_free(sbxc_request *r) {
   for (size_t i = 0; i < m->n_requirements; i++)
     free(m->requirements[i]);
   free(m->requirements);
+  for (size_t i = 0; i < m->n_allow_net; i++)
+    free(m->allow_net[i]);
+  free(m->allow_net);
   for (size_t i = 0; i < m->n_files; i++) {
     free(m->files[i]->path);
     if (m->files[i]->source_case == SANDBOX__V1__FILE__SOURCE_URL)
@@ -285,6 +288,10 @@ int sbxc_request_add_arg(sbxc_request *r, const char *arg) {
 
 int sbxc_request_add_requirement(sbxc_request *r, const char *spec) {
   return append_string(&r->msg.requirements, &r->msg.n_requirements, spec);
+}
+
+int sbxc_request_add_allow_net(sbxc_request *r, const char *entry) {
+  return append_string(&r->msg.allow_net, &r->msg.n_allow_net, entry);
 }
 
 static Sandbox__V1__File *new_file(const char *path) {
@@ -625,6 +632,11 @@ int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out) {
   out->state_lost = r->state_lost;
   out->interpreter_ended = r->interpreter_ended;
   out->session_mode = (int)r->session_mode;
+  if (r->egress != NULL) {
+    st->egress = (struct sbxc_egress){r->egress->connections, r->egress->refused,
+                                      r->egress->bytes_up, r->egress->bytes_down};
+    out->egress = &st->egress;
+  }
   if (r->n_artifacts > 0) {
     st->artifacts = calloc(r->n_artifacts, sizeof(*st->artifacts));
     if (st->artifacts == NULL) {

@@ -32,11 +32,22 @@ static json_t *feedback_json(const struct sbxc_result *r) {
   return a;
 }
 
+/* {"connections", "refused", "bytes_up", "bytes_down"} of a run with
+ * allow_net; NULL (the key left out) when the reply has no summary. */
+static json_t *egress_json(const struct sbxc_result *r) {
+  if (r->status != SBXC_OK || r->egress == NULL)
+    return NULL;
+  const struct sbxc_egress *e = r->egress;
+  return json_pack("{s:I, s:I, s:I, s:I}", "connections", (json_int_t)e->connections, "refused",
+                   (json_int_t)e->refused, "bytes_up", (json_int_t)e->bytes_up, "bytes_down",
+                   (json_int_t)e->bytes_down);
+}
+
 char *sbxc_result_json(const struct sbxc_result *r) {
   bool ok = r->status == SBXC_OK;
   return sbxc_json_dump(json_pack(
       "{s:o, s:s, s:o, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:I, s:I, s:I, s:o, s:o, s:b, s:o, s:o, "
-      "s:I, s:o, s:b, s:b, s:b, s:s}",
+      "s:I, s:o, s:b, s:b, s:b, s:s, s:o*}",
       "run_id", sbxc_json_cstring(ok ? r->run_id : ""), "status", sbxc_status_name(r->status),
       "error", sbxc_json_cstring(ok ? "" : r->message), "stdout",
       sbxc_json_text(r->stdout_data, r->stdout_len), "stderr",
@@ -53,5 +64,6 @@ char *sbxc_result_json(const struct sbxc_result *r) {
       !ok                    ? ""
       : r->session_mode == 2 ? "interpreter"
       : r->session_mode == 1 ? "files"
-                             : ""));
+                             : "",
+      "egress", egress_json(r)));
 }

@@ -79,6 +79,15 @@ struct sbxc_artifact {
   bool content_omitted; /* over a cap of the server: metadata only */
 };
 
+/* What a run with allow_net did on the network, as the server's egress
+ * proxy saw it (docs/EGRESS.md). */
+struct sbxc_egress {
+  uint32_t connections; /* requests and tunnels the program opened */
+  uint32_t refused;     /* of them, refused by the policy or a cap */
+  uint64_t bytes_up;    /* relayed from the program */
+  uint64_t bytes_down;  /* relayed to the program */
+};
+
 struct sbxc_result {
   int status;          /* enum sbxc_status */
   const char *message; /* why, when status != SBXC_OK; "" otherwise */
@@ -110,7 +119,10 @@ struct sbxc_result {
   bool state_lost;        /* this call ran in a fresh interpreter: the old one's state is gone */
   bool interpreter_ended; /* this call ended the interpreter: the next one starts fresh */
   int session_mode;       /* enum sbxc_session_mode */
-  void *internal_;        /* owned storage; freed by sbxc_result_free */
+  /* A run with allow_net: its egress summary; NULL when the reply has none
+   * (a run without network, or a server that predates it). */
+  const struct sbxc_egress *egress;
+  void *internal_; /* owned storage; freed by sbxc_result_free */
 };
 
 typedef struct sbxc_client sbxc_client;
@@ -230,6 +242,13 @@ enum sbxc_session_mode {
 };
 void sbxc_request_set_session_mode(sbxc_request *req, int mode);
 void sbxc_request_set_limits(sbxc_request *req, const struct sbxc_limits *limits);
+/* One host the run's code may reach (RunCodeRequest.allow_net, docs/EGRESS.md):
+ * "host", "*.domain", "*", "CIDR", each optionally ":port" (IPv6 in
+ * brackets); without a port 80 and 443. Call once per entry; none: no
+ * network. The server checks each against its --egress-allow (and the
+ * tenant's egress_allow) and refuses the run with INVALID_ARGUMENT naming
+ * the entry. Returns 0, or -1 when out of memory. */
+int sbxc_request_add_allow_net(sbxc_request *req, const char *entry);
 
 /* Calls RunCode. Always fills result (free it with sbxc_result_free);
  * returns 0 when status == SBXC_OK, -1 otherwise. */

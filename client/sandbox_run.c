@@ -45,6 +45,7 @@ static void usage(FILE *out) {
       "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
       "                   [--max-request-bytes N] [--connect-timeout-ms N]\n"
+      "                   [--allow-net ENTRY]...\n"
       "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
       "                    [--tls-server-name NAME]] [--api-key KEY] [--json] [--stream]\n"
       "                   [--raw] SCRIPT|-\n"
@@ -76,7 +77,14 @@ static void usage(FILE *out) {
       "unencrypted key, for servers that ask for one; --tls-server-name: the name the\n"
       "server's certificate must carry (default: the URL's host).\n"
       "--api-key KEY (else $SANDBOX_API_KEY, which ps does not show): the API key of a\n"
-      "server with --tenants (docs/TENANTS.md).\n");
+      "server with --tenants (docs/TENANTS.md).\n"
+      "--allow-net ENTRY: a host the run's code may reach through the server's egress\n"
+      "proxy (docs/EGRESS.md): host, *.domain, *, or a CIDR, each with an optional :PORT\n"
+      "(IPv6 in brackets; without a port 80 and 443). One entry per flag (repeat it; a\n"
+      "comma is not a separator). Without it the run has no network. An entry outside\n"
+      "the server's --egress-allow refuses the run (INVALID_ARGUMENT, nothing ran).\n"
+      "--json shows what a run with it did on the network as \"egress\": {connections,\n"
+      "refused, bytes_up, bytes_down}.\n");
 }
 
 /* Everything fd holds until its end: a script, stdin, a --file. No
@@ -264,6 +272,7 @@ enum {
   OPT_RAW,
   OPT_WATCH,
   OPT_CANCEL,
+  OPT_ALLOW_NET,
 };
 
 static const struct option cli_options[] = {
@@ -301,6 +310,7 @@ static const struct option cli_options[] = {
     {"raw", no_argument, NULL, OPT_RAW},
     {"watch", required_argument, NULL, OPT_WATCH},
     {"cancel", required_argument, NULL, OPT_CANCEL},
+    {"allow-net", required_argument, NULL, OPT_ALLOW_NET},
     CLI_ENDPOINT_LONG_OPTIONS,
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -386,6 +396,8 @@ static int take_request_part(struct cli *c, int opt, char *v) {
     return sbxc_request_add_requirement(c->req, v);
   case OPT_ARG:
     return sbxc_request_add_arg(c->req, v);
+  case OPT_ALLOW_NET: /* one entry per flag: the server names a bad one */
+    return sbxc_request_add_allow_net(c->req, v);
   case OPT_ENV:
     value = split_pair(v, "--env", "KEY=VALUE");
     return value == NULL || sbxc_request_add_env(c->req, v, value) < 0 ? -1 : 0;

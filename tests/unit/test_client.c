@@ -73,6 +73,45 @@ static void ok_reply(void **state) {
   free(wire);
 }
 
+/* RunCodeResponse.egress (a run with allow_net): in the result and in
+ * sandbox-run --json's object only when the reply carries it. */
+static void egress_summary_only_when_sent(void **state) {
+  Sandbox__V1__RunCodeResponse resp = SANDBOX__V1__RUN_CODE_RESPONSE__INIT;
+  resp.run_id = "run-2";
+  uint8_t *wire;
+  size_t n = pack_reply(SANDBOX__V1__CODE__OK, "", &resp.base, &wire);
+  struct sbxc_result r;
+  assert_int_equal(sbxc_result_from_reply_bytes(wire, n, &r), 0);
+  assert_null(r.egress);
+  char *json = sbxc_result_json(&r);
+  assert_non_null(json);
+  assert_null(strstr(json, "egress"));
+  free(json);
+  sbxc_result_free(&r);
+  free(wire);
+
+  Sandbox__V1__EgressSummary egress = SANDBOX__V1__EGRESS_SUMMARY__INIT;
+  egress.connections = 3;
+  egress.refused = 1;
+  egress.bytes_up = 517;
+  egress.bytes_down = UINT64_C(5000000000);
+  resp.egress = &egress;
+  n = pack_reply(SANDBOX__V1__CODE__OK, "", &resp.base, &wire);
+  assert_int_equal(sbxc_result_from_reply_bytes(wire, n, &r), 0);
+  assert_non_null(r.egress);
+  assert_int_equal(r.egress->connections, 3);
+  assert_int_equal(r.egress->refused, 1);
+  assert_int_equal(r.egress->bytes_up, 517);
+  assert_true(r.egress->bytes_down == UINT64_C(5000000000));
+  json = sbxc_result_json(&r);
+  assert_non_null(json);
+  assert_non_null(strstr(json, "\"egress\":{\"connections\":3,\"refused\":1,\"bytes_up\":517,"
+                               "\"bytes_down\":5000000000}"));
+  free(json);
+  sbxc_result_free(&r);
+  free(wire);
+}
+
 static void fnv1a32_vectors(void **state) {
   assert_int_equal(sbxc_fnv1a32("", 0), 0x811c9dc5u);
   assert_int_equal(sbxc_fnv1a32("a", 1), 0xe40c292cu);
@@ -323,6 +362,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(long_server_message_kept_whole),
       cmocka_unit_test(ok_reply),
+      cmocka_unit_test(egress_summary_only_when_sent),
       cmocka_unit_test(fnv1a32_vectors),
       cmocka_unit_test(session_rule_vectors),
       cmocka_unit_test(session_rule_ties_go_to_the_smallest_key),
