@@ -76,6 +76,18 @@ static void write_state(FILE *f, const struct sbxc_result *r) {
                "are kept)\n");
 }
 
+/* A run with allow_net: what it did on the network (the hints name the
+ * first refusal). */
+static void write_egress(FILE *f, const struct sbxc_result *r) {
+  if (r->egress == NULL)
+    return;
+  char up[32], down[32];
+  text_format_bytes(r->egress->bytes_up, up, sizeof(up));
+  text_format_bytes(r->egress->bytes_down, down, sizeof(down));
+  fprintf(f, "network (allow_net): %u connections, %u refused; %s sent, %s received\n",
+          (unsigned)r->egress->connections, (unsigned)r->egress->refused, up, down);
+}
+
 static void write_result_line(FILE *f, const char *result, bool truncated) {
   if (result[0] != '\0')
     fprintf(f,
@@ -253,9 +265,15 @@ static json_t *run_structured(const struct sbxc_result *r, json_t *out, json_t *
     }
   bool session = r->session_id != NULL && r->session_id[0] != '\0';
   const char *mode = session ? session_mode_word(r) : NULL;
+  json_t *egress = r->egress == NULL ? NULL
+                                     : json_pack("{s:I, s:I, s:I, s:I}", "connections",
+                                                 (json_int_t)r->egress->connections, "refused",
+                                                 (json_int_t)r->egress->refused, "bytes_up",
+                                                 (json_int_t)r->egress->bytes_up, "bytes_down",
+                                                 (json_int_t)r->egress->bytes_down);
   json_t *o = json_pack(
       "{s:s, s:s, s:i, s:i, s:o, s:o*, s:b, s:s*, s:I, s:I, s:I, s:o, s:b, s:o, s:b, s:o, s:b, "
-      "s:b, s:b, s:o*, s:o}",
+      "s:b, s:b, s:o*, s:o, s:o*}",
       "status", status_word(r), "killed_by", sbxc_killed_by_name(r->killed_by), "exit_code",
       r->exit_code, "signal", r->signal, "run_id", sbxc_json_cstring(r->run_id), "session_id",
       session ? sbxc_json_cstring(r->session_id) : NULL, "session_created", r->session_created,
@@ -264,7 +282,7 @@ static json_t *run_structured(const struct sbxc_result *r, json_t *out, json_t *
       out, "stdout_truncated", r->stdout_truncated, "stderr", err, "stderr_truncated",
       r->stderr_truncated, "result", result, "result_truncated", r->result_truncated, "state_lost",
       r->state_lost, "interpreter_ended", r->interpreter_ended, "feedback", feedback, "artifacts",
-      artifacts);
+      artifacts, "egress", egress);
   return o;
 }
 
@@ -285,6 +303,7 @@ static json_t *run_content(const mcp_server *s, const struct sbxc_result *r) {
   size_t value_len = strlen(value);
   write_outcome(f, r);
   write_state(f, r);
+  write_egress(f, r);
   write_stream_line(f, "stdout", r->stdout_len, r->stdout_truncated);
   write_stream_line(f, "stderr", r->stderr_len, r->stderr_truncated);
   write_result_line(f, value, r->result_truncated);

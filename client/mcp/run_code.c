@@ -18,8 +18,8 @@
 #define MAX_LIST 256
 
 static const char *const run_code_args[] = {
-    "code", "requirements", "files",  "session_id", "session_mode", "stdin", "stdin_encoding",
-    "args", "env",          "limits", NULL};
+    "code",           "requirements", "files", "session_id", "session_mode", "stdin",
+    "stdin_encoding", "args",         "env",   "limits",     "allow_net",    NULL};
 /* session_mode's values and what each is on the wire. */
 static const char *const session_modes[] = {"files", "interpreter", NULL};
 static const int session_mode_wire[] = {SBXC_SESSION_MODE_FILES, SBXC_SESSION_MODE_INTERPRETER};
@@ -85,7 +85,8 @@ static int add_files(sbxc_request *req, const json_t *args, char *err, size_t er
   return 0;
 }
 
-/* requirements and args: arrays of strings without NUL. */
+/* requirements, args and allow_net: arrays of strings without NUL (the
+ * server judges allow_net's entries against its --egress-allow). */
 static int add_strings(sbxc_request *req, const json_t *args, const char *key,
                        int (*add)(sbxc_request *, const char *), char *err, size_t errlen) {
   json_t *list;
@@ -253,6 +254,7 @@ static sbxc_request *request_from_args(const json_t *args, char *err, size_t err
       set_scalars(req, args, err, errlen) < 0 || add_files(req, args, err, errlen) < 0 ||
       add_strings(req, args, "requirements", sbxc_request_add_requirement, err, errlen) < 0 ||
       add_strings(req, args, "args", sbxc_request_add_arg, err, errlen) < 0 ||
+      add_strings(req, args, "allow_net", sbxc_request_add_allow_net, err, errlen) < 0 ||
       add_env(req, args, err, errlen) < 0 || set_limits(req, args, err, errlen) < 0) {
     sbxc_request_free(req);
     return NULL;

@@ -29,7 +29,8 @@ struct tool {
   "result gives the new session's session_id.\"}"
 
 static const char run_code_description[] =
-    "Run Python 3 code in an isolated sandbox (no network, its own filesystem) and get back "
+    "Run Python 3 code in an isolated sandbox (no network unless allow_net names hosts, its own "
+    "filesystem) and get back "
     "what it printed, the value of its last expression, how it ended, and the files it wrote to "
     "output/.\n"
     "The code runs as /workspace/main.py with /workspace as its working directory. Input files "
@@ -93,6 +94,9 @@ static const char run_code_schema[] =
     "data.\"},"
     "  \"args\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": "
     "\"Command-line arguments (sys.argv[1:]).\"},"
+    "  \"allow_net\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": "
+    "\"Hosts the code may reach, e.g. [\\\"pypi.org\\\", \\\"*.example.com:443\\\"]; empty: no "
+    "network.\"},"
     "  \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}, "
     "\"description\": \"Environment variables for the program.\"},"
     "  \"limits\": {\"type\": \"object\", \"additionalProperties\": false, \"description\": "
@@ -150,7 +154,11 @@ static const char run_code_output_schema[] =
     "    \"path\": {\"type\": \"string\"}, \"mime\": {\"type\": \"string\"},"
     "    \"size\": {\"type\": \"integer\"},"
     "    \"attached\": {\"type\": \"string\", \"enum\": [\"image\", \"text\", \"binary\", "
-    "\"omitted\", \"over_cap\"]}}}}}}";
+    "\"omitted\", \"over_cap\"]}}}},"
+    "  \"egress\": {\"type\": \"object\", \"description\": \"A run with allow_net: what it did "
+    "on the network.\", \"properties\": {\"connections\": {\"type\": \"integer\"}, "
+    "\"refused\": {\"type\": \"integer\"}, \"bytes_up\": {\"type\": \"integer\"}, "
+    "\"bytes_down\": {\"type\": \"integer\"}}}}}";
 
 static const char list_description[] =
     "List one directory of a session's workspace (/workspace: main.py, mounts/ with the input "
