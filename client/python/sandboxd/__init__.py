@@ -21,13 +21,13 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, Failed
                      ResourceExhausted, SandboxError, Unauthenticated, Unavailable, Unimplemented,
                      Unknown)
 from .stream import AsyncRunStream, RunStream
-from .types import (TLS, Artifact, Chunk, FileContent, FileEntry, FileList, FileURL, Health,
+from .types import (TLS, Artifact, Chunk, Egress, FileContent, FileEntry, FileList, FileURL, Health,
                     Isolation, Limits, RunResult, RunUpdate, ServerInfo, StartedRun, UnsafePath)
 
 from ._version import __version__ as __version__  # generated: generate_proto.py
 
 __all__ = [
-    "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Artifact", "FileEntry",
+    "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Egress", "Artifact", "FileEntry",
     "RunStream", "AsyncRunStream", "Chunk", "StartedRun", "RunUpdate",
     "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath",
     "SandboxError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import errors
 from . import sandbox_pb2 as pb
-from .types import (LIMIT_FIELDS, Artifact, FileContent, FileEntry, FileList, FileURL, FileValue,
+from .types import (LIMIT_FIELDS, Artifact, Egress, FileContent, FileEntry, FileList, FileURL, FileValue,
                     Health, InputFiles, Isolation, Limits, RunResult, RunUpdate, ServerInfo,
                     field_names)
 
@@ -95,6 +95,15 @@ def _strings(name: str, values: Sequence[str]) -> Sequence[str]:
     return values
 
 
+def _allow_net(values: Sequence[str]) -> Sequence[str]:
+    """allow_net's entries (docs/EGRESS.md), one str each: a bare str would
+    be taken as its characters, each a host."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"allow_net: a list of str such as [{values!r}], not a single "
+                        f"{type(values).__name__} (it would be read as its characters)")
+    return _strings("allow_net", values)
+
+
 # session_mode (docs/INTERPRETER.md): None = the session's own (files for a
 # new one); "interpreter" keeps a living Python between the session's calls.
 SESSION_MODES = {None: 0, "files": 1, "interpreter": 2}
@@ -108,7 +117,8 @@ def run_code_request(code: str, *, requirements: Sequence[str] = (),
                      run_id: Optional[str] = None,
                      limits: Union[Limits, Mapping[str, int], None] = None,
                      runtime: str = "python",
-                     session_mode: Optional[str] = None
+                     session_mode: Optional[str] = None,
+                     allow_net: Sequence[str] = ()
                      ) -> Tuple[pb.RunCodeRequest, Optional[Limits]]:
     """The RunCodeRequest for run_code's arguments (types checked here; values
     are the server's to judge, which names the field it refuses)."""
@@ -124,7 +134,7 @@ def run_code_request(code: str, *, requirements: Sequence[str] = (),
     req = pb.RunCodeRequest(code=code, runtime=runtime, session_mode=SESSION_MODES[session_mode],
                             requirements=_strings("requirements", requirements),
                             args=_strings("args", args), session_id=session_id or "",
-                            run_id=run_id or "")
+                            run_id=run_id or "", allow_net=_allow_net(allow_net))
     req.stdin = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
     for i, (path, value) in enumerate(_file_items(files)):
         _add_file(req, i, path, value)
@@ -217,7 +227,18 @@ def run_result(msg: pb.RunCodeResponse, endpoint: str, attempts: int) -> RunResu
         feedback=tuple(msg.feedback), endpoint=endpoint, attempts=attempts,
         result=msg.result, result_truncated=msg.result_truncated, state_lost=msg.state_lost,
         interpreter_ended=msg.interpreter_ended,
-        session_mode=_SESSION_MODE_NAMES.get(msg.session_mode, f"SESSION_MODE_{msg.session_mode}"))
+        session_mode=_SESSION_MODE_NAMES.get(msg.session_mode, f"SESSION_MODE_{msg.session_mode}"),
+        egress=_egress(msg))
+
+
+def _egress(msg: pb.RunCodeResponse) -> Optional[Egress]:
+    """The reply's EgressSummary, None when it has none (a message field:
+    presence is on the wire)."""
+    if not msg.HasField("egress"):
+        return None
+    e = msg.egress
+    return Egress(connections=e.connections, refused=e.refused, bytes_up=e.bytes_up,
+                  bytes_down=e.bytes_down)
 
 
 def run_state_name(value: int) -> str:

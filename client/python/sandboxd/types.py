@@ -68,7 +68,9 @@ class RunArgs(TypedDict, total=False):
     clients), written once: each method takes code and then **RunArgs.
     files: InputFiles; limits: a Limits or a dict of its fields; runtime:
     "python" or "python-zygote"; session_mode: None, "files" or
-    "interpreter" (docs/CLIENTS.md)."""
+    "interpreter" (docs/CLIENTS.md); allow_net: the hosts the run's code
+    may reach, a list of entries such as ["pypi.org", "*.example.com:443"]
+    (docs/EGRESS.md; empty: no network)."""
     requirements: Sequence[str]
     files: Optional[InputFiles]
     stdin: Union[bytes, str]
@@ -79,6 +81,7 @@ class RunArgs(TypedDict, total=False):
     limits: Union[Limits, Mapping[str, int], None]
     runtime: str
     session_mode: Optional[str]
+    allow_net: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,18 @@ class Artifact:
 
 
 @dataclass(frozen=True)
+class Egress:
+    """What a run with allow_net did on the network, as the server's egress
+    proxy saw it (docs/EGRESS.md): connections (requests and tunnels) the
+    program opened, how many of them were refused (by the allow list or a
+    cap), bytes relayed from it (up) and to it (down)."""
+    connections: int
+    refused: int
+    bytes_up: int
+    bytes_down: int
+
+
+@dataclass(frozen=True)
 class RunResult:
     """A run that happened: the code ran, whatever it did. killed_by is
     "none", "timeout", "memory", "output_limit", "signal", "cancelled", or the proto name
@@ -157,6 +172,9 @@ class RunResult:
     state_lost: bool = False
     interpreter_ended: bool = False
     session_mode: str = ""
+    # A run with allow_net: what it did on the network; None when the reply
+    # has no summary (a run without network, or an older server).
+    egress: Optional[Egress] = None
 
     @property
     def stdout_text(self) -> str:
@@ -333,6 +351,6 @@ def field_names(cls) -> Tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-__all__ = ["Limits", "FileURL", "FileValue", "InputFiles", "RunArgs", "TLS", "Artifact", "RunResult", "StartedRun", "Chunk",
+__all__ = ["Limits", "FileURL", "FileValue", "InputFiles", "RunArgs", "TLS", "Artifact", "Egress", "RunResult", "StartedRun", "Chunk",
            "RunUpdate", "FileEntry", "FileList", "FileContent", "Health", "Isolation",
            "ServerInfo", "UnsafePath"]

@@ -79,6 +79,17 @@ def test_result_fields_come_through():
     assert not r.ok
 
 
+def test_egress_summary_only_when_the_reply_has_one():
+    assert decode_run(run_reply(run_id="r1")).egress is None
+    r = decode_run(run_reply(run_id="r1", egress=pb.EgressSummary(
+        connections=3, refused=1, bytes_up=517, bytes_down=5_000_000_000)))
+    assert r.egress == sandboxd.Egress(connections=3, refused=1, bytes_up=517,
+                                       bytes_down=5_000_000_000)
+    # An empty summary is still one: the run had allow_net and opened nothing.
+    assert decode_run(run_reply(run_id="r1", egress=pb.EgressSummary())).egress == \
+        sandboxd.Egress(0, 0, 0, 0)
+
+
 def test_garbage_replies_are_errors_never_crashes():
     """Random bytes, truncations and bit flips of a valid reply: either a
     result or a SandboxError, nothing else."""
@@ -165,6 +176,9 @@ def test_run_code_request_from_arguments():
     assert _wire.run_timeout_ms(limits) == 1500 and _wire.run_timeout_ms(None) == 60000
     req, _ = _wire.run_code_request("x", limits=sandboxd.Limits(open_files=64))
     assert req.limits.open_files == 64 and req.runtime == "python"
+    req, _ = _wire.run_code_request("x", allow_net=("pypi.org", "*.example.com:443"))
+    assert list(req.allow_net) == ["pypi.org", "*.example.com:443"]
+    assert list(_wire.run_code_request("x")[0].allow_net) == []
 
 
 def test_bad_arguments_are_refused_before_anything_is_sent():
@@ -182,6 +196,12 @@ def test_bad_arguments_are_refused_before_anything_is_sent():
             c.run_code("print(1)", limits={"timeout_ms": "5"})
         with pytest.raises(TypeError):
             c.run_code("print(1)", files={"a": 3})
+        # A bare str would be iterated into one host per character.
+        with pytest.raises(TypeError, match=r"allow_net: a list of str such as \['pypi.org'\], "
+                                            r"not a single str"):
+            c.run_code("print(1)", allow_net="pypi.org")
+        with pytest.raises(TypeError, match=r"allow_net\[1\]: a str, not int"):
+            c.run_code("print(1)", allow_net=["pypi.org", 443])
 
 
 def test_no_server_is_unavailable_nothing_sent():
