@@ -69,6 +69,7 @@ export function runCodeRequest(params: RunCodeParams) {
   if (mode !== undefined && !Object.hasOwn(SESSION_MODES, mode)) {
     throw new RangeError(`sessionMode: ${JSON.stringify(mode)} is not "files" or "interpreter"`);
   }
+  const allowNet = allowNetOf(params.allowNet);
   return create(RunCodeRequestSchema, {
     code: params.code,
     requirements: [...(params.requirements ?? [])],
@@ -81,6 +82,25 @@ export function runCodeRequest(params: RunCodeParams) {
     limits: limitsMessage(params.limits ?? {}),
     runtime: params.runtime ?? "",
     sessionMode: mode === undefined ? 0 : SESSION_MODES[mode],
+    allowNet,
+  });
+}
+
+/** allowNet's entries, checked: a bare string would be spread into its
+ * characters, one host each. */
+function allowNetOf(v: unknown): string[] {
+  if (v === undefined) {
+    return [];
+  }
+  if (!Array.isArray(v)) {
+    const what = typeof v === "string" ? `a single string (${JSON.stringify(v)})` : v === null ? "null" : typeof v;
+    throw new TypeError(`allowNet: an array of strings such as ["pypi.org"], not ${what}`);
+  }
+  return v.map((e: unknown, i) => {
+    if (typeof e !== "string") {
+      throw new TypeError(`allowNet[${i}]: a string, not ${e === null ? "null" : typeof e}`);
+    }
+    return e;
   });
 }
 

@@ -44,5 +44,5 @@ export {
   Unknown,
 } from "./errors.js";
 export { type EndpointState, type EndpointStatus, type Resolver } from "./fleet.js";
-export { Artifact, type KilledBy, type KilledByName, RunResult, type SaveReport } from "./result.js";
+export { Artifact, type Egress, type KilledBy, type KilledByName, RunResult, type SaveReport } from "./result.js";
 export { type OutputChunk, type OutputStreamName, RunStream, type TextChunk } from "./stream.js";

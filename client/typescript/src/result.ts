@@ -124,6 +124,17 @@ export interface SaveReport {
   skipped: { relativePath: string; reason: string }[];
 }
 
+/** What a run with allowNet did on the network, as the server's egress
+ * proxy saw it (docs/EGRESS.md): connections (requests and tunnels) the
+ * program opened, how many were refused (the allow list or a cap), bytes
+ * relayed from it (up) and to it (down). */
+export interface Egress {
+  readonly connections: number;
+  readonly refused: number;
+  readonly bytesUp: number;
+  readonly bytesDown: number;
+}
+
 export class RunResult {
   readonly runId: string;
   readonly sessionId: string;
@@ -155,6 +166,9 @@ export class RunResult {
   readonly stateLost: boolean;
   readonly interpreterEnded: boolean;
   readonly sessionMode: string;
+  /** A run with allowNet: what it did on the network; undefined when the
+   * reply has no summary (a run without network, or an older server). */
+  readonly egress: Egress | undefined;
 
   constructor(m: RunCodeResponse, endpoint: string, attempts: number) {
     this.runId = m.runId;
@@ -180,6 +194,11 @@ export class RunResult {
     this.stateLost = m.stateLost;
     this.interpreterEnded = m.interpreterEnded;
     this.sessionMode = m.sessionMode === 2 ? "interpreter" : m.sessionMode === 1 ? "files" : "";
+    const e = m.egress;
+    this.egress =
+      e === undefined
+        ? undefined
+        : { connections: e.connections, refused: e.refused, bytesUp: Number(e.bytesUp), bytesDown: Number(e.bytesDown) };
   }
 
   get stdoutText(): string {

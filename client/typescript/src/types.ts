@@ -136,6 +136,12 @@ export interface RunCodeParams {
    * for a new session) or "interpreter" (one Python lives between the
    * session's calls; each call is a notebook cell). Unset: the session's. */
   sessionMode?: SessionModeName;
+  /** The hosts the run's code may reach through the server's egress proxy
+   * (docs/EGRESS.md), one entry each: "host", "*.domain", "*" or a CIDR,
+   * each with an optional ":port" (without: 80 and 443), e.g.
+   * ["pypi.org", "*.example.com:443"]. Unset or empty: no network. An entry
+   * outside the server's --egress-allow is InvalidArgument (nothing ran). */
+  allowNet?: readonly string[];
 }
 
 export type SessionModeName = "files" | "interpreter";

@@ -345,6 +345,27 @@ test("sessionMode: only the names it has; Object.prototype's are refused like an
   }
 });
 
+test("allowNet: an array of strings into the request; a bare string or a non-string entry is a TypeError", () => {
+  assert.deepEqual(runCodeRequest({ code: "x", allowNet: ["pypi.org", "*.example.com:443"] }).allowNet, ["pypi.org", "*.example.com:443"]);
+  assert.deepEqual(runCodeRequest({ code: "x" }).allowNet, []);
+  // Spread, a string would be one host per character.
+  assert.throws(() => runCodeRequest({ code: "x", allowNet: "pypi.org" as unknown as string[] }), {
+    name: "TypeError",
+    message: 'allowNet: an array of strings such as ["pypi.org"], not a single string ("pypi.org")',
+  });
+  assert.throws(() => runCodeRequest({ code: "x", allowNet: ["a", 443] as unknown as string[] }), { name: "TypeError", message: "allowNet[1]: a string, not number" });
+});
+
+test("egress: the reply's summary, undefined when it has none", () => {
+  assert.equal(new RunResult(create(RunCodeResponseSchema, { runId: "r" }), "tcp://x:1", 1).egress, undefined);
+  const r = new RunResult(
+    create(RunCodeResponseSchema, { runId: "r", egress: { connections: 3, refused: 1, bytesUp: 517n, bytesDown: 5000000000n } }),
+    "tcp://x:1",
+    1,
+  );
+  assert.deepEqual(r.egress, { connections: 3, refused: 1, bytesUp: 517, bytesDown: 5000000000 });
+});
+
 function frame(framing: "tcp" | "ipc", body: string): Buffer {
   const b = Buffer.from(body);
   const h = Buffer.alloc(8);
