@@ -6,7 +6,7 @@
 # which CI refuses.
 set -euo pipefail
 if [ $# -ne 2 ]; then
-  echo "usage: run-tests.sh BIN_DIR unit|methods|faults|fleet|tls|stream|interpreter|tenants" >&2
+  echo "usage: run-tests.sh BIN_DIR unit|methods|faults|fleet|tls|stream|interpreter|tenants|egress" >&2
   exit 2
 fi
 bin_dir=$(cd "$1" && pwd)
