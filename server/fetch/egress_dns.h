@@ -19,6 +19,9 @@ struct egress_dns {
   /* "" = the system's resolver; else a DNS server's address and port. */
   struct sockaddr_storage server;
   socklen_t server_len; /* 0: the system's resolver */
+  /* The whole resolution's limit with a server (the system's resolver has
+   * its own): 0 = EGRESS_DNS_TIMEOUT_MS. For tests; parse sets 0. */
+  int timeout_ms;
 };
 
 struct egress_addresses {
@@ -28,7 +31,10 @@ struct egress_addresses {
 };
 
 /* Parses --egress-dns: "IPv4", "IPv4:port", "[IPv6]", "[IPv6]:port" (port
- * 53 by default); "" = the system's. 0, or -1 with why. */
+ * 53 by default, 1-65535); "" = the system's. An address only: a name
+ * would need a resolver to find the resolver. IPv6 without brackets
+ * ("::1") is refused, as in allow_net: "::1:53" would be ambiguous.
+ * 0, or -1 with why. */
 int egress_dns_parse(const char *text, struct egress_dns *out, char *why, size_t whylen);
 
 /* Resolves host (a DNS name; an IP literal is returned as itself) to at
