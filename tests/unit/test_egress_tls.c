@@ -156,7 +156,8 @@ static size_t build(uint8_t *out, const uint8_t *ext, size_t ext_len, int with_e
   if (with_ext_block) {
     put16(out + o, ext_len);
     o += 2;
-    memcpy(out + o, ext, ext_len);
+    if (ext_len > 0)
+      memcpy(out + o, ext, ext_len);
     o += ext_len;
   }
   size_t body = o - 9;
