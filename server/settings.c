@@ -163,6 +163,19 @@ static const struct setting_def setting_defs[] = {
     {"pip-idle-timeout-ms", SETTING_INT, OFF(pip_idle_timeout_ms), 0, 100, 3600000, .def = 30000,
      .help =
          "a connection through the egress proxy with no byte either way for this long is closed"},
+    {"egress-allow", SETTING_STRING, STR(egress_allow), 0, 0, .def_text = "none",
+     .help = "comma-separated allow entries (host, *.domain, *, CIDR, each with an optional "
+             ":port) a run's allow_net may ask for; none: runs get no network (docs/EGRESS.md)"},
+    {"egress-dns", SETTING_STRING, STR(egress_dns), 0, 0, .def_text = "the system's resolver",
+     .help = "IP[:port] of the DNS server the egress proxy asks for runs' and pip's names"},
+    {"egress-connections", SETTING_INT, OFF(egress_connections), 0, 1, 1024, .def = 32,
+     .help = "connections one run may hold open through the egress proxy at once; past it 503"},
+    {"egress-bytes", SETTING_INT, OFF(egress_bytes), 0, 1, 1LL << 40, .def = 1LL << 30,
+     .help = "bytes one run may move through the egress proxy, both ways; past it the "
+             "connection is cut (the run goes on)"},
+    {"piston-allow-net", SETTING_STRING, STR(piston_allow_net), 0, 0, .def_text = "none",
+     .help = "allow_net of every run of the Piston front (Piston's API has no such field), "
+             "comma-separated; within egress-allow"},
     {"requirements-allow-urls", SETTING_INT, OFF(requirements_allow_urls), 0, 0, 1, .def = 0,
      .help =
          "1: also accept \"name @ https://.../name-1.0-py3-none-any.whl\"; the server downloads "

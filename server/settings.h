@@ -106,6 +106,12 @@ struct server_settings {
   int64_t pip_timeout_ms;           /* one environment's build */
   int64_t pip_memory_bytes;         /* pip's processes (the build tmpfs comes on top) */
   int64_t pip_disk_bytes;           /* the build tmpfs, and the largest file */
+  /* Runs' own network (RunCodeRequest.allow_net, docs/EGRESS.md). */
+  char egress_allow[4096];     /* entries any run may ask for, comma-separated; "" = none */
+  char egress_dns[80];         /* IP[:port] of the DNS server the proxy asks; "" = the system's */
+  int64_t egress_connections;  /* one run's connections through the proxy at once */
+  int64_t egress_bytes;        /* one run's bytes through the proxy, both ways */
+  char piston_allow_net[1024]; /* allow_net of every Piston front run; "" = no network */
   /* TLS of tls+tcp:// listeners (server/tls/tls_files.h, docs/SECURITY.md). */
   char tls_cert[PATH_MAX];              /* PEM certificate (chain); "" = none */
   char tls_key[PATH_MAX];               /* its PEM private key */

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -26,6 +28,7 @@
 
 #include "clock.h"
 #include "egress_head.h"
+#include "egress_tls.h"
 #include "log.h"
 #include "netaddr.h"
 #include "cleanup.h"
@@ -121,6 +124,15 @@ static int upstream(const char *url, struct egress_config *cfg, struct sbx_error
                                  url);
 }
 
+static int dns_from(const struct server_settings *s, struct egress_config *cfg,
+                    struct sbx_error *err) {
+  char why[200];
+  if (egress_dns_parse(s->egress_dns, &cfg->dns, why, sizeof why) < 0)
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "egress-dns: \"%s\": %s", s->egress_dns,
+                         why);
+  return 0;
+}
+
 int egress_config_from(const struct server_settings *s, struct egress_config *cfg,
                        struct sbx_error *err) {
   memset(cfg, 0, sizeof *cfg);
@@ -131,6 +143,41 @@ int egress_config_from(const struct server_settings *s, struct egress_config *cf
     return -1;
   if (s->pip_proxy[0] != '\0' && upstream(s->pip_proxy, cfg, err) < 0)
     return -1;
+  return dns_from(s, cfg, err);
+}
+
+int egress_run_config_from(const struct server_settings *s, unsigned leases,
+                           struct egress_config *cfg, struct sbx_error *err) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->idle_ms = (uint64_t)s->pip_idle_timeout_ms;
+  cfg->run_leases = leases;
+  cfg->run_connections = (unsigned)s->egress_connections;
+  cfg->run_bytes = (uint64_t)s->egress_bytes;
+  return dns_from(s, cfg, err);
+}
+
+int egress_allow_parse_list(const char *text, const char *what, struct egress_allow *list,
+                            struct sbx_error *err) {
+  memset(list, 0, sizeof *list);
+  const char *p = text;
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    char entry[EGRESS_ALLOW_ENTRY_MAX + 2], why[200];
+    if (n == 0 || n > EGRESS_ALLOW_ENTRY_MAX)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: an entry of %zu bytes (1-%d)", what,
+                           n, EGRESS_ALLOW_ENTRY_MAX);
+    if (list->n == EGRESS_ALLOW_MAX)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: more than %d entries", what,
+                           EGRESS_ALLOW_MAX);
+    memcpy(entry, p, n);
+    entry[n] = '\0';
+    if (egress_allow_parse(entry, &list->e[list->n], why, sizeof why) < 0)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: \"%s\": %s", what, entry, why);
+    list->n++;
+    p += n;
+    if (*p == ',' && *++p == '\0')
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: an empty entry at the end", what);
+  }
   return 0;
 }
 
@@ -138,9 +185,13 @@ int egress_config_from(const struct server_settings *s, struct egress_config *cf
 
 struct tunnel {
   struct egress *eg;
+  struct egress_lease *lease; /* a run's door; NULL: the installer's slot */
   unsigned slot, generation;
-  int client, far;   /* far: the origin, or the upstream proxy */
-  uint64_t start_ms; /* monotonic */
+  atomic_uint_fast64_t own_left; /* the installer's per-tunnel byte cap */
+  atomic_uint_fast64_t *left;    /* own_left, or the run's bytes_left */
+  bool cut;                      /* a run's tunnel ended by a check after it opened */
+  int client, far;               /* far: the origin, or the upstream proxy */
+  uint64_t start_ms;             /* monotonic */
   const char *method;
   char target[EGRESS_HOST_MAX + 16];
   int status;        /* what the client was answered: 200 (relayed), or a refusal */
@@ -150,11 +201,13 @@ struct tunnel {
 
 /* Waits for events on fd or stop. 1 ready, 0 timeout, -1 stopping/error. */
 static int wait_fd(const struct tunnel *t, int fd, short events, uint64_t timeout_ms) {
-  struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = t->eg->stop_fd, .events = POLLIN}};
+  struct pollfd p[3] = {{.fd = fd, .events = events},
+                        {.fd = t->eg->stop_fd, .events = POLLIN},
+                        {.fd = t->lease != NULL ? t->lease->stop_fd : -1, .events = POLLIN}};
   int n;
-  while ((n = poll(p, 2, (int)timeout_ms)) < 0 && errno == EINTR)
+  while ((n = poll(p, 3, (int)timeout_ms)) < 0 && errno == EINTR)
     ;
-  if (n < 0 || p[1].revents != 0)
+  if (n < 0 || p[1].revents != 0 || p[2].revents != 0)
     return -1;
   return n;
 }
@@ -204,9 +257,33 @@ static int read_head(struct tunnel *t, char *buf, size_t *got, size_t *head_len)
   }
 }
 
+/* A run's request against its allow list, by name (or literal) and port;
+ * the addresses are checked once resolved (connect_host). */
+static int check_run_request(struct tunnel *t, const struct egress_request *req, size_t extra) {
+  if (req->method != EGRESS_CONNECT && extra > 0) {
+    snprintf(t->why, sizeof t->why,
+             "connection to %s refused: bytes after a GET or HEAD head (no bodies, no "
+             "pipelining: use https)",
+             t->target);
+    return 400;
+  }
+  if (egress_allow_target(&t->lease->allow, req->host, req->port))
+    return 0;
+  unsigned char a[16];
+  bool literal = inet_pton(AF_INET, req->host, a) == 1 || inet_pton(AF_INET6, req->host, a) == 1;
+  bool cidrs = false;
+  for (size_t i = 0; i < t->lease->allow.n; i++)
+    cidrs |= t->lease->allow.e[i].kind == EGRESS_ALLOW_CIDR;
+  snprintf(t->why, sizeof t->why, "connection to %s refused: not in the run's allow list%s",
+           t->target, literal && !cidrs ? " (an address matches CIDR entries only)" : "");
+  return 403;
+}
+
 /* The port allowlist and the name half of the policy; with an upstream
  * proxy, which resolves names itself, an IP literal's address half too. */
 static int check_request(struct tunnel *t, const struct egress_request *req, size_t extra) {
+  if (t->lease != NULL)
+    return check_run_request(t, req, extra);
   const struct egress_config *c = &t->eg->cfg;
   if (req->method != EGRESS_CONNECT && extra > 0) {
     snprintf(t->why, sizeof t->why, "bytes after a GET or HEAD head (no bodies, no pipelining)");
@@ -264,42 +341,94 @@ static int connect_one(const struct tunnel *t, const struct addrinfo *ai) {
   return steal_fd(&fd);
 }
 
-/* Resolves host once and connects to the first address that passes the
- * policy (checked = true) and answers. The status to answer on failure. */
+/* Whether sa is one of the addresses of the server's own interfaces (in the
+ * host's namespace, where the proxy runs): a public one is still the
+ * server's, and a run must not reach its ports. */
+static bool own_address(const struct sockaddr *sa) {
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) < 0)
+    return true; /* cannot tell: fail closed */
+  bool own = false;
+  for (const struct ifaddrs *i = ifs; i != NULL && !own; i = i->ifa_next) {
+    const struct sockaddr *a = i->ifa_addr;
+    if (a == NULL || a->sa_family != sa->sa_family)
+      continue;
+    if (a->sa_family == AF_INET)
+      own = ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+            ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+    else if (a->sa_family == AF_INET6)
+      own = memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                   &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0;
+  }
+  freeifaddrs(ifs);
+  return own;
+}
+
+/* May a run's tunnel connect to this address its name (or literal)
+ * resolved to? Public and not the server's own, or inside a CIDR entry of
+ * the run's list. 0, or -1 with why. */
+static int run_address_allowed(const struct tunnel *t, const struct sockaddr *sa, socklen_t len,
+                               uint16_t port, char *why, size_t whylen) {
+  const char *kind = NULL;
+  bool pub = netaddr_is_public(sa, len, &kind);
+  if (pub && own_address(sa))
+    pub = false, kind = "an address of the server itself";
+  if (pub || egress_allow_address(&t->lease->allow, sa, len, port))
+    return 0;
+  char text[64];
+  netaddr_format(sa, len, text, sizeof text);
+  snprintf(why, whylen, "%s, %s", text, kind);
+  return -1;
+}
+
+/* Resolves host once (egress_dns.h) and connects to the first address that
+ * passes the policy (checked = true) and answers. For a run every address
+ * must pass, or none is tried: a name that answers with one public and one
+ * private address is a rebinding attempt. The status to answer on failure. */
 static int connect_host(struct tunnel *t, const char *host, uint16_t port, bool checked) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  struct addrinfo *res = NULL;
-  char service[8];
-  snprintf(service, sizeof service, "%u", (unsigned)port);
-  int rc = getaddrinfo(host, service, &hints, &res);
-  if (rc != 0) {
-    snprintf(t->why, sizeof t->why, "cannot resolve %s: %s", host,
-             rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+  struct egress_addresses res;
+  char why[300];
+  if (egress_dns_resolve(&t->eg->cfg.dns, host, port, &res, why, sizeof why) < 0) {
+    if (t->lease != NULL && checked)
+      snprintf(t->why, sizeof t->why, "connection to %s refused: cannot resolve %s: %s", t->target,
+               host, why);
+    else
+      snprintf(t->why, sizeof t->why, "cannot resolve %s: %s", host, why);
     return 502;
+  }
+  if (t->lease != NULL && checked) {
+    for (size_t i = 0; i < res.n; i++)
+      if (run_address_allowed(t, (struct sockaddr *)&res.a[i], res.len[i], port, why, sizeof why) <
+          0) {
+        snprintf(t->why, sizeof t->why,
+                 "connection to %s refused: %s resolves to %s; only a CIDR entry allows it",
+                 t->target, host, why);
+        return 403;
+      }
   }
   char refused[300] = "", failed[300] = "";
   bool timed_out = false;
-  int n = 0;
-  for (const struct addrinfo *ai = res; ai != NULL && n < EGRESS_MAX_ADDRESSES && t->far < 0;
-       ai = ai->ai_next, n++) {
-    struct sbx_error why;
-    if (checked &&
-        download_policy_address(&t->eg->cfg.policy, ai->ai_addr, ai->ai_addrlen, &why) < 0) {
+  for (size_t i = 0; i < res.n && t->far < 0; i++) {
+    const struct sockaddr *sa = (const struct sockaddr *)&res.a[i];
+    struct sbx_error e;
+    if (checked && t->lease == NULL &&
+        download_policy_address(&t->eg->cfg.policy, sa, res.len[i], &e) < 0) {
       if (refused[0] == '\0')
-        snprintf(refused, sizeof refused, "%s", why.msg);
+        snprintf(refused, sizeof refused, "%s", e.msg);
       continue;
     }
-    t->far = connect_one(t, ai);
-    int e = errno;
+    struct addrinfo ai = {
+        .ai_family = sa->sa_family, .ai_addr = (struct sockaddr *)sa, .ai_addrlen = res.len[i]};
+    t->far = connect_one(t, &ai);
+    int err = errno;
     if (t->far < 0 && failed[0] == '\0') {
-      timed_out = e == ETIMEDOUT;
+      timed_out = err == ETIMEDOUT;
       char text[64];
-      netaddr_format(ai->ai_addr, ai->ai_addrlen, text, sizeof text);
+      netaddr_format(sa, res.len[i], text, sizeof text);
       snprintf(failed, sizeof failed, "cannot connect to %s port %u: %s", text, (unsigned)port,
-               strerror(e));
+               strerror(err));
     }
   }
-  freeaddrinfo(res);
   if (t->far >= 0)
     return 0;
   if (failed[0] != '\0') {
@@ -318,7 +447,7 @@ static int connect_host(struct tunnel *t, const char *host, uint16_t port, bool 
  * proxy (whose own answer pip then reads). */
 static int open_exchange(struct tunnel *t, const struct egress_request *req, const char *head) {
   const struct egress_config *c = &t->eg->cfg;
-  bool upstream = c->upstream_host[0] != '\0';
+  bool upstream = t->lease == NULL && c->upstream_host[0] != '\0';
   int st = upstream ? connect_host(t, c->upstream_host, c->upstream_port, false)
                     : connect_host(t, req->host, req->port, true);
   if (st != 0) {
@@ -345,7 +474,80 @@ static int open_exchange(struct tunnel *t, const struct egress_request *req, con
     snprintf(t->why, sizeof t->why, "could not send the request to %s", t->target);
     return 502;
   }
+  t->up += n;
   return 0;
+}
+
+/* ---- a run's TLS gate ---- */
+
+/* Cuts a run's tunnel that opened: why says so; the client sees it closed. */
+static int cut(struct tunnel *t, const char *what) {
+  snprintf(t->why, sizeof t->why, "connection to %s cut: %s", t->target, what);
+  t->cut = true;
+  return -1;
+}
+
+/* A run's CONNECT tunnel: when the program's first bytes are TLS, its
+ * ClientHello must name the CONNECT host (an address target: name none),
+ * so that a tunnel to an allowed host cannot ask the same address for
+ * another name; on port 443 they must be TLS. buf holds *len bytes already
+ * read (after the CONNECT head) and gets the rest of the ClientHello, all
+ * relayed afterwards. A far end that speaks first (not on 443) opens the
+ * tunnel without a look: its protocol is not TLS. 0 to relay, -1 cut or
+ * gone (t->why). */
+static int tls_gate(struct tunnel *t, const struct egress_request *req, char *buf, size_t *len) {
+  for (;;) {
+    if (*len > 0) {
+      char sni[256], why[200] = "", what[600];
+      struct in_addr v4;
+      bool literal = req->host_ipv6 || inet_pton(AF_INET, req->host, &v4) == 1;
+      switch (egress_tls_sni((const uint8_t *)buf, *len, sni, sizeof sni, why, sizeof why)) {
+      case EGRESS_TLS_MORE:
+        if (*len < EGRESS_TLS_HELLO_MAX)
+          break;
+        snprintf(what, sizeof what, "a TLS ClientHello larger than %d bytes", EGRESS_TLS_HELLO_MAX);
+        return cut(t, what);
+      case EGRESS_TLS_NOT_TLS:
+        return req->port == 443 ? cut(t, "not TLS on port 443") : 0;
+      case EGRESS_TLS_MALFORMED:
+        snprintf(what, sizeof what, "a malformed TLS ClientHello: %s", why);
+        return cut(t, what);
+      case EGRESS_TLS_NO_SNI:
+        if (literal)
+          return 0;
+        snprintf(what, sizeof what, "the TLS ClientHello names no server (the CONNECT host is %s)",
+                 req->host);
+        return cut(t, what);
+      case EGRESS_TLS_SNI:
+        if (!literal && strcasecmp(sni, req->host) == 0)
+          return 0;
+        snprintf(what, sizeof what, "TLS server name %s is not %s", sni, req->host);
+        return cut(t, what);
+      }
+    }
+    struct pollfd p[4] = {{.fd = t->client, .events = POLLIN},
+                          {.fd = t->far, .events = *len == 0 && req->port != 443 ? POLLIN : 0},
+                          {.fd = t->eg->stop_fd, .events = POLLIN},
+                          {.fd = t->lease->stop_fd, .events = POLLIN}};
+    int n = poll(p, 4, (int)t->eg->cfg.idle_ms);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0 || p[2].revents != 0 || p[3].revents != 0) {
+      snprintf(t->why, sizeof t->why, n == 0 ? "idle before the first bytes" : "stopped");
+      return -1;
+    }
+    if (*len == 0 && (p[1].revents & (POLLIN | POLLHUP)))
+      return 0;
+    if (p[0].revents == 0)
+      continue;
+    ssize_t r = recv(t->client, buf + *len, EGRESS_TLS_HELLO_MAX - *len, 0);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+      snprintf(t->why, sizeof t->why, "the client left before its first bytes");
+      return -1;
+    }
+    if (r > 0)
+      *len += (size_t)r;
+  }
 }
 
 /* ---- relaying ---- */
@@ -358,18 +560,28 @@ struct flow {
   uint64_t *count;
 };
 
-/* Moves what is ready in one direction, within *left bytes for the tunnel.
- * 0, 1 past the byte cap, -1 on a socket error. */
-static int flow_step(struct flow *f, short rev_from, short rev_to, uint64_t *left) {
+/* Takes n bytes from what is left (shared by a run's tunnels); false when
+ * fewer are left. */
+static bool take_bytes(atomic_uint_fast64_t *left, uint64_t n) {
+  uint_fast64_t have = atomic_load(left);
+  while (have >= n)
+    if (atomic_compare_exchange_weak(left, &have, have - n))
+      return true;
+  return false;
+}
+
+/* Moves what is ready in one direction, within *left bytes (the tunnel's,
+ * or the run's). 0, 1 past the byte cap, -1 on a socket error. */
+static int flow_step(struct flow *f, short rev_from, short rev_to, atomic_uint_fast64_t *left) {
   if (f->len == 0 && !f->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
     /* One byte more than is left tells a transfer of exactly the cap from
      * one past it. */
-    size_t want = *left < sizeof f->buf ? (size_t)*left + 1 : sizeof f->buf;
+    uint64_t now = atomic_load(left);
+    size_t want = now < sizeof f->buf ? (size_t)now + 1 : sizeof f->buf;
     ssize_t r = recv(f->from, f->buf, want, 0);
     if (r > 0) {
-      if ((uint64_t)r > *left)
+      if (!take_bytes(left, (uint64_t)r))
         return 1;
-      *left -= (uint64_t)r;
       f->off = 0, f->len = (size_t)r, *f->count += (uint64_t)r;
     } else if (r == 0) {
       f->eof = true;
@@ -410,23 +622,27 @@ static void relay_events(const struct tunnel *t, const struct flow *f, struct po
 }
 
 /* Relays until both directions ended, the idle timeout, the byte cap, an
- * error or stop; pre is what the client sent after its CONNECT head. */
+ * error or stop; pre is what the client sent after its CONNECT head (and,
+ * for a run, the rest of its ClientHello). */
 static void relay(struct tunnel *t, const char *pre, size_t prelen) {
   struct flow f[2] = {{.from = t->client, .to = t->far, .count = &t->up},
                       {.from = t->far, .to = t->client, .count = &t->down}};
-  uint64_t left = t->eg->cfg.policy.max_bytes;
-  memcpy(f[0].buf, pre, prelen); /* prelen < EGRESS_HEAD_MAX < RELAY_BUF */
+  _Static_assert(EGRESS_TLS_HELLO_MAX <= RELAY_BUF && EGRESS_HEAD_MAX <= RELAY_BUF,
+                 "what was read before relaying fits one buffer");
+  memcpy(f[0].buf, pre, prelen);
   f[0].len = prelen;
-  t->up = prelen;
-  left -= prelen < left ? prelen : left;
+  t->up += prelen;
+  if (!take_bytes(t->left, prelen))
+    atomic_store(t->left, 0);
   snprintf(t->why, sizeof t->why, "closed");
   while (!(f[0].shut && f[1].shut)) {
-    struct pollfd p[3];
+    struct pollfd p[4];
     relay_events(t, f, p);
-    int n = poll(p, 3, (int)t->eg->cfg.idle_ms);
+    p[3] = (struct pollfd){.fd = t->lease != NULL ? t->lease->stop_fd : -1, .events = POLLIN};
+    int n = poll(p, 4, (int)t->eg->cfg.idle_ms);
     if (n < 0 && errno == EINTR)
       continue;
-    if (n <= 0 || p[2].revents != 0) {
+    if (n <= 0 || p[2].revents != 0 || p[3].revents != 0) {
       if (n == 0)
         snprintf(t->why, sizeof t->why, "idle for %llu ms (pip-idle-timeout-ms)",
                  (unsigned long long)t->eg->cfg.idle_ms);
@@ -434,8 +650,15 @@ static void relay(struct tunnel *t, const char *pre, size_t prelen) {
         snprintf(t->why, sizeof t->why, "stopped");
       return;
     }
-    int a = flow_step(&f[0], p[0].revents, p[1].revents, &left);
-    int b = a == 0 ? flow_step(&f[1], p[1].revents, p[0].revents, &left) : 0;
+    int a = flow_step(&f[0], p[0].revents, p[1].revents, t->left);
+    int b = a == 0 ? flow_step(&f[1], p[1].revents, p[0].revents, t->left) : 0;
+    if ((a > 0 || b > 0) && t->lease != NULL) {
+      char what[120];
+      snprintf(what, sizeof what, "more than %llu bytes for one run (egress-bytes)",
+               (unsigned long long)t->eg->cfg.run_bytes);
+      cut(t, what);
+      return;
+    }
     if (a > 0 || b > 0) {
       snprintf(t->why, sizeof t->why, "more than %llu bytes (pip-disk-bytes)",
                (unsigned long long)t->eg->cfg.policy.max_bytes);
@@ -490,6 +713,15 @@ static void tunnel_serve(struct tunnel *t) {
     answer_refusal(t, st);
   if (st != 0)
     return;
+  if (t->lease != NULL && req.method == EGRESS_CONNECT) {
+    char hello[EGRESS_TLS_HELLO_MAX];
+    size_t len = got - head_len;
+    memcpy(hello, head + head_len, len);
+    if (tls_gate(t, &req, hello, &len) < 0)
+      return;
+    relay(t, hello, len);
+    return;
+  }
   relay(t, req.method == EGRESS_CONNECT ? head + head_len : "",
         req.method == EGRESS_CONNECT ? got - head_len : 0);
 }
@@ -500,6 +732,20 @@ static void tunnel_log(const struct tunnel *t) {
   for (const char *c = t->why; *c != '\0' && k < sizeof why - 1; c++)
     why[k++] = *c == '"' ? '\'' : *c;
   why[k] = '\0';
+  if (t->lease != NULL) {
+    char run_id[sizeof t->lease->run_id];
+    pthread_mutex_lock(&t->eg->mu); /* an interpreter's lease is relabelled per call */
+    snprintf(run_id, sizeof run_id, "%s", t->lease->run_id);
+    pthread_mutex_unlock(&t->eg->mu);
+    log_line("egress",
+             "run_id=%s tenant=%s method=%s target=%s status=%d up_bytes=%llu down_bytes=%llu "
+             "duration_ms=%llu %s=\"%s\"",
+             run_id, t->lease->tenant, t->method, t->target[0] != '\0' ? t->target : "-", t->status,
+             (unsigned long long)t->up, (unsigned long long)t->down,
+             (unsigned long long)(sbx_monotonic_ms() - t->start_ms),
+             t->status == 200 && !t->cut ? "end" : "reason", why);
+    return;
+  }
   log_line("egress",
            "slot=%u method=%s target=%s status=%d up_bytes=%llu down_bytes=%llu "
            "duration_ms=%llu %s=\"%s\"",
@@ -512,7 +758,32 @@ static void tunnel_log(const struct tunnel *t) {
 /* Counts a connection that relayed nothing against the build that made it
  * (and a refusal as such), then logs it unless the build has had more than
  * EGRESS_LOGGED_UNRELAYED of them. A relayed one is always logged. */
+/* A run's connection, as it ends: in the lease's summary (a refusal's
+ * reason as the first when it is), for /metrics, and in the log up to
+ * EGRESS_LOGGED_UNRELAYED refusals per lease. */
+static void note_run(const struct tunnel *t) {
+  struct egress_lease *l = t->lease;
+  bool refused = t->status != 200 || t->cut;
+  pthread_mutex_lock(&t->eg->mu);
+  l->sum.connections++;
+  l->sum.up += t->up;
+  l->sum.down += t->down;
+  unsigned nth = refused ? ++l->sum.refused : 0;
+  if (refused && l->sum.first_refusal[0] == '\0')
+    snprintf(l->sum.first_refusal, sizeof l->sum.first_refusal, "%s", t->why);
+  pthread_mutex_unlock(&t->eg->mu);
+  if (t->eg->cfg.on_connection != NULL)
+    t->eg->cfg.on_connection(t->eg->cfg.on_connection_arg, l->tenant_index, !refused, t->up,
+                             t->down);
+  if (nth <= EGRESS_LOGGED_UNRELAYED)
+    tunnel_log(t);
+}
+
 static void note_and_log(const struct tunnel *t) {
+  if (t->lease != NULL) {
+    note_run(t);
+    return;
+  }
   struct egress_slot *sl = &t->eg->slots[t->slot];
   unsigned nth = 0;
   if (t->status != 200) {
@@ -537,9 +808,16 @@ static void *tunnel_main(void *arg) {
   close(t->client);
   if (t->far >= 0)
     close(t->far);
-  atomic_fetch_sub(&eg->slots[t->slot].tunnels, 1);
-  free(t);
+  if (t->lease == NULL)
+    atomic_fetch_sub(&eg->slots[t->slot].tunnels, 1);
   pthread_mutex_lock(&eg->mu);
+  struct egress_lease *l = t->lease;
+  if (l != NULL && --l->tunnels == 0 && l->state == EGRESS_LEASE_CLOSING && l->listen_fd < 0) {
+    close(l->stop_fd);
+    l->stop_fd = -1;
+    l->state = EGRESS_LEASE_FREE;
+  }
+  free(t);
   eg->active--;
   pthread_cond_broadcast(&eg->idle); /* last touch of eg: egress_stop may free it next */
   pthread_mutex_unlock(&eg->mu);
@@ -548,11 +826,18 @@ static void *tunnel_main(void *arg) {
 
 /* ---- accepting ---- */
 
-static void refuse_now(struct egress *eg, unsigned slot, int fd, int status, const char *why) {
-  struct tunnel t = {
-      .eg = eg, .slot = slot, .client = fd, .far = -1, .method = "-", .status = status};
+static void refuse_now(struct egress *eg, struct egress_lease *lease, unsigned slot, int fd,
+                       int status, const char *why) {
+  struct tunnel t = {.eg = eg,
+                     .lease = lease,
+                     .slot = slot,
+                     .client = fd,
+                     .far = -1,
+                     .method = "-",
+                     .status = status};
   pthread_mutex_lock(&eg->mu);
-  t.generation = eg->slots[slot].generation;
+  if (lease == NULL)
+    t.generation = eg->slots[slot].generation;
   pthread_mutex_unlock(&eg->mu);
   t.start_ms = sbx_monotonic_ms();
   snprintf(t.why, sizeof t.why, "%s", why);
@@ -565,11 +850,14 @@ static void refuse_now(struct egress *eg, unsigned slot, int fd, int status, con
   close(fd);
 }
 
-static int spawn_tunnel(struct egress *eg, unsigned slot, int fd) {
+static int spawn_tunnel(struct egress *eg, struct egress_lease *lease, unsigned slot, int fd) {
   struct tunnel *t = calloc(1, sizeof *t);
   if (t == NULL)
     return -1;
-  *t = (struct tunnel){.eg = eg, .slot = slot, .client = fd, .far = -1, .method = "-"};
+  *t = (struct tunnel){
+      .eg = eg, .lease = lease, .slot = slot, .client = fd, .far = -1, .method = "-"};
+  atomic_init(&t->own_left, eg->cfg.policy.max_bytes);
+  t->left = lease != NULL ? &lease->bytes_left : &t->own_left;
   t->start_ms = sbx_monotonic_ms();
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -577,7 +865,8 @@ static int spawn_tunnel(struct egress *eg, unsigned slot, int fd) {
   pthread_attr_setstacksize(&attr, EGRESS_STACK_BYTES);
   pthread_mutex_lock(&eg->mu);
   eg->active++;
-  t->generation = eg->slots[slot].generation;
+  if (lease == NULL)
+    t->generation = eg->slots[slot].generation;
   pthread_t th;
   int rc = pthread_create(&th, &attr, tunnel_main, t);
   if (rc != 0)
@@ -599,36 +888,101 @@ static void accept_one(struct egress *eg, unsigned slot) {
     char why[160];
     snprintf(why, sizeof why, "more than %u connections at once for one build (pip-tunnels)",
              eg->cfg.tunnels_per_build);
-    refuse_now(eg, slot, fd, 503, why);
+    refuse_now(eg, NULL, slot, fd, 503, why);
     return;
   }
-  if (spawn_tunnel(eg, slot, fd) < 0) {
+  if (spawn_tunnel(eg, NULL, slot, fd) < 0) {
     atomic_fetch_sub(&sl->tunnels, 1);
-    refuse_now(eg, slot, fd, 503, "the proxy could not start a tunnel");
+    refuse_now(eg, NULL, slot, fd, 503, "the proxy could not start a tunnel");
   }
+}
+
+/* A connection on a run's door: a tunnel, counted against the lease (and
+ * its cap), while the lease is open. */
+static void accept_run(struct egress *eg, struct egress_lease *l) {
+  int fd = accept4(l->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0)
+    return;
+  pthread_mutex_lock(&eg->mu);
+  bool open = l->state == EGRESS_LEASE_OPEN;
+  bool room = open && l->tunnels < eg->cfg.run_connections;
+  if (room)
+    l->tunnels++;
+  pthread_mutex_unlock(&eg->mu);
+  if (!open) {
+    close(fd);
+    return;
+  }
+  char why[200];
+  if (!room) {
+    snprintf(why, sizeof why,
+             "connection refused: more than %u connections at once for one run "
+             "(egress-connections)",
+             eg->cfg.run_connections);
+    refuse_now(eg, l, 0, fd, 503, why);
+    return;
+  }
+  if (spawn_tunnel(eg, l, 0, fd) < 0) {
+    pthread_mutex_lock(&eg->mu);
+    l->tunnels--;
+    pthread_mutex_unlock(&eg->mu);
+    refuse_now(eg, l, 0, fd, 503, "connection refused: the proxy could not start a tunnel");
+  }
+}
+
+/* The poll set: the installer's slots, the open leases, wake and stop.
+ * Rebuilt under mu on every round, so a lease closed meanwhile is out of it
+ * once the round that follows its close has begun (epoch). */
+static size_t acceptor_set(struct egress *eg, struct pollfd *p, struct egress_lease **who) {
+  size_t n = 0;
+  for (unsigned i = 0; i < eg->n_slots; i++, n++) {
+    p[n] = (struct pollfd){.fd = eg->slots[i].listen_fd, .events = POLLIN};
+    who[n] = NULL;
+  }
+  pthread_mutex_lock(&eg->mu);
+  for (unsigned i = 0; i < eg->n_leases; i++)
+    if (eg->leases[i].state == EGRESS_LEASE_OPEN) {
+      p[n] = (struct pollfd){.fd = eg->leases[i].listen_fd, .events = POLLIN};
+      who[n++] = &eg->leases[i];
+    }
+  eg->epoch++;
+  pthread_cond_broadcast(&eg->rebuilt);
+  pthread_mutex_unlock(&eg->mu);
+  p[n++] = (struct pollfd){.fd = eg->wake_fd, .events = POLLIN};
+  p[n++] = (struct pollfd){.fd = eg->stop_fd, .events = POLLIN};
+  return n;
 }
 
 static void *acceptor_main(void *arg) {
   struct egress *eg = arg;
-  size_t n = eg->n_slots + 1;
-  cleanup_free struct pollfd *p = calloc(n, sizeof *p);
-  if (p == NULL) {
+  size_t cap = eg->n_slots + eg->n_leases + 2;
+  cleanup_free struct pollfd *p = calloc(cap, sizeof *p);
+  cleanup_free struct egress_lease **who = calloc(cap, sizeof *who);
+  if (p == NULL || who == NULL) {
     log_line("egress_failed", "error=\"out of memory\"");
     return NULL;
   }
-  for (unsigned i = 0; i < eg->n_slots; i++)
-    p[i] = (struct pollfd){.fd = eg->slots[i].listen_fd, .events = POLLIN};
-  p[eg->n_slots] = (struct pollfd){.fd = eg->stop_fd, .events = POLLIN};
   for (;;) {
+    size_t n = acceptor_set(eg, p, who);
     if (poll(p, n, -1) < 0 && errno != EINTR) {
       log_line("egress_failed", "error=\"poll: %s\"", strerror(errno));
       break;
     }
-    if (p[eg->n_slots].revents != 0)
+    if (p[n - 1].revents != 0)
       break;
-    for (unsigned i = 0; i < eg->n_slots; i++)
-      if (p[i].revents & POLLIN)
-        accept_one(eg, i);
+    if (p[n - 2].revents != 0) {
+      uint64_t v;
+      ssize_t r = read(eg->wake_fd, &v, sizeof v);
+      (void)r;
+    }
+    for (size_t i = 0; i + 2 < n; i++) {
+      if (!(p[i].revents & POLLIN))
+        continue;
+      if (who[i] != NULL)
+        accept_run(eg, who[i]);
+      else
+        accept_one(eg, (unsigned)i);
+    }
   }
   return NULL;
 }
@@ -639,16 +993,23 @@ int egress_start(struct egress *eg, const struct egress_config *cfg, unsigned sl
                  struct sbx_error *err) {
   memset(eg, 0, sizeof *eg);
   eg->cfg = *cfg;
-  eg->stop_fd = -1;
+  eg->stop_fd = eg->wake_fd = -1;
   pthread_mutex_init(&eg->mu, NULL);
   pthread_cond_init(&eg->idle, NULL);
+  pthread_cond_init(&eg->rebuilt, NULL);
   eg->initialized = true;
-  eg->slots = calloc(slots, sizeof *eg->slots);
+  eg->slots = calloc(slots + 1, sizeof *eg->slots);
+  eg->leases = calloc(cfg->run_leases + 1, sizeof *eg->leases);
   eg->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (eg->slots == NULL || eg->stop_fd < 0) {
+  eg->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (eg->slots == NULL || eg->leases == NULL || eg->stop_fd < 0 || eg->wake_fd < 0) {
     egress_stop(eg);
     return sbx_error_set(err, SBX_INTERNAL, errno, "egress proxy");
   }
+  eg->n_leases = cfg->run_leases;
+  for (unsigned i = 0; i < eg->n_leases; i++)
+    eg->leases[i] = (struct egress_lease){
+        .index = i, .netns_fd = -1, .listen_fd = -1, .stop_fd = -1, .tenant_index = -1};
   eg->n_slots = slots;
   for (unsigned i = 0; i < slots; i++)
     eg->slots[i].netns_fd = eg->slots[i].listen_fd = -1;
@@ -711,6 +1072,17 @@ void egress_stop(struct egress *eg) {
   while (eg->active > 0)
     pthread_cond_wait(&eg->idle, &eg->mu);
   pthread_mutex_unlock(&eg->mu);
+  for (unsigned i = 0; i < eg->n_leases; i++) {
+    struct egress_lease *l = &eg->leases[i];
+    int fds[] = {l->listen_fd, l->netns_fd, l->stop_fd};
+    for (size_t k = 0; k < 3; k++)
+      if (fds[k] >= 0)
+        close(fds[k]);
+  }
+  free(eg->leases);
+  if (eg->wake_fd >= 0)
+    close(eg->wake_fd);
+  pthread_cond_destroy(&eg->rebuilt);
   for (unsigned i = 0; i < eg->n_slots; i++) {
     if (eg->slots[i].listen_fd >= 0)
       close(eg->slots[i].listen_fd);
@@ -723,4 +1095,118 @@ void egress_stop(struct egress *eg) {
   pthread_mutex_destroy(&eg->mu);
   pthread_cond_destroy(&eg->idle);
   memset(eg, 0, sizeof *eg);
+}
+
+/* ---- runs' doors ---- */
+
+static void wake_acceptor(struct egress *eg) {
+  uint64_t one = 1;
+  ssize_t w = write(eg->wake_fd, &one, sizeof one);
+  (void)w;
+}
+
+int egress_lease_open(struct egress *eg, const struct egress_allow *allow, const char *run_id,
+                      const char *tenant, int tenant_index, struct egress_lease **out,
+                      struct sbx_error *err) {
+  *out = NULL;
+  if (!eg->running || eg->n_leases == 0)
+    return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
+                         "allow_net: this server's egress proxy for runs is not running");
+  /* The namespace first, outside the lock (a thread of its own makes it). */
+  struct sandbox_error e = {0};
+  int listen_fd = -1;
+  int netns_fd = sandbox_netns_create(EGRESS_PORT, &listen_fd, &e);
+  if (netns_fd < 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "allow_net: the run's network namespace: %s", e.msg);
+  int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd < 0) {
+    int saved = errno;
+    close(listen_fd);
+    close(netns_fd);
+    return sbx_error_set(err, SBX_INTERNAL, saved, "allow_net: eventfd");
+  }
+  pthread_mutex_lock(&eg->mu);
+  struct egress_lease *l = NULL;
+  for (unsigned i = 0; i < eg->n_leases && l == NULL; i++)
+    if (eg->leases[i].state == EGRESS_LEASE_FREE)
+      l = &eg->leases[i];
+  if (l != NULL) {
+    unsigned index = l->index;
+    *l = (struct egress_lease){.state = EGRESS_LEASE_OPEN,
+                               .index = index,
+                               .netns_fd = netns_fd,
+                               .listen_fd = listen_fd,
+                               .stop_fd = stop_fd,
+                               .allow = *allow,
+                               .tenant_index = tenant_index};
+    snprintf(l->run_id, sizeof l->run_id, "%s", run_id);
+    snprintf(l->tenant, sizeof l->tenant, "%s", tenant != NULL ? tenant : "-");
+    atomic_init(&l->bytes_left, eg->cfg.run_bytes);
+  }
+  pthread_mutex_unlock(&eg->mu);
+  if (l == NULL) {
+    close(stop_fd);
+    close(listen_fd);
+    close(netns_fd);
+    return sbx_error_set(err, SBX_RESOURCE_EXHAUSTED, 0,
+                         "allow_net: every one of the egress proxy's %u doors for runs is in use",
+                         eg->n_leases);
+  }
+  wake_acceptor(eg);
+  *out = l;
+  return 0;
+}
+
+void egress_lease_mark(struct egress *eg, struct egress_lease *l, const char *run_id,
+                       struct egress_summary *out) {
+  pthread_mutex_lock(&eg->mu);
+  snprintf(l->run_id, sizeof l->run_id, "%s", run_id);
+  l->sum.first_refusal[0] = '\0';
+  *out = l->sum;
+  pthread_mutex_unlock(&eg->mu);
+}
+
+void egress_lease_read(struct egress *eg, struct egress_lease *l, struct egress_summary *out) {
+  pthread_mutex_lock(&eg->mu);
+  *out = l->sum;
+  pthread_mutex_unlock(&eg->mu);
+}
+
+/* How long a close waits for its tunnels to end and count (they were
+ * told to stop; one still resolving a name may take longer). */
+#define EGRESS_LEASE_DRAIN_MS 2000
+
+void egress_lease_close(struct egress *eg, struct egress_lease *l, struct egress_summary *out) {
+  if (l == NULL)
+    return;
+  uint64_t one = 1;
+  ssize_t w = write(l->stop_fd, &one, sizeof one);
+  (void)w;
+  pthread_mutex_lock(&eg->mu);
+  l->state = EGRESS_LEASE_CLOSING;
+  uint64_t e0 = eg->epoch;
+  pthread_mutex_unlock(&eg->mu);
+  wake_acceptor(eg);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += EGRESS_LEASE_DRAIN_MS / 1000;
+  pthread_mutex_lock(&eg->mu);
+  /* The acceptor's next round leaves the listener out: then it is ours. */
+  while (eg->epoch == e0 && pthread_cond_timedwait(&eg->rebuilt, &eg->mu, &until) == 0)
+    ;
+  while (l->tunnels > 0 && pthread_cond_timedwait(&eg->idle, &eg->mu, &until) == 0)
+    ;
+  if (out != NULL)
+    *out = l->sum;
+  close(l->listen_fd);
+  close(l->netns_fd);
+  l->listen_fd = l->netns_fd = -1;
+  /* Tunnels still alive hold the lease (and its stop fd) until they end:
+   * the last one frees it (tunnel_main). */
+  if (l->tunnels == 0) {
+    close(l->stop_fd);
+    l->stop_fd = -1;
+    l->state = EGRESS_LEASE_FREE;
+  }
+  pthread_mutex_unlock(&eg->mu);
 }

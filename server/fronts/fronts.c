@@ -21,6 +21,7 @@ int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener
   f->draining = &srv->draining;
   f->tenants = &srv->tenants;
   f->http_max_body_bytes = (size_t)srv->settings.http_max_body_bytes;
+  f->piston_allow_net = srv->settings.piston_allow_net;
   const char *list = srv->settings.http_fronts;
   if (list[0] == '\0')
     return 0;

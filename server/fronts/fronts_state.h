@@ -21,9 +21,11 @@ struct fronts {
   sbxc_client *client;         /* to SERVER_FRONTS_URL; NULL when no front is served */
   char python_version[32];
   size_t http_max_body_bytes; /* --http-max-body-bytes */
-  struct mcp_server *mcp;     /* mcp.c's core (client/mcp/) when the MCP front is served */
-  struct tenants *tenants;    /* the server's registry (caller.c), never NULL once routed */
-  struct log_limit auth_log;  /* caller.c's event=auth_failed lines */
+  const char
+      *piston_allow_net;     /* --piston-allow-net: every Piston run's allow_net, comma-separated */
+  struct mcp_server *mcp;    /* mcp.c's core (client/mcp/) when the MCP front is served */
+  struct tenants *tenants;   /* the server's registry (caller.c), never NULL once routed */
+  struct log_limit auth_log; /* caller.c's event=auth_failed lines */
 };
 
 /* Whether the server drains: a front answers at once then (the RPC socket

@@ -359,6 +359,21 @@ static int add_limits(sbxc_request *rq, const json_t *body, struct piston_refusa
 }
 
 /* The whole request into rq; -1 with r when it is refused. */
+/* The server's default network for Piston runs (--piston-allow-net,
+ * checked within --egress-allow at start): Piston's API has no field. */
+static int add_allow_net(const struct fronts *f, sbxc_request *rq, struct piston_refusal *r) {
+  const char *p = f->piston_allow_net != NULL ? f->piston_allow_net : "";
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    char entry[320];
+    snprintf(entry, sizeof entry, "%.*s", (int)(n < sizeof entry ? n : sizeof entry - 1), p);
+    if (sbxc_request_add_allow_net(rq, entry) < 0)
+      return refuse(r, 500, "out of memory");
+    p += n + (p[n] == ',');
+  }
+  return 0;
+}
+
 static int execute_request(const struct fronts *f, const struct http_request *req, sbxc_request *rq,
                            struct piston_refusal *r) {
   char why[PISTON_MESSAGE_MAX - 64];
@@ -385,7 +400,7 @@ static int execute_request(const struct fronts *f, const struct http_request *re
     refuse(r, 400, "%s-%s runtime is unknown", json_string_value(language),
            json_string_value(version));
   } else if (add_files(rq, files, r) == 0 && add_stdin_args(rq, body, r) == 0 &&
-             add_limits(rq, body, r) == 0) {
+             add_limits(rq, body, r) == 0 && add_allow_net(f, rq, r) == 0) {
     rc = 0;
   }
   json_decref(body);

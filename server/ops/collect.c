@@ -158,6 +158,41 @@ static void write_runs(struct collect *c, const char *name) {
   }
 }
 
+/* One egress family: the columns first..first+1 of each row under the
+ * label key with the two values' names. Every tenant's, zeros too; the
+ * connections of no tenant only when there are any. */
+static void write_egress_pair(struct collect *c, const char *name, int first, const char *key,
+                              const char *const values[2]) {
+  for (int k = 0; k < 2; k++) {
+    struct metric_label l[] = {{key, values[k]}};
+    if (c->st.egress[first + k] > 0)
+      metrics_sample_u64(c->out, name, l, 1, c->st.egress[first + k]);
+  }
+  size_t n = tenants_count(c->st.tenants);
+  for (size_t i = 0; i < n; i++) {
+    struct tenant *tn = tenants_at(c->st.tenants, i);
+    if (tn == NULL)
+      continue;
+    const atomic_uint_fast64_t *row = tenant_counts_row(c->st.egress_by_tenant, tn->index);
+    for (int k = 0; k < 2; k++) {
+      struct metric_label l[] = {{"tenant", tn->name}, {key, values[k]}};
+      metrics_sample_u64(c->out, name, l, 2,
+                         row != NULL ? atomic_load_explicit(&row[first + k], memory_order_relaxed)
+                                     : 0);
+    }
+  }
+}
+
+static void write_egress_connections(struct collect *c, const char *name) {
+  static const char *const decisions[2] = {"allowed", "refused"};
+  write_egress_pair(c, name, EGRESS_COUNT_ALLOWED, "decision", decisions);
+}
+
+static void write_egress_bytes(struct collect *c, const char *name) {
+  static const char *const directions[2] = {"up", "down"};
+  write_egress_pair(c, name, EGRESS_COUNT_BYTES_UP, "direction", directions);
+}
+
 static void write_run_wall(struct collect *c, const char *name) {
   metrics_histogram_seconds(c->out, name, NULL, 0, &c->st.run_wall);
 }
@@ -306,6 +341,15 @@ static const struct metric_def metric_defs[] = {
      "Runs the engine carried out, by the caller's tenant and what ended them (none: the program "
      "exited by itself).",
      WRITE(write_runs)},
+    {"sandboxd_egress_connections_total", "counter",
+     "Connections runs opened through the egress proxy (allow_net), by the caller's tenant and "
+     "the proxy's decision (refused: by the run's allow list, an address check, the TLS server "
+     "name or a cap).",
+     WRITE(write_egress_connections)},
+    {"sandboxd_egress_bytes_total", "counter",
+     "Bytes relayed for runs by the egress proxy, by the caller's tenant and direction (up: from "
+     "the run).",
+     WRITE(write_egress_bytes)},
     {"sandboxd_run_wall_seconds", "histogram", "Wall-clock time of each run in the sandbox.",
      WRITE(write_run_wall)},
     {"sandboxd_run_cpu_seconds", "histogram",

@@ -307,7 +307,7 @@ static int run_pip(struct installer *in, unsigned slot, const struct requirement
       .workspace_dir = workspace_dir,
       .mounts = s->wheelhouse[0] != '\0' ? &wheelhouse : NULL,
       .n_mounts = s->wheelhouse[0] != '\0' ? 1 : 0,
-      .network = network,
+      .network = network ? SANDBOX_NETWORK_INSTALLER : SANDBOX_NETWORK_NONE,
       .netns_fd = netns_fd,
       .limits = {.timeout_ms = (uint64_t)s->pip_timeout_ms,
                  .cpu_time_ms = (uint64_t)s->pip_timeout_ms,

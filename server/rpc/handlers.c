@@ -95,6 +95,7 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
     return NULL;
   }
   if (validate_run_request(input, &srv->settings, &call->policy.limits_max, call->tenant->name,
+                           call->policy.has_egress_allow ? &call->policy.egress_allow : NULL,
                            &call->limits, &d->err) < 0) {
     closure(NULL, closure_data);
     return NULL;
@@ -288,8 +289,22 @@ static void interpreter_info(struct server *srv, Sandbox__V1__GetInfoResponse *r
 
 /* The caller's own tenant: the policy its call runs under (read at
  * authentication) and what it uses now. Never another tenant's. */
+/* An allow list as GetInfo shows it: each entry in the parser's spelling. */
+struct allow_text {
+  char text[EGRESS_ALLOW_MAX][EGRESS_ALLOW_ENTRY_MAX + 8];
+  char *ptrs[EGRESS_ALLOW_MAX];
+};
+
+static size_t allow_text(const struct egress_allow *list, struct allow_text *out) {
+  for (size_t i = 0; i < list->n; i++) {
+    egress_allow_format(&list->e[i], out->text[i], sizeof out->text[i]);
+    out->ptrs[i] = out->text[i];
+  }
+  return list->n;
+}
+
 static void tenant_info(const struct server_call *call, Sandbox__V1__TenantInfo *ti,
-                        Sandbox__V1__Limits *limits_max) {
+                        Sandbox__V1__Limits *limits_max, struct allow_text *egress) {
   const struct tenant *tn = call->tenant;
   const struct tenant_policy *p = &call->policy;
   ti->name = (char *)tn->name;
@@ -306,6 +321,10 @@ static void tenant_info(const struct server_call *call, Sandbox__V1__TenantInfo 
   ti->queued = atomic_load(&tn->queued);
   ti->sessions = atomic_load(&tn->sessions);
   ti->interpreters = atomic_load(&tn->interpreters);
+  if (p->has_egress_allow && egress != NULL) {
+    ti->n_egress_allow = allow_text(&p->egress_allow, egress);
+    ti->egress_allow = egress->ptrs;
+  }
 }
 
 static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
@@ -351,11 +370,20 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   Sandbox__V1__TenantInfo ti = SANDBOX__V1__TENANT_INFO__INIT;
   Sandbox__V1__Limits tmax = SANDBOX__V1__LIMITS__INIT;
   struct dispatch *d = closure_data;
+  struct allow_text *egress = calloc(2, sizeof *egress);
+  struct egress_allow ceiling;
+  struct sbx_error perr;
+  if (egress != NULL &&
+      egress_allow_parse_list(srv->settings.egress_allow, "egress-allow", &ceiling, &perr) == 0) {
+    resp.n_egress_allow = allow_text(&ceiling, &egress[0]);
+    resp.egress_allow = egress[0].ptrs;
+  }
   if (d->call->tenant != NULL) {
-    tenant_info(d->call, &ti, &tmax);
+    tenant_info(d->call, &ti, &tmax, egress != NULL ? &egress[1] : NULL);
     resp.tenant = &ti;
   }
   closure(&resp, closure_data);
+  free(egress);
 }
 
 static void handle_close_session(Sandbox__V1__Sandbox_Service *service,

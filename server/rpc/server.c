@@ -173,6 +173,9 @@ void server_stats_read(struct server *srv, struct server_stats_read *out) {
   out->rpc_live = &srv->stats;
   out->tenants = &srv->tenants;
   out->runs_by_tenant = &srv->runner.stats.by_tenant;
+  out->egress_by_tenant = &srv->runner.stats.egress_by_tenant;
+  for (int k = 0; k < EGRESS_COUNTS_N; k++)
+    out->egress[k] = atomic_load(&srv->runner.stats.egress[k]);
   out->requests_total = atomic_load(&srv->requests_total);
   work_queue_counts(&srv->queue, &out->queued, &out->running);
   out->queue_full = work_queue_full(&srv->queue);

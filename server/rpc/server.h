@@ -43,7 +43,9 @@ struct server_stats_read {
   /* Walked by /metrics for the tenant label (not copied: rows by tenant
    * index, see rpc_stats.h; the registry's tenants, tenants.h). */
   const struct rpc_stats *rpc_live;
-  const struct tenant_counts *runs_by_tenant; /* rows of KILLED_BY_N */
+  const struct tenant_counts *runs_by_tenant;   /* rows of KILLED_BY_N */
+  const struct tenant_counts *egress_by_tenant; /* rows of EGRESS_COUNTS_N (runner.h) */
+  uint64_t egress[EGRESS_COUNTS_N];             /* runs of no tenant */
   struct tenants *tenants;
   struct conns_stats_read conns;
   /* run/ (sessions, interpreters), requirements/ and sandbox/, through the

@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 
 #include "download.h"
 #include "ids.h"
@@ -228,14 +229,65 @@ static int check_session_mode(const Sandbox__V1__RunCodeRequest *req,
   return 0;
 }
 
+/* The proxy variables a run with allow_net gets from the server. */
+static bool proxy_variable(const char *key) {
+  static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcasecmp(key, names[i]) == 0)
+      return true;
+  return false;
+}
+
+/* allow_net: each entry well-formed and within the server's --egress-allow
+ * and the tenant's egress_allow (NULL: none of its own). */
+static int check_allow_net(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
+                           const struct egress_allow *tenant_egress, const char *tenant,
+                           struct sbx_error *err) {
+  if (req->n_allow_net == 0)
+    return 0;
+  if (req->n_allow_net > EGRESS_ALLOW_MAX)
+    return REFUSE("allow_net: %zu entries; allowed: at most %d", req->n_allow_net,
+                  EGRESS_ALLOW_MAX);
+  if (s->egress_allow[0] == '\0')
+    return REFUSE("allow_net[0] (\"%.64s\"): this server gives runs no network (--egress-allow "
+                  "is empty)",
+                  req->allow_net[0]);
+  struct egress_allow ceiling;
+  struct sbx_error perr;
+  if (egress_allow_parse_list(s->egress_allow, "egress-allow", &ceiling, &perr) < 0)
+    return sbx_error_set(err, SBX_INTERNAL, 0, "%s", perr.msg); /* checked at start */
+  for (size_t i = 0; i < req->n_allow_net; i++) {
+    const char *text = req->allow_net[i];
+    struct egress_allow_entry e;
+    char why[200];
+    if (strlen(text) > EGRESS_ALLOW_ENTRY_MAX || !text_graphic_ascii(text))
+      return REFUSE("allow_net[%zu]: %zu bytes; allowed: 1 to %d printable ASCII characters", i,
+                    strlen(text), EGRESS_ALLOW_ENTRY_MAX);
+    if (egress_allow_parse(text, &e, why, sizeof why) < 0)
+      return REFUSE("allow_net[%zu] (\"%s\"): %s", i, text, why);
+    if (!egress_allow_within(&e, &ceiling))
+      return REFUSE("allow_net[%zu] (\"%s\"): not within this server's --egress-allow", i, text);
+    if (tenant_egress != NULL && !egress_allow_within(&e, tenant_egress))
+      return REFUSE("allow_net[%zu] (\"%s\"): not within tenant %s's egress_allow", i, text,
+                    tenant);
+  }
+  for (size_t i = 0; i < req->n_env; i++)
+    if (proxy_variable(req->env[i]->key))
+      return REFUSE("env[%.64s]: set by the server for a run with allow_net (its egress proxy)",
+                    req->env[i]->key);
+  return 0;
+}
+
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
                          const struct settings_limits *tenant_max, const char *tenant,
-                         struct sandbox_limits *limits, struct sbx_error *err) {
+                         const struct egress_allow *tenant_egress, struct sandbox_limits *limits,
+                         struct sbx_error *err) {
   uint64_t inline_total = 0;
   int64_t eff[LIMITS_N] = {0};
   if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, err) < 0 ||
       check_requirements(req, s, err) < 0 || check_files(req, s, &inline_total, err) < 0 ||
       check_args_and_env(req, s, err) < 0 ||
+      check_allow_net(req, s, tenant_egress, tenant, err) < 0 ||
       effective_limits(req->limits, s, tenant_max, tenant, eff, err) < 0)
     return -1;
   if (inline_total > (uint64_t)eff[LIMIT_DISK_BYTES])

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "egress.h"
 #include "error.h"
 #include "sandbox.pb-c.h"
 #include "sandbox/sandbox.h"
@@ -22,7 +23,8 @@
  * (INVALID_ARGUMENT naming the field and what is allowed). */
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
                          const struct settings_limits *tenant_max, const char *tenant,
-                         struct sandbox_limits *limits, struct sbx_error *err);
+                         const struct egress_allow *tenant_egress, struct sandbox_limits *limits,
+                         struct sbx_error *err);
 
 /* A session id from a request: 0, or -1 with err (INVALID_ARGUMENT). */
 int validate_session_id(const char *id, struct sbx_error *err);

@@ -108,6 +108,8 @@ void interp_process_stop(struct interp *ip) {
   ip->env = NULL;
   ip->n_env = 0;
   sbx_buf_free(&ip->frame);
+  egress_lease_close(ip->t->egress, ip->lease, NULL); /* the process is gone */
+  ip->lease = NULL;
   ip->alive = false;
 }
 
@@ -277,6 +279,8 @@ static void process_spec(struct interp *ip, const struct interp_start *st) {
       .group = st->group,
       .stream = &ip->stream,
       .stdin_fd = ip->child_end,
+      .network = ip->lease != NULL ? SANDBOX_NETWORK_PROXY : SANDBOX_NETWORK_NONE,
+      .netns_fd = ip->lease != NULL ? ip->lease->netns_fd : -1,
   };
   memset(&ip->result, 0, sizeof ip->result);
   memset(&ip->err, 0, sizeof ip->err);
@@ -331,6 +335,15 @@ static int process_wait_ready(struct interp *ip, struct sbx_error *err) {
 static int process_start(struct interp *ip, const struct interp_start *st, struct sbx_error *err) {
   if (process_channels(ip, st, err) < 0)
     return -1;
+  if (st->allow != NULL && st->allow->n > 0 &&
+      egress_lease_open(ip->t->egress, st->allow, st->run_id, st->tenant, st->tenant_index,
+                        &ip->lease, err) < 0) {
+    ip->alive = true; /* what process_channels took, freed as a stopped process's */
+    ip->joined = true;
+    ip->rc = -1;
+    interp_process_stop(ip);
+    return -1;
+  }
   process_spec(ip, st);
   int e = pthread_create(&ip->thread, NULL, interp_thread, ip);
   if (e != 0) {

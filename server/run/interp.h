@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "egress.h"
 #include "error.h"
 #include "sandbox/sandbox.h"
 
@@ -35,8 +36,9 @@ struct interp_table {
   struct sandbox_engine *engine;
   struct interp *items;
   unsigned n;
-  unsigned first_slot; /* engine slot of items[0] */
-  uid_t uid_base;      /* the engine's: slot s runs as uid_base + s */
+  unsigned first_slot;   /* engine slot of items[0] */
+  uid_t uid_base;        /* the engine's: slot s runs as uid_base + s */
+  struct egress *egress; /* the runs' proxy (runner.h), for sessions with allow_net */
   uint64_t idle_ms, lifetime_ms, grace_ms;
   bool ready;
   atomic_uint_fast64_t starts, evictions, lost;
@@ -54,6 +56,12 @@ struct interp_start {
   size_t n_env;
   struct sandbox_limits limits;
   uint64_t group; /* the session's memory group */
+  /* The session's allow list (NULL: no network): the interpreter gets a
+   * door of its own to the egress proxy for its life; the call's run id and
+   * tenant name its connections in the log. */
+  const struct egress_allow *allow;
+  const char *run_id, *tenant;
+  int tenant_index;
 };
 
 /* One cell: the code (valid UTF-8), argv after the script's name, the
@@ -83,6 +91,9 @@ struct interp_outcome {
   char *result; /* text/plain of the last expression (malloc'd), when has_result */
   size_t result_len;
   bool result_truncated;
+  /* The interpreter has a door: what went through it during this call. */
+  bool has_egress;
+  struct egress_summary egress;
 };
 
 int interp_table_init(struct interp_table *t, struct sandbox_engine *engine, unsigned first_slot,

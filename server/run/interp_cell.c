@@ -269,6 +269,9 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   memset(res, 0, sizeof(*res));
   if (interp_ready(ip, start, out, err) < 0)
     return -1;
+  struct egress_summary before = {0};
+  if (ip->lease != NULL)
+    egress_lease_mark(t->egress, ip->lease, start->run_id, &before);
   struct cell_run c = {.ip = ip,
                        .cell = cell,
                        .res = res,
@@ -291,5 +294,16 @@ int interp_run(struct interp_table *t, struct session *s, const struct interp_st
   if (c.ended)
     cell_ended(&c, s);
   cell_memory(&c, start->group, have_oom, oom_before);
+  if (ip->lease != NULL) {
+    struct egress_summary after;
+    egress_lease_read(t->egress, ip->lease, &after);
+    out->has_egress = true;
+    out->egress = (struct egress_summary){.connections = after.connections - before.connections,
+                                          .refused = after.refused - before.refused,
+                                          .up = after.up - before.up,
+                                          .down = after.down - before.down};
+    snprintf(out->egress.first_refusal, sizeof out->egress.first_refusal, "%s",
+             after.first_refusal);
+  }
   return 0;
 }

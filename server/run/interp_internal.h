@@ -35,8 +35,9 @@ struct interp {
   char workspace_dir[PATH_MAX];
   struct sandbox_mount mounts[SANDBOX_MAX_EXTRA_MOUNTS];
   struct sandbox_stream stream;
-  uint64_t seq;         /* the last cell's number, echoed in its done */
-  struct sbx_buf frame; /* bytes received on ctl not yet parsed */
+  uint64_t seq;               /* the last cell's number, echoed in its done */
+  struct sbx_buf frame;       /* bytes received on ctl not yet parsed */
+  struct egress_lease *lease; /* its door to the egress proxy, while alive; NULL: none */
 };
 
 /* Before a cell (ip acquired): stops a process that ended on its own or

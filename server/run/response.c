@@ -206,6 +206,8 @@ void run_build_response(struct runner *r, const struct run_call *call, int ws_fd
                         struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp) {
   const struct sandbox_result *res = &sc->result;
   run_feedback(call, sc);
+  run_net_feedback(sc, &sc->fb);
+  run_net_response(sc, resp);
   if (sc->interp_held) {
     interp_feedback(call, sc);
     resp->result = sc->interp.has_result ? sc->interp.result : "";

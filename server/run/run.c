@@ -52,11 +52,12 @@ void run_outcome_free(struct run_outcome *out) {
  * its children, as PYTHONUNBUFFERED would): what it printed before a kill
  * reaches the reply. Nothing of the server's environment reaches a run
  * (the engine's minimum environment, docs/ENGINE.md). */
-static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scratch *sc,
+static int scratch_fill(const struct run_call *call, struct run_scratch *sc,
                         struct sbx_error *err) {
+  const Sandbox__V1__RunCodeRequest *req = call->req;
   sc->n_files = req->n_files;
   sc->argv = calloc(req->n_args + 7, sizeof(char *));
-  sc->env = calloc(req->n_env + 2, sizeof(char *));
+  sc->env = calloc(req->n_env + 2 + run_net_env_count(call), sizeof(char *));
   sc->files = calloc(req->n_files + 1, sizeof(*sc->files));
   sc->downloads = calloc(req->n_files + 1, sizeof(*sc->downloads));
   sc->code = dedent(req->code, strlen(req->code), &sc->code_len);
@@ -69,7 +70,7 @@ static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scrat
   size_t a = 0;
   sc->argv[a++] = "/usr/bin/python3";
   sc->argv[a++] = "-u";
-  if (!run_runtime_is_zygote(req)) {
+  if (!run_forks_zygote(req)) {
     sc->argv[a++] = "-c";
     sc->argv[a++] = SANDBOX_CELL_LOADER;
     sc->argv[a++] = "script";
@@ -90,6 +91,8 @@ static int scratch_fill(const Sandbox__V1__RunCodeRequest *req, struct run_scrat
   if (!mpl_backend &&
       (sc->env[sc->n_env++] = strdup("MPLBACKEND=module://sandboxd_inline")) == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
+  if (run_net_env(call, sc, err) < 0)
+    return -1;
   for (size_t i = 0; i < req->n_files; i++)
     sc->files[i] = (struct workspace_file){req->files[i]->path, req->files[i]->content.data,
                                            req->files[i]->content.len};
@@ -119,6 +122,10 @@ static int run_in_interpreter(struct runner *r, const struct run_call *call, str
       .n_env = sc->n_env,
       .limits = call->limits,
       .group = call->session->group,
+      .allow = call->session->egress_allow,
+      .run_id = sc->run_id,
+      .tenant = call->tenant != NULL ? call->tenant->name : "-",
+      .tenant_index = call->tenant != NULL ? (int)call->tenant->index : -1,
   };
   struct interp_cell cell = {
       .code = sc->code,
@@ -135,6 +142,8 @@ static int run_in_interpreter(struct runner *r, const struct run_call *call, str
   if (interp_run(&r->interps, call->session, &start, &cell, &sc->result, &sc->interp, err) < 0)
     return -1;
   sc->have_result = true;
+  sc->has_egress = sc->interp.has_egress;
+  sc->egress = sc->interp.egress;
   atomic_fetch_add(&r->runs_total, 1);
   count_run(&r->stats, call, &sc->result);
   return 0;
@@ -179,10 +188,20 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
       .limits = call->limits,
       .group = call->session != NULL ? call->session->group : 0,
       .stream = call->stream,
-      .zygote = run_runtime_is_zygote(call->req),
+      .zygote = run_forks_zygote(call->req),
   };
   if (sc->interp_held)
     return run_in_interpreter(r, call, sc, workspace_dir, err);
+  /* allow_net: the run's own namespace, with only the proxy in it. A
+   * zygote's runs share the zygote's namespace, so such a run is a fresh
+   * interpreter (its feedback says so). */
+  if (call->req->n_allow_net > 0) {
+    if (run_net_open(r, call, sc, err) < 0)
+      return -1;
+    sc->zygote_as_cold = run_runtime_is_zygote(call->req);
+    spec.network = SANDBOX_NETWORK_PROXY;
+    spec.netns_fd = sc->lease->netns_fd;
+  }
   struct sandbox_error se = {0};
   /* The slot's zygote for runs without extra mounts, started here when it
    * is not running: when it cannot start (a --zygote-preload module that
@@ -193,7 +212,9 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
     return sbx_error_from_engine(err, SBX_FAILED_PRECONDITION, &se,
                                  "runtime " RUNTIME_PYTHON_ZYGOTE
                                  ": the zygote could not start, the code did not run");
-  if (sandbox_run(r->engine, slot, &spec, &sc->result, &se) < 0)
+  int rc = sandbox_run(r->engine, slot, &spec, &sc->result, &se);
+  run_net_close(r, sc); /* every process of the run is gone */
+  if (rc < 0)
     return sbx_error_from_engine(err, SBX_INTERNAL, &se,
                                  "sandbox setup failed, the code did not run");
   sc->have_result = true;
@@ -235,7 +256,7 @@ static int run_steps(struct runner *r, unsigned slot, const struct run_call *cal
                      struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp,
                      struct sbx_error *err) {
   /* The requirements first: when the install fails, nothing else happens. */
-  if (scratch_fill(call->req, sc, err) < 0 || run_session_mode(call, err) < 0 ||
+  if (scratch_fill(call, sc, err) < 0 || run_session_mode(call, err) < 0 ||
       run_prepare_requirements(r, slot, call, sc, err) < 0 ||
       run_fetch_files(r, call, sc, err) < 0 ||
       ((call->session == NULL || !call->session->interpreter) &&
@@ -249,6 +270,8 @@ static int run_steps(struct runner *r, unsigned slot, const struct run_call *cal
   /* An interpreter session's call runs in its interpreter's slot (its uid
    * owns the session's files). */
   if (call->session != NULL && call->session->interpreter) {
+    if (run_net_session(call, err) < 0)
+      return -1;
     if (interp_acquire(&r->interps, call->session, call->max_interpreters, &sc->interp_slot,
                        &sc->interp, err) < 0)
       return -1;

@@ -44,6 +44,12 @@ struct run_scratch {
   bool interp_held;
   unsigned interp_slot;
   struct interp_outcome interp;
+  /* allow_net: the run's door while it runs, then what went through it. */
+  struct egress_lease *lease;
+  bool has_egress;
+  struct egress_summary egress;
+  Sandbox__V1__EgressSummary egress_msg;
+  bool zygote_as_cold; /* python-zygote with allow_net: run as a fresh interpreter */
 };
 
 /* Where sandboxd_cell leaves a stateless run's result, in the workspace. */
@@ -67,6 +73,21 @@ int run_acquire_workspace(struct runner *r, unsigned slot, const struct run_call
 void run_release_slot_workspace(struct runner *r, unsigned slot);
 /* A session run that could not start beside the session's files. */
 int run_check_session_memory(struct runner *r, const struct run_call *call, struct sbx_error *err);
+
+/* net.c: the run's network (allow_net): the proxy variables (how many,
+ * then added to sc->env), its lease around the engine's run, and the
+ * summary in the reply and feedback. */
+size_t run_net_env_count(const struct run_call *call);
+int run_net_env(const struct run_call *call, struct run_scratch *sc, struct sbx_error *err);
+int run_net_open(struct runner *r, const struct run_call *call, struct run_scratch *sc,
+                 struct sbx_error *err);
+void run_net_close(struct runner *r, struct run_scratch *sc);
+/* An INTERPRETER session's call: the creating call's allow_net becomes the
+ * session's; a later call leaves it empty or repeats it (else
+ * FAILED_PRECONDITION). */
+int run_net_session(const struct run_call *call, struct sbx_error *err);
+void run_net_response(struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp);
+void run_net_feedback(const struct run_scratch *sc, struct feedback *fb);
 
 /* response.c: the engine's result as the RunCodeResponse and its feedback,
  * with the artifacts of output/ (ws_fd's). */

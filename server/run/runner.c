@@ -88,6 +88,52 @@ static int open_sessions(struct runner *r, struct sbx_error *err) {
   return 0;
 }
 
+/* A run's connection through the egress proxy, as it ends (any thread). */
+static void count_egress(void *arg, int tenant, bool allowed, uint64_t up, uint64_t down) {
+  struct run_stats *st = arg;
+  uint64_t add[EGRESS_COUNTS_N] = {allowed, !allowed, up, down};
+  for (size_t k = 0; k < EGRESS_COUNTS_N; k++) {
+    if (add[k] == 0)
+      continue;
+    /* A tenant's row exists once counted; bytes follow the first count. */
+    const atomic_uint_fast64_t *row =
+        tenant >= 0 && tenant_counts_add(&st->egress_by_tenant, EGRESS_COUNTS_N, tenant, k)
+            ? tenant_counts_row(&st->egress_by_tenant, (unsigned)tenant)
+            : NULL;
+    if (row == NULL)
+      atomic_fetch_add_explicit(&st->egress[k], add[k], memory_order_relaxed);
+    else if (add[k] > 1)
+      atomic_fetch_add_explicit((atomic_uint_fast64_t *)&row[k], add[k] - 1, memory_order_relaxed);
+  }
+}
+
+/* With --egress-allow: its entries and the Piston front's default checked,
+ * and the proxy for runs started, a door for each worker and interpreter. */
+static int start_run_egress(struct runner *r, struct sbx_error *err) {
+  const struct server_settings *s = r->settings;
+  struct egress_allow ceiling, piston;
+  if (egress_allow_parse_list(s->egress_allow, "egress-allow", &ceiling, err) < 0 ||
+      egress_allow_parse_list(s->piston_allow_net, "piston-allow-net", &piston, err) < 0)
+    return -1;
+  for (size_t i = 0; i < piston.n; i++)
+    if (!egress_allow_within(&piston.e[i], &ceiling)) {
+      char text[EGRESS_ALLOW_ENTRY_MAX + 8];
+      egress_allow_format(&piston.e[i], text, sizeof text);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "piston-allow-net: \"%s\" is not within egress-allow", text);
+    }
+  if (ceiling.n == 0)
+    return 0;
+  struct egress_config cfg;
+  if (egress_run_config_from(s, r->n_slots + (unsigned)s->max_interpreters, &cfg, err) < 0)
+    return -1;
+  cfg.on_connection = count_egress;
+  cfg.on_connection_arg = &r->stats;
+  if (egress_start(&r->egress, &cfg, 0, err) < 0)
+    return sbx_error_wrap(err, "egress proxy for runs");
+  return 0;
+}
+
 int runner_start(struct runner *r, const struct server_settings *s, struct sandbox_engine *engine,
                  const struct egress_config *egress_cfg, struct sbx_error *err) {
   r->settings = s;
@@ -111,16 +157,20 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
                         (uint64_t)s->interpreter_max_lifetime_s * 1000u,
                         (uint64_t)s->interpreter_grace_ms) < 0)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "interpreters");
+  r->interps.egress = &r->egress;
   if (open_sessions(r, err) < 0)
     return -1;
   r->installer.settings = s;
   r->installer.engine = engine;
   r->installer.workspace_root_fd = r->workspace_root_fd;
   r->installer.workspace_root = r->workspace_root;
-  return installer_start(&r->installer, egress_cfg, r->n_slots, err);
+  if (installer_start(&r->installer, egress_cfg, r->n_slots, err) < 0)
+    return -1;
+  return start_run_egress(r, err);
 }
 
 void runner_stop(struct runner *r, bool failed) {
+  egress_stop(&r->egress); /* safe when it never started */
   installer_stop(&r->installer);
   if (r->sessions_ready)
     session_table_destroy(&r->sessions, r->workspace_root_fd, r->workspace_root);

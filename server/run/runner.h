@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "egress.h"
 #include "error.h"
 #include "install.h"
 #include "interp.h"
@@ -39,6 +40,19 @@ struct run_stats {
   struct stats_histogram wall;       /* the run's wall-clock time */
   struct stats_histogram cpu;        /* its CPU time, every process of it */
   struct stats_histogram queue_wait; /* from arrival to a worker taking it */
+  /* Runs' connections through the egress proxy (allow_net), by tenant:
+   * rows of EGRESS_COUNTS_N; the unlabelled ones for runs of no tenant. */
+  struct tenant_counts egress_by_tenant;
+  atomic_uint_fast64_t egress[4];
+};
+
+/* The columns of run_stats.egress_by_tenant and .egress. */
+enum egress_count {
+  EGRESS_COUNT_ALLOWED,
+  EGRESS_COUNT_REFUSED,
+  EGRESS_COUNT_BYTES_UP,
+  EGRESS_COUNT_BYTES_DOWN,
+  EGRESS_COUNTS_N
 };
 
 struct runner {
@@ -53,6 +67,9 @@ struct runner {
   bool sessions_ready;
   struct installer installer;  /* requirements: probe, store, egress proxy */
   struct interp_table interps; /* INTERPRETER sessions' living interpreters */
+  /* Runs' doors to the network (allow_net, docs/EGRESS.md): running when
+   * --egress-allow is set; one lease per run that has a list. */
+  struct egress egress;
   struct mime_db mime;
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */
   struct run_stats stats;
@@ -66,6 +83,12 @@ struct runner {
 
 static inline bool run_runtime_is_zygote(const Sandbox__V1__RunCodeRequest *req) {
   return strcmp(req->runtime, RUNTIME_PYTHON_ZYGOTE) == 0;
+}
+/* Whether the run is forked from the slot's zygote: python-zygote without
+ * allow_net (a zygote's runs share its network namespace, so a run with a
+ * network of its own is a fresh interpreter). */
+static inline bool run_forks_zygote(const Sandbox__V1__RunCodeRequest *req) {
+  return run_runtime_is_zygote(req) && req->n_allow_net == 0;
 }
 /* The runtime of a validated request, for the log. */
 static inline const char *run_runtime_name(const Sandbox__V1__RunCodeRequest *req) {

@@ -228,6 +228,7 @@ size_t session_reap(struct session_table *t, int root_fd, const char *root_path)
     }
     if (s->group != 0 && t->on_end != NULL)
       t->on_end(t->on_end_arg, s->group);
+    free(s->egress_allow);
     free(s);
     n++;
   }

@@ -27,6 +27,8 @@
 struct interp;
 struct tenant;
 
+struct egress_allow;
+
 struct session {
   /* Its tenant's (tenants.h): another tenant's id, even the same string,
    * is another session, and is never found through this one's. */
@@ -49,6 +51,10 @@ struct session {
   bool interpreter;
   struct interp *interp;
   char lost[256];
+  /* An INTERPRETER session's allow_net (docs/EGRESS.md), set by the run
+   * that created it (malloc'd; NULL: no network): every interpreter it
+   * starts has this door. */
+  struct egress_allow *egress_allow;
   struct session *next_doomed;
 };
 

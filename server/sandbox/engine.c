@@ -156,6 +156,7 @@ static void engine_release(struct sandbox_engine *e, enum engine_stage stage) {
   if (stage >= ENGINE_HAS_SECCOMP) {
     seccomp_policy_free(&e->seccomp);
     seccomp_policy_free(&e->seccomp_network);
+    seccomp_policy_free(&e->seccomp_proxy);
     seccomp_policy_free(&e->seccomp_zygote);
   }
   if (stage >= ENGINE_HAS_MNTNS)
@@ -194,6 +195,7 @@ static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_
   }
   if (seccomp_policy_compile(&e->seccomp, SECCOMP_PROFILE_RUN, err) < 0 ||
       seccomp_policy_compile(&e->seccomp_network, SECCOMP_PROFILE_INSTALLER, err) < 0 ||
+      seccomp_policy_compile(&e->seccomp_proxy, SECCOMP_PROFILE_PROXY, err) < 0 ||
       seccomp_policy_compile(&e->seccomp_zygote, SECCOMP_PROFILE_ZYGOTE, err) < 0) {
     engine_release(e, ENGINE_HAS_SECCOMP);
     return sandbox_error_wrap(err, "compile seccomp policy");
@@ -365,6 +367,8 @@ static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *
     return sandbox_error_set(err, EINVAL, "stdin_fd: not with zygote or stdin_data");
   /* The network profile never falls back to the host's namespace: without
    * a namespace of the caller's, it is refused. */
+  if (spec->network > SANDBOX_NETWORK_PROXY)
+    return sandbox_error_set(err, EINVAL, "network: unknown profile %d", (int)spec->network);
   if (spec->network && (spec->netns_fd < 0 || ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET))
     return sandbox_error_set(err, EINVAL, "the network profile needs a network namespace");
   return 0;
@@ -522,7 +526,9 @@ static void spawn_child_args(const struct engine_run *r, struct child_args *args
       .sync_fd = r->need_sync ? r->p.fds[4][0] : -1,
       .netns_fd = spec->network ? spec->netns_fd : e->slots[r->slot].netns_fd,
       .init_fd = e->init_fd,
-      .seccomp = spec->network ? &e->seccomp_network : &e->seccomp,
+      .seccomp = spec->network == SANDBOX_NETWORK_INSTALLER ? &e->seccomp_network
+                 : spec->network == SANDBOX_NETWORK_PROXY   ? &e->seccomp_proxy
+                                                            : &e->seccomp,
   };
   spawn_fill_rlimits(e, &r->limits, r->zygote, args);
 }

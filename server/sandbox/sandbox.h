@@ -82,6 +82,12 @@ struct sandbox_stream {
   int cancel_fd; /* -1: none */
 };
 
+enum sandbox_network {
+  SANDBOX_NETWORK_NONE = 0,  /* the slot's empty namespace: no network at all */
+  SANDBOX_NETWORK_INSTALLER, /* pip, through the egress proxy */
+  SANDBOX_NETWORK_PROXY,     /* user code, through the egress proxy: TCP only */
+};
+
 struct sandbox_spec {
   const char *const *argv;   /* NULL-terminated; argv[0] is an absolute path */
   const char *const *env;    /* NULL-terminated "K=V" added to the minimum */
@@ -92,13 +98,15 @@ struct sandbox_spec {
   const struct sandbox_mount *mounts; /* extra read-only binds */
   size_t n_mounts;
   struct sandbox_limits limits; /* zeros take the defaults */
-  /* The network profile: the run joins netns_fd, a network namespace the
+  /* The network profiles: the run joins netns_fd, a network namespace the
    * caller made (sandbox_netns_create), instead of the slot's empty one, and
-   * its seccomp profile allows IPv4/IPv6 sockets; the host's CA certificates
-   * are bound in. Only for the package installer, whose namespace holds
-   * nothing but the server's egress proxy; never for user code. The engine
-   * never gives a run the host's network namespace. */
-  bool network;
+   * the host's CA certificates are bound in. INSTALLER (pip): its seccomp
+   * profile allows IPv4/IPv6 sockets and route netlink. PROXY (user code
+   * with an allow list, docs/EGRESS.md): IPv4/IPv6 stream sockets only (no
+   * UDP, raw, packet or netlink). Either namespace must hold nothing but
+   * the server's egress proxy. The engine never gives a run the host's
+   * network namespace. */
+  enum sandbox_network network;
   /* An accounting group (sandbox_group_new), 0 = none: the run's memory,
    * and what it leaves charged, counts in the group. */
   uint64_t group;

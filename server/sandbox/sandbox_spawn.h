@@ -44,7 +44,8 @@ struct sandbox_engine {
   char state_dir[4096];
   struct cgroup_manager cgroups;
   struct seccomp_policy seccomp;
-  struct seccomp_policy seccomp_network; /* spec.network: the installer's profile */
+  struct seccomp_policy seccomp_network; /* spec.network INSTALLER: pip's profile */
+  struct seccomp_policy seccomp_proxy;   /* spec.network PROXY: user code's, TCP only */
   struct seccomp_policy seccomp_zygote;  /* what a zygote loads before it imports anything */
   struct rootfs rootfs;
   struct sandbox_report report;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -98,9 +99,50 @@ static const unsigned long namespace_flags[] = {
     CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP,
 };
 
-static int add_socket_rules(scmp_filter_ctx ctx, bool network, struct sandbox_error *err) {
+/* User code with an allow list (docs/EGRESS.md): local sockets, and IPv4
+ * and IPv6 stream sockets with protocol 0 or TCP, to reach the egress
+ * proxy; no datagrams (no DNS of its own, no QUIC), raw, packet, netlink,
+ * SCTP or MPTCP sockets. The type is compared without SOCK_NONBLOCK and
+ * SOCK_CLOEXEC. libseccomp compares each argument once per rule, so the
+ * refused families, types and protocols are listed. */
+static int add_proxy_socket_rules(scmp_filter_ctx ctx, struct sandbox_error *err) {
+  const scmp_datum_t inet[] = {AF_INET, AF_INET6};
+  int rc = 0;
+  for (int family = 0; family <= AF_MAX && rc == 0; family++)
+    if (family != AF_UNIX && family != AF_INET && family != AF_INET6)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                            SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family));
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                          SCMP_A0(SCMP_CMP_GT, AF_MAX));
+  for (size_t f = 0; f < 2; f++) {
+    for (int type = 0; type <= 0xf && rc == 0; type++)
+      if (type != SOCK_STREAM)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 2,
+                              SCMP_A0(SCMP_CMP_EQ, inet[f]),
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)type));
+    for (int proto = 1; proto < IPPROTO_TCP && rc == 0; proto++)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 2,
+                            SCMP_A0(SCMP_CMP_EQ, inet[f]),
+                            SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)proto));
+    if (rc == 0)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 2,
+                            SCMP_A0(SCMP_CMP_EQ, inet[f]), SCMP_A2(SCMP_CMP_GT, IPPROTO_TCP));
+  }
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
+                          SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  if (rc < 0)
+    return sandbox_error_set(err, -rc, "seccomp rule for socket (proxy profile)");
+  return 0;
+}
+
+static int add_socket_rules(scmp_filter_ctx ctx, enum seccomp_profile profile,
+                            struct sandbox_error *err) {
   int rc;
-  if (network) {
+  if (profile == SECCOMP_PROFILE_PROXY)
+    return add_proxy_socket_rules(ctx, err);
+  if (profile == SECCOMP_PROFILE_INSTALLER) {
     /* The installer's profile: local, IPv4, IPv6 and route-netlink sockets
      * (glibc's getaddrinfo asks netlink for the host's addresses); raw and
      * packet sockets and every other family stay out. One comparison per
@@ -165,7 +207,7 @@ static int add_rules(scmp_filter_ctx ctx, enum seccomp_profile profile, struct s
       return sandbox_error_set(err, -rc, "seccomp rule for %s", denied[i].name);
   }
 
-  if (add_socket_rules(ctx, profile == SECCOMP_PROFILE_INSTALLER, err) < 0)
+  if (add_socket_rules(ctx, profile, err) < 0)
     return -1;
 
   if (profile == SECCOMP_PROFILE_ZYGOTE) {

@@ -21,6 +21,10 @@ enum seccomp_profile {
   /* The package installer when an index is configured: also AF_INET,
    * AF_INET6 and NETLINK_ROUTE sockets; never for user code. */
   SECCOMP_PROFILE_INSTALLER,
+  /* User code with an allow list (docs/EGRESS.md): also AF_INET and
+   * AF_INET6 stream sockets (TCP), nothing else; its namespace holds only
+   * the egress proxy. */
+  SECCOMP_PROFILE_PROXY,
   /* A zygote (zygote_main.c), which imports package code: the run's
    * profile but for what a run's first process needs before it loads the
    * run's own filter on top: clone with exactly SECCOMP_ZYGOTE_RUN_CLONE's

@@ -133,9 +133,19 @@ static int read_limits_max(json_t *obj, struct settings_limits *out, const char 
   return 0;
 }
 
-static const char *const tenant_keys[] = {
-    "name",         "api_keys_sha256",  "cert_identities", "weight", "max_concurrent", "max_queued",
-    "max_sessions", "max_interpreters", "rate_per_s",      "burst",  "limits_max",     NULL};
+static const char *const tenant_keys[] = {"name",
+                                          "api_keys_sha256",
+                                          "cert_identities",
+                                          "weight",
+                                          "max_concurrent",
+                                          "max_queued",
+                                          "max_sessions",
+                                          "max_interpreters",
+                                          "rate_per_s",
+                                          "burst",
+                                          "limits_max",
+                                          "egress_allow",
+                                          NULL};
 
 static int check_known_keys(json_t *obj, const char *tenant, struct sbx_error *err) {
   const char *key;
@@ -203,6 +213,27 @@ static int stage_credentials(json_t *obj, struct staged_tenant *st, struct sbx_e
   return 0;
 }
 
+/* egress_allow: allow entries (egress_allow.h), at most EGRESS_ALLOW_MAX. */
+static int read_egress_allow(json_t *obj, struct tenant_policy *p, const char *tenant,
+                             struct sbx_error *err) {
+  json_t *list;
+  if (read_strings(obj, "egress_allow", EGRESS_ALLOW_MAX, tenant, &list, err) < 0)
+    return -1;
+  p->has_egress_allow = list != NULL;
+  p->egress_allow.n = 0;
+  for (size_t i = 0; list != NULL && i < json_array_size(list); i++) {
+    const char *text = json_string_value(json_array_get(list, i));
+    char why[200];
+    if (strlen(text) > EGRESS_ALLOW_ENTRY_MAX ||
+        egress_allow_parse(text, &p->egress_allow.e[i], why, sizeof why) < 0)
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "tenant \"%s\": egress_allow[%zu]: %s",
+                           tenant, i,
+                           strlen(text) > EGRESS_ALLOW_ENTRY_MAX ? "longer than 300 bytes" : why);
+    p->egress_allow.n++;
+  }
+  return 0;
+}
+
 static int stage_tenant(json_t *obj, size_t index, struct staged_tenant *st,
                         struct sbx_error *err) {
   if (!json_is_object(obj))
@@ -222,7 +253,8 @@ static int stage_tenant(json_t *obj, size_t index, struct staged_tenant *st,
       read_count(obj, "max_interpreters", 1u << 20, &p->max_interpreters, name, err) < 0 ||
       read_rate(obj, "rate_per_s", &p->rate_per_s, name, err) < 0 ||
       read_rate(obj, "burst", &p->burst, name, err) < 0 ||
-      read_limits_max(obj, &p->limits_max, name, err) < 0)
+      read_limits_max(obj, &p->limits_max, name, err) < 0 ||
+      read_egress_allow(obj, p, name, err) < 0)
     return -1;
   if (json_object_get(obj, "weight") != NULL && p->weight == 0)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,

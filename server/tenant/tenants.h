@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egress_allow.h"
 #include "error.h"
 #include "settings.h"
 
@@ -39,6 +40,10 @@ struct tenant_policy {
   uint32_t max_concurrent, max_queued, max_sessions, max_interpreters;
   double rate_per_s, burst;          /* rate 0: no rate limit */
   struct settings_limits limits_max; /* 0: the server's --max-* */
+  /* What its runs' allow_net may ask, within the server's --egress-allow
+   * (docs/EGRESS.md); without the key, the server's alone. */
+  bool has_egress_allow;
+  struct egress_allow egress_allow;
 };
 
 struct tenant {

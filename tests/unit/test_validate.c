@@ -29,7 +29,7 @@ static int setup(void **state) {
 
 static sbx_code check(void) {
   memset(&err, 0, sizeof err);
-  if (validate_run_request(&req, &settings, NULL, "", &out, &err) == 0)
+  if (validate_run_request(&req, &settings, NULL, "", NULL, &out, &err) == 0)
     return SBX_OK;
   assert_true(err.msg[0] != '\0'); /* every refusal says why */
   return err.code;
