@@ -317,6 +317,76 @@ static void run_ids(void **state) {
   assert_false(id_valid(long_id));
 }
 
+/* allow_net: against the server's --egress-allow and the tenant's
+ * egress_allow, each refusal naming the entry; the proxy variables are the
+ * server's. */
+static sbx_code check_net(const char *const *entries, size_t n, const struct egress_allow *tenant) {
+  req.allow_net = (char **)entries;
+  req.n_allow_net = n;
+  memset(&err, 0, sizeof err);
+  int rc = validate_run_request(&req, &settings, NULL, "acme", tenant, &out, &err);
+  req.allow_net = NULL;
+  req.n_allow_net = 0;
+  return rc == 0 ? SBX_OK : err.code;
+}
+
+static void allow_net_within_ceilings(void **state) {
+  const char *one[] = {"api.example.com"};
+  assert_int_equal(check_net(one, 1, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "allow_net[0] (\"api.example.com\")"));
+  assert_non_null(strstr(msg, "--egress-allow is empty"));
+  snprintf(settings.egress_allow, sizeof settings.egress_allow, "*.example.com,10.0.0.0/8:5432");
+  assert_int_equal(check_net(one, 1, NULL), SBX_OK);
+  const char *outside[] = {"api.example.com", "example.com"};
+  assert_int_equal(check_net(outside, 2, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "allow_net[1] (\"example.com\"): not within this server's"));
+  const char *port[] = {"10.1.2.0/24:5432", "10.1.2.3"};
+  assert_int_equal(check_net(port, 1, NULL), SBX_OK);
+  assert_int_equal(check_net(port, 2, NULL), SBX_INVALID_ARGUMENT); /* 80 and 443: not 5432 */
+  assert_non_null(strstr(msg, "allow_net[1]"));
+  const char *bad[] = {"exa mple.com"};
+  assert_int_equal(check_net(bad, 1, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "allow_net[0]"));
+  /* The tenant's ceiling narrows the server's. */
+  struct egress_allow tenant = {0};
+  char why[200];
+  assert_int_equal(egress_allow_parse("api.example.com:443", &tenant.e[0], why, sizeof why), 0);
+  tenant.n = 1;
+  const char *t443[] = {"api.example.com:443"};
+  assert_int_equal(check_net(t443, 1, &tenant), SBX_OK);
+  assert_int_equal(check_net(one, 1, &tenant), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "not within tenant acme's egress_allow"));
+  tenant.n = 0; /* "egress_allow": [] */
+  assert_int_equal(check_net(t443, 1, &tenant), SBX_INVALID_ARGUMENT);
+}
+
+static void allow_net_bounds_and_proxy_variables(void **state) {
+  snprintf(settings.egress_allow, sizeof settings.egress_allow, "*");
+  const char *many[EGRESS_ALLOW_MAX + 1];
+  for (size_t i = 0; i <= EGRESS_ALLOW_MAX; i++)
+    many[i] = "a.example.com";
+  assert_int_equal(check_net(many, EGRESS_ALLOW_MAX, NULL), SBX_OK);
+  assert_int_equal(check_net(many, EGRESS_ALLOW_MAX + 1, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "at most 32"));
+  char longest[EGRESS_ALLOW_ENTRY_MAX + 2];
+  memset(longest, 'a', sizeof longest - 1);
+  longest[sizeof longest - 1] = '\0';
+  const char *too_long[] = {longest};
+  assert_int_equal(check_net(too_long, 1, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "301 bytes"));
+  const char *ctl[] = {"a.example.com\x01"};
+  assert_int_equal(check_net(ctl, 1, NULL), SBX_INVALID_ARGUMENT);
+  Sandbox__V1__RunCodeRequest__EnvEntry e = SANDBOX__V1__RUN_CODE_REQUEST__ENV_ENTRY__INIT;
+  Sandbox__V1__RunCodeRequest__EnvEntry *env[] = {&e};
+  e.key = "https_proxy";
+  e.value = "http://elsewhere:3128";
+  req.env = env;
+  req.n_env = 1;
+  assert_int_equal(check_net(many, 1, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "env[https_proxy]"));
+  assert_int_equal(check(), SBX_OK); /* without allow_net it is the run's own business */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(defaults_fill_zero_limits, setup),
@@ -330,6 +400,8 @@ int main(void) {
       cmocka_unit_test_setup(file_sources_and_sizes_checked, setup),
       cmocka_unit_test_setup(nul_bytes_in_strings_found_on_the_wire, setup),
       cmocka_unit_test_setup(run_ids, setup),
+      cmocka_unit_test_setup(allow_net_within_ceilings, setup),
+      cmocka_unit_test_setup(allow_net_bounds_and_proxy_variables, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
