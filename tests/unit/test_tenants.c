@@ -115,6 +115,29 @@ static void keys_and_identities(void **state) {
   tenants_destroy(&t);
 }
 
+/* egress_allow: a tenant's own ceiling for allow_net, parsed; absent is
+ * not the same as empty. */
+static void egress_allow_per_tenant(void **state) {
+  char buf[1024];
+  two_tenants(buf, sizeof buf, ", \"egress_allow\": [\"*.example.com\", \"10.0.0.0/8:5432\"]");
+  write_file(buf);
+  struct tenants t;
+  assert_int_equal(tenants_init(&t, path, NULL, &err), 0);
+  struct tenant *a = by_key(&t, "key-a"), *b = by_key(&t, "key-b");
+  assert_false(a->policy.has_egress_allow);
+  assert_true(b->policy.has_egress_allow);
+  assert_int_equal(b->policy.egress_allow.n, 2);
+  assert_int_equal(b->policy.egress_allow.e[1].port, 5432);
+  tenants_destroy(&t);
+  two_tenants(buf, sizeof buf, ", \"egress_allow\": []");
+  write_file(buf);
+  assert_int_equal(tenants_init(&t, path, NULL, &err), 0);
+  b = by_key(&t, "key-b");
+  assert_true(b->policy.has_egress_allow);
+  assert_int_equal(b->policy.egress_allow.n, 0);
+  tenants_destroy(&t);
+}
+
 static void anonymous_tenant_is_for_loopback_only(void **state) {
   char buf[1024];
   two_tenants(buf, sizeof buf, "");
@@ -154,6 +177,10 @@ static void bad_files_are_refused(void **state) {
       {"{\"tenants\": [{\"name\": \"a\", \"limits_max\": {\"memory_bytes\": 1}}]}",
        "limits_max.memory_bytes must be an integer of at least"},
       {"{\"tenants\": [{\"name\": \"a\"}, {\"name\": \"a\"}]}", "tenant \"a\" is named twice"},
+      {"{\"tenants\": [{\"name\": \"a\", \"egress_allow\": \"x.test\"}]}",
+       "egress_allow must be an array of at most 32 strings"},
+      {"{\"tenants\": [{\"name\": \"a\", \"egress_allow\": [\"x.test:0\"]}]}",
+       "tenant \"a\": egress_allow[0]: port"},
       {"{\"tenants\": [{\"name\": \"a\", \"name\": \"b\"}]}", "duplicate object key"},
       {"{\"tenants\": [{\"name\": \"a\", \"cert_identities\": [\"CN=x\"]}, {\"name\": \"b\", "
        "\"cert_identities\": [\"CN=x\"]}]}",
@@ -330,6 +357,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(without_a_file_everyone_is_default),
       cmocka_unit_test(keys_and_identities),
+      cmocka_unit_test(egress_allow_per_tenant),
       cmocka_unit_test(anonymous_tenant_is_for_loopback_only),
       cmocka_unit_test(bad_files_are_refused),
       cmocka_unit_test(file_bounds),
