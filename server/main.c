@@ -229,6 +229,8 @@ static int start(struct server *srv, struct started *st, struct sbx_error *err) 
   if (settings_index_url(&srv->settings)[0] != '\0' &&
       egress_config_from(&srv->settings, &egress_cfg, err) < 0)
     return -2;
+  if (egress_run_settings_check(&srv->settings, err) < 0)
+    return -2;
   if (tenants_init(&srv->tenants, srv->settings.tenants, srv->settings.anonymous_tenant, err) < 0)
     return -2;
   st->tenants = true;

@@ -128,8 +128,7 @@ static int dns_from(const struct server_settings *s, struct egress_config *cfg,
                     struct sbx_error *err) {
   char why[200];
   if (egress_dns_parse(s->egress_dns, &cfg->dns, why, sizeof why) < 0)
-    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "egress-dns: \"%s\": %s", s->egress_dns,
-                         why);
+    return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s", why); /* names the setting */
   return 0;
 }
 
@@ -154,6 +153,23 @@ int egress_run_config_from(const struct server_settings *s, unsigned leases,
   cfg->run_connections = (unsigned)s->egress_connections;
   cfg->run_bytes = (uint64_t)s->egress_bytes;
   return dns_from(s, cfg, err);
+}
+
+int egress_run_settings_check(const struct server_settings *s, struct sbx_error *err) {
+  struct egress_allow ceiling, piston;
+  struct egress_config cfg;
+  if (egress_allow_parse_list(s->egress_allow, "egress-allow", &ceiling, err) < 0 ||
+      egress_allow_parse_list(s->piston_allow_net, "piston-allow-net", &piston, err) < 0 ||
+      dns_from(s, &cfg, err) < 0)
+    return -1;
+  for (size_t i = 0; i < piston.n; i++)
+    if (!egress_allow_within(&piston.e[i], &ceiling)) {
+      char text[EGRESS_ALLOW_ENTRY_MAX + 8];
+      egress_allow_format(&piston.e[i], text, sizeof text);
+      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "piston-allow-net: \"%s\" is not within egress-allow", text);
+    }
+  return 0;
 }
 
 int egress_allow_parse_list(const char *text, const char *what, struct egress_allow *list,

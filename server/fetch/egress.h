@@ -128,6 +128,10 @@ int egress_config_from(const struct server_settings *s, struct egress_config *cf
 int egress_run_config_from(const struct server_settings *s, unsigned leases,
                            struct egress_config *cfg, struct sbx_error *err);
 
+/* --egress-allow, --piston-allow-net (within it) and --egress-dns, before
+ * anything starts: 0, or -1 with err (INVALID_ARGUMENT naming the setting). */
+int egress_run_settings_check(const struct server_settings *s, struct sbx_error *err);
+
 /* Parses a comma-separated list of allow entries (--egress-allow, the
  * Piston front's default) into list; what names it in messages. */
 int egress_allow_parse_list(const char *text, const char *what, struct egress_allow *list,

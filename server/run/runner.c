@@ -107,22 +107,11 @@ static void count_egress(void *arg, int tenant, bool allowed, uint64_t up, uint6
   }
 }
 
-/* With --egress-allow: its entries and the Piston front's default checked,
- * and the proxy for runs started, a door for each worker and interpreter. */
+/* With --egress-allow (checked with egress_run_settings_check): the proxy
+ * for runs started, a door for each worker and interpreter. */
 static int start_run_egress(struct runner *r, struct sbx_error *err) {
   const struct server_settings *s = r->settings;
-  struct egress_allow ceiling, piston;
-  if (egress_allow_parse_list(s->egress_allow, "egress-allow", &ceiling, err) < 0 ||
-      egress_allow_parse_list(s->piston_allow_net, "piston-allow-net", &piston, err) < 0)
-    return -1;
-  for (size_t i = 0; i < piston.n; i++)
-    if (!egress_allow_within(&piston.e[i], &ceiling)) {
-      char text[EGRESS_ALLOW_ENTRY_MAX + 8];
-      egress_allow_format(&piston.e[i], text, sizeof text);
-      return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "piston-allow-net: \"%s\" is not within egress-allow", text);
-    }
-  if (ceiling.n == 0)
+  if (s->egress_allow[0] == '\0')
     return 0;
   struct egress_config cfg;
   if (egress_run_config_from(s, r->n_slots + (unsigned)s->max_interpreters, &cfg, err) < 0)
