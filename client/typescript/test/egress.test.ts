@@ -1,14 +1,24 @@
 /* egress.test.ts: allowNet and the egress summary through the TypeScript
  * client (issue 27, docs/EGRESS.md) against real sandboxd servers: one
  * without --egress-allow refuses a run that asks for the network
- * (InvalidArgument naming the entry, nothing ran), and the client refuses a
- * bare string before anything is sent. Needs root (sandboxd does). uid base
- * 54960. */
+ * (InvalidArgument naming the entry, nothing ran), the client refuses a bare
+ * string before anything is sent, and one whose --egress-allow holds
+ * loopback lets a run fetch from a web server of this test through its
+ * proxy, the reply's egress summary counting the connection. Needs root
+ * (sandboxd does). uid bases 54960, 54980. */
 import assert from "node:assert/strict";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 
 import { Client, InvalidArgument } from "../src/index.js";
 import { Sandboxd } from "./helpers/sandboxd.js";
+
+const BODY = "egress-ok-5e0b";
+
+/** urllib honours HTTP_PROXY, which the server sets for a run with allowNet. */
+const fetchCode = (port: number): string =>
+  `import urllib.request\nprint(urllib.request.urlopen("http://127.0.0.1:${port}/x", timeout=20).read().decode())\n`;
 
 /** Runs the server ran (a refused one is logged with its status). */
 const ran = (s: Sandboxd): number => (s.log().match(/event=run .* status=OK /g) ?? []).length;
@@ -52,4 +62,28 @@ test("a bare string is a TypeError, and nothing is sent", async () => {
     message: 'allowNet: an array of strings such as ["pypi.org"], not a single string ("example.com")',
   });
   assert.equal(closed.log().split('request_id="').length, calls);
+});
+
+test("a run reaches its allow list through the proxy; egress counts it", async () => {
+  const web = http.createServer((_req, res) => {
+    res.writeHead(200, { "Content-Length": String(BODY.length) });
+    res.end(BODY);
+  });
+  await new Promise<void>((resolve) => web.listen(0, "127.0.0.1", resolve));
+  const port = (web.address() as AddressInfo).port;
+  // Private addresses are allowed only by CIDR entries; a ceiling entry
+  // without a port allows 80 and 443 only.
+  const s = await Sandboxd.start({ uidBase: 54980, args: ["--workers", "1", "--egress-allow", `127.0.0.0/8:${port}`] });
+  const c = new Client(s.tcp);
+  try {
+    const r = await c.runCode({ code: fetchCode(port), allowNet: [`127.0.0.1:${port}`], limits: { timeoutMs: 30000 } });
+    assert.equal(r.stdoutText, `${BODY}\n`, `${r.stderrText} ${r.feedback.join(" | ")}`);
+    assert.ok(r.egress !== undefined && r.egress.connections >= 1, JSON.stringify(r.egress));
+    assert.equal(r.egress.refused, 0);
+    assert.ok(r.egress.bytesDown >= BODY.length, JSON.stringify(r.egress));
+  } finally {
+    c.close();
+    await s.cleanup();
+    await new Promise((resolve) => web.close(resolve));
+  }
 });

@@ -3,10 +3,15 @@ docs/EGRESS.md), as a user meets them: sandbox-run --allow-net ENTRY and
 sandbox-mcp's run_code argument allow_net, against real sandboxd servers. A
 server without --egress-allow refuses a run that asks for the network
 (INVALID_ARGUMENT naming the entry, nothing ran); sandbox-mcp refuses an
-allow_net that is not an array of strings before anything is sent."""
+allow_net that is not an array of strings before anything is sent; a server
+whose --egress-allow holds loopback lets a run fetch from a web server of
+this test through its proxy, and --json and the tool's result carry the
+egress summary."""
+import http.server
 import json
 import re
 import subprocess
+import threading
 
 import pytest
 
@@ -15,6 +20,12 @@ from lib.harness import Server
 
 RUN = f"{BIN_DIR}/sandbox-run"
 MCP = f"{BIN_DIR}/sandbox-mcp"
+BODY = b"egress-ok-c41d"
+
+# urllib honours HTTP_PROXY, which the server sets for a run with allow_net.
+FETCH = """import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:{port}/x", timeout=20).read().decode())
+"""
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +124,61 @@ def test_sandbox_mcp_lists_allow_net():
     assert prop["type"] == "array" and prop["items"] == {"type": "string"}, prop
     assert "pypi.org" in prop["description"], prop
     assert "egress" in tool["outputSchema"]["properties"]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def web():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture
+def open_server(web):
+    # Private addresses are allowed only by CIDR entries; a ceiling entry
+    # without a port allows 80 and 443 only.
+    s = Server(BIN_DIR, "--workers", "1", "--egress-allow", f"127.0.0.0/8:{web}")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_sandbox_run_reaches_its_allow_list_through_the_proxy(open_server, web, tmp_path):
+    script = tmp_path / "fetch.py"
+    script.write_text(FETCH.format(port=web))
+    p = subprocess.run([RUN, "-e", open_server.tcp, "--json", "--timeout-ms", "30000",
+                        "--allow-net", f"127.0.0.1:{web}", str(script)], capture_output=True,
+                       text=True, timeout=90)
+    out = json.loads(p.stdout)
+    assert p.returncode == 0 and out["stdout"] == BODY.decode() + "\n", out
+    e = out["egress"]
+    assert set(e) == {"connections", "refused", "bytes_up", "bytes_down"}, e
+    assert e["connections"] >= 1 and e["refused"] == 0 and e["bytes_down"] >= len(BODY), e
+
+
+def test_sandbox_mcp_reaches_its_allow_list_through_the_proxy(open_server, web):
+    (r,) = mcp_calls(open_server.tcp, {"code": FETCH.format(port=web),
+                                       "allow_net": [f"127.0.0.1:{web}"],
+                                       "limits": {"timeout_ms": 30000}})
+    assert r["isError"] is False, r
+    sc = r["structuredContent"]
+    assert sc["stdout"] == BODY.decode() + "\n", sc
+    assert sc["egress"]["connections"] >= 1 and sc["egress"]["refused"] == 0, sc
+    assert "network (allow_net): " in r["content"][0]["text"], r["content"][0]["text"]

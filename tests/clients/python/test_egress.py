@@ -1,13 +1,25 @@
 """allow_net and the egress summary through the Python client (issue 27,
 docs/EGRESS.md), against real sandboxd servers: a server without
 --egress-allow refuses a run that asks for the network (INVALID_ARGUMENT
-naming the entry, nothing ran), and the client refuses a bare str before
-anything is sent."""
+naming the entry, nothing ran), the client refuses a bare str before
+anything is sent, and a server whose --egress-allow holds loopback lets a
+run fetch from a web server of this test through its proxy, with the
+reply's egress summary counting the connection."""
+import http.server
 import re
+import threading
 
 import pytest
 
 import sandboxd
+
+BODY = b"egress-ok-7f3a"
+
+# urllib honours HTTP_PROXY, which the server sets for a run with allow_net.
+FETCH = """import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:{port}/x", timeout=20).read().decode())
+"""
+
 
 @pytest.fixture(scope="module")
 def closed(module_servers):
@@ -49,3 +61,43 @@ def test_a_bare_str_is_refused_before_anything_is_sent(closed):
         with pytest.raises(TypeError, match="allow_net: a list of str such as"):
             c.start_run("print(1)\n", allow_net="example.com")
         assert calls_logged(closed) == before
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def web():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_run_reaches_its_allow_list_through_the_proxy(module_servers, web):
+    # Private addresses are allowed only by CIDR entries; a ceiling entry
+    # without a port allows 80 and 443 only.
+    s = module_servers.start("--workers", "1", "--egress-allow", f"127.0.0.0/8:{web}")
+    with sandboxd.Client(s.tcp) as c:
+        r = c.run_code(FETCH.format(port=web), allow_net=[f"127.0.0.1:{web}"],
+                       limits={"timeout_ms": 30000})
+        assert r.ok, (r.stdout_text, r.stderr_text, r.feedback)
+        assert r.stdout_text.strip() == BODY.decode()
+        assert r.egress is not None and r.egress.connections >= 1, r.egress
+        assert r.egress.refused == 0 and r.egress.bytes_down >= len(BODY), r.egress
+        # A port the list does not name: the proxy refuses, the summary counts it.
+        r = c.run_code(FETCH.format(port=web + 1 if web < 65535 else web - 1),
+                       allow_net=[f"127.0.0.1:{web}"], limits={"timeout_ms": 30000})
+        assert not r.ok and r.egress is not None and r.egress.refused >= 1, (r.egress, r.feedback)
