@@ -290,8 +290,9 @@ def server_info(msg: pb.GetInfoResponse, endpoint: str) -> ServerInfo:
     iso = Isolation(**{k: getattr(msg.isolation, k) for k in field_names(Isolation)})
     plain = {k: getattr(msg, k) for k in field_names(ServerInfo)
              if k not in ("runtimes", "isolation", "default_limits", "max_limits", "endpoint",
-                          "zygote_preload")}
+                          "zygote_preload", "egress_allow")}
     return ServerInfo(runtimes=tuple(msg.runtimes), isolation=iso,
                       zygote_preload=tuple(msg.zygote_preload),
+                      egress_allow=tuple(msg.egress_allow),
                       default_limits=_limits(msg.default_limits),
                       max_limits=_limits(msg.max_limits), endpoint=endpoint, **plain)

@@ -345,6 +345,9 @@ class ServerInfo:
     interpreter_lost_total: int = 0
     interpreter_idle_s: int = 0
     interpreter_max_lifetime_s: int = 0
+    # What a run's allow_net may ask of this server (--egress-allow,
+    # docs/EGRESS.md); empty: runs get no network.
+    egress_allow: Tuple[str, ...] = ()
 
 
 def field_names(cls) -> Tuple[str, ...]:

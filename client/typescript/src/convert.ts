@@ -301,5 +301,6 @@ export function serverInfoOf(r: GetInfoResponse, endpoint: string): ServerInfo {
     interpreterLostTotal: Number(r.interpreterLostTotal),
     interpreterIdleS: Number(r.interpreterIdleS),
     interpreterMaxLifetimeS: Number(r.interpreterMaxLifetimeS),
+    egressAllow: [...r.egressAllow],
   };
 }

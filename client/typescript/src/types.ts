@@ -215,6 +215,9 @@ export interface ServerInfo {
   interpreterLostTotal: number;
   interpreterIdleS: number;
   interpreterMaxLifetimeS: number;
+  /** What a run's allowNet may ask of this server (--egress-allow,
+   * docs/EGRESS.md); empty: runs get no network. */
+  egressAllow: string[];
 }
 
 export type FileType = "file" | "directory" | "symlink" | "other";

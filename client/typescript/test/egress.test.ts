@@ -53,6 +53,7 @@ test("a server without --egress-allow refuses allowNet, naming the entry; nothin
   const r = await client.runCode({ code: "print(1)\n" });
   assert.equal(r.stdoutText, "1\n");
   assert.equal(r.egress, undefined);
+  assert.deepEqual((await client.info()).egressAllow, []);
 });
 
 test("a bare string is a TypeError, and nothing is sent", async () => {
@@ -76,6 +77,7 @@ test("a run reaches its allow list through the proxy; egress counts it", async (
   const s = await Sandboxd.start({ uidBase: 54980, args: ["--workers", "1", "--egress-allow", `127.0.0.0/8:${port}`] });
   const c = new Client(s.tcp);
   try {
+    assert.deepEqual((await c.info()).egressAllow, [`127.0.0.0/8:${port}`]);
     const r = await c.runCode({ code: fetchCode(port), allowNet: [`127.0.0.1:${port}`], limits: { timeoutMs: 30000 } });
     assert.equal(r.stdoutText, `${BODY}\n`, `${r.stderrText} ${r.feedback.join(" | ")}`);
     assert.ok(r.egress !== undefined && r.egress.connections >= 1, JSON.stringify(r.egress));

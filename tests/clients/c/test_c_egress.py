@@ -161,6 +161,9 @@ def open_server(web):
 
 
 def test_sandbox_run_reaches_its_allow_list_through_the_proxy(open_server, web, tmp_path):
+    p = subprocess.run([RUN, "-e", open_server.tcp, "--info"], capture_output=True, text=True,
+                       timeout=60)
+    assert json.loads(p.stdout)["egress_allow"] == [f"127.0.0.0/8:{web}"], p.stdout
     script = tmp_path / "fetch.py"
     script.write_text(FETCH.format(port=web))
     p = subprocess.run([RUN, "-e", open_server.tcp, "--json", "--timeout-ms", "30000",

@@ -51,6 +51,7 @@ def test_a_server_without_egress_allow_refuses_allow_net(closed):
         # Without allow_net the run has no network and no summary.
         r = c.run_code("print(1)\n")
         assert r.ok and r.egress is None
+        assert c.info().egress_allow == ()
 
 
 def test_a_bare_str_is_refused_before_anything_is_sent(closed):
@@ -91,6 +92,7 @@ def test_a_run_reaches_its_allow_list_through_the_proxy(module_servers, web):
     # without a port allows 80 and 443 only.
     s = module_servers.start("--workers", "1", "--egress-allow", f"127.0.0.0/8:{web}")
     with sandboxd.Client(s.tcp) as c:
+        assert c.info().egress_allow == (f"127.0.0.0/8:{web}",)
         r = c.run_code(FETCH.format(port=web), allow_net=[f"127.0.0.1:{web}"],
                        limits={"timeout_ms": 30000})
         assert r.ok, (r.stdout_text, r.stderr_text, r.feedback)
