@@ -84,8 +84,9 @@ static void write_egress(FILE *f, const struct sbxc_result *r) {
   char up[32], down[32];
   text_format_bytes(r->egress->bytes_up, up, sizeof(up));
   text_format_bytes(r->egress->bytes_down, down, sizeof(down));
-  fprintf(f, "network (allow_net): %u connections, %u refused; %s sent, %s received\n",
-          (unsigned)r->egress->connections, (unsigned)r->egress->refused, up, down);
+  fprintf(f, "network (allow_net): %u connection%s, %u refused; %s sent, %s received\n",
+          (unsigned)r->egress->connections, r->egress->connections == 1 ? "" : "s",
+          (unsigned)r->egress->refused, up, down);
 }
 
 static void write_result_line(FILE *f, const char *result, bool truncated) {
