@@ -167,6 +167,16 @@ static void mask_host_bits(uint8_t *a, size_t len, unsigned bits) {
   }
 }
 
+/* ":*" is any port (for a ceiling, mostly); else one port. */
+static int parse_port_or_any(const char *s, size_t n, struct egress_allow_entry *e, char *why,
+                             size_t whylen) {
+  if (n == 1 && s[0] == '*') {
+    e->any_port = true;
+    return 0;
+  }
+  return parse_port(s, n, &e->port, why, whylen);
+}
+
 /* An address or CIDR (s, n bytes, no brackets, no port) into e. */
 static int parse_cidr(const char *s, size_t n, struct egress_allow_entry *e, char *why,
                       size_t whylen) {
@@ -304,7 +314,7 @@ int egress_allow_parse(const char *text, struct egress_allow_entry *out, char *w
     if (rest > 0) {
       if (close[1] != ':')
         return refuse(why, whylen, "after ']' only ':' and a port");
-      if (parse_port(close + 2, rest - 1, &e.port, why, whylen) != 0)
+      if (parse_port_or_any(close + 2, rest - 1, &e, why, whylen) != 0)
         return -1;
     }
     if (hn == 0)
@@ -321,7 +331,7 @@ int egress_allow_parse(const char *text, struct egress_allow_entry *out, char *w
       hn = (size_t)(colon - text);
       if (hn == 0)
         return refuse(why, whylen, "no host before ':'");
-      if (parse_port(colon + 1, n - hn - 1, &e.port, why, whylen) != 0)
+      if (parse_port_or_any(colon + 1, n - hn - 1, &e, why, whylen) != 0)
         return -1;
     }
     bool number = true; /* only digits and dots: an IPv4 address or nothing */
@@ -349,7 +359,9 @@ void egress_allow_format(const struct egress_allow_entry *e, char *out, size_t o
   if (e == NULL)
     return;
   char port[8] = "";
-  if (e->port != 0)
+  if (e->any_port)
+    snprintf(port, sizeof port, ":*");
+  else if (e->port != 0)
     snprintf(port, sizeof port, ":%u", (unsigned)e->port);
   int nl = (int)strnlen(e->name, sizeof e->name - 1);
   switch (e->kind) {
@@ -372,21 +384,28 @@ void egress_allow_format(const struct egress_allow_entry *e, char *out, size_t o
   char bits[8] = "";
   if (e->prefix != max)
     snprintf(bits, sizeof bits, "/%u", e->prefix);
-  if (e->family == AF_INET6 && e->port != 0)
+  if (e->family == AF_INET6 && (e->port != 0 || e->any_port))
     snprintf(out, outlen, "[%s%s]%s", addr, bits, port);
   else
     snprintf(out, outlen, "%s%s%s", addr, bits, port);
 }
 
-/* Ports: 0 stands for {80, 443}. */
-static bool ports_within(uint16_t entry, uint16_t ceiling) {
-  if (ceiling == 0)
-    return entry == 0 || entry == 80 || entry == 443;
-  return entry == ceiling;
+/* Ports: 0 stands for {80, 443}; any_port for all of them. */
+static bool ports_within(const struct egress_allow_entry *entry,
+                         const struct egress_allow_entry *ceiling) {
+  if (ceiling->any_port)
+    return true;
+  if (entry->any_port)
+    return false;
+  if (ceiling->port == 0)
+    return entry->port == 0 || entry->port == 80 || entry->port == 443;
+  return entry->port == ceiling->port;
 }
 
-static bool port_allowed(uint16_t entry, uint16_t port) {
-  return entry == 0 ? port == 80 || port == 443 : port == entry;
+static bool port_allowed(const struct egress_allow_entry *e, uint16_t port) {
+  if (e->any_port)
+    return true;
+  return e->port == 0 ? port == 80 || port == 443 : port == e->port;
 }
 
 static bool name_equal(const char *a, const char *b) {
@@ -408,7 +427,7 @@ static bool cidr_contains(const struct egress_allow_entry *c, int family, const 
 
 bool egress_allow_entry_within(const struct egress_allow_entry *entry,
                                const struct egress_allow_entry *ceiling) {
-  if (entry == NULL || ceiling == NULL || !ports_within(entry->port, ceiling->port))
+  if (entry == NULL || ceiling == NULL || !ports_within(entry, ceiling))
     return false;
   switch (entry->kind) {
   case EGRESS_ALLOW_HOST:
@@ -445,7 +464,7 @@ bool egress_allow_within(const struct egress_allow_entry *entry, const struct eg
 static bool address_allowed(const struct egress_allow *list, int family, const uint8_t *addr,
                             uint16_t port) {
   for (size_t i = 0; i < list_len(list); i++)
-    if (port_allowed(list->e[i].port, port) &&
+    if (port_allowed(&list->e[i], port) &&
         cidr_contains(&list->e[i], family, addr, family_bits(family)))
       return true;
   return false;
@@ -482,7 +501,7 @@ bool egress_allow_target(const struct egress_allow *list, const char *host, uint
     return false;
   for (size_t i = 0; i < list_len(list); i++) {
     const struct egress_allow_entry *e = &list->e[i];
-    if (!port_allowed(e->port, port))
+    if (!port_allowed(e, port))
       continue;
     if (e->kind == EGRESS_ALLOW_ANY ||
         (e->kind == EGRESS_ALLOW_HOST && name_equal(name, e->name)) ||

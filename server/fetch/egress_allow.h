@@ -13,6 +13,8 @@
  *                  only, as for every name)
  *   CIDR           198.51.100.0/24, 2001:db8::/32; a bare address is /32 or
  *                  /128
+ *   X:*            any of the above on every port (an operator's ceiling,
+ *                  mostly: "127.0.0.0/8:*")
  *   X:port         any of the above with one port (1-65535); an IPv6
  *                  address or CIDR with a port in brackets: [2001:db8::1]:443
  *                  or [2001:db8::/32]:443; without a port: 80 and 443.
@@ -45,7 +47,8 @@ struct egress_allow_entry {
   int family;       /* CIDR: AF_INET or AF_INET6 */
   uint8_t addr[16]; /* CIDR: network address (host bits zero), 4 or 16 bytes used */
   unsigned prefix;  /* CIDR: 0-32 or 0-128 */
-  uint16_t port;    /* 0: 80 and 443 */
+  uint16_t port;    /* 0: 80 and 443 (unless any_port) */
+  bool any_port;    /* ":*": every port */
 };
 
 struct egress_allow {

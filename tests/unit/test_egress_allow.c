@@ -279,6 +279,9 @@ static void test_format_round_trip(void **state) {
       {"*.Example.COM", "*.example.com"},
       {"*", "*"},
       {"*:8080", "*:8080"},
+      {"*:*", "*:*"},
+      {"127.0.0.0/8:*", "127.0.0.0/8:*"},
+      {"[::1/128]:*", "[::1]:*"},
       {"198.51.100.0/24", "198.51.100.0/24"},
       {"198.51.100.7/32", "198.51.100.7"},
       {"10.0.0.0/8:443", "10.0.0.0/8:443"},
@@ -328,6 +331,14 @@ static void test_within(void **state) {
       {"*.badexample.com", "*.example.com", false},
       {"*.example.com", "*", true},
       {"*", "*", true},
+      /* Any port (":*"): covers every port; is covered only by itself. */
+      {"example.com:8080", "example.com:*", true},
+      {"example.com", "*:*", true},
+      {"127.0.0.1:5432", "127.0.0.0/8:*", true},
+      {"127.0.0.0/8:*", "127.0.0.0/8:*", true},
+      {"example.com:*", "example.com", false},
+      {"example.com:*", "example.com:443", false},
+      {"127.0.0.0/8:*", "127.0.0.0/8", false},
       {"*", "*.com", false},
       {"*", "example.com", false},
       /* Names and CIDRs never cover each other. */
@@ -406,7 +417,7 @@ static void test_within_list(void **state) {
 static void test_target(void **state) {
   (void)state;
   struct egress_allow l = LIST("example.com", "*.example.org", "198.51.100.0/24:8080",
-                               "[2001:db8::/32]:443", "files.test:8443");
+                               "[2001:db8::/32]:443", "files.test:8443", "any.test:*");
   static const struct {
     const char *host;
     uint16_t port;
@@ -414,6 +425,9 @@ static void test_target(void **state) {
   } cases[] = {
       {"example.com", 443, true},
       {"example.com", 80, true},
+      {"any.test", 1, true},
+      {"any.test", 65535, true},
+      {"any.test", 0, false},
       {"EXAMPLE.COM", 443, true},
       {"example.com", 8080, false},
       {"example.com", 0, false},
