@@ -29,6 +29,10 @@ directory the test owns: nothing is checked in, nothing outlives the test.
   key_password.txt
   mismatch.key       a key that belongs to no certificate here
 
+make_origin_certs(dir, names) -> dict, for the egress tests' HTTPS origins:
+  origin_ca.crt      a CA of its own (what the sandboxed program trusts)
+  origin.crt/.key    a server certificate from it for every DNS name in names
+
 Also a command: `tls_certs.py DIR` makes them and prints the dict as JSON
 (the TypeScript tests call it).
 """
@@ -134,6 +138,20 @@ def make_certs(d):
     for n in names:
         os.chmod(os.path.join(d, n), 0o644)  # the tests read them as root; keys stay in d
     return {n.replace(".", "_"): os.path.join(d, n) for n in names}
+
+
+def make_origin_certs(d, names):
+    """A CA and one server certificate from it whose SAN lists each of names
+    (DNS names): an HTTPS origin serving all of them."""
+    _ca(d, "origin_ca", "sandboxd egress test CA")
+    _leaf(d, "origin", "origin_ca", names[0],
+          "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName="
+          + ",".join(f"DNS:{n}" for n in names))
+    out = {}
+    for n in ("origin_ca.crt", "origin.crt", "origin.key"):
+        os.chmod(os.path.join(d, n), 0o644)
+        out[n.replace(".", "_")] = os.path.join(d, n)
+    return out
 
 
 def https_post_json(port, path, body, ca, cert=None, key=None, headers=None, timeout=60):
