@@ -57,6 +57,18 @@ the run's sandbox; with python-zygote it ran in the environment's zygote at
 its start, which must be confined as a run and leave nothing. The cases'
 verdicts are the same.
 
+With SBX_BREAKOUT_NET=policy (test_network_policy, ctest's
+breakout_network_policy, is the network group so) every server
+has --egress-allow 127.0.0.1:1 and every run asks for it (sandbox-run
+--allow-net 127.0.0.1:1, an address where nothing listens): the runs get
+the network of a run with a policy (docs/EGRESS.md: a namespace of its own
+with only lo and the egress proxy on 127.0.0.1:3128, TCP sockets allowed so
+that the proxy can be reached). The network group's verdicts say what that
+changes: creating a TCP socket succeeds, and connecting with it anywhere
+but the proxy meets an empty loopback (ECONNREFUSED) or no route
+(ENETUNREACH); everything else is refused as without a policy, and the
+proxy refuses what the policy does not name.
+
 With SBX_BREAKOUT_FRONT=mcp (ctest's breakout_mcp_* entries) every case runs
 its code through the MCP front instead: the run_code tool of one sandbox-mcp
 per group (tests/lib/mcp_stdio.py turns sandbox-run's flags into tool
@@ -83,6 +95,8 @@ FRONT = os.environ.get("SBX_BREAKOUT_FRONT", "")
 ZYGOTE = os.environ.get("SBX_BREAKOUT_MODE", "") == "zygote"
 INTERP = os.environ.get("SBX_BREAKOUT_MODE", "") == "interpreter"
 HOOK = os.environ.get("SBX_BREAKOUT_PACKAGE", "") == "hook"
+POLICY = os.environ.get("SBX_BREAKOUT_NET", "") == "policy"
+POLICY_ENTRY = "127.0.0.1:1"  # allowed, and nothing is there
 NATIVE_CALLS = []  # in the Piston pass: calls that needed sandbox-run, and why
 VIA_MCP = FRONT == "mcp"
 
@@ -143,6 +157,8 @@ class Server(ServiceServer):
     def __init__(self, bin_dir, *extra, env=None):
         if ZYGOTE:
             extra = (*extra, "--zygote", "1")
+        if POLICY:
+            extra = (*extra, "--egress-allow", POLICY_ENTRY)
         if HOOK:
             import tempfile
             self.wheelhouse = tempfile.mkdtemp(prefix="sbx-breakout-wheels-")
@@ -189,6 +205,8 @@ class Server(ServiceServer):
     def run(self, code, *flags, url=None, stdin=None, timeout=90, prelude=True):
         if ZYGOTE:
             flags = ("--runtime", "python-zygote", *flags)
+        if POLICY:
+            flags = ("--allow-net", POLICY_ENTRY, *flags)
         if HOOK:
             flags = ("--requirement", hostile_package.REQUIREMENT, *flags)
         if INTERP and url is None:
@@ -421,6 +439,31 @@ def expect_all(r, keys, allowed, what):
 
 # ---------------------------------------------------------------- network
 
+def policy_verdicts(what):
+    """With a policy (POLICY): the keys of a network case whose verdict a
+    run's network changes, {key: (allowed values, why)}; the case's other
+    keys keep theirs."""
+    made = "a TCP socket is what reaches the proxy"
+    empty = "the run's own lo: nothing listens there"
+    unreach = "only lo: no route"
+    # ::1 on the run's lo exists when the kernel has IPv6; without it the
+    # address is not there: either way nothing is reached.
+    v6 = ["ECONNREFUSED", "EADDRNOTAVAIL", "ENETUNREACH"]
+    return {
+        "TCP over IPv4 to the server's own RPC port": {
+            "socket": (["ok"], made), "connect": (["ECONNREFUSED"], empty),
+            "host listener": (["ECONNREFUSED"], empty)},
+        "TCP and UDP over IPv6 to ::1": {
+            "tcp": (["ok"], made), "connect": (v6, empty)},
+        "a public address (TEST-NET, never routed): the socket call itself is refused": {
+            "v4": (["ENETUNREACH"], unreach), "v6": (["ENETUNREACH"], unreach)},
+        "raw socket/socketpair system calls through ctypes": {
+            "inet": (["ok"], made),
+            # the kernel has no AF_INET pairs (EOPNOTSUPP) if seccomp lets it by
+            "socketpair_inet": (["EACCES", "EOPNOTSUPP"], "no pair of inet sockets")},
+    }.get(what, {})
+
+
 def test_network(bin_dir):
     s = Server(bin_dir)
     abstract = f"\0{TOKEN}-abstract"
@@ -471,13 +514,15 @@ done()
 ''', ["route", "audit", "uevent", "generic"], ["EACCES"]),
             ("raw socket/socketpair system calls through ctypes", '''
 pair = (ctypes.c_int * 2)()
-R["inet"] = en(sc(41, 2, 1, 0))
-R["inet6"] = en(sc(41, 10, 2, 0))
-R["packet"] = en(sc(41, 17, 3, 0))
-R["netlink"] = en(sc(41, 16, 3, 0))
-R["vsock"] = en(sc(41, 40, 1, 0))
-R["bluetooth"] = en(sc(41, 31, 3, 0))
-R["socketpair_inet"] = en(sc(53, 2, 1, 0, ctypes.addressof(pair)))
+def rv(r):
+    return "ok" if r >= 0 else en(r)
+R["inet"] = rv(sc(41, 2, 1, 0))
+R["inet6"] = rv(sc(41, 10, 2, 0))
+R["packet"] = rv(sc(41, 17, 3, 0))
+R["netlink"] = rv(sc(41, 16, 3, 0))
+R["vsock"] = rv(sc(41, 40, 1, 0))
+R["bluetooth"] = rv(sc(41, 31, 3, 0))
+R["socketpair_inet"] = rv(sc(53, 2, 1, 0, ctypes.addressof(pair)))
 R["control_unix"] = "ok" if sc(41, 1, 1, 0) >= 0 else "failed"
 done()
 ''', ["inet", "inet6", "packet", "netlink", "vsock", "bluetooth", "socketpair_inet"],
@@ -499,9 +544,33 @@ done()
 ''', ["rpc", "/run/systemd/private", "/var/run/docker.sock", "/dev/log",
       "/run/dbus/system_bus_socket"], ["ENOENT"]),
         ]
+        if POLICY:
+            cases.append(
+                ("the proxy is the only way out, and refuses what the policy does not name", f'''
+def ask(req):
+    c = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    c.sendall(req)
+    got = c.recv(4096)
+    c.close()
+    return got.split(b" ")[1].decode() if got.startswith(b"HTTP/") else repr(got[:40])
+R["env"] = os.environ.get("HTTPS_PROXY")
+R["host listener"] = ask(b"CONNECT 127.0.0.1:{tport} HTTP/1.1\\r\\n\\r\\n")
+R["server port"] = ask(b"CONNECT 127.0.0.1:{s.port} HTTP/1.1\\r\\n\\r\\n")
+R["metadata"] = ask(b"GET http://169.254.169.254/ HTTP/1.1\\r\\nHost: 169.254.169.254\\r\\n\\r\\n")
+R["a name"] = ask(b"CONNECT example.com:443 HTTP/1.1\\r\\n\\r\\n")
+done()
+''', ["host listener", "server port", "metadata", "a name"], ["403"]))
         for what, code, keys, allowed in cases:
             rc, out = s.run(code)
             r = result(out)
+            if POLICY:
+                for k, why in policy_verdicts(what).items():
+                    check(r.get(k) in why[0], f"network: {what}: {k} with a policy ({why[1]})",
+                          r)
+                keys = [k for k in keys if k not in policy_verdicts(what)]
+                if "env" in r:
+                    check(r["env"] == "http://127.0.0.1:3128", "network: the proxy variables "
+                          "name the run's proxy", r)
             expect_all(r, keys, allowed, f"network: {what}")
             if "control_unix" in r:
                 check(r["control_unix"] == "ok", "network: the ctypes path works (AF_UNIX control)",
@@ -532,6 +601,16 @@ done()
         host_listener.close()
         tcp_listener.close()
         host_unchanged(s, s.stop())
+
+
+def test_network_policy(bin_dir):
+    """The network group, every run with a policy (POLICY)."""
+    global POLICY
+    POLICY = True
+    try:
+        test_network(bin_dir)
+    finally:
+        POLICY = os.environ.get("SBX_BREAKOUT_NET", "") == "policy"
 
 
 # ------------------------------------------------------------- filesystem
