@@ -526,21 +526,29 @@ def test_egress_refused(bin_dir):
             ("rebinding: a listed name with one public and one private answer", ["rebind.test"],
              'R["view"] = connect("rebind.test:443")',
              private("rebind.test", "127.0.0.1", "loopback (127.0.0.0/8)")),
+        ]
+        # The server's own ports, as IP literals on a port no entry names (a
+        # CIDR entry holds the address but not the port): the reason may say
+        # more after "not in the run's allow list".
+        prefix_cases = [
             ("the server's RPC port through the proxy", allow,
-             f'R["view"] = connect("127.0.0.1:{s.port}")', literal(f"127.0.0.1:{s.port}")),
+             f'R["view"] = connect("127.0.0.1:{s.port}")', not_listed(f"127.0.0.1:{s.port}")),
             ("the server's operations port through the proxy", allow,
              f'R["view"] = connect("127.0.0.1:{s.http_port}")',
-             literal(f"127.0.0.1:{s.http_port}")),
+             not_listed(f"127.0.0.1:{s.http_port}")),
         ]
-        for what, allow_net, prog, reason in cases:
+        for what, allow_net, prog, reason in cases + prefix_cases:
+            exact = (what, allow_net, prog, reason) in cases
             before = len(o.hits)
             t0 = time.monotonic()
             st, msg, r = c.run(PRELUDE + prog + "\ndone()\n", allow_net=allow_net)
             took = time.monotonic() - t0
             R = result(r)
-            check(R.get("view") == proxy_says(reason),
+            view = R.get("view") or ""
+            check(view == proxy_says(reason) if exact else view.startswith(proxy_says(reason)),
                   f"{what}: the program gets 403 with the reason", (R, show(r)))
-            check(f"network: {reason}" in (r.feedback if r else []),
+            check(f"network: {reason}" in r.feedback if exact and r else
+                  any(line.startswith(f"network: {reason}") for line in network_feedback(r)),
                   f"{what}: the reply's feedback says why", show(r))
             check(r is not None and r.egress.connections == 1 and r.egress.refused == 1,
                   f"{what}: counted as one connection, refused", show(r))
@@ -673,11 +681,14 @@ done()
               "raw, packet and netlink sockets: EACCES", R)
         check(R.get("tcp4") == "ok" and R.get("tcp6") == "ok",
               "TCP sockets are allowed (the way to the proxy)", R)
-        check(R.get("getaddrinfo") == "gaierror", "no resolver in the run: getaddrinfo fails", R)
+        check(R.get("getaddrinfo") in ("gaierror", "PermissionError:EACCES"),
+              "no resolver in the run: getaddrinfo fails (no name server; or its UDP socket "
+              "refused, EAI_SYSTEM)", R)
         check(R.get("hosts", "ok") != "ok" and R.get("resolv", "ok") != "ok",
               "/etc/hosts and /etc/resolv.conf cannot be written", R)
         check(R.get("env") == sorted(PROXY_VARS), "the proxy variables were set", R)
-        check(all(R.get(f"no proxy {u}") in ("gaierror", "ConnectionRefusedError")
+        check(all(R.get(f"no proxy {u}") in ("gaierror", "PermissionError",
+                                             "ConnectionRefusedError")
                   for u in ("http://ok.test/hello", f"http://{a}/hello",
                             "https://ok.test/hello")),
               "proxy variables unset: urllib fails (no name, no route), never a way around",
@@ -875,11 +886,12 @@ def test_egress_ceiling(bin_dir):
         check(st == INVALID_ARGUMENT
               and msg == 'allow_net[0] ("other.test"): not within tenant a\'s egress_allow',
               "tenant a asking beyond its egress_allow: INVALID_ARGUMENT naming it", (st, msg))
-        code = PRELUDE + 'R["a"] = get("http://{}/hello")\ndone()\n'
-        st, msg, r = ca.run(code.format("ok.test"), allow_net=["ok.test", CIDR])
+        def code(name):
+            return PRELUDE + f'R["a"] = get("http://{name}/hello")\ndone()\n'
+        st, msg, r = ca.run(code("ok.test"), allow_net=["ok.test", CIDR])
         check(result(r).get("a") == [200, "hello over http\n"], "tenant a within its own: runs",
               (st, msg, show(r)))
-        st, msg, r = cb.run(code.format("other.test"), allow_net=["other.test", CIDR])
+        st, msg, r = cb.run(code("other.test"), allow_net=["other.test", CIDR])
         check(result(r).get("a") == [200, "hello over http\n"],
               "tenant b (no egress_allow): the server's ceiling alone", (st, msg, show(r)))
         st, msg, r = cb.run(hello, allow_net=["evil.example"])
@@ -916,7 +928,7 @@ def test_egress_modes(bin_dir):
     o = Origins()
     pb = load_pb2(bin_dir)
     allow = ["ok.test", CIDR]
-    s = EgressServer(bin_dir, o, "--workers", "2", "--zygote", "--max-interpreters", "1",
+    s = EgressServer(bin_dir, o, "--workers", "2", "--zygote", "--max-interpreters", "2",
                      "--egress-allow", f"ok.test,other.test,{CIDR}")
     c = Caller(s, pb)
     try:
@@ -1009,8 +1021,11 @@ done()
         st, msg, r = c.run(prober_code, allow_net=allow)
         t.join()
         R = result(r)
-        H = json.loads(box["holder"][2].stdout.decode().splitlines()[0]) if box.get(
-            "holder") and box["holder"][2] else {}
+        held = box.get("holder", (None, None, None))[2]
+        try:
+            H = json.loads(held.stdout.decode().splitlines()[0])
+        except (AttributeError, IndexError, ValueError):
+            H = {}
         print("holder:", H, "prober:", R)
         check(R.get("listening") == ["127.0.0.1:3128"],
               "a run's network namespace has exactly one listener: its own proxy", (R, show(r)))
