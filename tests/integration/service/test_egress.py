@@ -933,7 +933,8 @@ def test_egress_modes(bin_dir):
     c = Caller(s, pb)
     try:
         st, msg, r = c.run(FETCH_PAIR, allow_net=allow, runtime="python-zygote")
-        check(st == OK and r.exit_code == 0, "python-zygote with allow_net runs", (st, msg, show(r)))
+        check(st == OK and r.exit_code == 0, "python-zygote with allow_net runs",
+              (st, msg, show(r)))
         check_pair(r, "python-zygote")
         check(any("fresh interpreter" in line for line in r.feedback) if r else False,
               "python-zygote with allow_net: a feedback line says it ran as a fresh interpreter",
