@@ -125,7 +125,7 @@ def main():
     s = Server(bin_dir, "--workers", str(a.workers), "--egress-allow", entry)
     w = WireCaller(s.port, pb, timeout=300)
 
-    def run(code, args=(), allow=True, timeout_ms=120000):
+    def run(code, args=(), allow=True, timeout_ms=60000):
         req = pb.RunCodeRequest(code=code, args=list(args),
                                 allow_net=[entry] if allow else [])
         req.limits.CopyFrom(pb.Limits(timeout_ms=timeout_ms))

@@ -459,7 +459,7 @@ sys.path.insert(0, site.getusersitepackages())
 import sbx_egress_pkg
 print(sbx_egress_pkg.VALUE)
 '''
-        st, msg, r = c.run(code, allow_net=["idx.test", CIDR], timeout_ms=120000)
+        st, msg, r = c.run(code, allow_net=["idx.test", CIDR], timeout_ms=60000)
         check(st == OK and r.exit_code == 0 and r.stdout == b"from the index\n",
               "pip install --user through the proxy from http://idx.test/simple/, then import",
               (st, msg, show(r)))
