@@ -849,11 +849,22 @@ def test_egress_ceiling(bin_dir):
                   and (len(entry) > 64 or f'("{entry}")' in msg) and (why is None or why in msg),
                   f"bad syntax {entry[:20]!r}: INVALID_ARGUMENT naming the entry"
                   + (f" ({why})" if why else ""), (st, msg))
+        # The proxy variables are the server's for a run with allow_net; a
+        # run without it may set them (it has no network to use them on).
+        for key in PROXY_VARS:
+            st, msg, r = c.run(hello, allow_net=["ok.test"], env={key: "http://evil.test:1"})
+            check(st == INVALID_ARGUMENT and msg == f"env[{key}]: set by the server for a run "
+                  "with allow_net (its egress proxy); nothing ran",
+                  f"a run with allow_net setting {key} itself: INVALID_ARGUMENT", (st, msg))
         st, msg, r = c.run(hello, allow_net=["ok.test"] * 33)
         check(st == INVALID_ARGUMENT and "32" in msg, "more than 32 entries: INVALID_ARGUMENT",
               (st, msg))
         check(c.info().runs_total == before, "nothing ran for any refused request",
               (before, c.info().runs_total))
+        st, msg, r = c.run('import os\nprint(os.environ["HTTP_PROXY"])\n',
+                           env={"HTTP_PROXY": "http://evil.test:1"})
+        check(st == OK and r.stdout == b"http://evil.test:1\n",
+              "a run without allow_net may set HTTP_PROXY (it has no network)", (st, msg, show(r)))
         for allow_net in (["ok.test"], ["a.good.test", "x.y.good.test:443"], ["127.0.0.1/32"],
                           ["127.1.0.0/16:80", "OK.TEST"], ["127.0.0.1:8080"]):
             st, msg, r = c.run(hello, allow_net=allow_net)
@@ -954,6 +965,21 @@ def test_egress_modes(bin_dir):
         check(result(r) == {"tcp": "PermissionError:EACCES"}
               and not any("fresh interpreter" in line for line in r.feedback),
               "python-zygote without allow_net: forked from the zygote, no network", show(r))
+
+        # A FILES session: every run is a fresh interpreter with its own list.
+        sid = "egress-files"
+        st, msg, r = c.run(FETCH_PAIR, allow_net=allow, session_id=sid)
+        check_pair(r, "a FILES session's first run")
+        st, msg, r = c.run(PRELUDE + 'R["a"] = get("http://other.test/hello")\ndone()\n',
+                           allow_net=["other.test", CIDR], session_id=sid)
+        check(result(r) == {"a": [200, "hello over http\n"]},
+              "a FILES session's later run with another allow_net: that run's own list",
+              (st, msg, show(r)))
+        st, msg, r = c.run(PRELUDE + 'R["tcp"] = err(socket.socket, socket.AF_INET, '
+                           'socket.SOCK_STREAM)\ndone()\n', session_id=sid)
+        check(result(r) == {"tcp": "PermissionError:EACCES"},
+              "a FILES session's later run without allow_net: no network", (st, msg, show(r)))
+        c.close_session(sid)
 
         # An interpreter session: the first call's allow_net holds for the
         # interpreter's life.
