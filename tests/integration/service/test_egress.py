@@ -875,16 +875,28 @@ def test_egress_ceiling(bin_dir):
         s.stop()
 
     # A bad --egress-allow: the server does not start, and says which entry.
+    # (A state dir of the test's: a server that started anyway touches
+    # nothing of the host's.)
+    def refused_at_start(*flags):
+        state = tempfile.mkdtemp(prefix="sbx-egress-state-")
+        try:
+            p = subprocess.run([f"{bin_dir}/sandboxd", "--state-dir", state,
+                                "--listen", f"tcp://127.0.0.1:{free_port()}", *flags],
+                               capture_output=True, text=True, timeout=30)
+            return p.returncode, p.stderr
+        except subprocess.TimeoutExpired:
+            return None, "still running after 30 s"
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
     for value, entry in (("ok.test,exa mple.test", "exa mple.test"), ("ok.test:0", "ok.test:0")):
-        p = subprocess.run([f"{bin_dir}/sandboxd", "--egress-allow", value], capture_output=True,
-                           text=True, timeout=30)
-        check(p.returncode == 2 and "egress-allow" in p.stderr and f'"{entry}"' in p.stderr,
+        rc, err = refused_at_start("--egress-allow", value)
+        check(rc == 2 and "egress-allow" in err and f'"{entry}"' in err,
               f"--egress-allow {value!r}: refused at start (exit 2), naming the entry",
-              (p.returncode, p.stderr[-400:]))
-    p = subprocess.run([f"{bin_dir}/sandboxd", "--egress-dns", "not-an-address"],
-                       capture_output=True, text=True, timeout=30)
-    check(p.returncode == 2 and "--egress-dns" in p.stderr,
-          "--egress-dns that is not an address: refused at start", (p.returncode, p.stderr[-400:]))
+              (rc, err[-400:]))
+    rc, err = refused_at_start("--egress-dns", "not-an-address")
+    check(rc == 2 and "--egress-dns" in err,
+          "--egress-dns that is not an address: refused at start", (rc, err[-400:]))
 
     # Tenants: a's own ceiling under the server's; b has none of its own.
     tdir = tempfile.mkdtemp(prefix="sbx-egress-tenants-")
