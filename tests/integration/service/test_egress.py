@@ -808,7 +808,7 @@ def test_egress_ceiling(bin_dir):
         c.close()
         s.stop()
 
-    ceiling = ["ok.test", "*.good.test", f"{CIDR}", "127.0.0.1:8080"]
+    ceiling = ["ok.test", "*.good.test", f"{CIDR}", "127.0.0.1:8080", "10.9.0.0/16:*"]
     s = EgressServer(bin_dir, o, "--workers", "1", "--egress-allow", ",".join(ceiling))
     c = Caller(s, pb)
     try:
@@ -826,6 +826,9 @@ def test_egress_ceiling(bin_dir):
             (["126.0.0.0/7"], 0, "126.0.0.0/7"),
             (["127.0.0.1:8081"], 0, "127.0.0.1:8081"),
             (["127.0.0.1:8080", "127.0.0.1:9090"], 1, "127.0.0.1:9090"),
+            (["10.8.0.0/16:80"], 0, "10.8.0.0/16:80"),
+            (["10.0.0.0/8:*"], 0, "10.0.0.0/8:*"),
+            (["ok.test:*"], 0, "ok.test:*"),
         ]
         for allow_net, i, entry in outside:
             st, msg, r = c.run(hello, allow_net=allow_net)
@@ -866,7 +869,8 @@ def test_egress_ceiling(bin_dir):
         check(st == OK and r.stdout == b"http://evil.test:1\n",
               "a run without allow_net may set HTTP_PROXY (it has no network)", (st, msg, show(r)))
         for allow_net in (["ok.test"], ["a.good.test", "x.y.good.test:443"], ["127.0.0.1/32"],
-                          ["127.1.0.0/16:80", "OK.TEST"], ["127.0.0.1:8080"]):
+                          ["127.1.0.0/16:80", "OK.TEST"], ["127.0.0.1:8080"],
+                          ["10.9.1.0/24:8081", "10.9.0.0/16:*", "10.9.0.1"]):
             st, msg, r = c.run(hello, allow_net=allow_net)
             check(st == OK and r.stdout == b"ran\n", f"{allow_net}: within the ceiling, runs",
                   (st, msg, show(r)))
