@@ -11,7 +11,9 @@ to HTTP_PROXY) and once through a CONNECT tunnel (what every https client
 does; plain HTTP inside, so that TLS's cost, the same with or without the
 proxy, does not hide the proxy's). Each client times itself from its
 connect() to the last byte, inside the run for the proxied ones. Printed:
-each round, the medians in MB/s, and proxied/direct (goal >= 0.8).
+each round, the medians in MB/s, proxied/direct (goal >= 0.8), and the
+server's CPU time per proxied download against its time in the run (a
+relay near 1.0 is CPU-bound).
 
 Hello world: --pairs runs with and without allow_net, side by side on the
 same server (alternating which goes first), timed by the caller from
@@ -136,8 +138,16 @@ def main():
             raise RuntimeError(f"RunCode: {st} {msg}")
         return pb.RunCodeResponse.FromString(pl), took
 
+    def server_cpu_s():
+        with open(f"/proc/{s.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    cpu_share = {"get": [], "tunnel": []}
+
     def download(mode):
         args = [mode, str(port), str(size)]
+        cpu0 = server_cpu_s()
         if mode == "direct":
             p = subprocess.run(["/usr/bin/python3", "-c", CLIENT, *args], capture_output=True,
                                text=True, timeout=300)
@@ -151,6 +161,8 @@ def main():
             raise RuntimeError(f"{mode}: no result: {out[-500:]} {err[-1500:]}")
         if got["bytes"] < size:
             raise RuntimeError(f"{mode}: {got['bytes']} bytes of {size}: {err[-500:]}")
+        if mode in cpu_share:  # the server's CPU for the whole run, against the download's time
+            cpu_share[mode].append((server_cpu_s() - cpu0) / got["seconds"])
         return got["bytes"] / got["seconds"] / 1e6
 
     modes = ["direct", "get", "tunnel"]
@@ -191,7 +203,8 @@ def main():
     for m in ("get", "tunnel"):
         ratio = med[m] / med["direct"]
         print(f"throughput {m}/direct: {ratio:.3f} (goal >= 0.8: "
-              f"{'met' if ratio >= 0.8 else 'NOT met'})")
+              f"{'met' if ratio >= 0.8 else 'NOT met'}); the server's CPU seconds per second "
+              f"of download: {statistics.median(cpu_share[m]):.2f}")
     d = statistics.median(diff)
     print(f"\nhello world, {a.pairs} pairs: median without allow_net {statistics.median(off):.2f} "
           f"ms, with {statistics.median(on):.2f} ms")
