@@ -624,6 +624,42 @@ done()
               and cut in s.log_text(), "the log line of the cut tunnel says why",
               s.log_text()[-1500:])
 
+        # The other TLS gates of a tunnel to a name on 443: a ClientHello
+        # naming no server, and bytes that are not TLS at all.
+        gates = [
+            ("a ClientHello without a server name", r'''
+ctx = ssl.create_default_context(cafile=CA)
+ctx.check_hostname = False
+s, R["connect"] = tunnel("ok.test:443")
+try:
+    ctx.wrap_socket(s, server_hostname=None)
+    R["got"] = "handshake ok"
+except OSError as e:
+    R["got"] = type(e).__name__
+''', "the TLS ClientHello names no server (the CONNECT host is ok.test)"),
+            ("plain HTTP through a tunnel on 443", r'''
+s, R["connect"] = tunnel("ok.test:443")
+s.sendall(b"GET /hello HTTP/1.0\r\nHost: ok.test\r\n\r\n")
+try:
+    R["got"] = s.recv(4096).decode(errors="replace") or "closed"
+except OSError as e:
+    R["got"] = type(e).__name__
+''', "not TLS on port 443"),
+        ]
+        for what, prog, why in gates:
+            before = len(o.hits)
+            st, msg, r = c.run(PRELUDE + prog + "done()\n", allow_net=allow, ca=o.ca)
+            R = result(r)
+            reason = f"connection to ok.test:443 cut: {why}"
+            check((R.get("connect") or "").startswith("HTTP/1.1 200 ")
+                  and R.get("got") in ("closed", "SSLEOFError", "SSLZeroReturnError",
+                                       "ConnectionResetError", "SSLError", "BrokenPipeError"),
+                  f"{what}: the tunnel is cut", (R, show(r)))
+            check(f"network: {reason}" in (r.feedback if r else [])
+                  and r.egress.connections == 1 and r.egress.refused == 1,
+                  f"{what}: the feedback says why, one connection refused", show(r))
+            check(len(o.hits) == before, f"{what}: the origin got no request", o.hits[before:])
+
         # No way around the proxy.
         addr = host_address()
         code = PRELUDE + f'''
