@@ -285,13 +285,23 @@ static int check_run_request(struct tunnel *t, const struct egress_request *req,
   }
   if (egress_allow_target(&t->lease->allow, req->host, req->port))
     return 0;
+  /* An IP literal no CIDR entry contains, at any port: say how a literal
+   * is matched (one on another port of an entry's range needs no hint). */
   unsigned char a[16];
   bool literal = inet_pton(AF_INET, req->host, a) == 1 || inet_pton(AF_INET6, req->host, a) == 1;
-  bool cidrs = false;
-  for (size_t i = 0; i < t->lease->allow.n; i++)
-    cidrs |= t->lease->allow.e[i].kind == EGRESS_ALLOW_CIDR;
+  bool in_range = false;
+  if (literal) {
+    struct egress_allow *any = malloc(sizeof *any);
+    if (any != NULL) {
+      *any = t->lease->allow;
+      for (size_t i = 0; i < any->n; i++)
+        any->e[i].any_port = true;
+      in_range = egress_allow_target(any, req->host, req->port);
+      free(any);
+    }
+  }
   snprintf(t->why, sizeof t->why, "connection to %s refused: not in the run's allow list%s",
-           t->target, literal && !cidrs ? " (an address matches CIDR entries only)" : "");
+           t->target, literal && !in_range ? " (an address matches CIDR entries only)" : "");
   return 403;
 }
 

@@ -260,11 +260,14 @@ static int check_allow_net(const Sandbox__V1__RunCodeRequest *req, const struct 
     const char *text = req->allow_net[i];
     struct egress_allow_entry e;
     char why[200];
-    if (strlen(text) > EGRESS_ALLOW_ENTRY_MAX || !text_graphic_ascii(text))
-      return REFUSE("allow_net[%zu]: %zu bytes; allowed: 1 to %d printable ASCII characters", i,
-                    strlen(text), EGRESS_ALLOW_ENTRY_MAX);
-    if (egress_allow_parse(text, &e, why, sizeof why) < 0)
-      return REFUSE("allow_net[%zu] (\"%s\"): %s", i, text, why);
+    if (strlen(text) > EGRESS_ALLOW_ENTRY_MAX)
+      return REFUSE("allow_net[%zu]: %zu bytes; allowed: 1 to %d", i, strlen(text),
+                    EGRESS_ALLOW_ENTRY_MAX);
+    if (egress_allow_parse(text, &e, why, sizeof why) < 0) {
+      char shown[EGRESS_ALLOW_ENTRY_MAX + 1]; /* control bytes and quotes as '?' */
+      text_printable(text, strlen(text), shown, sizeof shown, false);
+      return REFUSE("allow_net[%zu] (\"%s\"): %s", i, shown, why);
+    }
     if (!egress_allow_within(&e, &ceiling))
       return REFUSE("allow_net[%zu] (\"%s\"): not within this server's --egress-allow", i, text);
     if (tenant_egress != NULL && !egress_allow_within(&e, tenant_egress))
