@@ -3,7 +3,8 @@
 run against its own sandboxd.
 
 Throughput: --mb MB (default 100) from an HTTP server of this script's on
-127.0.0.1, read to /dev/null by the same small raw-socket client three
+127.0.0.1, first as fast as loopback goes, then paced at --link-mb-s (the
+origin behind a network link, 1000 MB/s by default), read to /dev/null by the same small raw-socket client three
 ways, in alternating order each round: direct (by /usr/bin/python3 on the
 host, no proxy: the baseline), and in a run with allow_net through the
 egress proxy, once as an absolute-form GET (what a plain-http client sends
@@ -42,9 +43,9 @@ from harness import Server, WireCaller, load_pb2  # noqa: E402
 # get, tunnel), origin port, byte count; prints {"bytes", "seconds"}.
 CLIENT = r'''
 import json, os, socket, sys, time
-mode, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+mode, port, size, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 target = "127.0.0.1:%d" % port
-path = "/bytes/%d" % size
+path = "/bytes/%d/%d" % (size, rate)
 sink = os.open("/dev/null", os.O_WRONLY)
 buf = bytearray(1 << 20)
 view = memoryview(buf)
@@ -81,21 +82,27 @@ print(json.dumps({"bytes": total, "seconds": dt}))
 
 
 def start_origin():
-    """An HTTP/1.0 server on 127.0.0.1 answering /bytes/N with N bytes, in
-    1 MiB writes; its port."""
+    """An HTTP/1.0 server on 127.0.0.1 answering /bytes/N/R with N bytes, in
+    1 MiB writes, at most R MB/s (0: as fast as loopback goes; R stands for
+    a network link the origin is behind); its port."""
     chunk = memoryview(os.urandom(1 << 20))
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            n = int(self.path.rsplit("/", 1)[-1])
+            n, rate = (int(x) for x in self.path.rsplit("/", 2)[-2:])
             self.send_response(200)
             self.send_header("Content-Length", str(n))
             self.end_headers()
+            t0, sent = time.perf_counter(), 0
             try:
                 while n > 0:
                     k = min(n, len(chunk))
                     self.wfile.write(chunk[:k])
                     n -= k
+                    sent += k
+                    ahead = sent / (rate * 1e6) - (time.perf_counter() - t0) if rate else 0
+                    if ahead > 0:
+                        time.sleep(ahead)
             except OSError:
                 pass
 
@@ -116,6 +123,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--pairs", type=int, default=100, help="hello-world pairs")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--link-mb-s", type=int, default=1000,
+                    help="the paced rounds' origin rate, MB/s (a link of 8 Gbit/s by default)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("egress.py: needs root (sandboxd does)")
@@ -145,8 +154,8 @@ def main():
 
     cpu_share = {"get": [], "tunnel": []}
 
-    def download(mode):
-        args = [mode, str(port), str(size)]
+    def download(mode, rate=0):
+        args = [mode, str(port), str(size), str(rate)]
         cpu0 = server_cpu_s()
         if mode == "direct":
             p = subprocess.run(["/usr/bin/python3", "-c", CLIENT, *args], capture_output=True,
@@ -161,12 +170,13 @@ def main():
             raise RuntimeError(f"{mode}: no result: {out[-500:]} {err[-1500:]}")
         if got["bytes"] < size:
             raise RuntimeError(f"{mode}: {got['bytes']} bytes of {size}: {err[-500:]}")
-        if mode in cpu_share:  # the server's CPU for the whole run, against the download's time
+        if mode in cpu_share and rate == 0:  # the server's CPU for the run, per download second
             cpu_share[mode].append((server_cpu_s() - cpu0) / got["seconds"])
         return got["bytes"] / got["seconds"] / 1e6
 
     modes = ["direct", "get", "tunnel"]
     mbps = {m: [] for m in modes}
+    paced = {m: [] for m in modes}
     try:
         download("direct")  # warm-up: page cache, the origin's thread, the slot
         download("get")
@@ -176,6 +186,13 @@ def main():
             for m in order:
                 mbps[m].append(download(m))
             print(f"round {i + 1}: " + "  ".join(f"{m} {mbps[m][-1]:8.1f}" for m in modes),
+                  flush=True)
+        print(f"the same, the origin paced at {a.link_mb_s} MB/s (a network link), MB/s:")
+        for i in range(a.rounds):
+            order = modes if i % 2 == 0 else modes[::-1]
+            for m in order:
+                paced[m].append(download(m, a.link_mb_s))
+            print(f"round {i + 1}: " + "  ".join(f"{m} {paced[m][-1]:8.1f}" for m in modes),
                   flush=True)
 
         hello = 'print("hello")\n'
@@ -205,6 +222,10 @@ def main():
         print(f"throughput {m}/direct: {ratio:.3f} (goal >= 0.8: "
               f"{'met' if ratio >= 0.8 else 'NOT met'}); the server's CPU seconds per second "
               f"of download: {statistics.median(cpu_share[m]):.2f}")
+    pm = {m: statistics.median(v) for m, v in paced.items()}
+    print(f"paced at {a.link_mb_s} MB/s: direct {pm['direct']:.1f}, GET {pm['get']:.1f} "
+          f"({pm['get'] / pm['direct']:.3f}), CONNECT tunnel {pm['tunnel']:.1f} "
+          f"({pm['tunnel'] / pm['direct']:.3f})")
     d = statistics.median(diff)
     print(f"\nhello world, {a.pairs} pairs: median without allow_net {statistics.median(off):.2f} "
           f"ms, with {statistics.median(on):.2f} ms")

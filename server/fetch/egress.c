@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -38,7 +39,9 @@
 #define EGRESS_CONNECT_MS 10000 /* below pip's own 15 s, so pip sees our answer */
 #define EGRESS_STACK_BYTES (512u << 10)
 #define EGRESS_MAX_ADDRESSES 16
-#define RELAY_BUF 16384
+/* A relay's pipe per direction (flow_open): 1 MiB, the default
+ * fs.pipe-max-size, so a fast transfer moves in large splices. */
+#define RELAY_PIPE_BYTES (1 << 20)
 /* Log lines per build for connections that relayed nothing: a build step
  * looping on refused requests must not flood the log (the failure message
  * and env_build still count them all). */
@@ -578,10 +581,14 @@ static int tls_gate(struct tunnel *t, const struct egress_request *req, char *bu
 
 /* ---- relaying ---- */
 
+/* One direction of a tunnel: bytes move from one socket to the other
+ * through a pipe with splice(2), never through the proxy's memory (a copy
+ * through a 16 KiB buffer cost a core for 0.7 GB/s). pipe_len: bytes in
+ * the pipe, not yet sent on. */
 struct flow {
   int from, to;
-  char buf[RELAY_BUF];
-  size_t off, len;
+  int pipe_r, pipe_w;
+  size_t pipe_len, pipe_cap;
   bool eof, shut;
   uint64_t *count;
 };
@@ -596,33 +603,58 @@ static bool take_bytes(atomic_uint_fast64_t *left, uint64_t n) {
   return false;
 }
 
+/* A non-blocking pipe for a flow, as large as the system lets a pipe be
+ * made without privilege (up to RELAY_PIPE_BYTES; the default 64 KiB
+ * otherwise). */
+static int flow_open(struct flow *f) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+    return -1;
+  f->pipe_r = p[0], f->pipe_w = p[1];
+  int cap = fcntl(p[1], F_SETPIPE_SZ, RELAY_PIPE_BYTES);
+  if (cap < 0)
+    cap = fcntl(p[1], F_GETPIPE_SZ);
+  f->pipe_cap = cap > 0 ? (size_t)cap : 65536;
+  return 0;
+}
+
+static void flow_close(struct flow *f) {
+  if (f->pipe_r >= 0)
+    close(f->pipe_r);
+  if (f->pipe_w >= 0)
+    close(f->pipe_w);
+  f->pipe_r = f->pipe_w = -1;
+}
+
 /* Moves what is ready in one direction, within *left bytes (the tunnel's,
  * or the run's). 0, 1 past the byte cap, -1 on a socket error. */
 static int flow_step(struct flow *f, short rev_from, short rev_to, atomic_uint_fast64_t *left) {
-  if (f->len == 0 && !f->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
+  if (f->pipe_len < f->pipe_cap && !f->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
     /* One byte more than is left tells a transfer of exactly the cap from
      * one past it. */
     uint64_t now = atomic_load(left);
-    size_t want = now < sizeof f->buf ? (size_t)now + 1 : sizeof f->buf;
-    ssize_t r = recv(f->from, f->buf, want, 0);
+    size_t room = f->pipe_cap - f->pipe_len;
+    size_t want = now < room ? (size_t)now + 1 : room;
+    ssize_t r = splice(f->from, NULL, f->pipe_w, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (r > 0) {
       if (!take_bytes(left, (uint64_t)r))
         return 1;
-      f->off = 0, f->len = (size_t)r, *f->count += (uint64_t)r;
+      f->pipe_len += (size_t)r, *f->count += (uint64_t)r;
     } else if (r == 0) {
       f->eof = true;
     } else if (errno != EAGAIN && errno != EINTR) {
       return -1;
     }
   }
-  if (f->len > 0 && (rev_to & (POLLOUT | POLLERR | POLLHUP))) {
-    ssize_t w = send(f->to, f->buf + f->off, f->len, MSG_NOSIGNAL);
+  if (f->pipe_len > 0 && (rev_to & (POLLOUT | POLLERR | POLLHUP))) {
+    ssize_t w =
+        splice(f->pipe_r, NULL, f->to, NULL, f->pipe_len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (w > 0)
-      f->off += (size_t)w, f->len -= (size_t)w;
+      f->pipe_len -= (size_t)w;
     else if (w < 0 && errno != EAGAIN && errno != EINTR)
       return -1;
   }
-  if (f->eof && f->len == 0 && !f->shut) {
+  if (f->eof && f->pipe_len == 0 && !f->shut) {
     shutdown(f->to, SHUT_WR); /* pass the end on: the other direction may go on */
     f->shut = true;
   }
@@ -637,9 +669,9 @@ static void relay_events(const struct tunnel *t, const struct flow *f, struct po
   p[1] = (struct pollfd){.fd = t->far};
   p[2] = (struct pollfd){.fd = t->eg->stop_fd, .events = POLLIN};
   for (int k = 0; k < 2; k++) {
-    if (f[k].len == 0 && !f[k].eof)
+    if (f[k].pipe_len < f[k].pipe_cap && !f[k].eof)
       p[k].events |= POLLIN;
-    if (f[k].len > 0)
+    if (f[k].pipe_len > 0)
       p[1 - k].events |= POLLOUT;
   }
   for (int k = 0; k < 2; k++)
@@ -647,19 +679,7 @@ static void relay_events(const struct tunnel *t, const struct flow *f, struct po
       p[k].fd = -1;
 }
 
-/* Relays until both directions ended, the idle timeout, the byte cap, an
- * error or stop; pre is what the client sent after its CONNECT head (and,
- * for a run, the rest of its ClientHello). */
-static void relay(struct tunnel *t, const char *pre, size_t prelen) {
-  struct flow f[2] = {{.from = t->client, .to = t->far, .count = &t->up},
-                      {.from = t->far, .to = t->client, .count = &t->down}};
-  _Static_assert(EGRESS_TLS_HELLO_MAX <= RELAY_BUF && EGRESS_HEAD_MAX <= RELAY_BUF,
-                 "what was read before relaying fits one buffer");
-  memcpy(f[0].buf, pre, prelen);
-  f[0].len = prelen;
-  t->up += prelen;
-  if (!take_bytes(t->left, prelen))
-    atomic_store(t->left, 0);
+static void relay_loop(struct tunnel *t, struct flow f[2]) {
   snprintf(t->why, sizeof t->why, "closed");
   while (!(f[0].shut && f[1].shut)) {
     struct pollfd p[4];
@@ -695,6 +715,30 @@ static void relay(struct tunnel *t, const char *pre, size_t prelen) {
       return;
     }
   }
+}
+
+/* Relays until both directions ended, the idle timeout, the byte cap, an
+ * error or stop; pre is what the client sent after its CONNECT head (and,
+ * for a run, the rest of its ClientHello), put in the first pipe. */
+static void relay(struct tunnel *t, const char *pre, size_t prelen) {
+  struct flow f[2] = {
+      {.from = t->client, .to = t->far, .pipe_r = -1, .pipe_w = -1, .count = &t->up},
+      {.from = t->far, .to = t->client, .pipe_r = -1, .pipe_w = -1, .count = &t->down}};
+  _Static_assert(EGRESS_TLS_HELLO_MAX <= 65536 && EGRESS_HEAD_MAX <= 65536,
+                 "what was read before relaying fits an empty pipe of the smallest size");
+  if (flow_open(&f[0]) < 0 || flow_open(&f[1]) < 0) {
+    snprintf(t->why, sizeof t->why, "pipes for the relay: %s", strerror(errno));
+  } else if (prelen > 0 && write(f[0].pipe_w, pre, prelen) != (ssize_t)prelen) {
+    snprintf(t->why, sizeof t->why, "the first bytes into the relay: %s", strerror(errno));
+  } else {
+    f[0].pipe_len = prelen;
+    t->up += prelen;
+    if (!take_bytes(t->left, prelen))
+      atomic_store(t->left, 0);
+    relay_loop(t, f);
+  }
+  flow_close(&f[0]);
+  flow_close(&f[1]);
 }
 
 /* ---- one tunnel, start to end ---- */
