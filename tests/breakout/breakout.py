@@ -1216,6 +1216,7 @@ def test_leaks(bin_dir):
     try:
         rc, out = s.run(f'''
 R["keys"] = sorted(os.environ)
+R["proxy"] = {{k: v for k, v in os.environ.items() if k.lower().endswith("_proxy")}}
 R["leak"] = any({secret!r} in v for v in os.environ.values())
 R["self environ"] = {secret!r}.encode() in open("/proc/self/environ", "rb").read()
 done()
@@ -1224,6 +1225,11 @@ done()
         documented = {"HOME", "LANG", "PATH", "PYTHONUNBUFFERED", "TMPDIR", "XDG_CACHE_HOME",
                       "MPLCONFIGDIR",  # server/sandbox/engine.c env_minimum
                       "MPLBACKEND"}  # server/run/run.c: figures come back (docs/INTERPRETER.md)
+        if POLICY:  # server/run/net.c: the egress proxy (docs/EGRESS.md), and only it
+            documented |= {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                           "all_proxy"}
+            check(all(v == "http://127.0.0.1:3128" for k, v in r.get("proxy", {}).items()),
+                  "leaks: the proxy variables name the proxy in the run's namespace", r)
         check(set(r.get("keys", ["?"])) <= documented and "PATH" in r["keys"]
               and r.get("leak") is False and r.get("self environ") is False,
               "leaks: only the documented environment variables reach the program", r)
