@@ -207,6 +207,8 @@ static void accept_run(struct egress *eg, struct egress_lease *l) {
   bool room = open && l->tunnels < eg->cfg.run_connections;
   if (room)
     l->tunnels++;
+  if (open) /* counted now: a call reading the summary has seen every connection it made */
+    l->sum.connections++;
   pthread_mutex_unlock(&eg->mu);
   if (!open) {
     close(fd);

@@ -51,6 +51,7 @@ struct tunnel {
   atomic_uint_fast64_t own_left; /* the installer's per-tunnel byte cap */
   atomic_uint_fast64_t *left;    /* own_left, or the run's bytes_left */
   bool cut;                      /* a run's tunnel ended by a check after it opened */
+  unsigned refusal_nth;          /* a run's: counted as its lease's n-th refusal (0: not) */
   int client, far;               /* far: the origin, or the upstream proxy */
   uint64_t start_ms;             /* monotonic */
   const char *method;
@@ -583,6 +584,26 @@ static void relay(struct tunnel *t, const char *pre, size_t prelen) {
   flow_close(&f[1]);
 }
 
+/* A run's refusal, in the lease's summary before the program is answered
+ * (an interpreter's call reads the summary as soon as its cell ends): once
+ * per connection. The caller holds eg->mu. */
+static void count_refusal_locked(struct tunnel *t) {
+  struct egress_lease *l = t->lease;
+  if (t->refusal_nth != 0)
+    return;
+  t->refusal_nth = ++l->sum.refused;
+  if (l->sum.first_refusal[0] == '\0')
+    snprintf(l->sum.first_refusal, sizeof l->sum.first_refusal, "%s", t->why);
+}
+
+static void count_refusal(struct tunnel *t) {
+  if (t->lease == NULL)
+    return;
+  pthread_mutex_lock(&t->eg->mu);
+  count_refusal_locked(t);
+  pthread_mutex_unlock(&t->eg->mu);
+}
+
 /* ---- one tunnel, start to end ---- */
 
 /* Sends a refusal and lets the client read it: half-close, then drain what
@@ -621,8 +642,10 @@ static void tunnel_serve(struct tunnel *t) {
   if (st == 0)
     st = open_exchange(t, &req, head);
   t->status = st == 0 ? 200 : st;
-  if (st > 0)
+  if (st > 0) {
+    count_refusal(t);
     answer_refusal(t, st);
+  }
   if (st != 0)
     return;
   if (t->lease != NULL && req.method == EGRESS_CONNECT) {
@@ -673,16 +696,16 @@ static void tunnel_log(const struct tunnel *t) {
 /* A run's connection, as it ends: in the lease's summary (a refusal's
  * reason as the first when it is), for /metrics, and in the log up to
  * EGRESS_LOGGED_UNRELAYED refusals per lease. */
-static void note_run(const struct tunnel *t) {
+/* The connection itself was counted when it was accepted (egress.c). */
+static void note_run(struct tunnel *t) {
   struct egress_lease *l = t->lease;
   bool refused = t->status != 200 || t->cut;
   pthread_mutex_lock(&t->eg->mu);
-  l->sum.connections++;
   l->sum.up += t->up;
   l->sum.down += t->down;
-  unsigned nth = refused ? ++l->sum.refused : 0;
-  if (refused && l->sum.first_refusal[0] == '\0')
-    snprintf(l->sum.first_refusal, sizeof l->sum.first_refusal, "%s", t->why);
+  if (refused)
+    count_refusal_locked(t);
+  unsigned nth = t->refusal_nth;
   pthread_mutex_unlock(&t->eg->mu);
   if (t->eg->cfg.on_connection != NULL)
     t->eg->cfg.on_connection(t->eg->cfg.on_connection_arg, l->tenant_index, !refused, t->up,
@@ -691,7 +714,7 @@ static void note_run(const struct tunnel *t) {
     tunnel_log(t);
 }
 
-static void note_and_log(const struct tunnel *t) {
+static void note_and_log(struct tunnel *t) {
   if (t->lease != NULL) {
     note_run(t);
     return;
@@ -751,6 +774,7 @@ void egress_tunnel_refuse(struct egress *eg, struct egress_lease *lease, unsigne
   pthread_mutex_unlock(&eg->mu);
   t.start_ms = sbx_monotonic_ms();
   snprintf(t.why, sizeof t.why, "%s", why);
+  count_refusal(&t);
   char out[1024];
   size_t n = egress_refusal(status, why, out, sizeof out);
   /* A fresh connection's send buffer takes this at once; never wait here. */

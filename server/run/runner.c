@@ -159,12 +159,13 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
 }
 
 void runner_stop(struct runner *r, bool failed) {
-  egress_stop(&r->egress); /* safe when it never started */
   installer_stop(&r->installer);
   if (r->sessions_ready)
     session_table_destroy(&r->sessions, r->workspace_root_fd, r->workspace_root);
   r->sessions_ready = false;
   interp_table_destroy(&r->interps);
+  /* After the interpreters: each closes its door (a lease) as it stops. */
+  egress_stop(&r->egress); /* safe when it never started */
   unmount_slot_workspaces(r);
   if (r->workspace_root_fd >= 0)
     close(r->workspace_root_fd);
@@ -174,6 +175,7 @@ void runner_stop(struct runner *r, bool failed) {
     rmdir(r->workspace_root);
   mime_db_free(&r->mime);
   tenant_counts_destroy(&r->stats.by_tenant);
+  tenant_counts_destroy(&r->stats.egress_by_tenant);
 }
 
 void runner_tick(struct runner *r) {

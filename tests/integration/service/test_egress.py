@@ -1124,10 +1124,17 @@ done()
         check(R.get("own proxy") == "403", "the run's own proxy answers it", R)
         check(H.get("listening") == ["127.0.0.1:3128"] or H.get("bind") != "ok",
               "the other run, likewise, sees only its own proxy", H)
+
+        # A server stopped while an interpreter holds its door: the
+        # interpreter stops (and closes the door) before the proxy goes.
+        st, msg, r = c.run("y = 1\n", allow_net=allow, session_id="egress-held",
+                           session_mode=INTERP)
+        check(st == OK, "an interpreter session with allow_net, left open", (st, msg))
     finally:
         c.close()
-        s.stop()
+        rc = s.stop()
         o.stop()
+    check(rc == 0, "sandboxd stops cleanly (exit 0) with an interpreter holding a door", rc)
 
 
 # ---- egress_metrics ----
