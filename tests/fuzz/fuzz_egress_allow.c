@@ -41,7 +41,8 @@ static void check_accepted(const struct egress_allow_entry *e) {
   uint16_t port = e->port != 0 ? e->port : 443;
   if (e->kind == EGRESS_ALLOW_HOST) {
     require(egress_allow_target(&list, e->name, port), "a host entry allows its name");
-    require(!egress_allow_target(&list, e->name, port == 1 ? 2 : 1), "only on its ports");
+    require(e->any_port == egress_allow_target(&list, e->name, port == 1 ? 2 : 1),
+            "only on its ports (every port with ':*')");
   }
   if (e->kind == EGRESS_ALLOW_CIDR) {
     char addr[INET6_ADDRSTRLEN];
