@@ -13,8 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define NAME_MAX_LEN 253 /* a DNS name's text, without a trailing dot */
-#define LABEL_MAX_LEN 63
+#include "dns_name.h"
+
+#define NAME_MAX_LEN DNS_NAME_TEXT_MAX /* a DNS name's text, without a trailing dot */
 
 __attribute__((format(printf, 3, 4))) static int refuse(char *why, size_t whylen, const char *fmt,
                                                         ...) {
@@ -71,30 +72,14 @@ static bool ends_in_number(const char *name, size_t n) {
  * not starting or ending with '-', 253 bytes in all, the last label not a
  * number. The charset is egress_head.c's host rule; '_' is allowed anywhere
  * in a label, as there. NULL when it is one, else why not. */
+/* dns_name.h's rules (the name is lower case here), no trailing dot, and
+ * a last label that is not a number (getaddrinfo would read an address). */
 static const char *name_problem(const char *s, size_t n) {
-  if (n == 0)
-    return "an empty name";
-  if (s[n - 1] == '.')
+  if (n > 0 && s[n - 1] == '.')
     return "a trailing dot (write the name without it)";
-  if (n > NAME_MAX_LEN)
-    return "a DNS name longer than 253 bytes";
-  size_t label = 0;
-  for (size_t i = 0; i <= n; i++) {
-    if (i == n || s[i] == '.') {
-      if (label == 0)
-        return "an empty label (a dot at the start, or two dots)";
-      if (label > LABEL_MAX_LEN)
-        return "a label longer than 63 bytes";
-      if (s[i - label] == '-' || s[i - 1] == '-')
-        return "a label starts or ends with '-'";
-      label = 0;
-      continue;
-    }
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || is_digit(c) || c == '-' || c == '_'))
-      return "a DNS name has only letters, digits, '-', '_' and dots";
-    label++;
-  }
+  const char *problem = dns_name_problem(s, n);
+  if (problem != NULL)
+    return problem;
   if (ends_in_number(s, n))
     return "neither an IPv4 address (four decimal numbers 0-255, no leading zeros) nor a DNS "
            "name (its last label is not a number)";

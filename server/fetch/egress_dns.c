@@ -33,11 +33,11 @@
 
 #include "cleanup.h"
 #include "clock.h"
+#include "dns_name.h"
 
 #define DNS_HEADER 12
-#define DNS_NAME_MAX 253
-#define DNS_LABEL_MAX 63
-#define QUERY_MAX (DNS_HEADER + DNS_NAME_MAX + 2 + 4)
+
+#define QUERY_MAX (DNS_HEADER + DNS_NAME_TEXT_MAX + 2 + 4)
 #define REPLY_MAX 4096 /* a UDP reply without EDNS has at most 512 */
 #define CHAIN_MAX 8    /* names a CNAME chain may pass through */
 
@@ -198,30 +198,13 @@ static int resolve_system(const char *host, uint16_t port, struct egress_address
   return 0;
 }
 
-/* A DNS name as a sandboxed program may ask for one: [A-Za-z0-9._-],
- * labels of 1 to 63, at most 253 bytes; one trailing dot allowed. No
- * backslash, so ns_name functions never see an escape from us. */
+/* A name as a sandboxed program may ask for one (dns_name.h), with one
+ * trailing dot allowed. */
 static bool dns_name_ok(const char *s) {
-  size_t n = strlen(s), label = 0;
+  size_t n = strlen(s);
   if (n > 0 && s[n - 1] == '.')
     n--;
-  if (n == 0 || n > DNS_NAME_MAX)
-    return false;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (c == '.') {
-      if (label == 0)
-        return false;
-      label = 0;
-      continue;
-    }
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-          c == '_'))
-      return false;
-    if (++label > DNS_LABEL_MAX)
-      return false;
-  }
-  return label > 0;
+  return dns_name_problem(s, n) == NULL;
 }
 
 /* A query: header (id, RD), one question (host, type, IN). */

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dns_name.h"
+
 #define RECORD_HEADER 5
 #define RECORD_MAX 16384 /* a TLSPlaintext fragment's most (RFC 8446 5.1) */
 #define CONTENT_HANDSHAKE 22
@@ -25,8 +27,6 @@
 #define HANDSHAKE_HEADER 4
 #define EXT_SERVER_NAME 0
 #define NAME_TYPE_HOST_NAME 0
-#define DNS_NAME_MAX 253
-#define DNS_LABEL_MAX 63
 
 __attribute__((format(printf, 3, 4))) static enum egress_tls_sni malformed(char *why, size_t whylen,
                                                                            const char *fmt, ...) {
@@ -81,29 +81,6 @@ static bool fail(struct hello *h, const char *what) {
   return false;
 }
 
-/* A DNS name: [A-Za-z0-9._-], 1 to 253 bytes, labels of 1 to 63 (so no
- * leading, trailing or doubled dot). */
-static bool dns_name_ok(const uint8_t *s, size_t n) {
-  if (n == 0 || n > DNS_NAME_MAX)
-    return false;
-  size_t label = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint8_t c = s[i];
-    if (c == '.') {
-      if (label == 0)
-        return false;
-      label = 0;
-      continue;
-    }
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-          c == '_'))
-      return false;
-    if (++label > DNS_LABEL_MAX)
-      return false;
-  }
-  return label > 0;
-}
-
 /* The server_name extension's body, [h->pos, end): a ServerNameList
  * (RFC 6066 3) holding one host_name. Other name types have no defined
  * encoding to skip over, and none is in use: refused. */
@@ -132,9 +109,12 @@ static bool server_name(struct hello *h, size_t end) {
       return fail(h, "more than one host_name");
     if (!need(h, end, n, "host_name"))
       return false;
-    if (!dns_name_ok(h->b + h->pos, n))
-      return fail(h, "the server name is not a DNS name (letters, digits, '.', '-', '_'; "
-                     "1 to 253 bytes, labels of 1 to 63)");
+    const char *problem = dns_name_problem((const char *)h->b + h->pos, n);
+    if (problem != NULL) {
+      char what[160];
+      snprintf(what, sizeof what, "the server name is not a DNS name: %s", problem);
+      return fail(h, what);
+    }
     h->have_name = true;
     h->name_off = h->pos;
     h->name_len = n;
