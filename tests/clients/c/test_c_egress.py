@@ -7,15 +7,14 @@ allow_net that is not an array of strings before anything is sent; a server
 whose --egress-allow holds loopback lets a run fetch from a web server of
 this test through its proxy, and --json and the tool's result carry the
 egress summary."""
-import http.server
 import json
 import re
 import subprocess
-import threading
 
 import pytest
 
 from conftest import BIN_DIR
+from lib import origin
 from lib.harness import Server
 
 RUN = f"{BIN_DIR}/sandbox-run"
@@ -126,27 +125,10 @@ def test_sandbox_mcp_lists_allow_net():
     assert "egress" in tool["outputSchema"]["properties"]
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def web():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield httpd.server_address[1]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with origin.serving(BODY) as port:
+        yield port
 
 
 @pytest.fixture

@@ -5,13 +5,12 @@ naming the entry, nothing ran), the client refuses a bare str before
 anything is sent, and a server whose --egress-allow holds loopback lets a
 run fetch from a web server of this test through its proxy, with the
 reply's egress summary counting the connection."""
-import http.server
 import re
-import threading
 
 import pytest
 
 import sandboxd
+from lib import origin
 
 BODY = b"egress-ok-7f3a"
 
@@ -64,27 +63,10 @@ def test_a_bare_str_is_refused_before_anything_is_sent(closed):
         assert calls_logged(closed) == before
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def web():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield httpd.server_address[1]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with origin.serving(BODY) as port:
+        yield port
 
 
 def test_a_run_reaches_its_allow_list_through_the_proxy(module_servers, web):

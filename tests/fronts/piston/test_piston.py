@@ -42,7 +42,7 @@ import socket
 import subprocess
 import time
 
-from lib import piston
+from lib import origin, piston
 from lib.harness import Server, check, closed_by_peer, free_port
 from lib.piston import classify, execute, program
 
@@ -510,27 +510,6 @@ def test_piston_https(bin_dir):
 
 # ---- network (--piston-allow-net) ----
 
-def origin_server():
-    """A tiny HTTP origin on 127.0.0.1 (a thread of this process)."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"from the origin\n"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
-
-
 FETCH = """import urllib.request, urllib.error
 for port in ({ok}, {other}):
     try:
@@ -544,32 +523,30 @@ def test_piston_network(bin_dir):
     """Piston's API has no allow list: --piston-allow-net gives every run of
     the front the server's default, within --egress-allow (checked at
     start), and nothing else."""
-    origin = origin_server()
-    ok = origin.server_address[1]
-    other = free_port()
-    p = subprocess.run([f"{bin_dir}/sandboxd", "--state-dir", "/nonexistent/sbx",
-                        "--egress-allow", f"127.0.0.0/8:{ok}",
-                        "--piston-allow-net", f"127.0.0.1:{other}"],
-                       capture_output=True, text=True, timeout=30)
-    check(p.returncode == 2 and f'piston-allow-net: "127.0.0.1:{other}" is not within '
-          "egress-allow" in p.stderr, "a --piston-allow-net beyond --egress-allow: exit 2",
-          (p.returncode, p.stderr))
-    s = PistonServer(bin_dir, "--workers", "1", "--egress-allow", f"127.0.0.0/8:{ok}",
-                     "--piston-allow-net", f"127.0.0.1:{ok}")
-    try:
-        st, reply = s.execute(program(FETCH.format(ok=ok, other=other)))
-        out = reply.get("run", {}).get("stdout", "")
-        check(st == 200 and out.startswith("from the origin\n"),
-              "a Piston run reaches the host --piston-allow-net allows", (st, reply))
-        check("refused 403 sandboxd egress: connection to 127.0.0.1:%d refused: not in the "
-              "run's allow list" % other in out, "and is refused any other", out)
-    finally:
-        check(s.stop() == 0, "sandboxd exits 0")
-        origin.shutdown()
-    s = PistonServer(bin_dir, "--workers", "1")
-    try:
-        st, reply = s.execute(program(FETCH.format(ok=ok, other=other)))
-        check(st == 200 and "from the origin" not in reply.get("run", {}).get("stdout", ""),
-              "without --piston-allow-net a Piston run has no network", (st, reply))
-    finally:
-        check(s.stop() == 0, "sandboxd exits 0")
+    with origin.serving(b"from the origin\n") as ok:
+        other = free_port()
+        p = subprocess.run([f"{bin_dir}/sandboxd", "--state-dir", "/nonexistent/sbx",
+                            "--egress-allow", f"127.0.0.0/8:{ok}",
+                            "--piston-allow-net", f"127.0.0.1:{other}"],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 2 and f'piston-allow-net: "127.0.0.1:{other}" is not within '
+              "egress-allow" in p.stderr, "a --piston-allow-net beyond --egress-allow: exit 2",
+              (p.returncode, p.stderr))
+        s = PistonServer(bin_dir, "--workers", "1", "--egress-allow", f"127.0.0.0/8:{ok}",
+                         "--piston-allow-net", f"127.0.0.1:{ok}")
+        try:
+            st, reply = s.execute(program(FETCH.format(ok=ok, other=other)))
+            out = reply.get("run", {}).get("stdout", "")
+            check(st == 200 and out.startswith("from the origin\n"),
+                  "a Piston run reaches the host --piston-allow-net allows", (st, reply))
+            check("refused 403 sandboxd egress: connection to 127.0.0.1:%d refused: not in the "
+                  "run's allow list" % other in out, "and is refused any other", out)
+        finally:
+            check(s.stop() == 0, "sandboxd exits 0")
+        s = PistonServer(bin_dir, "--workers", "1")
+        try:
+            st, reply = s.execute(program(FETCH.format(ok=ok, other=other)))
+            check(st == 200 and "from the origin" not in reply.get("run", {}).get("stdout", ""),
+                  "without --piston-allow-net a Piston run has no network", (st, reply))
+        finally:
+            check(s.stop() == 0, "sandboxd exits 0")
