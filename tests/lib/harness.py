@@ -280,10 +280,14 @@ class WireCaller:
     """One REQ peer over a raw TCP connection: call(method, request) sends
     one request envelope and returns (status, message, payload bytes).
     Messages come from the build's generated sandbox_pb2 (load_pb2). One
-    call at a time per caller; open one per thread."""
+    call at a time per caller; open one per thread. key: a tenant's API key
+    in every envelope (None: no credential); front_caller: set by hand when
+    given (the server must not believe it from the network)."""
 
-    def __init__(self, port, pb2, timeout=30):
+    def __init__(self, port, pb2, timeout=30, key=None, front_caller=None):
         self.pb2 = pb2
+        self.key = key
+        self.front = front_caller
         self.sock = sp_connect(port, timeout=timeout)
         self.timeout = timeout
         self.next_id = 1
@@ -292,6 +296,10 @@ class WireCaller:
         import struct
         env = self.pb2.RequestEnvelope(method=f"/sandbox.v1.Sandbox/{method}",
                                        payload=request.SerializeToString())
+        if self.key is not None:
+            env.credential = self.key
+        if self.front is not None:
+            env.front_caller.CopyFrom(self.front)
         body = env.SerializeToString()
         rid = 0x80000000 | self.next_id
         self.next_id += 1

@@ -49,7 +49,6 @@ import re
 import secrets
 import shutil
 import ssl
-import struct
 import subprocess
 import tempfile
 import threading
@@ -57,7 +56,7 @@ import time
 import urllib.request
 
 from lib.dns_server import DnsServer
-from lib.harness import Server, check, free_port, load_pb2, recv_exact, sp_connect
+from lib.harness import Server, WireCaller, check, free_port, load_pb2
 from lib.prometheus import parse_metrics
 from lib.tls_certs import make_origin_certs
 from lib.wheelhouse import make_module_wheel
@@ -204,31 +203,12 @@ class EgressServer(Server):
             return parse_metrics(r.read().decode())
 
 
-class Caller:
+class Caller(WireCaller):
     """One REQ peer calling as one tenant (key None: no credential)."""
 
     def __init__(self, server, pb, key=None, timeout=180):
+        super().__init__(server.port, pb, timeout=timeout, key=key)
         self.pb = pb
-        self.key = key
-        self.sock = sp_connect(server.port, timeout=timeout)
-        self.timeout = timeout
-        self.next_id = 1
-
-    def call(self, method, request):
-        env = self.pb.RequestEnvelope(method=f"/sandbox.v1.Sandbox/{method}",
-                                      payload=request.SerializeToString())
-        if self.key is not None:
-            env.credential = self.key
-        body = env.SerializeToString()
-        rid = 0x80000000 | self.next_id
-        self.next_id += 1
-        self.sock.sendall(struct.pack(">QI", len(body) + 4, rid) + body)
-        n = struct.unpack(">Q", recv_exact(self.sock, 8, self.timeout))[0]
-        data = recv_exact(self.sock, n, self.timeout)
-        if struct.unpack(">I", data[:4])[0] != rid:
-            raise ConnectionError("reply to another request")
-        rep = self.pb.ReplyEnvelope.FromString(data[4:])
-        return rep.status, rep.message, rep.payload
 
     def run(self, code, allow_net=(), ca=None, timeout_ms=60000, **kw):
         """RunCode: (status, message, RunCodeResponse or None). ca: the
@@ -248,9 +228,6 @@ class Caller:
 
     def close_session(self, sid):
         return self.call("CloseSession", self.pb.CloseSessionRequest(session_id=sid))[:2]
-
-    def close(self):
-        self.sock.close()
 
 
 # What every program here starts with: R printed as JSON at the end, the

@@ -75,27 +75,12 @@ class TenantServer(Server):
             return p.returncode, {"raw": p.stdout, "stderr": p.stderr}
 
 
-class KeyedMessages:
-    """The generated messages, but every RequestEnvelope carries the API key
-    (RequestEnvelope.credential): what a WireCaller given it sends."""
-
-    def __init__(self, pb, key):
-        self._pb = pb
-        self._key = key
-
-    def __getattr__(self, name):
-        return getattr(self._pb, name)
-
-    def RequestEnvelope(self, **kw):
-        return self._pb.RequestEnvelope(credential=self._key, **kw)
-
-
 class Caller:
     """One REQ peer (the harness's WireCaller) calling as the tenant."""
 
     def __init__(self, server, pb, tenant):
         self.pb = pb
-        self.w = WireCaller(server.port, KeyedMessages(pb, KEYS[tenant]), timeout=120)
+        self.w = WireCaller(server.port, pb, timeout=120, key=KEYS[tenant])
 
     def call(self, method, request):
         return self.w.call(method, request)

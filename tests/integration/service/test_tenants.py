@@ -33,12 +33,11 @@ import json
 import os
 import secrets
 import signal
-import struct
 import subprocess
 import tempfile
 import time
 
-from lib.harness import Server, free_port, load_pb2, recv_exact, sp_connect
+from lib.harness import Server, WireCaller, free_port, load_pb2
 from lib.prometheus import parse_metrics
 
 OK, CANCELLED, INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, UNAUTHENTICATED = \
@@ -120,36 +119,14 @@ class TenantServer(Server):
         return None
 
 
-class Caller:
+class Caller(WireCaller):
     """One REQ peer over a raw TCP connection, calling as one tenant: its
     API key in every envelope (None: no credential); front_caller set by
     hand when given (a network client must not be believed)."""
 
     def __init__(self, server, pb, key=None, front_caller=None, timeout=120):
+        super().__init__(server.port, pb, timeout=timeout, key=key, front_caller=front_caller)
         self.pb = pb
-        self.key = key
-        self.front = front_caller
-        self.sock = sp_connect(server.port, timeout=timeout)
-        self.timeout = timeout
-        self.next_id = 1
-
-    def call(self, method, request):
-        env = self.pb.RequestEnvelope(method=f"/sandbox.v1.Sandbox/{method}",
-                                      payload=request.SerializeToString())
-        if self.key is not None:
-            env.credential = self.key
-        if self.front is not None:
-            env.front_caller.CopyFrom(self.front)
-        body = env.SerializeToString()
-        rid = 0x80000000 | self.next_id
-        self.next_id += 1
-        self.sock.sendall(struct.pack(">QI", len(body) + 4, rid) + body)
-        n = struct.unpack(">Q", recv_exact(self.sock, 8, self.timeout))[0]
-        data = recv_exact(self.sock, n, self.timeout)
-        if struct.unpack(">I", data[:4])[0] != rid:
-            raise ConnectionError("reply to another request")
-        rep = self.pb.ReplyEnvelope.FromString(data[4:])
-        return rep.status, rep.message, rep.payload
 
     def run(self, code, **kw):
         limits = kw.pop("limits", None)
