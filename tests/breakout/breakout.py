@@ -15,7 +15,9 @@ and every group ends by asserting that the host is unchanged: no file owned
 by a sandbox uid and no file named with the group's token anywhere on the
 root filesystem, the server's cgroup directories (sandboxd.<pid> in the
 memory, pids and cpuacct v1 hierarchies, or the v2 tree) removed after it
-exits. Needs root; without it a test skips (exit 77), or fails when CI=true.
+exits (a file whose status last changed before the test began is another
+run's leftover, not this one's doing). Needs root; without it a test skips
+(exit 77), or fails when CI=true.
 The flavors below are chosen by environment variables (ctest sets them), so
 `SBX_BREAKOUT_MODE=zygote python3 -m pytest tests/breakout/breakout.py` runs
 the zygote pass by hand.
@@ -116,6 +118,12 @@ def host_has_i386():
 
 HOST_HAS_I386 = host_has_i386()
 TOKEN = f"sbxbreak{os.getpid()}x{time.monotonic_ns() % 100000}"
+# Files whose status changed before this moment are not this test's doing: a
+# test killed earlier (a cancelled CI run, a session that ended) can leave its
+# server's workspace mounts behind, owned by uids the allocator hands out
+# again once no process holds them. Anything a sandbox of this test writes,
+# chowns or renames has a later ctime, which no system call lets it set back.
+STARTED = time.time() - 2
 HELLO = 'print("hello")\n'
 # uids per server: base .. base+UID_SPAN-1, the block the harness holds for
 # it (tests/lib/uids.py; a breakout server's slots fit in one).
@@ -405,8 +413,10 @@ def host_unchanged(s, code):
     uids = []
     for u in range(s.uid_base, s.uid_base + 8):
         uids += ["-uid", str(u), "-o"]
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(STARTED))
     p = subprocess.run(["find", "/", "-xdev", "(", *uids, "-name", f"*{TOKEN}*", ")",
-                        "-print"], capture_output=True, text=True, timeout=240)
+                        "-newerct", since, "-print"],
+                       capture_output=True, text=True, timeout=240)
     found = [l for l in p.stdout.splitlines()
              if not l.startswith(s.tmp + "/attack-")]  # our own scripts name no token
     check(found == [], "no file owned by a sandbox uid or named with the token on the host",
