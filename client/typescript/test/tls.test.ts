@@ -88,20 +88,32 @@ test("refused either way: UNAVAILABLE, nothing sent, nothing ran, the server kee
     ["an expired client certificate", `tls+tcp://127.0.0.1:${tlsPort}`,
       { ...good(), cert: pem("expired_client_crt"), key: pem("expired_client_key") }, /alert certificate expired/i],
   ];
+  // A server that refuses the client's certificate sends its alert and
+  // closes while the rest of the client's flight is unread, so its kernel
+  // answers with a reset; when the reset overtakes the alert, node reports
+  // only the disconnect (seen once under the sanitizer build). Such an
+  // attempt must still be refused with nothing sent; the alert, which names
+  // the reason, must be seen within three attempts.
+  const disconnected = /disconnected before secure TLS|socket hang up|ECONNRESET/i;
   for (const [what, url, opts, why] of cases) {
-    const c = new Client(url, { tls: opts, resolver: async () => ["127.0.0.1"], connectTimeoutMs: 1000 });
-    try {
-      const e = await c.runCode({ code: "print('must not run')" }).then(
-        () => assert.fail(`${what}: the call should fail`),
-        (err: unknown) => err as SandboxError,
-      );
-      assert.ok(e instanceof Unavailable, `${what}: ${e.message}`);
-      assert.equal(e.mayHaveRun, false, what);
-      assert.match(e.message, why, what);
-      assert.match(e.message, /nothing was sent/, what);
-    } finally {
-      c.close();
+    const seen: string[] = [];
+    for (let attempt = 0; attempt < 3 && !seen.some((m) => why.test(m)); attempt++) {
+      const c = new Client(url, { tls: opts, resolver: async () => ["127.0.0.1"], connectTimeoutMs: 1000 });
+      try {
+        const e = await c.runCode({ code: "print('must not run')" }).then(
+          () => assert.fail(`${what}: the call should fail`),
+          (err: unknown) => err as SandboxError,
+        );
+        assert.ok(e instanceof Unavailable, `${what}: ${e.message}`);
+        assert.equal(e.mayHaveRun, false, what);
+        assert.match(e.message, /nothing was sent/, what);
+        assert.ok(why.test(e.message) || disconnected.test(e.message), `${what}: ${e.message}`);
+        seen.push(e.message);
+      } finally {
+        c.close();
+      }
     }
+    assert.ok(seen.some((m) => why.test(m)), `${what}: ${why} in none of ${JSON.stringify(seen)}`);
   }
   assert.equal(s.runIds().length, runsBefore, "nothing ran for a refused connection");
   await s.waitLog("event=tls_handshake_failed", 5000);
