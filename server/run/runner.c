@@ -178,7 +178,33 @@ void runner_stop(struct runner *r, bool failed) {
   tenant_counts_destroy(&r->stats.egress_by_tenant);
 }
 
+/* Once, when the engine's matplotlib font list is made (or not). */
+static void log_fontlist(struct runner *r) {
+  if (r->fontlist_logged)
+    return;
+  uint64_t ms = 0;
+  const char *why = "";
+  switch (sandbox_fontlist_poll(r->engine, &ms, &why)) {
+  case SANDBOX_FONTLIST_PENDING:
+    return;
+  case SANDBOX_FONTLIST_READY:
+    log_line("matplotlib_fonts", "result=ready ms=%llu", (unsigned long long)ms);
+    break;
+  case SANDBOX_FONTLIST_ABSENT:
+    log_line("matplotlib_fonts", "result=absent msg=\"matplotlib is not installed\"");
+    break;
+  case SANDBOX_FONTLIST_FAILED:
+    log_line("matplotlib_fonts_failed",
+             "ms=%llu error=\"%s\" msg=\"runs that plot scan the system's fonts themselves, as "
+             "matplotlib does without a cache (about half a second each)\"",
+             (unsigned long long)ms, why);
+    break;
+  }
+  r->fontlist_logged = true;
+}
+
 void runner_tick(struct runner *r) {
+  log_fontlist(r);
   interp_expire(&r->interps);
   session_expire(&r->sessions);
   session_reap(&r->sessions, r->workspace_root_fd, r->workspace_root);

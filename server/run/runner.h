@@ -73,6 +73,7 @@ struct runner {
   struct mime_db mime;
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */
   struct run_stats stats;
+  bool fontlist_logged; /* the engine's matplotlib font list ended: said once (runner_tick) */
 };
 
 /* The runtimes a request may name (RunCodeRequest.runtime, "" = python):

@@ -161,8 +161,10 @@ static void engine_release(struct sandbox_engine *e, enum engine_stage stage) {
   }
   if (stage >= ENGINE_HAS_MNTNS)
     close(e->mntns_fd);
-  if (stage >= ENGINE_HAS_ROOTFS)
+  if (stage >= ENGINE_HAS_ROOTFS) {
+    fontlist_stop(&e->fontlist);
     rootfs_destroy(&e->rootfs);
+  }
   free_slots(e);
   if (stage >= ENGINE_HAS_INIT_FD)
     close(e->init_fd);
@@ -188,6 +190,7 @@ static int engine_acquire(struct sandbox_engine *e, const struct sandbox_engine_
     engine_release(e, ENGINE_HAS_INIT_FD);
     return sandbox_error_wrap(err, "prepare sandbox filesystem");
   }
+  fontlist_start(&e->fontlist, e->rootfs.lib);
   e->mntns_fd = mnt_template_create(&e->rootfs, err);
   if (e->mntns_fd < 0) {
     engine_release(e, ENGINE_HAS_ROOTFS);
@@ -341,6 +344,14 @@ void sandbox_group_free(struct sandbox_engine *e, uint64_t id) {
 
 const struct sandbox_report *sandbox_engine_report(const struct sandbox_engine *e) {
   return &e->report;
+}
+
+enum sandbox_fontlist_state sandbox_fontlist_poll(struct sandbox_engine *e, uint64_t *ms,
+                                                  const char **why) {
+  enum sandbox_fontlist_state st = fontlist_poll(&e->fontlist);
+  *ms = e->fontlist.ms;
+  *why = e->fontlist.why;
+  return st;
 }
 
 void sandbox_result_free(struct sandbox_result *r) {

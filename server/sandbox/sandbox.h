@@ -214,6 +214,20 @@ void sandbox_result_free(struct sandbox_result *result);
 int sandbox_zygote_warm(struct sandbox_engine *engine, unsigned slot, struct sandbox_error *err);
 void sandbox_zygote_stats(struct sandbox_engine *engine, struct sandbox_zygote_stats *out);
 
+/* matplotlib's font list, made by the engine once in the background for
+ * every run (fontlist.c). */
+enum sandbox_fontlist_state {
+  SANDBOX_FONTLIST_PENDING = 0, /* being made */
+  SANDBOX_FONTLIST_READY,       /* runs read it */
+  SANDBOX_FONTLIST_ABSENT,      /* matplotlib is not installed: nothing to make */
+  SANDBOX_FONTLIST_FAILED,      /* runs scan the fonts themselves, as without it */
+};
+/* The state now, and once it ended, how long the making took (ms) and,
+ * FAILED, why (NUL-terminated, printable). Never blocks; call from one
+ * thread (the server's tick). */
+enum sandbox_fontlist_state sandbox_fontlist_poll(struct sandbox_engine *engine, uint64_t *ms,
+                                                  const char **why);
+
 /* Accounting groups. Memory a run leaves charged after it ends (pages of
  * files it wrote into a tmpfs that lives on, as a session's workspace) stays
  * charged to the cgroup the run was in. A group is a cgroup (v2) or memory

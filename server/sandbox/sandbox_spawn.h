@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "cgroup.h"
+#include "fontlist.h"
 #include "child.h"
 #include "rootfs.h"
 #include "sandbox.h"
@@ -48,6 +49,7 @@ struct sandbox_engine {
   struct seccomp_policy seccomp_proxy;   /* spec.network PROXY: user code's, TCP only */
   struct seccomp_policy seccomp_zygote;  /* what a zygote loads before it imports anything */
   struct rootfs rootfs;
+  struct fontlist fontlist; /* matplotlib's, made in <rootfs.lib>/matplotlib */
   struct sandbox_report report;
   int cap_last_cap;
   int init_fd;   /* sealed memfd with sandbox-init */

@@ -66,15 +66,9 @@ static const char bootstrap[] =
     "def preload(names):\n"
     "    import importlib, traceback, gc\n"
     "    global cell\n"
-    "    for name in names:\n"
-    "        try:\n"
-    "            importlib.import_module(name)\n"
-    "        except BaseException:\n"
-    /* The exception first: the engine's message is cut at 511 bytes. */
-    "            e = traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip()\n"
-    "            return 'import %s failed: %s\\n%s' % (name, e, traceback.format_exc())\n"
     /* How every run's script runs: the engine's sandboxd_cell (pylib.c),
-     * as in a cold run, with the rich results. */
+     * as in a cold run, with the rich results. First: its import hooks
+     * (matplotlib's font list) serve the preload too. */
     "    sys.path.insert(0, '" SANDBOX_LIB_DIR "')\n"
     "    try:\n"
     "        import sandboxd_cell as cell\n"
@@ -82,6 +76,13 @@ static const char bootstrap[] =
     "        return 'import sandboxd_cell failed:\\n' + traceback.format_exc()\n"
     "    finally:\n"
     "        del sys.path[0]\n"
+    "    for name in names:\n"
+    "        try:\n"
+    "            importlib.import_module(name)\n"
+    "        except BaseException:\n"
+    /* The exception first: the engine's message is cut at 511 bytes. */
+    "            e = traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip()\n"
+    "            return 'import %s failed: %s\\n%s' % (name, e, traceback.format_exc())\n"
     "    gc.collect()\n"
     "    gc.freeze()\n"
     "    return ''\n"

@@ -672,6 +672,58 @@ def test_start_faults(bin_dir, check):
         os.rmdir(tmp)
 
 
+FONTS_PROBE = """\
+import os
+d = os.environ["MPLCONFIGDIR"]
+print(sorted(n for n in os.listdir(d) if n.startswith("fontlist")) if os.path.isdir(d) else [])
+import matplotlib
+names = sorted(n for n in os.listdir(d) if n.startswith("fontlist"))
+print(names)
+shared = "/run/sandboxd/matplotlib/" + names[0]
+print(open(os.path.join(d, names[0]), "rb").read() == open(shared, "rb").read())
+import matplotlib.font_manager as fm
+print(len(fm.fontManager.ttflist) > 0)
+open(os.path.join(d, names[0]), "w").write("not json: the next run must not see it")
+try:
+    open(shared, "a")
+    print("shared list writable")
+except OSError:
+    print("shared list read-only")
+"""
+
+
+def test_matplotlib_fonts(bin_dir, check):
+    """matplotlib's font list, made once per server (server/sandbox/fontlist.c)
+    and copied into a run's config directory when the run imports
+    matplotlib (sandboxd_cell), so that a cold plot does not scan the
+    system's fonts (about half a second a run): nothing before the import,
+    the server's list after it, read-only where all runs share it, and each
+    run's copy its own (a run that spoils it spoils nothing for the next).
+    The same in zygote runs when the zygote did not preload matplotlib."""
+    s = Server(bin_dir, "--workers", "1")
+    z = None
+    try:
+        check(wait_log(s, "event=matplotlib_fonts result=ready", timeout=120),
+              "the server says when the font list is made", s.log_text()[-2000:])
+        want = "[]\n['fontlist-v330.json']\nTrue\nTrue\nshared list read-only\n"
+        for i in range(2):
+            rc, out = s.run(FONTS_PROBE)
+            check(out.get("stdout") == want,
+                  f"cold run {i + 1}: the server's font list is the run's after import matplotlib",
+                  out)
+        z = Server(bin_dir, "--workers", "1", "--zygote", "--zygote-preload", "json")
+        check(wait_log(z, "event=matplotlib_fonts result=ready", timeout=120),
+              "the zygote server's font list is made", z.log_text()[-2000:])
+        for i in range(2):
+            rc, out = z.run(FONTS_PROBE, "--runtime", "python-zygote")
+            check(out.get("stdout") == want,
+                  f"zygote run {i + 1}: the same, through the zygote's import hook", out)
+    finally:
+        s.stop()
+        if z is not None:
+            z.stop()
+
+
 def test_python_compat(bin_dir, check):
     """User code runs as "python3 main.py" would outside: these are what
     CPython's own test suite found different in the sandbox."""
