@@ -5,13 +5,17 @@
  * (rpc/server.h: the RPC layer's answers and refusals, the queue, the run
  * table, the connection table; the runs' counts and histograms, the
  * installer's builds, the sessions, the store, the zygotes and the
- * interpreters), and from /proc/self. Never reaches into struct server. The
+ * interpreters), from /proc/self, and from each zygote's
+ * /proc/PID/smaps_rollup (server_zygote_memory). Never reaches into struct
+ * server. The
  * tenant label has one value per tenant ever loaded (tenants_count): the
  * tenants file bounds the series; calls of no tenant (Health, refused at
  * authentication) carry no tenant label. A
  * scrape takes no lock on anyone's hot path beyond the brief ones those
- * layers' own count functions take. */
+ * layers' own count functions take (the zygotes': a few fields copied per
+ * slot). */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,6 +31,10 @@ struct collect {
   struct server_stats_read st; /* read once per scrape */
   struct http_listener *http;
   struct process_figures proc;
+  /* Each ready zygote's memory (server_zygote_memory), read once per
+   * scrape for both families. */
+  struct sandbox_zygote_memory *zygote_memory;
+  size_t n_zygote_memory;
 };
 
 struct metric_def {
@@ -250,6 +258,26 @@ static void write_zygote_memory(struct collect *c, const char *name) {
     metrics_sample_u64(c->out, name, NULL, 0, c->st.zygotes.memory_bytes);
 }
 
+/* One sample per ready zygote, by worker slot (one zygote per slot at
+ * most: no environment label); none without --zygote. */
+static void write_zygote_bytes(struct collect *c, const char *name, bool pss) {
+  for (size_t i = 0; i < c->n_zygote_memory; i++) {
+    const struct sandbox_zygote_memory *z = &c->zygote_memory[i];
+    char slot[16];
+    snprintf(slot, sizeof(slot), "%u", z->slot);
+    struct metric_label l[] = {{"slot", slot}};
+    metrics_sample_u64(c->out, name, l, 1, pss ? z->pss_bytes : z->rss_bytes);
+  }
+}
+
+static void write_zygote_rss(struct collect *c, const char *name) {
+  write_zygote_bytes(c, name, false);
+}
+
+static void write_zygote_pss(struct collect *c, const char *name) {
+  write_zygote_bytes(c, name, true);
+}
+
 /* Only the pairs that happened, per route ("none": no route took the path). */
 static void write_http_counts(struct collect *c, const char *name, const char *route,
                               const struct http_counts *counts) {
@@ -396,6 +424,15 @@ static const struct metric_def metric_defs[] = {
      "Memory charged to the zygotes' cgroup: what their preloaded imports hold, shared by the "
      "runs forked from them.",
      WRITE(write_zygote_memory)},
+    {"sandboxd_zygote_rss_bytes", "gauge",
+     "Resident memory of each ready zygote's process, by worker slot (/proc/PID/smaps_rollup: "
+     "pages shared with other processes counted whole).",
+     WRITE(write_zygote_rss)},
+    {"sandboxd_zygote_pss_bytes", "gauge",
+     "Proportional memory of each ready zygote's process, by worker slot: each page divided by "
+     "the processes mapping it (the other zygotes, its live runs), so the sum over the slots is "
+     "about what the zygotes cost together.",
+     WRITE(write_zygote_pss)},
     {"sandboxd_zygote_starts_total", "counter", "Zygotes started.", VALUE(zygote_starts)},
     {"sandboxd_zygote_start_failures_total", "counter",
      "Zygote starts that failed (a --zygote-preload module that does not import, among others).",
@@ -479,6 +516,7 @@ char *ops_metrics_text(struct server *srv, struct http_listener *http, size_t *l
   struct collect c = {.out = out, .http = http};
   server_stats_read(srv, &c.st);
   process_figures_read(&c.proc);
+  c.n_zygote_memory = server_zygote_memory(srv, &c.zygote_memory);
   for (size_t i = 0; i < sizeof(metric_defs) / sizeof(metric_defs[0]); i++) {
     const struct metric_def *d = &metric_defs[i];
     metrics_family(out, d->name, d->type, d->help);
@@ -487,6 +525,7 @@ char *ops_metrics_text(struct server *srv, struct http_listener *http, size_t *l
     else
       d->write(&c, d->name);
   }
+  free(c.zygote_memory);
   if (ferror(out) != 0) {
     fclose(out);
     free(text);

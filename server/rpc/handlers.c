@@ -16,6 +16,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "safefs.h"
+#include "server.h"
 #include "server_state.h"
 #include "validate.h"
 
@@ -274,6 +275,46 @@ static void zygote_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp, 
   resp->zygote_recycled_total = st.recycled;
 }
 
+/* Each ready zygote's memory, as GetInfo lists it: the engine's figures
+ * and their messages, freed once the reply is packed
+ * (zygote_memory_release). Without memory for them, the list is empty. */
+struct zygote_memory_list {
+  struct sandbox_zygote_memory *figures;
+  Sandbox__V1__ZygoteMemory *msgs;
+  Sandbox__V1__ZygoteMemory **ptrs;
+};
+
+static void zygote_memory_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp,
+                               struct zygote_memory_list *l) {
+  size_t n = server_zygote_memory(srv, &l->figures);
+  if (n == 0)
+    return;
+  l->msgs = calloc(n, sizeof(*l->msgs));
+  l->ptrs = calloc(n, sizeof(*l->ptrs));
+  if (l->msgs == NULL || l->ptrs == NULL)
+    return;
+  for (size_t i = 0; i < n; i++) {
+    const struct sandbox_zygote_memory *f = &l->figures[i];
+    Sandbox__V1__ZygoteMemory *m = &l->msgs[i];
+    sandbox__v1__zygote_memory__init(m);
+    m->slot = f->slot;
+    m->environment = (char *)f->environment;
+    m->rss_bytes = f->rss_bytes;
+    m->pss_bytes = f->pss_bytes;
+    m->forks = f->forks;
+    m->age_ms = f->age_ms;
+    l->ptrs[i] = m;
+  }
+  resp->n_zygote_memory = n;
+  resp->zygote_memory = l->ptrs;
+}
+
+static void zygote_memory_release(struct zygote_memory_list *l) {
+  free(l->ptrs);
+  free(l->msgs);
+  free(l->figures);
+}
+
 /* Interpreter sessions (docs/INTERPRETER.md). */
 static void interpreter_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp) {
   const struct server_settings *s = &srv->settings;
@@ -366,6 +407,8 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   char preload[sizeof(srv->settings.zygote_preload)];
   char *preload_names[MAX_PRELOAD_NAMES];
   zygote_info(srv, &resp, preload, sizeof preload, preload_names);
+  struct zygote_memory_list zmem = {0};
+  zygote_memory_info(srv, &resp, &zmem);
   interpreter_info(srv, &resp);
   Sandbox__V1__TenantInfo ti = SANDBOX__V1__TENANT_INFO__INIT;
   Sandbox__V1__Limits tmax = SANDBOX__V1__LIMITS__INIT;
@@ -384,6 +427,7 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   }
   closure(&resp, closure_data);
   free(egress);
+  zygote_memory_release(&zmem);
 }
 
 static void handle_close_session(Sandbox__V1__Sandbox_Service *service,

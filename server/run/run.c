@@ -177,6 +177,10 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
   /* Read-only over the interpreter's /usr/local site directory, before
    * Debian's own packages on sys.path. */
   struct sandbox_mount env_mount = {.source = sc->env_site, .target = r->installer.info.site_dir};
+  /* The environment's id as event=run's env= shows it: GetInfo shows it
+   * with the zygote started for the environment. */
+  char env_id[13];
+  snprintf(env_id, sizeof(env_id), "%.12s", sc->pkg_env != NULL ? sc->pkg_env->key : "");
   struct sandbox_spec spec = {
       .argv = sc->argv,
       .env = (const char *const *)sc->env,
@@ -189,6 +193,7 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
       .group = call->session != NULL ? call->session->group : 0,
       .stream = call->stream,
       .zygote = run_forks_zygote(call->req),
+      .environment = env_id,
   };
   if (sc->interp_held)
     return run_in_interpreter(r, call, sc, workspace_dir, err);

@@ -122,6 +122,10 @@ struct sandbox_spec {
    * conversation with a long-lived program, docs/INTERPRETER.md) instead
    * of a pipe fed stdin_data, which must then be empty. Not with zygote. */
   int stdin_fd;
+  /* With zygote and mounts: what the mounts are (a requirements
+   * environment's id), shown with the zygote started for them
+   * (sandbox_zygote_memory); NULL or "": nothing to show. */
+  const char *environment;
 };
 
 struct sandbox_result {
@@ -190,6 +194,21 @@ struct sandbox_zygote_stats {
   uint64_t starts, start_failures, forks, recycled;
 };
 
+/* One running zygote's memory (sandbox_zygote_memory), as the kernel
+ * counts it for the zygote's process (/proc/PID/smaps_rollup). Pages it
+ * shares (with the runs forked from it, the other slots' zygotes and any
+ * process mapping the same files) count whole in rss_bytes and divided
+ * among their mappers in pss_bytes. */
+#define SANDBOX_ZYGOTE_ENVIRONMENT_MAX 64
+struct sandbox_zygote_memory {
+  unsigned slot;
+  char environment[SANDBOX_ZYGOTE_ENVIRONMENT_MAX]; /* spec.environment it was started for, "" none
+                                                     */
+  uint64_t rss_bytes, pss_bytes;
+  uint64_t forks;  /* runs handed to it */
+  uint64_t age_ms; /* since it became ready */
+};
+
 struct sandbox_engine;
 
 /* Creates the engine: checks privileges, picks and prepares the cgroup backend,
@@ -213,6 +232,14 @@ void sandbox_result_free(struct sandbox_result *result);
  * -1 with err. stats may be called from any thread. */
 int sandbox_zygote_warm(struct sandbox_engine *engine, unsigned slot, struct sandbox_error *err);
 void sandbox_zygote_stats(struct sandbox_engine *engine, struct sandbox_zygote_stats *out);
+/* Each ready zygote's memory, by slot, into out (at most max entries; one
+ * per slot is enough): the count filled. A zygote that ends or is replaced
+ * while it is read is left out, never mistaken for another process. Reads
+ * /proc once per zygote (the kernel walks its page tables: well under a
+ * millisecond for a numpy and matplotlib zygote); takes each slot's
+ * zygote lock only to copy a few fields. Any thread. */
+size_t sandbox_zygote_memory(struct sandbox_engine *engine, struct sandbox_zygote_memory *out,
+                             size_t max);
 
 /* matplotlib's font list, made by the engine once in the background for
  * every run (fontlist.c). */

@@ -7,6 +7,7 @@
 #ifndef SANDBOX_SPAWN_H
 #define SANDBOX_SPAWN_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,8 +23,24 @@
 #include "sandbox.h"
 #include "seccomp_policy.h"
 
+/* What other threads may read of a slot's zygote (zygote_memory.c), under
+ * mu: set by the slot's thread once the zygote is ready, its forks as they
+ * are handed over, and cleared (pid 0) before the zygote is reaped, so
+ * that a pid read here and still here after /proc/PID was opened is the
+ * zygote's. generation tells a new zygote from an old one with the same
+ * pid. */
+struct zygote_shown {
+  pthread_mutex_t mu;
+  pid_t pid;
+  uint64_t generation;
+  uint64_t forks;
+  struct timespec started;
+  char environment[SANDBOX_ZYGOTE_ENVIRONMENT_MAX];
+};
+
 /* A slot's zygote (zygote.c); pid 0 when there is none. Only the slot's
- * own thread changes it; stats readers see pid through the atomic. */
+ * own thread changes it; stats readers see pid through the atomic, the
+ * rest through shown. */
 struct zygote_slot {
   _Atomic pid_t pid;
   int pidfd;
@@ -38,6 +55,7 @@ struct zygote_slot {
   char *failed_key;
   struct timespec failed_at;
   struct sandbox_error failed;
+  struct zygote_shown shown;
 };
 
 struct sandbox_engine {

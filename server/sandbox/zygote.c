@@ -29,6 +29,7 @@
 
 #include "cleanup.h"
 #include "io.h"
+#include "zygote_memory.h"
 #include "zygote_wire.h"
 
 /* A zygote has this long to import its modules (a cold matplotlib takes
@@ -57,6 +58,7 @@ int zygote_engine_init(struct sandbox_engine *e, struct sandbox_error *err) {
   for (unsigned i = 0; i < e->config.slots; i++) {
     e->slots[i].zygote.pidfd = e->slots[i].zygote.ctl = -1;
     e->slots[i].zygote.pid = 0;
+    zygote_shown_init(&e->slots[i].zygote.shown);
   }
   if (!e->config.zygote.enabled)
     return 0;
@@ -79,9 +81,10 @@ int zygote_engine_init(struct sandbox_engine *e, struct sandbox_error *err) {
 }
 
 /* Ends the zygote (its runs' namespaces are below its own: they go too)
- * and reaps it. */
+ * and reaps it, no longer shown to stats readers by then. */
 static void zygote_stop(struct sandbox_engine *e, unsigned slot) {
   struct zygote_slot *z = &e->slots[slot].zygote;
+  zygote_shown_clear(&z->shown);
   if (e->cgroups.backend != NULL && e->cgroups.backend->host_zygote != NULL)
     e->cgroups.backend->host_zygote(&e->cgroups, slot, 0, NULL);
   if (z->ctl >= 0)
@@ -103,6 +106,7 @@ void zygote_engine_release(struct sandbox_engine *e) {
     zygote_stop(e, i);
     free(e->slots[i].zygote.failed_key);
     e->slots[i].zygote.failed_key = NULL;
+    zygote_shown_destroy(&e->slots[i].zygote.shown);
   }
   if (e->zygote_fd >= 0)
     close(e->zygote_fd);
@@ -379,6 +383,7 @@ static int start_steps(struct sandbox_engine *e, unsigned slot, const struct san
     return sandbox_error_set(err, ENOMEM, "zygote");
   clock_gettime(CLOCK_MONOTONIC, &z->started);
   z->forks = 0;
+  zygote_shown_ready(&z->shown, atomic_load(&z->pid), spec->environment);
   return 0;
 }
 
@@ -471,8 +476,10 @@ int zygote_send_run(struct sandbox_engine *e, unsigned slot, const struct child_
   /* The trees are clones of our own: the zygote has its copies now. */
   for (size_t i = ZYGOTE_RUN_FDS; i < n; i++)
     close(fds[i]);
-  if (ret == 0)
+  if (ret == 0) {
     z->forks++;
+    zygote_shown_forked(&z->shown);
+  }
   return ret;
 }
 
