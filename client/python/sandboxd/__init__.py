@@ -22,14 +22,15 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, Failed
                      Unknown)
 from .stream import AsyncRunStream, RunStream
 from .types import (TLS, Artifact, Chunk, Egress, FileContent, FileEntry, FileList, FileURL, Health,
-                    Isolation, Limits, RunResult, RunUpdate, ServerInfo, StartedRun, UnsafePath)
+                    Isolation, Limits, RunResult, RunUpdate, ServerInfo, StartedRun, UnsafePath,
+                    ZygoteMemory)
 
 from ._version import __version__ as __version__  # generated: generate_proto.py
 
 __all__ = [
     "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Egress", "Artifact", "FileEntry",
     "RunStream", "AsyncRunStream", "Chunk", "StartedRun", "RunUpdate",
-    "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "UnsafePath",
+    "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "ZygoteMemory", "UnsafePath",
     "SandboxError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "Unauthenticated", "__version__",

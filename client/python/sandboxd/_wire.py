@@ -18,7 +18,7 @@ from . import errors
 from . import sandbox_pb2 as pb
 from .types import (LIMIT_FIELDS, Artifact, Egress, FileContent, FileEntry, FileList, FileURL, FileValue,
                     Health, InputFiles, Isolation, Limits, RunResult, RunUpdate, ServerInfo,
-                    field_names)
+                    ZygoteMemory, field_names)
 
 SERVICE = "sandbox.v1.Sandbox"
 RUN_CODE = f"/{SERVICE}/RunCode"
@@ -290,9 +290,12 @@ def server_info(msg: pb.GetInfoResponse, endpoint: str) -> ServerInfo:
     iso = Isolation(**{k: getattr(msg.isolation, k) for k in field_names(Isolation)})
     plain = {k: getattr(msg, k) for k in field_names(ServerInfo)
              if k not in ("runtimes", "isolation", "default_limits", "max_limits", "endpoint",
-                          "zygote_preload", "egress_allow")}
+                          "zygote_preload", "egress_allow", "zygote_memory")}
     return ServerInfo(runtimes=tuple(msg.runtimes), isolation=iso,
                       zygote_preload=tuple(msg.zygote_preload),
+                      zygote_memory=tuple(
+                          ZygoteMemory(**{k: getattr(z, k) for k in field_names(ZygoteMemory)})
+                          for z in msg.zygote_memory),
                       egress_allow=tuple(msg.egress_allow),
                       default_limits=_limits(msg.default_limits),
                       max_limits=_limits(msg.max_limits), endpoint=endpoint, **plain)

@@ -299,6 +299,20 @@ class Isolation:
 
 
 @dataclass(frozen=True)
+class ZygoteMemory:
+    """One ready zygote (GetInfoResponse.zygote_memory): the worker slot it
+    serves, the requirements environment it was started for ("" none), its
+    resident and proportional memory (/proc/PID/smaps_rollup), runs handed
+    to it and its age."""
+    slot: int
+    environment: str
+    rss_bytes: int
+    pss_bytes: int
+    forks: int
+    age_ms: int
+
+
+@dataclass(frozen=True)
 class ServerInfo:
     version: str
     runtimes: Tuple[str, ...]
@@ -335,6 +349,7 @@ class ServerInfo:
     zygote_start_failures_total: int = 0
     zygote_forks_total: int = 0
     zygote_recycled_total: int = 0
+    zygote_memory: Tuple[ZygoteMemory, ...] = ()  # each ready zygote, by slot
     # Interpreter sessions (docs/INTERPRETER.md): at most max_interpreters
     # living at once (0: the mode is off), living now, totals since the
     # start, and when an idle or old one ends.
@@ -356,4 +371,4 @@ def field_names(cls) -> Tuple[str, ...]:
 
 __all__ = ["Limits", "FileURL", "FileValue", "InputFiles", "RunArgs", "TLS", "Artifact", "Egress", "RunResult", "StartedRun", "Chunk",
            "RunUpdate", "FileEntry", "FileList", "FileContent", "Health", "Isolation",
-           "ServerInfo", "UnsafePath"]
+           "ServerInfo", "ZygoteMemory", "UnsafePath"]

@@ -21,6 +21,7 @@ export {
   type StartedRun,
   type StreamOptions,
   type WatchFrom,
+  type ZygoteMemory,
 } from "./types.js";
 export {
   Aborted,

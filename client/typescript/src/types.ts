@@ -148,6 +148,19 @@ export type SessionModeName = "files" | "interpreter";
 
 export type HealthStatus = "SERVING" | "NOT_SERVING" | "UNKNOWN";
 
+/** One ready zygote (GetInfo's zygoteMemory): the worker slot it serves,
+ * the requirements environment it was started for ("" none), its resident
+ * and proportional memory (/proc/PID/smaps_rollup), runs handed to it and
+ * its age. */
+export interface ZygoteMemory {
+  slot: number;
+  environment: string;
+  rssBytes: number;
+  pssBytes: number;
+  forks: number;
+  ageMs: number;
+}
+
 export interface ServerLimits {
   timeoutMs: number;
   cpuTimeMs: number;
@@ -205,6 +218,8 @@ export interface ServerInfo {
   zygoteStartFailuresTotal: number;
   zygoteForksTotal: number;
   zygoteRecycledTotal: number;
+  /** Each ready zygote, by slot (empty without --zygote). */
+  zygoteMemory: ZygoteMemory[];
   /** Interpreter sessions (docs/INTERPRETER.md): at most maxInterpreters
    * living at once (0: the mode is off), living now, totals since the
    * start, and when an idle or old one ends. */

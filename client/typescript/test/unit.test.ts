@@ -12,9 +12,9 @@ import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { parseEndpointUrl } from "../src/address.js";
-import { runCodeRequest } from "../src/convert.js";
+import { runCodeRequest, serverInfoOf } from "../src/convert.js";
 import { fnv1a, sessionScore } from "../src/fleet.js";
-import { ArtifactSchema, RunCodeResponseSchema, RunState, WatchRunResponseSchema } from "../src/gen/sandbox_pb.js";
+import { ArtifactSchema, GetInfoResponseSchema, RunCodeResponseSchema, RunState, WatchRunResponseSchema } from "../src/gen/sandbox_pb.js";
 import { Artifact, Client, InvalidArgument, RunResult, Unavailable, Unknown } from "../src/index.js";
 import { type RunCalls, RunStream } from "../src/stream.js";
 import { checkPeerHeader, encodeRequest, FrameDecoder, SP_PROTOCOL_REP, SP_PROTOCOL_REQ, spHeader, splitReply, WireError } from "../src/wire.js";
@@ -364,6 +364,24 @@ test("egress: the reply's summary, undefined when it has none", () => {
     1,
   );
   assert.deepEqual(r.egress, { connections: 3, refused: 1, bytesUp: 517, bytesDown: 5000000000 });
+});
+
+test("info: each ready zygote's memory as numbers, in the server's order; none without zygotes", () => {
+  assert.deepEqual(serverInfoOf(create(GetInfoResponseSchema, {}), "tcp://x:1").zygoteMemory, []);
+  const info = serverInfoOf(
+    create(GetInfoResponseSchema, {
+      zygotes: 2,
+      zygoteMemory: [
+        { slot: 0, environment: "", rssBytes: 60874752n, pssBytes: 42294272n, forks: 3n, ageMs: 1066n },
+        { slot: 1, environment: "0123456789ab", rssBytes: 5000000000n, pssBytes: 1n, forks: 0n, ageMs: 2n },
+      ],
+    }),
+    "tcp://x:1",
+  );
+  assert.deepEqual(info.zygoteMemory, [
+    { slot: 0, environment: "", rssBytes: 60874752, pssBytes: 42294272, forks: 3, ageMs: 1066 },
+    { slot: 1, environment: "0123456789ab", rssBytes: 5000000000, pssBytes: 1, forks: 0, ageMs: 2 },
+  ]);
 });
 
 function frame(framing: "tcp" | "ipc", body: string): Buffer {

@@ -381,6 +381,22 @@ def test_one_version_everywhere():
         assert not re.search(r"^version\s*=", f.read(), re.M), "pyproject.toml: a second version"
 
 
+def test_server_info_lists_each_zygotes_memory():
+    """GetInfo's zygote_memory comes out as a tuple of ZygoteMemory, in the
+    server's order; empty without zygotes."""
+    assert _wire.server_info(pb.GetInfoResponse(), "tcp://x:1").zygote_memory == ()
+    msg = pb.GetInfoResponse(zygotes=2, zygote_memory=[
+        pb.ZygoteMemory(slot=0, rss_bytes=60874752, pss_bytes=42294272, forks=3, age_ms=1066),
+        pb.ZygoteMemory(slot=1, environment="0123456789ab", rss_bytes=5 << 30, pss_bytes=1)])
+    info = _wire.server_info(msg, "tcp://x:1")
+    assert info.zygote_memory == (
+        sandboxd.ZygoteMemory(slot=0, environment="", rss_bytes=60874752, pss_bytes=42294272,
+                              forks=3, age_ms=1066),
+        sandboxd.ZygoteMemory(slot=1, environment="0123456789ab", rss_bytes=5 << 30, pss_bytes=1,
+                              forks=0, age_ms=0))
+    assert info.zygotes == 2
+
+
 def test_the_package_is_typed():
     """py.typed ships beside the modules (PEP 561), and the keyword
     arguments run_code, stream and start_run take are RunArgs's, in both
