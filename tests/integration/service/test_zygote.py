@@ -25,8 +25,16 @@ Tests (test_<name>, ctest service_<name>):
   zygote_recycling     --zygote-max-forks 3: 7 runs come from 3 zygotes (by
                        their hash seeds and GetInfo); --zygote-max-age-s 2
   zygote_requirements  a requirements run with python-zygote imports its
-                       package (a zygote for its environment), runs without
+                       package (a zygote for its environment, which GetInfo's
+                       zygote_memory names as event=run does), runs without
                        requirements do not see it
+  zygote_memory        --workers 2, preload json: GetInfo's zygote_memory, an
+                       entry per ready zygote (distinct slots, RSS > 1 MiB,
+                       0 < PSS <= RSS), /metrics' sandboxd_zygote_rss_bytes
+                       and _pss_bytes by slot agreeing with it; with
+                       --zygote-max-forks 1 a slot's entry follows the zygote
+                       that replaced it (forks 1 again, younger than the
+                       time since the last look)
 """
 import os
 import re
@@ -51,6 +59,7 @@ ZYGOTE_METRICS = {
     "sandboxd_zygotes": "gauge", "sandboxd_zygote_memory_bytes": "gauge",
     "sandboxd_zygote_starts_total": "counter", "sandboxd_zygote_start_failures_total": "counter",
     "sandboxd_zygote_forks_total": "counter", "sandboxd_zygote_recycled_total": "counter",
+    "sandboxd_zygote_rss_bytes": "gauge", "sandboxd_zygote_pss_bytes": "gauge",
 }
 
 IDENTITY = """
@@ -548,6 +557,13 @@ def test_zygote_requirements(bin_dir, check):
         i1 = c.info()
         r = c.ok("import importlib.util\nprint(importlib.util.find_spec('sbx_zyg_alpha'))\n")
         i2 = c.info()
+        env = [z.environment for z in i1.zygote_memory]
+        check(len(env) == 1 and re.fullmatch(r"[0-9a-f]{12}", env[0])
+              and any(f" env={env[0]} " in line for line in run_lines(s))
+              and [z.environment for z in i2.zygote_memory] == [""],
+              "GetInfo's zygote_memory names the environment a zygote was started for (as "
+              "event=run's env= does), \"\" for the default one",
+              (env, [z.environment for z in i2.zygote_memory], run_lines(s)[:2]))
         check(r.stdout == b"None\n", "a run without requirements does not see it", r.stdout)
         r = c.ok(code, requirements=["sbx-zyg-alpha==1.0"])
         i3 = c.info()
@@ -566,3 +582,73 @@ def test_zygote_requirements(bin_dir, check):
         c.close()
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(wh, ignore_errors=True)
+
+
+def zygote_memory_metrics(s):
+    """{(family, slot): value} of /metrics' per-zygote memory series."""
+    st, text = s.get("/metrics")
+    check(st == 200, "/metrics: 200", st)
+    return {(m, int(slot)): int(float(v)) for m, slot, v in re.findall(
+        r'^sandboxd_zygote_(rss|pss)_bytes\{slot="(\d+)"\} (\S+)$', text, re.M)}
+
+
+def run_slot(s, n):
+    """The slot event=run names for the n-th run (0-based)."""
+    return int(re.search(r" slot=(\d+) ", run_lines(s)[n]).group(1))
+
+
+def test_zygote_memory(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = ZygoteServer(bin_dir, "--workers", "2", "--zygote-preload", "json",
+                     "--zygote-max-forks", "1")
+    c = Caller(s, pb)
+    try:
+        check(s.wait_warm(2), "both zygotes are warm")
+        check(c.ok("print('one')\n").stdout == b"one\n", "a python-zygote run")
+        i = c.info()
+        t_look = time.monotonic()
+        zm = {z.slot: z for z in i.zygote_memory}
+        check(i.zygotes == 2 and len(i.zygote_memory) == 2 and sorted(zm) == [0, 1],
+              "GetInfo: a zygote_memory entry per running zygote, one per slot",
+              (i.zygotes, str(i.zygote_memory)))
+        check(all(z.rss_bytes > 1 << 20 and 0 < z.pss_bytes <= z.rss_bytes and z.environment == ""
+                  for z in zm.values()),
+              "each: RSS above 1 MiB, 0 < PSS <= RSS, the default environment",
+              str(i.zygote_memory))
+        first = run_slot(s, 0)
+        check(zm[first].forks == 1 and zm[1 - first].forks == 0
+              and all(0 < z.age_ms < 120000 for z in zm.values()),
+              "forks: the run's slot 1, the other 0; ages under the test's time",
+              (first, str(i.zygote_memory)))
+        m = zygote_memory_metrics(s)
+        check(sorted(m) == [("pss", 0), ("pss", 1), ("rss", 0), ("rss", 1)]
+              and all(0.5 < m[(k, z.slot)] / getattr(z, f"{k}_bytes") < 2
+                      for z in zm.values() for k in ("rss", "pss")),
+              "/metrics: sandboxd_zygote_rss_bytes and _pss_bytes by slot, GetInfo's figures "
+              "(the same order of magnitude)", (m, str(i.zygote_memory)))
+        # --zygote-max-forks 1: the next run on the first run's slot finds
+        # its zygote due and gets a fresh one.
+        n = 1
+        while n < 12:
+            c.ok("print('again')\n")
+            n += 1
+            if run_slot(s, n - 1) == first:
+                break
+        i2 = c.info()
+        since_ms = (time.monotonic() - t_look) * 1000
+        z2 = {z.slot: z for z in i2.zygote_memory}
+        check(run_slot(s, n - 1) == first, "a later run came to the same slot",
+              [run_slot(s, k) for k in range(n)])
+        check(first in z2 and z2[first].forks == 1 and z2[first].age_ms <= since_ms
+              and z2[first].rss_bytes > 1 << 20 and 0 < z2[first].pss_bytes <= z2[first].rss_bytes
+              and i2.zygote_recycled_total >= 1 and i2.zygote_starts_total >= 3,
+              "after the replacement the slot's entry is the new zygote's: forks 1 again, younger "
+              "than the time since the last look", (str(z2.get(first)), since_ms, zm[first].age_ms,
+                                                     i2.zygote_recycled_total))
+        m2 = zygote_memory_metrics(s)
+        check(("rss", first) in m2 and 0.5 < m2[("rss", first)] / z2[first].rss_bytes < 2,
+              "/metrics follows the new zygote too", (m2, str(z2.get(first))))
+        only_zygotes_left(s, c, 2, "after the runs")
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
