@@ -235,9 +235,12 @@ void sandbox_zygote_stats(struct sandbox_engine *engine, struct sandbox_zygote_s
 /* Each ready zygote's memory, by slot, into out (at most max entries; one
  * per slot is enough): the count filled. A zygote that ends or is replaced
  * while it is read is left out, never mistaken for another process. Reads
- * /proc once per zygote (the kernel walks its page tables: well under a
- * millisecond for a numpy and matplotlib zygote); takes each slot's
- * zygote lock only to copy a few fields. Any thread. */
+ * /proc once per zygote: the kernel walks the zygote's page tables, about
+ * 3 ms for a numpy and matplotlib process on a busy 2-CPU host here, so
+ * a call costs that per ready zygote (a fork of the zygote waits at most
+ * for one mapping's walk: the kernel steps aside between mappings for a
+ * waiting writer of the address space). Takes each slot's zygote lock
+ * only to copy a few fields. Any thread. */
 size_t sandbox_zygote_memory(struct sandbox_engine *engine, struct sandbox_zygote_memory *out,
                              size_t max);
 
