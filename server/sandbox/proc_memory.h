@@ -26,8 +26,9 @@ struct proc_memory {
 int proc_memory_parse(const char *text, size_t len, struct proc_memory *out);
 
 /* Reads fd (an open smaps_rollup) to its end, at most PROC_MEMORY_MAX_TEXT
- * bytes, and parses it. 0, or -1 with errno (EFBIG: longer than that; a
- * process that ended meanwhile reads as empty: EBADMSG). */
+ * bytes, and parses it. 0, or -1 with errno (EFBIG: longer than that;
+ * ESRCH: the process ended, a zombie's file does not even open; then the
+ * parse's). */
 int proc_memory_read_fd(int fd, struct proc_memory *out);
 
 #endif

@@ -130,7 +130,7 @@ static void test_read_bounded(void **state) {
   assert_int_equal(proc_memory_read_fd(fd, &m), -1);
   assert_int_equal(errno, EFBIG);
   close(fd);
-  /* Empty (a process that ended): refused. */
+  /* Empty: refused. */
   fd = memfd_with("", 0);
   assert_int_equal(proc_memory_read_fd(fd, &m), -1);
   assert_int_equal(errno, EBADMSG);

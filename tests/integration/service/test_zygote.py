@@ -34,11 +34,13 @@ Tests (test_<name>, ctest service_<name>):
                        and _pss_bytes by slot agreeing with it; with
                        --zygote-max-forks 1 a slot's entry follows the zygote
                        that replaced it (forks 1 again, younger than the
-                       time since the last look)
+                       time since the last look); a zygote killed from
+                       outside (not reaped yet) is left out
 """
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -592,6 +594,15 @@ def zygote_memory_metrics(s):
         r'^sandboxd_zygote_(rss|pss)_bytes\{slot="(\d+)"\} (\S+)$', text, re.M)}
 
 
+def proc_state(pid):
+    """A process's state letter (R, S, Z...), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def run_slot(s, n):
     """The slot event=run names for the n-th run (0-based)."""
     return int(re.search(r" slot=(\d+) ", run_lines(s)[n]).group(1))
@@ -649,6 +660,19 @@ def test_zygote_memory(bin_dir, check):
         check(("rss", first) in m2 and 0.5 < m2[("rss", first)] / z2[first].rss_bytes < 2,
               "/metrics follows the new zygote too", (m2, str(z2.get(first))))
         only_zygotes_left(s, c, 2, "after the runs")
+        # A zygote killed from outside stays unreaped until its slot's next
+        # run: the read of its memory fails and its entry is left out.
+        victim = [p for p, u in slot_processes(s.uid_base, 2).items() if u == s.uid_base + first]
+        check(len(victim) == 1, "the first slot's zygote is found by its uid", victim)
+        os.kill(victim[0], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc_state(victim[0]) not in ("Z", None):
+            time.sleep(0.02)
+        i3 = c.info()
+        check(proc_state(victim[0]) == "Z" and [z.slot for z in i3.zygote_memory] == [1 - first]
+              and ("rss", first) not in zygote_memory_metrics(s),
+              "a dead zygote (not reaped yet) is left out of GetInfo and /metrics, the other "
+              "slot's stays", (proc_state(victim[0]), str(i3.zygote_memory)))
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
