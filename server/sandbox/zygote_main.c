@@ -83,6 +83,7 @@ static const char bootstrap[] =
     /* The exception first: the engine's message is cut at 511 bytes. */
     "            e = traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip()\n"
     "            return 'import %s failed: %s\\n%s' % (name, e, traceback.format_exc())\n"
+    "    cell.warm()\n"
     "    gc.collect()\n"
     "    gc.freeze()\n"
     "    return ''\n"

@@ -285,9 +285,11 @@ def test_zygote_runs(bin_dir, check):
         png = art.get("plot.png")
         check(r.exit_code == 0 and r.stdout == b"saved\n" and png is not None
               and png.mime == "image/png" and png.content.startswith(b"\x89PNG\r\n\x1a\n")
-              and png.size == len(png.content) > 1000 and list(art) == ["plot.png"],
+              and png.size == len(png.content) > 1000 and list(art) == ["plot.png"]
+              and r.stderr == b"",
               "a matplotlib plot saved to output/plot.png comes back as an artifact, once "
-              "(the figure left open is not saved again as figure-1.png)",
+              "(the figure left open is not saved again as figure-1.png), and nothing on "
+              "stderr (no font of the zygote's warm-up drawing left on a closed descriptor)",
               (r.exit_code, r.stderr[-500:], list(art)))
         # Rich results (docs/INTERPRETER.md) from a zygote that preloaded
         # pyplot before the run's MPLBACKEND: plt.show() saves the figure.
