@@ -19,9 +19,8 @@ struct fontlist {
   char build[4200]; /* <lib>/matplotlib.build: the maker's MPLCONFIGDIR and HOME, 0700 */
 };
 
-/* Starts the maker in the background (SCHED_IDLE: it takes only CPU time
- * nothing else wants). Never fails the engine: a maker that cannot start
- * is state FAILED with the reason. */
+/* Starts the maker in the background, at nice 10. Never fails the engine:
+ * a maker that cannot start is state FAILED with the reason. */
 void fontlist_start(struct fontlist *f, const char *lib_dir);
 /* Reaps the maker when it ended (never blocks) and returns the state; why
  * and ms as in struct fontlist. One thread at a time with fontlist_stop. */
