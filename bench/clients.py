@@ -18,6 +18,8 @@ close() in COLUMNS below (an external program can print sandbox-bench's JSON
 and reuse ExternalColumn).
 
 Starts its own sandboxd (needs root; uid base 53700) unless --url is given.
+--json prints the figures as one JSON object; bench/run-all (and
+bench/fronts.py) call interleave() themselves.
 """
 import argparse
 import json
@@ -83,11 +85,13 @@ class PythonColumn:
         self.client.close()
 
 
-def interleave(columns, n_rounds, requests, goal):
+def interleave(columns, n_rounds, requests, goal=None, quiet=False):
     """Rounds of every column in turn (the order reversed every other round,
     after a warm-up of each), then each column's median latency as a ratio
     to the "c" column's, and paired: each round against the C round of the
-    same pass, which cancels slow drifts of a shared machine's load."""
+    same pass, which cancels slow drifts of a shared machine's load.
+    Returns {column: {median_ms, ratio, paired, min_ms, max_ms}} and prints
+    it unless quiet (goal: the ratio's, for the printout)."""
     rounds = {c.name: [] for c in columns}
     for c in columns:
         c.round_median_s(2)
@@ -95,16 +99,23 @@ def interleave(columns, n_rounds, requests, goal):
         for c in columns if i % 2 == 0 else list(reversed(columns)):
             rounds[c.name].append(c.round_median_s(requests))
     base = statistics.median(rounds["c"])
-    print(f"rounds={n_rounds} requests_per_round={requests} concurrency=1 "
-          f"cpus={os.cpu_count()}")
+    out = {}
     for c in columns:
         r = rounds[c.name]
         med = statistics.median(r)
-        paired = statistics.median(x / y for x, y in zip(r, rounds["c"]))
-        spread = f"{min(r) * 1e3:.2f}..{max(r) * 1e3:.2f}"
-        note = "" if c.name == "c" else f" (goal <= {goal:.2f})"
-        print(f"latency median {c.name:>8}: {med * 1e3:7.2f} ms (round medians {spread}), "
-              f"ratio to c {med / base:.3f}, paired {paired:.3f}{note}")
+        out[c.name] = {"median_ms": med * 1e3, "ratio": med / base,
+                       "paired": statistics.median(x / y for x, y in zip(r, rounds["c"])),
+                       "min_ms": min(r) * 1e3, "max_ms": max(r) * 1e3}
+    if quiet:
+        return out
+    print(f"rounds={n_rounds} requests_per_round={requests} concurrency=1 "
+          f"cpus={os.cpu_count()}")
+    for name, f in out.items():
+        spread = f"{f['min_ms']:.2f}..{f['max_ms']:.2f}"
+        note = "" if name == "c" or goal is None else f" (goal <= {goal:.2f})"
+        print(f"latency median {name:>8}: {f['median_ms']:7.2f} ms (round medians {spread}), "
+              f"ratio to c {f['ratio']:.3f}, paired {f['paired']:.3f}{note}")
+    return out
 
 
 def start_server(bin_dir, uid_base):
@@ -136,6 +147,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=30, help="rounds of each column")
     ap.add_argument("--requests", type=int, default=5, help="calls per round")
     ap.add_argument("--uid-base", type=int, default=53700)
+    ap.add_argument("--json", action="store_true",
+                    help="print the figures as one JSON object instead of text")
     a = ap.parse_args()
     sys.path.insert(0, os.path.abspath(a.python_dir))
     bin_dir = os.path.abspath(a.bin_dir)
@@ -154,10 +167,14 @@ def main():
                                  "--json", HELLO]),
             PythonColumn(url, code),
         ]
-        interleave(columns, a.rounds, a.requests, 1.05)
+        figures = interleave(columns, a.rounds, a.requests, 1.05, quiet=a.json)
         py = next(c for c in columns if c.name == "python")
-        print(f"python client CPU per call (this process, all threads): "
-              f"{py.cpu_s / py.calls * 1e6:.0f} us")
+        cpu_us = py.cpu_s / py.calls * 1e6
+        if a.json:
+            print(json.dumps({"rounds": a.rounds, "requests": a.requests, "columns": figures,
+                              "python_cpu_per_call_us": cpu_us}))
+        else:
+            print(f"python client CPU per call (this process, all threads): {cpu_us:.0f} us")
     finally:
         for c in columns:
             c.close()

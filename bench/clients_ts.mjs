@@ -7,8 +7,9 @@
 // both alike. Goal: ratio <= 1.05.
 //
 //   node bench/clients_ts.mjs [--bin-dir build/bin] [--lib-dir build/lib]
-//        [--url tcp://HOST:PORT] [--samples 80] [--warmup 10]
+//        [--url tcp://HOST:PORT] [--samples 80] [--warmup 10] [--json]
 //
+// --json prints the figures as one JSON object instead of text.
 // Without --url it starts its own sandboxd (root; uid base 54500, state in a
 // temp dir). Needs ./scripts/build first (client/typescript/dist).
 import { spawn } from "node:child_process";
@@ -23,12 +24,17 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { Client } = await import(path.join(repo, "client/typescript/dist/src/index.js"));
 
 function args() {
-  const a = { binDir: path.join(repo, "build/bin"), libDir: path.join(repo, "build/lib"), url: "", samples: 80, warmup: 10 };
+  const a = { binDir: path.join(repo, "build/bin"), libDir: path.join(repo, "build/lib"), url: "", samples: 80, warmup: 10, json: false };
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) {
+    if (v[i] === "--json") {
+      a.json = true;
+      i -= 1;
+      continue;
+    }
     const key = v[i].replace(/^--/, "").replace(/-(\w)/g, (_, c) => c.toUpperCase());
     if (!(key in a) || v[i + 1] === undefined) {
-      console.error(`usage: clients_ts.mjs [--bin-dir D] [--lib-dir D] [--url U] [--samples N] [--warmup N]`);
+      console.error(`usage: clients_ts.mjs [--bin-dir D] [--lib-dir D] [--url U] [--samples N] [--warmup N] [--json]`);
       process.exit(2);
     }
     a[key] = typeof a[key] === "number" ? Number(v[i + 1]) : v[i + 1];
@@ -150,11 +156,15 @@ async function main() {
       }
     }
     const pairs = tMs.map((t, i) => t / cMs[i]);
+    const mean = (xs) => xs.reduce((x, y) => x + y, 0) / xs.length;
+    const measured = (xs) => xs.slice(a.warmup);
+    if (a.json) {
+      console.log(JSON.stringify({ samples: a.samples, node: process.version, c_ms: median(cMs), ts_ms: median(tMs), ratio: median(tMs) / median(cMs), paired: median(pairs), c_cpu_ms: mean(measured(cCpu)), ts_cpu_ms: mean(measured(tsCpu)) }));
+      return;
+    }
     console.log(`clients_ts: ${a.samples} interleaved hello-world calls each, one server (${url}), node ${process.version}`);
     console.log(`latency median: C library ${median(cMs).toFixed(2)} ms, TypeScript client ${median(tMs).toFixed(2)} ms`);
     console.log(`ratio TypeScript/C: ${(median(tMs) / median(cMs)).toFixed(3)} (medians), ${median(pairs).toFixed(3)} (median of pairs) (goal <= 1.05)`);
-    const mean = (xs) => xs.reduce((x, y) => x + y, 0) / xs.length;
-    const measured = (xs) => xs.slice(a.warmup);
     console.log(`client CPU per call (the client process, all threads): C library ${mean(measured(cCpu)).toFixed(3)} ms, TypeScript ${mean(measured(tsCpu)).toFixed(3)} ms`);
   } finally {
     ts.close();

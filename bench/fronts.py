@@ -15,12 +15,18 @@ Columns:
           start-up and first connection fall outside its latencies)
   piston  POST /api/v2/execute from this process on one kept-alive HTTP/1.1
           connection (http.client), the answer parsed as JSON and checked
+  mcp     tools/call run_code through /mcp (Streamable HTTP) from this
+          process on one kept-alive connection (bench/mcp_latency.py's
+          HttpCaller); sandbox-mcp over stdio is in bench/mcp_latency.py
 Another front adds a column: a class with name, round_median_s(n), close().
 
 Starts its own sandboxd (needs root; uids 60950-60999) with
---http-fronts piston on loopback.
+--http-fronts piston,mcp on loopback.
 
-  /usr/bin/python3 bench/fronts.py --bin-dir build/bin
+  /usr/bin/python3 bench/fronts.py --bin-dir build/bin [--json]
+
+--json prints the figures as one JSON object; bench/run-all builds the same
+columns() against its own server.
 """
 import argparse
 import http.client
@@ -37,6 +43,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 from clients import HELLO, ExternalColumn, interleave  # noqa: E402
 from harness import SandboxdProcess, free_port  # noqa: E402
+from mcp_latency import HttpCaller  # noqa: E402
 
 
 class PistonColumn:
@@ -68,6 +75,32 @@ class PistonColumn:
         self.conn.close()
 
 
+class McpColumn:
+    """The MCP front's run_code tool through /mcp, one keep-alive connection
+    for the whole run (the hello world of bench/mcp_latency.py)."""
+    name = "mcp"
+
+    def __init__(self, http_url):
+        self.caller = HttpCaller(http_url)
+
+    def round_median_s(self, n):
+        return statistics.median(self.caller.call() for _ in range(n)) / 1e3
+
+    def close(self):
+        self.caller.conn.close()
+
+
+def columns(bin_dir, url, http_port):
+    """The C client, Piston and MCP columns against one sandboxd serving
+    both fronts on http://127.0.0.1:HTTP_PORT."""
+    with open(HELLO) as f:
+        code = f.read()
+    return [ExternalColumn("c", [f"{bin_dir}/sandbox-bench", "-e", url, "--concurrency", "1",
+                                 "--json", HELLO]),
+            PistonColumn(http_port, code),
+            McpColumn(f"http://127.0.0.1:{http_port}")]
+
+
 class FrontServer(SandboxdProcess):
     def __init__(self, bin_dir, uid_base):
         self.tmp = tempfile.mkdtemp(prefix="sbx-bench-fronts-")
@@ -77,7 +110,7 @@ class FrontServer(SandboxdProcess):
         self.spawn([f"{bin_dir}/sandboxd", "--listen", self.url, "--state-dir",
                     os.path.join(self.tmp, "state"), "--uid-base", str(uid_base),
                     "--http-listen", f"http://127.0.0.1:{self.http_port}",
-                    "--http-fronts", "piston"])
+                    "--http-fronts", "piston,mcp"])
 
     def close(self):
         self.stop()
@@ -91,23 +124,21 @@ def main():
     ap.add_argument("--rounds", type=int, default=30, help="rounds of each column")
     ap.add_argument("--requests", type=int, default=5, help="calls per round")
     ap.add_argument("--uid-base", type=int, default=60950)
+    ap.add_argument("--json", action="store_true",
+                    help="print the figures as one JSON object instead of text")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("fronts.py: starting sandboxd needs root")
     bin_dir = os.path.abspath(a.bin_dir)
-    with open(HELLO) as f:
-        code = f.read()
     server = FrontServer(bin_dir, a.uid_base)
-    columns = []
+    cols = []
     try:
-        columns = [
-            ExternalColumn("c", [f"{bin_dir}/sandbox-bench", "-e", server.url, "--concurrency",
-                                 "1", "--json", HELLO]),
-            PistonColumn(server.http_port, code),
-        ]
-        interleave(columns, a.rounds, a.requests, 1.10)
+        cols = columns(bin_dir, server.url, server.http_port)
+        figures = interleave(cols, a.rounds, a.requests, 1.10, quiet=a.json)
+        if a.json:
+            print(json.dumps({"rounds": a.rounds, "requests": a.requests, "columns": figures}))
     finally:
-        for c in columns:
+        for c in cols:
             c.close()
         server.close()
 

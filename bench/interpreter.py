@@ -13,11 +13,21 @@ first:
              Ratio second / stateless: goal <= 0.05.
 
 For reference, the same for print("hello") (no imports), and the first
-call's own time (the interpreter's start plus the imports). Medians of
---rounds rounds; the machine is shared, so only ratios measured side by side
-mean anything.
+call's own time (the interpreter's start plus the imports). Then, in rounds
+of their own (first_call_vs_bare), alternating which goes first:
+
+  first:     the first call of a new INTERPRETER session, `import numpy,
+             matplotlib.pyplot` (IMPORTS): the session's start plus the
+             imports, whatever way the server starts sessions;
+  bare:      `/usr/bin/python3 -I -c IMPORTS`, a cold start.
+             Ratio first / bare: goal <= 0.15 (issue 28).
+
+Medians of --rounds rounds; the machine is shared, so only ratios measured
+side by side mean anything. --json prints the figures as one JSON object;
+bench/run-all calls first_call_vs_bare() itself.
 """
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -36,6 +46,7 @@ FIRST = ("import numpy as np\nimport matplotlib\nimport matplotlib.pyplot as plt
 SECOND = ("import numpy as np\nimport matplotlib.pyplot as plt\n"
           "x = np.linspace(0, 1, 1000)\nfloat((x ** 2).mean())\n")
 HELLO = 'print("hello")\n'
+IMPORTS = "import numpy, matplotlib.pyplot\n"
 INTERP = 2
 
 
@@ -71,11 +82,32 @@ def timed(w, pb, code, **kw):
     return dt, r
 
 
+def first_call_vs_bare(w, pb, rounds, tag="first"):
+    """Medians (ms) of `rounds` alternating pairs: first_ms, a new
+    INTERPRETER session's first call running IMPORTS (the session closed
+    after it), and bare_ms, /usr/bin/python3 -I -c IMPORTS."""
+    first, bare = [], []
+    subprocess.run(["/usr/bin/python3", "-I", "-c", IMPORTS], check=True)  # warm the cache
+    for i in range(rounds):
+        for kind in (("session", "bare") if i % 2 == 0 else ("bare", "session")):
+            if kind == "bare":
+                t0 = time.perf_counter()
+                subprocess.run(["/usr/bin/python3", "-I", "-c", IMPORTS], check=True)
+                bare.append(time.perf_counter() - t0)
+                continue
+            sid = f"bench-{tag}-{os.getpid()}-{i}"
+            first.append(timed(w, pb, IMPORTS, session_id=sid, session_mode=INTERP)[0])
+            w.call("CloseSession", pb.CloseSessionRequest(session_id=sid))
+    return {"first_ms": statistics.median(first) * 1e3, "bare_ms": statistics.median(bare) * 1e3}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin-dir", default=os.path.join(HERE, "..", "build", "bin"))
     ap.add_argument("--url", help="tcp://HOST:PORT of a running sandboxd (default: start one)")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--json", action="store_true",
+                    help="print the figures as one JSON object instead of text")
     a = ap.parse_args()
     pb = load_pb2(a.bin_dir)
     tmp = tempfile.mkdtemp(prefix="sbx-bench-interp-")
@@ -117,6 +149,11 @@ def main():
                (("first", first), ("second", second), ("stateless", stateless),
                 ("hello_s", hello_s), ("hello_l", hello_l))}
         ratio = med["second"] / med["stateless"]
+        fb = first_call_vs_bare(w, pb, a.rounds)
+        if a.json:
+            print(json.dumps({"rounds": a.rounds, "median_ms": med, "first_call": fb}))
+            w.close()
+            return
         print(f"rounds: {a.rounds}; result of both: {results.pop()}")
         print(f"second call in a session that imported numpy+matplotlib: {med['second']:.1f} ms "
               f"vs the same code stateless: {med['stateless']:.1f} ms -> ratio {ratio:.3f} "
@@ -124,6 +161,10 @@ def main():
         print(f"hello in a session: {med['hello_s']:.1f} ms vs stateless: {med['hello_l']:.1f} ms "
               f"-> ratio {med['hello_s'] / med['hello_l']:.3f}")
         print(f"first call (interpreter start + imports): {med['first']:.1f} ms")
+        r = fb["first_ms"] / fb["bare_ms"]
+        print(f"first call importing numpy, matplotlib.pyplot: {fb['first_ms']:.1f} ms vs bare "
+              f"python3 -I -c: {fb['bare_ms']:.1f} ms -> ratio {r:.3f} "
+              f"(goal <= 0.15: {'met' if r <= 0.15 else 'NOT met'})")
         w.close()
     finally:
         if proc is not None:

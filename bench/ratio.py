@@ -10,6 +10,8 @@ interpreters at the same concurrency, rounds alternating.
 Goal: latency ratio <= 1.10, throughput ratio >= 0.90.
 
 Starts its own sandboxd on defaults (needs root) unless --url is given.
+--json prints the figures as one JSON object; bench/run-all calls
+throughput() itself.
 """
 import argparse
 import concurrent.futures
@@ -59,6 +61,42 @@ def service_throughput(bench, url, script, concurrency, duration):
     return ok / out["elapsed_s"]
 
 
+def latency(bin_dir, url, script, iterations):
+    """Medians (ms) of `iterations` interleaved samples: bare_ms (python3
+    -u), cli_ms (a sandbox-run process per call) and call_ms (p50 of 3 calls
+    from a running sandbox-bench)."""
+    run = [f"{bin_dir}/sandbox-run", "-e", url, script]
+    bare = [PY, "-u", script]
+    for _ in range(3):  # warm caches on both sides
+        timed(run), timed(bare)
+    lat_bare, lat_svc, lat_call = [], [], []
+    bench = [f"{bin_dir}/sandbox-bench", "-e", url, "--concurrency", "1", "--requests", "3",
+             "--json", script]
+    for _ in range(iterations):
+        lat_bare.append(timed(bare))
+        lat_svc.append(timed(run))
+        # The call's own latency, from a client that is already running
+        # (what a service client sees), median of 3 calls on one socket.
+        out = json.loads(subprocess.run(bench, capture_output=True, text=True,
+                                        check=True).stdout)
+        lat_call.append(out["latency_ms"]["p50"] / 1e3)
+    return {k: statistics.median(v) * 1e3
+            for k, v in (("bare_ms", lat_bare), ("cli_ms", lat_svc), ("call_ms", lat_call))}
+
+
+def throughput(bin_dir, url, script, concurrency, duration, rounds):
+    """Means of `rounds` alternating rounds of `duration` s at
+    `concurrency`: bare_rps (python3 -u) and service_rps (sandbox-bench,
+    the server's default runtime)."""
+    tp_bare, tp_svc = [], []
+    for _ in range(rounds):
+        tp_bare.append(bare_throughput(script, concurrency, duration))
+        tp_svc.append(service_throughput(f"{bin_dir}/sandbox-bench", url, script,
+                                         concurrency, duration))
+    return {"bare_rps": statistics.mean(tp_bare), "service_rps": statistics.mean(tp_svc),
+            "concurrency": concurrency}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,6 +105,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=40, help="latency samples of each")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per throughput round")
     ap.add_argument("--rounds", type=int, default=2, help="throughput rounds of each")
+    ap.add_argument("--json", action="store_true",
+                    help="print the figures as one JSON object instead of text")
     a = ap.parse_args()
     bin_dir = os.path.abspath(a.bin_dir)
     script = os.path.join(HERE, "hello.py")
@@ -92,31 +132,14 @@ def main():
                 break
             time.sleep(0.05)
     try:
-        run = [f"{bin_dir}/sandbox-run", "-e", url, script]
-        bare = [PY, "-u", script]
-        for _ in range(3):  # warm caches on both sides
-            timed(run), timed(bare)
-        lat_bare, lat_svc, lat_call = [], [], []
-        bench = [f"{bin_dir}/sandbox-bench", "-e", url, "--concurrency", "1", "--requests", "3",
-                 "--json", script]
-        for _ in range(a.iterations):
-            lat_bare.append(timed(bare))
-            lat_svc.append(timed(run))
-            # The call's own latency, from a client that is already running
-            # (what a service client sees), median of 3 calls on one socket.
-            out = json.loads(subprocess.run(bench, capture_output=True, text=True,
-                                            check=True).stdout)
-            lat_call.append(out["latency_ms"]["p50"] / 1e3)
-        mb, ms = statistics.median(lat_bare) * 1e3, statistics.median(lat_svc) * 1e3
-        mc = statistics.median(lat_call) * 1e3
-
-        tp_bare, tp_svc = [], []
-        for _ in range(a.rounds):
-            tp_bare.append(bare_throughput(script, concurrency, a.duration))
-            tp_svc.append(service_throughput(f"{bin_dir}/sandbox-bench", url, script,
-                                             concurrency, a.duration))
-        tb, ts = statistics.mean(tp_bare), statistics.mean(tp_svc)
-
+        lat = latency(bin_dir, url, script, a.iterations)
+        tp = throughput(bin_dir, url, script, concurrency, a.duration, a.rounds)
+        if a.json:
+            print(json.dumps({"cpus": cpus, "concurrency": concurrency, "latency": lat,
+                              "throughput": tp}))
+            return
+        mb, mc, ms = lat["bare_ms"], lat["call_ms"], lat["cli_ms"]
+        tb, ts = tp["bare_rps"], tp["service_rps"]
         print(f"cpus={cpus} concurrency={concurrency} latency_samples={a.iterations} "
               f"throughput_rounds={a.rounds}x{a.duration:g}s")
         print(f"latency median: bare {mb:.2f} ms, service call {mc:.2f} ms, "

@@ -12,7 +12,8 @@ medians measured side by side, alternating, against bare
   hello:      print("hello"), the same way.                     goal <= 0.30
   throughput: hello world runs per second at concurrency 2 x CPUs, the
               service (python-zygote) over bare interpreters.   goal >= 3
-The cold runtime ("python") is measured too, for reference.
+The cold runtime ("python") is measured too, for reference. --json prints
+the figures as one JSON object; bench/run-all calls measure() itself.
 """
 import argparse
 import concurrent.futures
@@ -98,6 +99,34 @@ def start_server(bin_dir, tmp, preload, workers, max_forks):
     sys.exit(f"zygote.py: sandboxd did not start; see {tmp}/sandboxd.log")
 
 
+def measure(bin_dir, url, scratch, iterations, duration, rounds, concurrency):
+    """The figures of one run against a server started with --zygote:
+    {plot: {bare_ms, zygote_ms, cold_ms}, hello: {...}, throughput:
+    {bare_rps, zygote_rps}}, medians of `iterations` interleaved samples
+    (bare, zygote, cold) and means of `rounds` alternating throughput
+    rounds of `duration` s at `concurrency`; bare runs in `scratch`."""
+    hello, plot = os.path.join(HERE, "hello.py"), os.path.join(HERE, "plot.py")
+    for _ in range(2):  # warm caches and every slot's zygote
+        bare(plot, scratch), bare(hello, scratch)
+        call_latency(bin_dir, url, plot, "python-zygote", n=4)
+    figures = {}
+    for name, script in (("plot", plot), ("hello", hello)):
+        b, z, c = [], [], []
+        for _ in range(iterations):
+            b.append(bare(script, scratch))
+            z.append(call_latency(bin_dir, url, script, "python-zygote"))
+            c.append(call_latency(bin_dir, url, script, "python"))
+        figures[name] = {k: statistics.median(x) * 1e3
+                         for k, x in (("bare_ms", b), ("zygote_ms", z), ("cold_ms", c))}
+    tb, tz = [], []
+    for _ in range(rounds):
+        tb.append(bare_throughput(hello, scratch, concurrency, duration))
+        tz.append(service_throughput(bin_dir, url, hello, "python-zygote", concurrency, duration))
+    figures["throughput"] = {"bare_rps": statistics.mean(tb), "zygote_rps": statistics.mean(tz),
+                             "concurrency": concurrency}
+    return figures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,6 +139,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=15, help="latency samples of each")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per throughput round")
     ap.add_argument("--rounds", type=int, default=2, help="throughput rounds of each")
+    ap.add_argument("--json", action="store_true",
+                    help="print the figures as one JSON object instead of text")
     a = ap.parse_args()
     bin_dir = os.path.abspath(a.bin_dir)
     cpus = os.cpu_count() or 1
@@ -117,42 +148,31 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sbx-zygote-bench-")
     scratch = os.path.join(tmp, "bare")
     os.makedirs(scratch)
-    hello, plot = os.path.join(HERE, "hello.py"), os.path.join(HERE, "plot.py")
     server, url = (None, a.url)
     if url is None:
         if os.geteuid() != 0:
             sys.exit("zygote.py: starting sandboxd needs root (or pass --url)")
         server, url = start_server(bin_dir, tmp, a.preload, a.workers, a.max_forks)
     try:
-        for _ in range(2):  # warm caches and every slot's zygote
-            bare(plot, scratch), bare(hello, scratch)
-            call_latency(bin_dir, url, plot, "python-zygote", n=4)
-        rows = {}
-        for name, script in (("plot", plot), ("hello", hello)):
-            b, z, c = [], [], []
-            for _ in range(a.iterations):
-                b.append(bare(script, scratch))
-                z.append(call_latency(bin_dir, url, script, "python-zygote"))
-                c.append(call_latency(bin_dir, url, script, "python"))
-            rows[name] = tuple(statistics.median(x) * 1e3 for x in (b, z, c))
-        tb, tz = [], []
-        for _ in range(a.rounds):
-            tb.append(bare_throughput(hello, scratch, concurrency, a.duration))
-            tz.append(service_throughput(bin_dir, url, hello, "python-zygote", concurrency,
-                                         a.duration))
-        mb, mz = statistics.mean(tb), statistics.mean(tz)
+        figures = measure(bin_dir, url, scratch, a.iterations, a.duration, a.rounds,
+                          concurrency)
+        info = subprocess.run([f"{bin_dir}/sandbox-run", "-e", url, "--info"],
+                              capture_output=True, text=True).stdout
+        figures["zygotes"] = {k: v for k, v in json.loads(info).items() if "zygote" in k}
+        if a.json:
+            print(json.dumps(figures))
+            return
         print(f"cpus={cpus} concurrency={concurrency} samples={a.iterations} "
               f"throughput_rounds={a.rounds}x{a.duration:g}s preload={a.preload}")
         goals = {"plot": 0.25, "hello": 0.30}
-        for name, (b, z, c) in rows.items():
+        for name in ("plot", "hello"):
+            b, z, c = (figures[name][k] for k in ("bare_ms", "zygote_ms", "cold_ms"))
             print(f"{name}: bare {b:.1f} ms, zygote call {z:.1f} ms, ratio {z / b:.3f} "
                   f"(goal <= {goals[name]}); cold call {c:.1f} ms, ratio {c / b:.3f}")
+        mb, mz = figures["throughput"]["bare_rps"], figures["throughput"]["zygote_rps"]
         print(f"throughput: bare {mb:.1f}/s, zygote service {mz:.1f}/s, ratio {mz / mb:.2f} "
               f"(goal >= 3)")
-        info = subprocess.run([f"{bin_dir}/sandbox-run", "-e", url, "--info"],
-                              capture_output=True, text=True).stdout
-        z = {k: v for k, v in json.loads(info).items() if "zygote" in k}
-        print("zygotes:", json.dumps(z, sort_keys=True))
+        print("zygotes:", json.dumps(figures["zygotes"], sort_keys=True))
     finally:
         if server is not None:
             server.send_signal(signal.SIGTERM)
