@@ -76,7 +76,9 @@ class PythonColumn:
             r = self.client.run_code(self.code)
             samples.append(time.perf_counter() - t0)
             if r.stdout != b"hello\n":
-                raise RuntimeError(f"python: unexpected output {r.stdout!r}")
+                raise RuntimeError(f"python: unexpected output {r.stdout!r} (killed_by "
+                                   f"{r.killed_by}, exit {r.exit_code}, signal {r.signal}, "
+                                   f"stderr {r.stderr[-300:]!r})")
         self.cpu_s += time.process_time() - cpu0
         self.calls += n
         return statistics.median(samples)

@@ -136,7 +136,7 @@ async function main() {
     const cpu = process.cpuUsage(c0);
     const ms = performance.now() - t0;
     tsCpu.push((cpu.user + cpu.system) / 1000);
-    if (r.stdoutText !== "hello\n") throw new Error(`TS client: ${JSON.stringify(r.stdoutText)}`);
+    if (r.stdoutText !== "hello\n") throw new Error(`TS client: ${JSON.stringify(r.stdoutText)} (killed by ${r.killedBy}, exit ${r.exitCode}, stderr ${JSON.stringify(r.stderrText?.slice(-300))})`);
     return ms;
   };
   try {
