@@ -1061,13 +1061,21 @@ def test_processes(bin_dir):
     try:
         # (what, code, flags, check of (rc, out, r), longest wall time in ms)
         cases = [
+            # Held by the process limit, the bomb spins until its timeout,
+            # unless its memory cap (128 MiB) comes first. A fresh-clone CI
+            # run under load saw that once in breakout_piston_processes:
+            # killed_by memory at 3.9 s. Here its 64 processes peak at
+            # 47-61 MiB (with the garbage collector on or off); why that run
+            # went past 128 MiB was not found. Either is containment
+            # (SECURITY.md: "reported memory/timeout"), and the checks after
+            # every case prove nothing is left.
             ("fork bomb", '''
 while True:
     try:
         os.fork()
     except OSError:
         pass
-''', [], lambda rc, out, r: out.get("killed_by") == "timeout", 8000),
+''', [], lambda rc, out, r: out.get("killed_by") in ("timeout", "memory"), 8000),
             ("thread bomb", '''
 import threading, time
 n = 0
