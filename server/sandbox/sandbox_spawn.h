@@ -34,7 +34,7 @@ struct zygote_shown {
   pid_t pid;
   uint64_t generation;
   uint64_t forks;
-  struct timespec started;
+  uint64_t started_ms; /* sbx_monotonic_ms when it was ready */
   char environment[SANDBOX_ZYGOTE_ENVIRONMENT_MAX];
 };
 

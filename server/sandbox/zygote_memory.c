@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "proc_memory.h"
 
 void zygote_shown_init(struct zygote_shown *s) {
@@ -23,13 +24,12 @@ void zygote_shown_destroy(struct zygote_shown *s) {
 }
 
 void zygote_shown_ready(struct zygote_shown *s, pid_t pid, const char *environment) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t now = sbx_monotonic_ms();
   pthread_mutex_lock(&s->mu);
   s->pid = pid;
   s->generation++;
   s->forks = 0;
-  s->started = now;
+  s->started_ms = now;
   snprintf(s->environment, sizeof s->environment, "%s", environment != NULL ? environment : "");
   pthread_mutex_unlock(&s->mu);
 }
@@ -52,7 +52,7 @@ static bool shown_copy(struct zygote_shown *s, struct zygote_shown *copy) {
   copy->pid = s->pid;
   copy->generation = s->generation;
   copy->forks = s->forks;
-  copy->started = s->started;
+  copy->started_ms = s->started_ms;
   memcpy(copy->environment, s->environment, sizeof copy->environment);
   pthread_mutex_unlock(&s->mu);
   return copy->pid != 0;
@@ -63,13 +63,6 @@ static bool shown_still(struct zygote_shown *s, uint64_t generation) {
   bool same = s->pid != 0 && s->generation == generation;
   pthread_mutex_unlock(&s->mu);
   return same;
-}
-
-static uint64_t ms_since(const struct timespec *t) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  int64_t ms = (int64_t)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
-  return ms > 0 ? (uint64_t)ms : 0;
 }
 
 /* Slot's zygote into out: false when there is none, or it ended or was
@@ -88,7 +81,7 @@ static bool read_one(struct zygote_shown *s, unsigned slot, struct sandbox_zygot
                                         .rss_bytes = m.rss_bytes,
                                         .pss_bytes = m.pss_bytes,
                                         .forks = seen.forks,
-                                        .age_ms = ms_since(&seen.started)};
+                                        .age_ms = sbx_monotonic_ms() - seen.started_ms};
   memcpy(out->environment, seen.environment, sizeof out->environment);
   return true;
 }
