@@ -244,13 +244,13 @@ def _split_by_lines(source, filename):
     if isinstance(source, bytes):
         nl, cr, crlf, skip, semi, words = b"\n", b"\r", b"\r\n", b" \t#)]}\r", b";", \
             tuple(w.encode() for w in _COMPOUND)
-        if b"__future__" in source or b"coding" in b"".join(source.split(nl, 2)[:2]):
-            return None
+        future, coding = b"__future__", b"coding"
     else:
         nl, cr, crlf, skip, semi, words = "\n", "\r", "\r\n", " \t#)]}\r", ";", _COMPOUND
-        if "__future__" in source or "coding" in "".join(source.split(nl, 2)[:2]):
-            return None
-    if source.count(cr) != source.count(crlf):
+        future, coding = "__future__", "coding"
+    second = source.find(nl, source.find(nl) + 1)  # the cookie's two lines: no copy of the rest
+    if (future in source or coding in source[:second if second >= 0 else len(source)]
+            or source.count(cr) != source.count(crlf)):
         return None
     i, end, tries = source.count(nl), len(source), 0
     while i >= 0:
