@@ -211,9 +211,6 @@ static int check_session_mode(const Sandbox__V1__RunCodeRequest *req,
     return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
                          "session_mode: INTERPRETER sessions are off on this server "
                          "(--max-interpreters 0)");
-  if (run_runtime_is_zygote(req))
-    return REFUSE("session_mode: INTERPRETER runs its own interpreter; runtime must be "
-                  "\"" RUNTIME_PYTHON "\" (or unset)");
   if (req->n_requirements > 0)
     return REFUSE("requirements: not supported in an INTERPRETER session yet (docs/"
                   "INTERPRETER.md); use a FILES session or a stateless run");

@@ -37,6 +37,52 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+/* The slot's zygote, started or replaced now when it is not ready (on
+ * this thread: the zygote dies with the thread that started it). */
+static void slot_warm_zygote(struct interp *ip) {
+  struct interp_table *t = ip->t;
+  pthread_mutex_lock(&t->warm_lock);
+  t->warm_zygote(t->warm_arg, ip->slot);
+  pthread_mutex_unlock(&t->warm_lock);
+}
+
+/* The slot's whole life: each interpreter is one sandbox_run, here; in
+ * between, the slot's zygote is kept ready (with t->zygote). */
+static void *slot_thread(void *arg) {
+  struct interp *ip = arg;
+  pthread_mutex_lock(&ip->mu);
+  for (;;) {
+    while (!ip->go && !ip->warm && !ip->quit)
+      pthread_cond_wait(&ip->cv, &ip->mu);
+    if (ip->go) {
+      ip->go = false;
+      pthread_mutex_unlock(&ip->mu);
+      struct sandbox_result result = {0};
+      struct sandbox_error se = {0};
+      int rc = sandbox_run(ip->t->engine, ip->slot, &ip->spec, &result, &se);
+      uint64_t one = 1;
+      ssize_t w = write(ip->done, &one, sizeof one);
+      (void)w;
+      pthread_mutex_lock(&ip->mu);
+      ip->rc = rc;
+      ip->result = result;
+      ip->err = se;
+      ip->ran = true;
+      pthread_cond_broadcast(&ip->cv);
+      ip->warm = ip->warm || atomic_load(&ip->t->zygotes_wanted);
+    } else if (ip->quit) {
+      break;
+    } else {
+      ip->warm = false;
+      pthread_mutex_unlock(&ip->mu);
+      slot_warm_zygote(ip);
+      pthread_mutex_lock(&ip->mu);
+    }
+  }
+  pthread_mutex_unlock(&ip->mu);
+  return NULL;
+}
+
 int interp_table_init(struct interp_table *t, struct sandbox_engine *engine, unsigned first_slot,
                       unsigned n, uid_t uid_base, uint64_t idle_ms, uint64_t lifetime_ms,
                       uint64_t grace_ms) {
@@ -51,26 +97,41 @@ int interp_table_init(struct interp_table *t, struct sandbox_engine *engine, uns
   t->items = calloc(n > 0 ? n : 1, sizeof(*t->items));
   if (t->items == NULL)
     return -1;
+  pthread_mutex_init(&t->lock, NULL);
+  pthread_cond_init(&t->changed, NULL);
+  pthread_mutex_init(&t->warm_lock, NULL);
+  t->ready = true;
   for (unsigned i = 0; i < n; i++) {
     struct interp *ip = &t->items[i];
     ip->t = t;
     ip->slot = first_slot + i;
     ip->ctl = ip->child_end = ip->cancel = ip->done = ip->pidfd = -1;
+    pthread_mutex_init(&ip->mu, NULL);
+    pthread_cond_init(&ip->cv, NULL);
   }
-  pthread_mutex_init(&t->lock, NULL);
-  pthread_cond_init(&t->changed, NULL);
-  t->ready = true;
+  for (unsigned i = 0; i < n; i++) {
+    struct interp *ip = &t->items[i];
+    if (pthread_create(&ip->thread, NULL, slot_thread, ip) != 0) {
+      interp_table_destroy(t);
+      return -1;
+    }
+    ip->thread_up = true;
+  }
   return 0;
 }
 
-/* The interpreter's whole life: one sandbox_run, on a thread of its own. */
-static void *interp_thread(void *arg) {
-  struct interp *ip = arg;
-  ip->rc = sandbox_run(ip->t->engine, ip->slot, &ip->spec, &ip->result, &ip->err);
-  uint64_t one = 1;
-  ssize_t w = write(ip->done, &one, sizeof one);
-  (void)w;
-  return NULL;
+/* The first python-zygote interpreter: from now on every slot keeps a
+ * zygote ready (each on its own thread, one at a time). */
+static void want_zygotes(struct interp_table *t) {
+  if (atomic_exchange(&t->zygotes_wanted, true))
+    return;
+  for (unsigned i = 0; i < t->n; i++) {
+    struct interp *ip = &t->items[i];
+    pthread_mutex_lock(&ip->mu);
+    ip->warm = true;
+    pthread_cond_signal(&ip->cv);
+    pthread_mutex_unlock(&ip->mu);
+  }
 }
 
 bool interp_process_ended(const struct interp *ip) {
@@ -86,7 +147,10 @@ void interp_process_join(struct interp *ip, bool kill) {
     ssize_t w = write(ip->cancel, &one, sizeof one);
     (void)w;
   }
-  pthread_join(ip->thread, NULL);
+  pthread_mutex_lock(&ip->mu);
+  while (!ip->ran)
+    pthread_cond_wait(&ip->cv, &ip->mu);
+  pthread_mutex_unlock(&ip->mu);
   ip->joined = true;
 }
 
@@ -281,6 +345,9 @@ static void process_spec(struct interp *ip, const struct interp_start *st) {
       .stdin_fd = ip->child_end,
       .network = ip->lease != NULL ? SANDBOX_NETWORK_PROXY : SANDBOX_NETWORK_NONE,
       .netns_fd = ip->lease != NULL ? ip->lease->netns_fd : -1,
+      /* A zygote's runs share its network namespace and its mounts. */
+      .zygote = st->zygote && ip->t->zygote && ip->t->warm_zygote != NULL && ip->lease == NULL &&
+                n_mounts == 0,
   };
   memset(&ip->result, 0, sizeof ip->result);
   memset(&ip->err, 0, sizeof ip->err);
@@ -345,14 +412,15 @@ static int process_start(struct interp *ip, const struct interp_start *st, struc
     return -1;
   }
   process_spec(ip, st);
-  int e = pthread_create(&ip->thread, NULL, interp_thread, ip);
-  if (e != 0) {
-    ip->alive = true; /* what process_channels took, freed as a stopped process's */
-    ip->joined = true;
-    ip->rc = -1;
-    interp_process_stop(ip);
-    return sbx_error_set(err, SBX_INTERNAL, e, "interpreter thread");
-  }
+  if (ip->spec.zygote)
+    want_zygotes(ip->t);
+  /* The slot's thread runs it (and may first finish starting the slot's
+   * zygote: the wait for ready covers that too). */
+  pthread_mutex_lock(&ip->mu);
+  ip->ran = false;
+  ip->go = true;
+  pthread_cond_signal(&ip->cv);
+  pthread_mutex_unlock(&ip->mu);
   ip->joined = false;
   ip->alive = true;
   ip->started_ms = sbx_monotonic_ms();
@@ -455,8 +523,18 @@ void interp_table_destroy(struct interp_table *t) {
     disown(ip, NULL);
     pthread_mutex_unlock(&t->lock);
     interp_process_stop(ip);
+    if (ip->thread_up) {
+      pthread_mutex_lock(&ip->mu);
+      ip->quit = true;
+      pthread_cond_signal(&ip->cv);
+      pthread_mutex_unlock(&ip->mu);
+      pthread_join(ip->thread, NULL);
+    }
+    pthread_mutex_destroy(&ip->mu);
+    pthread_cond_destroy(&ip->cv);
   }
   free(t->items);
+  pthread_mutex_destroy(&t->warm_lock);
   pthread_mutex_destroy(&t->lock);
   pthread_cond_destroy(&t->changed);
   t->ready = false;

@@ -6,6 +6,10 @@
  * A call hands it a cell with the call's own stdin, stdout and stderr, and
  * waits for its answer under the call's limits.
  *
+ * Each slot has a thread of its own for the server's life: it runs the
+ * slot's interpreters one after another (one sandbox_run each) and owns
+ * the slot's zygote, which must outlive no thread that started it.
+ *
  * At most n interpreters live at once: a session that needs one when all
  * are taken ends the least recently used idle one (its session is told on
  * its next call). One ends too when idle past idle_ms, older than
@@ -40,6 +44,16 @@ struct interp_table {
   uid_t uid_base;        /* the engine's: slot s runs as uid_base + s */
   struct egress *egress; /* the runs' proxy (runner.h), for sessions with allow_net */
   uint64_t idle_ms, lifetime_ms, grace_ms;
+  /* The engine has zygotes (--zygote). From the first interpreter asked
+   * for with runtime python-zygote on (zygotes_wanted), each slot keeps one
+   * ready: started by warm_zygote(warm_arg, slot) on the slot's own thread,
+   * one slot at a time (warm_lock), and again after each interpreter ends.
+   * A server whose sessions never ask for one pays nothing for them. */
+  bool zygote;
+  void (*warm_zygote)(void *warm_arg, unsigned slot);
+  void *warm_arg;
+  atomic_bool zygotes_wanted;
+  pthread_mutex_t warm_lock;
   bool ready;
   atomic_uint_fast64_t starts, evictions, lost;
 };
@@ -62,6 +76,10 @@ struct interp_start {
   const struct egress_allow *allow;
   const char *run_id, *tenant;
   int tenant_index;
+  /* Fork the interpreter from its slot's zygote (runtime python-zygote,
+   * docs/ZYGOTE.md): it starts with the preload imported. Not with allow
+   * nor mounts (then it starts fresh, as such a run does). */
+  bool zygote;
 };
 
 /* One cell: the code (valid UTF-8), argv after the script's name, the
@@ -99,7 +117,7 @@ struct interp_outcome {
 int interp_table_init(struct interp_table *t, struct sandbox_engine *engine, unsigned first_slot,
                       unsigned n, uid_t uid_base, uint64_t idle_ms, uint64_t lifetime_ms,
                       uint64_t grace_ms);
-/* Stops every interpreter. */
+/* Stops every interpreter, and the slots' threads. */
 void interp_table_destroy(struct interp_table *t);
 
 /* For a call of session s (reserved by the call): the engine slot its

@@ -21,11 +21,18 @@ struct interp {
   bool busy;
   atomic_bool alive; /* a process was started and not yet stopped */
   uint64_t started_ms, last_used_ms;
-  /* The process, while alive (the busy holder's, or the stopper's). */
+  /* The slot's thread (interp.c, slot_thread): under mu, go hands it a
+   * process to run, ran says that run is over (rc, result and err are
+   * then complete), warm asks for the slot's zygote, quit ends it. */
   pthread_t thread;
+  bool thread_up;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool go, ran, warm, quit;
+  /* The process, while alive (the busy holder's, or the stopper's). */
   int ctl, child_end, cancel, done, pidfd;
   int rc;
-  bool joined; /* its thread is joined: stopping only frees */
+  bool joined; /* its run is over: stopping only frees */
   struct sandbox_result result;
   struct sandbox_error err;
   struct sandbox_spec spec;

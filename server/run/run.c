@@ -126,6 +126,7 @@ static int run_in_interpreter(struct runner *r, const struct run_call *call, str
       .run_id = sc->run_id,
       .tenant = call->tenant != NULL ? call->tenant->name : "-",
       .tenant_index = call->tenant != NULL ? (int)call->tenant->index : -1,
+      .zygote = run_runtime_is_zygote(req),
   };
   struct interp_cell cell = {
       .code = sc->code,
@@ -142,6 +143,10 @@ static int run_in_interpreter(struct runner *r, const struct run_call *call, str
   if (interp_run(&r->interps, call->session, &start, &cell, &sc->result, &sc->interp, err) < 0)
     return -1;
   sc->have_result = true;
+  /* Started fresh, not from the zygote: a door to the proxy is its own
+   * network namespace (interp.c). */
+  sc->zygote_as_cold =
+      start.zygote && sc->interp.started && start.allow != NULL && start.allow->n > 0;
   sc->has_egress = sc->interp.has_egress;
   sc->egress = sc->interp.egress;
   atomic_fetch_add(&r->runs_total, 1);

@@ -123,6 +123,11 @@ static int start_run_egress(struct runner *r, struct sbx_error *err) {
   return 0;
 }
 
+/* An interpreter slot's (interp.h, warm_zygote). */
+static void warm_interp_zygote(void *arg, unsigned slot) {
+  runner_warm_zygote(arg, slot);
+}
+
 int runner_start(struct runner *r, const struct server_settings *s, struct sandbox_engine *engine,
                  const struct egress_config *egress_cfg, struct sbx_error *err) {
   r->settings = s;
@@ -147,6 +152,9 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
                         (uint64_t)s->interpreter_grace_ms) < 0)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "interpreters");
   r->interps.egress = &r->egress;
+  r->interps.zygote = s->zygote;
+  r->interps.warm_zygote = warm_interp_zygote;
+  r->interps.warm_arg = r;
   if (open_sessions(r, err) < 0)
     return -1;
   r->installer.settings = s;
@@ -215,11 +223,11 @@ int runner_warm_zygote(struct runner *r, unsigned slot) {
   struct sandbox_error se = {0};
   int rv = sandbox_zygote_warm(r->engine, slot, &se);
   unsigned long long ms = (unsigned long long)(sbx_monotonic_ms() - t0);
-  if (rv == 0) {
+  if (rv == 1)
     log_line("zygote_warm", "slot=%u ms=%llu preload=\"%s\"", slot, ms,
              r->settings->zygote_preload);
+  if (rv >= 0)
     return 0;
-  }
   /* The first line names the module and Python's error (zygote_main.c);
    * the traceback after it stays in the engine's message, which
    * python-zygote runs answer with. */

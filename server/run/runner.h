@@ -147,10 +147,11 @@ void runner_stop(struct runner *r, bool failed);
  * detaches the workspaces of ended ones. */
 void runner_tick(struct runner *r);
 
-/* With --zygote, on the worker's thread as it starts: the slot's zygote
- * started, one log line (event=zygote_warm with how long it took, or
- * event=zygote_warm_failed with the engine's reason). 0 or -1; never
- * fatal: python runs do not need it. */
+/* With --zygote, on the slot's own thread (a worker's as it starts, an
+ * interpreter slot's between its interpreters): the slot's zygote started
+ * when it is not ready, with one log line (event=zygote_warm with how long
+ * it took, or event=zygote_warm_failed with the engine's reason). 0 or -1;
+ * never fatal: python runs do not need it. */
 int runner_warm_zygote(struct runner *r, unsigned slot);
 
 #endif

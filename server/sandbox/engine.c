@@ -374,8 +374,8 @@ static int validate_spec(const struct sandbox_spec *spec, struct sandbox_error *
     return sandbox_error_set(err, EINVAL, "cwd must be an absolute path inside the sandbox");
   if (spec->n_mounts > SANDBOX_MAX_EXTRA_MOUNTS)
     return sandbox_error_set(err, E2BIG, "at most %d extra mounts", SANDBOX_MAX_EXTRA_MOUNTS);
-  if (spec->stdin_fd > 0 && (spec->zygote || spec->stdin_len > 0))
-    return sandbox_error_set(err, EINVAL, "stdin_fd: not with zygote or stdin_data");
+  if (spec->stdin_fd > 0 && spec->stdin_len > 0)
+    return sandbox_error_set(err, EINVAL, "stdin_fd: not with stdin_data");
   /* The network profile never falls back to the host's namespace: without
    * a namespace of the caller's, it is refused. */
   if (spec->network > SANDBOX_NETWORK_PROXY)

@@ -114,13 +114,15 @@ struct sandbox_spec {
   const struct sandbox_stream *stream; /* NULL: output only in the result, no cancel */
   /* Fork the run from the slot's zygote (docs/ZYGOTE.md): a Python that
    * has imported the engine's preload list. argv must then be
-   * "/usr/bin/python3 [-u] SCRIPT [ARGS...]"; the same isolation, the
-   * program is that script run by the zygote's interpreter. Needs an
-   * engine made with zygote.enabled; never with network. */
+   * "/usr/bin/python3 [-u] SCRIPT [ARGS...]" (that script run by the
+   * zygote's interpreter) or "/usr/bin/python3 [-u] -c
+   * SANDBOX_CELL_LOADER kernel" (sandboxd_cell's kernel, an interpreter
+   * session's: docs/INTERPRETER.md); the same isolation. Needs an engine
+   * made with zygote.enabled; never with network. */
   bool zygote;
   /* > 0: the program's stdin is this descriptor (a socket for a
    * conversation with a long-lived program, docs/INTERPRETER.md) instead
-   * of a pipe fed stdin_data, which must then be empty. Not with zygote. */
+   * of a pipe fed stdin_data, which must then be empty. */
   int stdin_fd;
   /* With zygote and mounts: what the mounts are (a requirements
    * environment's id), shown with the zygote started for them
@@ -228,8 +230,9 @@ int sandbox_run(struct sandbox_engine *engine, unsigned slot, const struct sandb
 void sandbox_result_free(struct sandbox_result *result);
 
 /* Zygotes (docs/ZYGOTE.md). warm starts the slot's zygote for runs
- * without extra mounts, if it is not running, on the slot's thread; 0 or
- * -1 with err. stats may be called from any thread. */
+ * without extra mounts, if it is not running (or is due for replacement),
+ * on the slot's thread: 1 when it started one, 0 when one was ready, -1
+ * with err. stats may be called from any thread. */
 int sandbox_zygote_warm(struct sandbox_engine *engine, unsigned slot, struct sandbox_error *err);
 void sandbox_zygote_stats(struct sandbox_engine *engine, struct sandbox_zygote_stats *out);
 /* Each ready zygote's memory, by slot, into out (at most max entries; one

@@ -129,10 +129,15 @@ int zygote_check_spec(const struct sandbox_engine *e, const struct sandbox_spec 
     return sandbox_error_set(err, EINVAL, "a zygote runs /usr/bin/python3 only, not %.64s", a[0]);
   while (a[i] != NULL && strcmp(a[i], "-u") == 0)
     i++;
+  /* sandboxd_cell's kernel (an interpreter session's), exactly. */
+  if (a[i] != NULL && strcmp(a[i], "-c") == 0 && a[i + 1] != NULL &&
+      strcmp(a[i + 1], SANDBOX_CELL_LOADER) == 0 && a[i + 2] != NULL &&
+      strcmp(a[i + 2], "kernel") == 0 && a[i + 3] == NULL)
+    return 0;
   if (a[i] == NULL || a[i][0] != '/')
     return sandbox_error_set(err, EINVAL,
                              "a zygote runs \"python3 [-u] SCRIPT [ARGS...]\" with an absolute "
-                             "SCRIPT; other options are not supported");
+                             "SCRIPT, or sandboxd_cell's kernel; other options are not supported");
   return 0;
 }
 
@@ -436,7 +441,7 @@ int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_
     clock_gettime(CLOCK_MONOTONIC, &z->failed_at);
     return sandbox_error_wrap(err, "slot %u", slot);
   }
-  return 0;
+  return 1;
 }
 
 int zygote_send_run(struct sandbox_engine *e, unsigned slot, const struct child_args *a,

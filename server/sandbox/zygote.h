@@ -14,9 +14,9 @@ void zygote_engine_release(struct sandbox_engine *e);
  * /usr/); 0 or -1 with err. */
 int zygote_check_spec(const struct sandbox_engine *e, const struct sandbox_spec *spec,
                       struct sandbox_error *err);
-/* A running zygote for spec's extra mounts in slot: the one there, or a
- * fresh one when there is none, it died, it is due for recycling or it
- * was built for other mounts. */
+/* A running zygote for spec's extra mounts in slot: the one there (0), or
+ * a fresh one (1) when there is none, it died, it is due for recycling or
+ * it was built for other mounts; -1 with err. */
 int zygote_ensure(struct sandbox_engine *e, unsigned slot, const struct sandbox_spec *spec,
                   struct sandbox_error *err);
 /* Hands a run to the slot's zygote: a's plan, argv, environment and

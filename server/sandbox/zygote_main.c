@@ -87,8 +87,11 @@ static const char bootstrap[] =
     "    gc.collect()\n"
     "    gc.freeze()\n"
     "    return ''\n"
+    /* argv: [SCRIPT, ARGS...], or ['-c', loader, 'kernel'] for
+     * sandboxd_cell's kernel over /workspace (an interpreter session). */
     "def run(argv, env):\n"
-    "    script = argv[0]\n"
+    "    kernel = argv[0] == '-c'\n"
+    "    script = '/workspace/main.py' if kernel else argv[0]\n"
     "    os.environ.clear()\n"
     "    for kv in env:\n"
     "        k, _, v = kv.partition('=')\n"
@@ -102,6 +105,8 @@ static const char bootstrap[] =
     "        sys.modules['numpy.random'].seed()\n"
     /* Argv, __main__, the exit status, tracebacks and SystemExit as
      * python3 SCRIPT has them; -2: an uncaught KeyboardInterrupt. */
+    "    if kernel:\n"
+    "        return cell.kernel()\n"
     "    return cell.script(list(argv))\n";
 
 #define FIRST_STACK_SIZE (256 * 1024)
@@ -381,7 +386,8 @@ __attribute__((noreturn)) static void run_program(struct zygote *z, const struct
   /* Python again, after the confinement: its at-fork handlers are code
    * of the preload's packages (os.register_at_fork). */
   PyOS_AfterFork_Child();
-  /* argv is "/usr/bin/python3 [-u] SCRIPT [ARGS...]" (checked by the engine). */
+  /* argv is "/usr/bin/python3 [-u] SCRIPT [ARGS...]" or "... -c LOADER
+   * kernel" (checked by the engine, zygote_check_spec). */
   size_t i = 1;
   while (run->argv[i] != NULL && strcmp(run->argv[i], "-u") == 0)
     i++;

@@ -47,6 +47,12 @@ names sessions of its own gets them in interpreter mode; they are closed
 before its checks too. The verdicts are the same; the few expectations an
 interpreter changes are adapted where the case is, each with its reason.
 
+With SBX_BREAKOUT_MODE=interpreter-zygote (ctest's
+breakout_interpreter_zygote_* entries) both at once: servers with --zygote,
+every case against an INTERPRETER session with runtime "python-zygote",
+whose interpreter is forked from its interpreter slot's zygote
+(docs/INTERPRETER.md). The expectations of both flavors hold.
+
 Attack programs print one JSON object; the host side compares it with what
 the isolation promises (docs/SECURITY.md has the map from family to group).
 
@@ -94,8 +100,9 @@ from lib.harness import Server as ServiceServer, check, free_port
 from lib.uids import BLOCK as UID_BLOCK
 
 FRONT = os.environ.get("SBX_BREAKOUT_FRONT", "")
-ZYGOTE = os.environ.get("SBX_BREAKOUT_MODE", "") == "zygote"
-INTERP = os.environ.get("SBX_BREAKOUT_MODE", "") == "interpreter"
+MODE = os.environ.get("SBX_BREAKOUT_MODE", "")
+ZYGOTE = MODE in ("zygote", "interpreter-zygote")
+INTERP = MODE in ("interpreter", "interpreter-zygote")
 HOOK = os.environ.get("SBX_BREAKOUT_PACKAGE", "") == "hook"
 POLICY = os.environ.get("SBX_BREAKOUT_NET", "") == "policy"
 POLICY_ENTRY = "127.0.0.1:1"  # allowed, and nothing is there

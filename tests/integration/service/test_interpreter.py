@@ -35,8 +35,17 @@ Tests (test_<name>, ctest service_<name>):
                          still interrupted at its timeout; garbage or an
                          oversized frame ends the interpreter (the reply
                          says so); the server goes on
+  interpreter_zygote     runtime python-zygote: from the first such
+                         session on (none before), each interpreter slot
+                         keeps a zygote; a session's interpreter is forked
+                         from its slot's (the preload imported at the
+                         first call), as its slot's uid; state, figures, the
+                         timeout's interrupt and the session's memory cap
+                         as a fresh one's; with allow_net a fresh one (the
+                         feedback says so); close leaves only the zygotes
   interpreter_refused    bad session_mode values, INTERPRETER without a
-                         session, with python-zygote, with requirements,
+                         session, with requirements, python-zygote on a
+                         server without --zygote,
                          against a FILES session, and with
                          --max-interpreters 0: clear errors, nothing runs,
                          the server goes on
@@ -652,8 +661,6 @@ def test_interpreter_refused(bin_dir, check):
             ({"session_mode": INTERP}, INVALID_ARGUMENT, "INTERPRETER needs a session_id"),
             ({"session_mode": 7, "session_id": "r"}, INVALID_ARGUMENT,
              "session_mode: 7 is not a session mode"),
-            ({"session_mode": INTERP, "session_id": "r", "runtime": "python-zygote"},
-             INVALID_ARGUMENT, "runtime must be"),
             ({"session_mode": INTERP, "session_id": "r", "requirements": ["six"]},
              INVALID_ARGUMENT, "requirements: not supported in an INTERPRETER session"),
         ]
@@ -683,6 +690,9 @@ def test_interpreter_refused(bin_dir, check):
     s = InterpServer(bin_dir, "--workers", "1", "--max-interpreters", "0")
     c = Caller(s, pb)
     try:
+        st, msg, _ = c.run("1\n", session_id="y", session_mode=INTERP, runtime="python-zygote")
+        check(st == INVALID_ARGUMENT and "needs a server started with --zygote" in msg,
+              "python-zygote without --zygote: INVALID_ARGUMENT", (st, msg))
         st, msg, _ = c.run("1\n", session_id="z", session_mode=INTERP)
         check(st == FAILED_PRECONDITION and "--max-interpreters 0" in msg,
               "--max-interpreters 0: FAILED_PRECONDITION", (st, msg))
@@ -695,3 +705,99 @@ def test_interpreter_refused(bin_dir, check):
                        text=True, timeout=10)
     check(p.returncode == 2 and "max-interpreters" in p.stderr,
           "a negative --max-interpreters stops the start", (p.returncode, p.stderr))
+
+
+# ---- interpreters forked from a zygote (runtime python-zygote) ----
+
+def zygotes_by_slot(c):
+    return {z.slot: z for z in c.info().zygote_memory}
+
+
+def test_interpreter_zygote(bin_dir, check):
+    pb = load_pb2(bin_dir)
+    s = InterpServer(bin_dir, "--workers", "1", "--max-interpreters", "2", "--zygote",
+                     "--interpreter-grace-ms", "700", "--egress-allow", "127.0.0.1:1")
+    c = Caller(s, pb)
+    zyg = {"session_mode": INTERP, "runtime": "python-zygote"}
+    try:
+        # Interpreter slots start zygotes only once a session asks for one.
+        deadline = time.monotonic() + 120
+        while set(zygotes_by_slot(c)) != {0} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        c.ok("1\n", session_id="first-cold", session_mode=INTERP)
+        check(set(zygotes_by_slot(c)) == {0},
+              "before any python-zygote interpreter: the worker's zygote only",
+              zygotes_by_slot(c))
+        c.close_session("first-cold")
+        loaded = "import sys\n[m for m in ('numpy', 'matplotlib.pyplot') if m in sys.modules]\n"
+        r = c.ok(loaded, session_id="z", **zyg)
+        check(r.exit_code == 0 and r.result == "['numpy', 'matplotlib.pyplot']"
+              and r.session_created, "the first call finds the preload imported", (r.result,
+              r.stderr[-300:]))
+        # From then on every interpreter slot keeps one ready.
+        while set(zygotes_by_slot(c)) != {0, 1, 2} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        forks = {k: z.forks for k, z in zygotes_by_slot(c).items()}
+        check(set(forks) == {0, 1, 2} and forks[0] == 0 and sorted((forks[1], forks[2])) == [0, 1],
+              "both interpreter slots' zygotes ready; the interpreter was forked from its "
+              "slot's, not the worker's", forks)
+        r = c.ok(loaded, session_id="cold", session_mode=INTERP)
+        check(r.result == "[]", "runtime python on the same server: a fresh interpreter",
+              r.result)
+        ra, rb = c.cell("z", WHO), c.cell("cold", WHO)
+        (ua, pa), (ub, _) = eval(ra.result), eval(rb.result)
+        check(ua != ub and {ua, ub} == {s.uid_base + 1, s.uid_base + 2},
+              "each runs as its interpreter slot's uid", (ua, ub))
+        check(len(pa) <= 3, "it sees only its own processes", pa)
+        c.cell("z", "x = 41\n")
+        r = c.cell("z", "x + 1\n")
+        check(r.result == "42" and not r.state_lost, "the state lives between calls", r.result)
+        r = c.cell("z", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\n")
+        check(r.exit_code == 0 and [a.mime for a in r.artifacts] == ["image/png"]
+              and r.artifacts[0].content[:8] == b"\x89PNG\r\n\x1a\n",
+              "plt.show() in the forked interpreter comes back as a PNG",
+              ([a.relative_path for a in r.artifacts], r.stderr[-300:]))
+        r = c.cell("z", "import time\nprint('before', flush=True)\ntime.sleep(30)\n",
+                   limits={"timeout_ms": 1000, "cpu_time_ms": 60000})
+        check(r.killed_by == TIMEOUT and r.exit_code == 130 and b"KeyboardInterrupt" in r.stderr
+              and not r.interpreter_ended, "a timeout interrupts the cell, the interpreter lives",
+              (r.killed_by, r.exit_code, r.stderr[-300:], list(r.feedback)))
+        r = c.cell("z", "x\n")
+        check(r.result == "41" and not r.state_lost, "state kept after the interrupt", r.result)
+        # The session's memory cap holds what the forked interpreter writes.
+        cap = {"memory_bytes": 150 * MIB, "timeout_ms": 20000}
+        fill = "{0} = bytearray(60 << 20)\nfor i in range(0, len({0}), 4096): {0}[i] = 1\n"
+        r = c.ok(fill.format("a"), session_id="m", limits=cap, **zyg)
+        r = c.cell("m", fill.format("b"), limits=cap)
+        check(r.exit_code == 0 and r.killed_by == NONE, "120 MiB fit in 150 MiB",
+              (r.killed_by, r.stderr[-300:]))
+        r = c.cell("m", fill.format("c"), limits=cap)
+        check(r.killed_by == MEMORY and r.interpreter_ended,
+              "a third 60 MiB: killed at the session's cap", (r.killed_by, list(r.feedback)))
+        r = c.ok(loaded, session_id="m", limits=cap, runtime="python-zygote")
+        check(r.state_lost and r.result == "['numpy', 'matplotlib.pyplot']",
+              "the next call starts another from the zygote (the state was lost)",
+              (r.state_lost, r.result, list(r.feedback)))
+        # allow_net: its own network namespace, so a fresh interpreter.
+        r = c.ok(loaded, session_id="net", allow_net=["127.0.0.1:1"], **zyg)
+        check(r.result == "[]" and "runs in a fresh interpreter" in fb(r),
+              "python-zygote with allow_net: a fresh interpreter, and the feedback says so",
+              (r.result, list(r.feedback)))
+        c.close_session("net")
+        c.cell("z", "import subprocess\n"
+                    "p = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n")
+        check(any("sleep 1000" in line for line in interp_processes(s, 1, 2)),
+              "a background process lives between calls")
+        for sid in ("z", "cold", "m"):
+            check(c.close_session(sid)[0] == OK, f"session {sid} closed")
+        time.sleep(0.5)
+        left = [line for line in interp_processes(s, 1, 2) if "sandbox-zygote" not in line]
+        check(left == [], "after close only the slots' zygotes are left", left)
+        r = c.ok(loaded, session_id="again", **zyg)
+        check(r.result == "['numpy', 'matplotlib.pyplot']", "a new session forks again",
+              r.result)
+    finally:
+        c.close()
+        check(s.stop() == 0, "server exits 0")
+    check(slot_processes(s.uid_base, 4) == {}, "nothing left after the server stopped",
+          slot_processes(s.uid_base, 4))
