@@ -255,11 +255,18 @@ class Server(ServiceServer):
             # The first call: the case's limits and files, code of its own.
             # A request the server refuses is refused here already: that
             # answer is the case's.
-            rc, first = super().run("first_call = True\n", *flags, "--session", sid,
+            # With python-zygote it says whether the interpreter was forked
+            # from the zygote (the preload is imported there).
+            rc, first = super().run("import sys\nfirst_call = 'numpy' in sys.modules\n"
+                                    "print(first_call)\n", *flags, "--session", sid,
                                     "--session-mode", "interpreter", stdin=b"", timeout=timeout,
                                     prelude=False)
             if first.get("status") != "OK" or first.get("exit_code") != 0:
                 return rc, first
+            if ZYGOTE:
+                check(first.get("stdout") == "True\n",
+                      "interpreter-zygote: the session's interpreter was forked from its "
+                      "slot's zygote (numpy preloaded)", first.get("stdout"))
             return super().run(code, *flags, "--session", sid, stdin=stdin, timeout=timeout,
                                prelude=prelude)
         finally:
