@@ -1,9 +1,10 @@
 /* jsonrpc.c: one JSON-RPC 2.0 message in, its answer out: parsing
  * (jansson, duplicate keys refused), telling requests, notifications and
  * responses apart, the errors of JSON-RPC, and MCP's methods: initialize
- * (version negotiation), ping, tools/list, tools/call. Stateless: no
- * message depends on an earlier one, so the same server answers a stdio
- * session and unrelated HTTP requests alike. */
+ * (version negotiation), ping, tools/list, tools/call, resources/list,
+ * resources/read, resources/templates/list. No message needs an earlier
+ * one, so the same server answers a stdio session and unrelated HTTP
+ * requests alike (resources/list shows what earlier calls ran in). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@ void mcp_settings_default(struct mcp_settings *s) {
       .max_attached_bytes = 4 << 20,
       .preview_default_bytes = 16 << 10,
       .preview_max_bytes = 1 << 20,
+      .max_read_bytes = 4 << 20,
   };
 }
 
@@ -60,6 +62,7 @@ mcp_server *mcp_server_new(sbxc_client *client, const struct mcp_settings *setti
   }
   s->client = client;
   s->settings = *settings;
+  pthread_mutex_init(&s->lock, NULL);
   return s;
 }
 
@@ -67,30 +70,26 @@ void mcp_server_free(mcp_server *s) {
   if (s == NULL)
     return;
   json_decref(s->tools);
+  pthread_mutex_destroy(&s->lock);
   free(s);
 }
 
-/* {"jsonrpc":"2.0","id":id,"error":{code,message}}; id NULL: null. */
-static json_t *error_response(const json_t *id, int code, const char *message) {
-  return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
-                   id != NULL ? id : json_null(), "error", "code", code, "message", message);
+/* {"jsonrpc":"2.0","id":id,"error":{code,message,data}}; id NULL: null;
+ * data (borrowed) NULL: none. */
+static json_t *error_response(const json_t *id, int code, const char *message, json_t *data) {
+  return json_pack("{s:s, s:O, s:{s:i, s:s, s:O*}}", "jsonrpc", "2.0", "id",
+                   id != NULL ? id : json_null(), "error", "code", code, "message", message, "data",
+                   data);
 }
 
 char *mcp_error_text(int code, const char *message) {
-  json_t *r = error_response(NULL, code, message);
+  json_t *r = error_response(NULL, code, message, NULL);
   char *text = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL;
   json_decref(r);
   return text;
 }
 
-/* A failed request: the JSON-RPC code and message. */
-struct rpc_error {
-  int code;
-  char message[MCP_ERR_MAX];
-};
-
-__attribute__((format(printf, 3, 4))) static json_t *fail(struct rpc_error *e, int code,
-                                                          const char *fmt, ...) {
+json_t *mcp_fail(struct mcp_rpc_error *e, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(e->message, sizeof(e->message), fmt, ap);
@@ -99,25 +98,26 @@ __attribute__((format(printf, 3, 4))) static json_t *fail(struct rpc_error *e, i
   return NULL;
 }
 
-static json_t *initialize(const json_t *params, struct rpc_error *e) {
+static json_t *initialize(const json_t *params, struct mcp_rpc_error *e) {
   const json_t *v = json_object_get(params, "protocolVersion");
   if (!json_is_string(v))
-    return fail(e, MCP_INVALID_PARAMS, "initialize: params.protocolVersion must be a string");
+    return mcp_fail(e, MCP_INVALID_PARAMS, "initialize: params.protocolVersion must be a string");
   const char *version = mcp_negotiate_version(json_string_value(v));
-  return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
-                   "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "sandboxd",
-                   "title", "sandboxd code sandbox", "version", SANDBOXD_VERSION, "instructions",
+  return json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
+                   version, "capabilities", "tools", "listChanged", 0, "resources", "subscribe", 0,
+                   "listChanged", 0, "serverInfo", "name", "sandboxd", "title",
+                   "sandboxd code sandbox", "version", SANDBOXD_VERSION, "instructions",
                    instructions);
 }
 
-static json_t *tools_call(mcp_server *s, const json_t *params, struct rpc_error *e) {
+static json_t *tools_call(mcp_server *s, const json_t *params, struct mcp_rpc_error *e) {
   const json_t *name = json_object_get(params, "name");
   const json_t *args = json_object_get(params, "arguments");
   if (!json_is_string(name))
-    return fail(e, MCP_INVALID_PARAMS, "tools/call: params.name must be a string (the tool)");
+    return mcp_fail(e, MCP_INVALID_PARAMS, "tools/call: params.name must be a string (the tool)");
   if (args != NULL && !json_is_object(args))
-    return fail(e, MCP_INVALID_PARAMS, "tools/call: params.arguments must be an object, not %s",
-                mcp_json_type(args));
+    return mcp_fail(e, MCP_INVALID_PARAMS, "tools/call: params.arguments must be an object, not %s",
+                    mcp_json_type(args));
   json_t *empty = args == NULL ? json_object() : NULL;
   bool unknown;
   json_t *result = mcp_tools_call(s, json_string_value(name), json_string_length(name),
@@ -126,12 +126,12 @@ static json_t *tools_call(mcp_server *s, const json_t *params, struct rpc_error 
   if (unknown) {
     char q[80];
     mcp_quote(json_string_value(name), json_string_length(name), q, sizeof(q));
-    return fail(e, MCP_INVALID_PARAMS,
-                "Unknown tool: %s (the tools are run_code, list_session_files, preview_file, "
-                "close_session)",
-                q);
+    return mcp_fail(e, MCP_INVALID_PARAMS,
+                    "Unknown tool: %s (the tools are run_code, list_session_files, preview_file, "
+                    "close_session)",
+                    q);
   }
-  return result != NULL ? result : fail(e, MCP_INTERNAL_ERROR, "out of memory");
+  return result != NULL ? result : mcp_fail(e, MCP_INTERNAL_ERROR, "out of memory");
 }
 
 static bool method_is(const json_t *method, const char *name) {
@@ -142,11 +142,11 @@ static bool method_is(const json_t *method, const char *name) {
 /* The result of request method (a JSON string: it may hold a NUL), or
  * NULL with e. */
 static json_t *dispatch(mcp_server *s, const json_t *method, const json_t *params,
-                        struct rpc_error *e) {
+                        struct mcp_rpc_error *e) {
   json_t *r;
   if (params != NULL && !json_is_object(params))
-    return fail(e, MCP_INVALID_PARAMS, "Invalid params: \"params\" must be an object, not %s",
-                mcp_json_type(params));
+    return mcp_fail(e, MCP_INVALID_PARAMS, "Invalid params: \"params\" must be an object, not %s",
+                    mcp_json_type(params));
   if (method_is(method, "initialize"))
     r = initialize(params, e);
   else if (method_is(method, "ping"))
@@ -155,15 +155,21 @@ static json_t *dispatch(mcp_server *s, const json_t *method, const json_t *param
     r = json_pack("{s:O}", "tools", s->tools);
   else if (method_is(method, "tools/call"))
     return tools_call(s, params, e);
+  else if (method_is(method, "resources/list"))
+    return mcp_resources_list(s, params, e);
+  else if (method_is(method, "resources/read"))
+    return mcp_resources_read(s, params, e);
+  else if (method_is(method, "resources/templates/list"))
+    r = mcp_resource_templates_list();
   else {
     char q[80];
     mcp_quote(json_string_value(method), json_string_length(method), q, sizeof(q));
-    return fail(e, MCP_METHOD_NOT_FOUND, "Method not found: %s", q);
+    return mcp_fail(e, MCP_METHOD_NOT_FOUND, "Method not found: %s", q);
   }
-  return r != NULL || e->code != 0 ? r : fail(e, MCP_INTERNAL_ERROR, "out of memory");
+  return r != NULL || e->code != 0 ? r : mcp_fail(e, MCP_INTERNAL_ERROR, "out of memory");
 }
 
-static enum mcp_outcome refuse(struct rpc_error *e, const char *message) {
+static enum mcp_outcome refuse(struct mcp_rpc_error *e, const char *message) {
   e->code = MCP_INVALID_REQUEST;
   snprintf(e->message, sizeof(e->message), "Invalid Request: %s", message);
   return MCP_REFUSED;
@@ -172,7 +178,7 @@ static enum mcp_outcome refuse(struct rpc_error *e, const char *message) {
 /* What a parsed message is: a request (*method, *params set), or not, with
  * the outcome and (for MCP_REFUSED) the error in e. */
 static enum mcp_outcome classify(const json_t *msg, const json_t **method, const json_t **params,
-                                 struct rpc_error *e) {
+                                 struct mcp_rpc_error *e) {
   const json_t *id = json_object_get(msg, "id"), *m = json_object_get(msg, "method");
   const json_t *version = json_object_get(msg, "jsonrpc");
   *params = json_object_get(msg, "params");
@@ -193,7 +199,7 @@ static enum mcp_outcome classify(const json_t *msg, const json_t **method, const
 
 /* The answer to a parsed message (NULL for none), and the outcome. */
 static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcome) {
-  struct rpc_error e = {0};
+  struct mcp_rpc_error e = {0};
   const json_t *method = NULL;
   const json_t *params = NULL, *id = json_object_get(msg, "id");
   if (!json_is_object(msg)) {
@@ -201,17 +207,21 @@ static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcom
     return error_response(NULL, MCP_INVALID_REQUEST,
                           json_is_array(msg) ? "Invalid Request: batches are not supported (one "
                                                "message per line or POST)"
-                                             : "Invalid Request: a message is a JSON object");
+                                             : "Invalid Request: a message is a JSON object",
+                          NULL);
   }
   *outcome = classify(msg, &method, &params, &e);
   if (*outcome == MCP_NO_ANSWER)
     return NULL;
   bool id_ok = json_is_string(id) || json_is_integer(id);
   if (*outcome == MCP_REFUSED)
-    return error_response(id_ok ? id : NULL, e.code, e.message);
+    return error_response(id_ok ? id : NULL, e.code, e.message, NULL);
   json_t *result = dispatch(s, method, params, &e);
-  if (result == NULL)
-    return error_response(id, e.code, e.message);
+  if (result == NULL) {
+    json_t *reply = error_response(id, e.code, e.message, e.data);
+    json_decref(e.data);
+    return reply;
+  }
   return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
 }
 
@@ -227,7 +237,7 @@ int mcp_handle_message(mcp_server *s, const char *text, size_t len, char **respo
     text_printable(jerr.text, strlen(jerr.text), why, sizeof(why), false);
     snprintf(message, sizeof(message), "Parse error: %s (at byte %d)", why, jerr.position);
     *outcome = MCP_REFUSED;
-    reply = error_response(NULL, MCP_PARSE_ERROR, message);
+    reply = error_response(NULL, MCP_PARSE_ERROR, message, NULL);
   } else {
     reply = answer(s, msg, outcome);
     json_decref(msg);

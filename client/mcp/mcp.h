@@ -3,12 +3,15 @@
  *
  * The core is transport-free: one message's text in, the response's text
  * out (or none, for a notification). It serves the tools run_code,
- * list_session_files, preview_file and close_session by calling a sandboxd
- * through the C client (sandbox_client.h), so it runs wherever a client
- * does: in sandbox-mcp (stdio) and behind the server's HTTP listener
- * (/mcp, mcp_http_handle). It keeps no state between messages (no
- * initialize handshake is required before tools/call, which makes the HTTP
- * front stateless) and may be called from several threads at once.
+ * list_session_files, preview_file and close_session, and the files of
+ * sessions as resources (resources/list, resources/read,
+ * resources/templates/list), by calling a sandboxd through the C client
+ * (sandbox_client.h), so it runs wherever a client does: in sandbox-mcp
+ * (stdio) and behind the server's HTTP listener (/mcp, mcp_http_handle).
+ * No message needs an earlier one (no initialize handshake is required
+ * before tools/call, which makes the HTTP front stateless); the one thing
+ * it remembers is which session ids it has run code in, for
+ * resources/list. It may be called from several threads at once.
  *
  * Everything a run produced is hostile: output is capped and made valid
  * UTF-8 before it becomes text, artifact names are escaped where they are
@@ -41,10 +44,11 @@ struct mcp_settings {
   size_t max_attached_bytes;    /* all images and resources of one result */
   size_t preview_default_bytes; /* preview_file without max_bytes */
   size_t preview_max_bytes;     /* the largest max_bytes preview_file takes */
+  size_t max_read_bytes;        /* one file resources/read sends */
 };
 
 /* The defaults: 64 KiB per stream, 1 MiB per image, 256 KiB per resource,
- * 4 MiB in all, previews of 16 KiB up to 1 MiB. */
+ * 4 MiB in all, previews of 16 KiB up to 1 MiB, 4 MiB per resources/read. */
 void mcp_settings_default(struct mcp_settings *s);
 
 typedef struct mcp_server mcp_server;

@@ -1,21 +1,55 @@
 /* mcp_internal.h: what the files of the MCP core share: the server, the
- * argument checks (args.c), the content blocks (content.c) and the tools
- * (tools.c, run_code.c, result.c, session_tools.c). Not installed. */
+ * argument checks (args.c), the content blocks (content.c), the tools
+ * (tools.c, run_code.c, result.c, session_tools.c) and the resources
+ * (resources.c). Not installed. */
 #ifndef SBX_MCP_INTERNAL_H
 #define SBX_MCP_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "mcp.h"
 
+/* The sessions resources/list shows: the ones run_code ran in (or
+ * resources/read read) through this server, at most this many, the oldest
+ * forgotten first. Ids only: whose they are, the server decides on each
+ * ListFiles (another tenant's id answers NOT_FOUND and is not listed). */
+#define MCP_KNOWN_SESSIONS_MAX 256
+
+struct mcp_known_session {
+  char id[65];
+  uint64_t seq; /* the order they were first seen in: resources/list's cursor */
+};
+
 struct mcp_server {
   sbxc_client *client;
   struct mcp_settings settings;
-  json_t *tools; /* the tools/list array, built once from tools.c's table */
+  json_t *tools;        /* the tools/list array, built once from tools.c's table */
+  pthread_mutex_t lock; /* known, n_known, next_seq: tool calls run on several threads */
+  struct mcp_known_session known[MCP_KNOWN_SESSIONS_MAX];
+  size_t n_known;
+  uint64_t next_seq;
 };
+
+/* A failed request: the JSON-RPC error's code, message and data (owned;
+ * NULL: none). */
+struct mcp_rpc_error {
+  int code;
+  char message[1024];
+  json_t *data;
+};
+
+/* e filled (message from fmt); returns NULL, for "return mcp_fail(...)". */
+json_t *mcp_fail(struct mcp_rpc_error *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* MCP's error for a resource that does not exist (or is not the caller's). */
+#define MCP_RESOURCE_NOT_FOUND (-32002)
+/* Ours: a resource over struct mcp_settings' max_read_bytes. */
+#define MCP_RESOURCE_TOO_LARGE (-32003)
 
 /* Messages for the model name the argument ("arguments.files[1].path"):
  * WHERE_MAX bounds those names, ERR_MAX the messages. */
@@ -110,5 +144,13 @@ json_t *mcp_tool_close_session(mcp_server *s, const json_t *args);
 
 /* result.c: a RunCode result (any status) as a CallToolResult. */
 json_t *mcp_run_result(const mcp_server *s, const struct sbxc_result *r);
+
+/* --- resources.c: the files of sessions as resources ------------------ */
+
+/* Remembers session id (NULL or "" : nothing) for resources/list. */
+void mcp_sessions_note(mcp_server *s, const char *id);
+json_t *mcp_resources_list(mcp_server *s, const json_t *params, struct mcp_rpc_error *e);
+json_t *mcp_resources_read(mcp_server *s, const json_t *params, struct mcp_rpc_error *e);
+json_t *mcp_resource_templates_list(void);
 
 #endif

@@ -270,6 +270,8 @@ json_t *mcp_tool_run_code(mcp_server *s, const json_t *args) {
   struct sbxc_result r;
   sbxc_run_code(s->client, req, &r);
   sbxc_request_free(req);
+  if (r.status == SBXC_OK)
+    mcp_sessions_note(s, r.session_id); /* for resources/list */
   json_t *out = mcp_run_result(s, &r);
   sbxc_result_free(&r);
   return out;
