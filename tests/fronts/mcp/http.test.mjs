@@ -14,6 +14,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 import { toolCases } from "./cases.mjs";
+import { resourceCases } from "./resource_cases.mjs";
 import { Sandboxd } from "./lib.mjs";
 
 let server;
@@ -36,6 +37,7 @@ after(async () => {
 });
 
 toolCases(() => ({ client, server }), "http");
+resourceCases(() => ({ client, server }), "http");
 
 const JSON_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 const init = (version = "2025-11-25") => JSON.stringify({

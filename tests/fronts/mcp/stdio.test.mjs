@@ -13,6 +13,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
 
 import { toolCases } from "./cases.mjs";
+import { resourceCases } from "./resource_cases.mjs";
 import { binDir, RawMcp, Sandboxd } from "./lib.mjs";
 
 let server;
@@ -34,6 +35,7 @@ after(async () => {
 });
 
 toolCases(() => ({ client, server }), "stdio");
+resourceCases(() => ({ client, server }), "stdio");
 
 test("stdio: the SDK negotiated its latest revision, which the server speaks", () => {
   assert.equal(LATEST_PROTOCOL_VERSION, "2025-11-25");

@@ -333,12 +333,42 @@ def mcp_sessions(s):
                   and texts(a).replace(sids[other], "ID") == texts(b).replace(nobody, "ID"),
                   f"tenant {name}: {what} of {other}'s session answers as an id nobody has",
                   (a, b))
+    mcp_resources(s, sids, nobody)
     # The owner's session survived the other's close_session.
     out = sdk_client(s, KEY_A, [{"name": "run_code", "arguments": {
         "code": "print(open('owner.txt').read())", "session_id": sids["a"]}}])
     check(structured((out.get("results") or [{}])[0]).get("stdout") == "a\n",
           "a's session is still there after b's close_session of its id", out)
     s.sids = sids
+
+
+def mcp_resources(s, sids, nobody):
+    """resources/list and resources/read on the one /mcp server both tenants
+    used: each lists its own sessions' files only, and another's file URI
+    answers -32002 as one of a session nobody has."""
+    def uri(sid):
+        return f"sandbox://sessions/{sid}/owner.txt"
+    for name, key, other in (("a", KEY_A, "b"), ("b", KEY_B, "a")):
+        out = sdk_client(s, key, [{"list": True}, {"read": uri(sids[name])},
+                                  {"read": uri(sids[other])}, {"read": uri(nobody)}])
+        res = out.get("results", [])
+        if not check(len(res) == 4, f"SDK client, tenant {name}: resources, four calls", out):
+            return
+        listed = [r.get("uri") for r in res[0].get("resources", [])]
+        check(uri(sids[name]) in listed and uri("demo") in listed
+              and not any(sids[other] in u for u in listed),
+              f"tenant {name}: resources/list has its own sessions' files, none of {other}'s",
+              listed)
+        contents = res[1].get("contents") or [{}]
+        check(contents[0].get("text") == name and contents[0].get("mimeType") == "text/plain",
+              f"tenant {name}: resources/read of its own file", res[1])
+        theirs, unknown = res[2].get("error") or {}, res[3].get("error") or {}
+        check(theirs.get("code") == -32002 and (theirs.get("data") or {}).get("uri") == uri(
+            sids[other]) and theirs.get("message") == unknown.get("message") and (
+            theirs["data"].get("reason", "").replace(sids[other], "ID")
+            == (unknown.get("data") or {}).get("reason", "").replace(nobody, "ID")),
+              f"tenant {name}: resources/read of {other}'s file is -32002 like a session "
+              "nobody has", (theirs, unknown))
 
 
 def mcp_refusals(s):
