@@ -127,6 +127,11 @@ const char *mcp_image_type(const uint8_t *d, size_t n, const char *mime) {
   return NULL;
 }
 
+bool mcp_svg_name(const char *path) {
+  size_t n = strlen(path);
+  return n >= 4 && strcasecmp(path + n - 4, ".svg") == 0;
+}
+
 bool mcp_is_text(const uint8_t *data, size_t len) {
   if (len == 0) /* data may be NULL then */
     return true;

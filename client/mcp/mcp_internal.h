@@ -118,6 +118,9 @@ int mcp_base64_decode(const char *in, size_t len, uint8_t **out, size_t *out_len
 /* The image type of data by its bytes (PNG, JPEG, GIF, WebP; SVG when the
  * name says SVG and the text has an <svg element), or NULL. */
 const char *mcp_image_type(const uint8_t *data, size_t len, const char *mime);
+/* A name ending in .svg (any case): what lets mcp_image_type call text
+ * an SVG image. */
+bool mcp_svg_name(const char *path);
 /* Valid UTF-8 with no NUL byte. */
 bool mcp_is_text(const uint8_t *data, size_t len);
 /* sandbox://KIND/ID/PATH with ID and every byte of PATH that is not

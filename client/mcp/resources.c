@@ -267,8 +267,8 @@ static int parse_uri(const char *uri, size_t len, struct file_uri *u, struct mcp
           0 ||
       percent_decode(path, (size_t)(end - path), u->path, sizeof(u->path), &u->path_len) < 0)
     return mcp_fail(e, MCP_INVALID_PARAMS,
-                    "resources/read: %s is malformed: a bad %%-escape, or a character a URI "
-                    "holds only %%-encoded; the form is %s",
+                    "resources/read: %s is malformed: a bad %%-escape, a character a URI holds "
+                    "only %%-encoded, or too long; the form is %s",
                     q, uri_form),
            -1;
   if (mcp_check_session_id("the URI's session id", u->session, u->session_len, why, sizeof(why)) <
@@ -341,30 +341,21 @@ static json_t *read_whole(mcp_server *s, const char *uri, const struct file_uri 
   return json_true();
 }
 
-static bool svg_name(const char *path) {
-  size_t n = strlen(path);
-  return n >= 4 && strcasecmp(path + n - 4, ".svg") == 0;
-}
-
 /* The ReadResourceResult of the file's bytes: images by their bytes as
  * blobs of their type, other valid UTF-8 as text, the rest as blobs. */
 static json_t *read_contents(const char *uri, const struct file_uri *u, const uint8_t *data,
                              size_t len) {
-  const char *svg = svg_name(u->path) ? "image/svg+xml" : NULL;
+  const char *svg = mcp_svg_name(u->path) ? "image/svg+xml" : NULL;
   const char *image = mcp_image_type(data, len, svg);
   bool text = mcp_is_text(data, len) && (image == NULL || svg != NULL);
   const char *mime = image != NULL ? image : text ? "text/plain" : "application/octet-stream";
-  json_t *body;
-  if (text) {
-    body = sbxc_json_text(data, len);
-  } else {
-    char *b64 = mcp_base64(data, len);
-    body = b64 != NULL ? json_string(b64) : NULL;
-    free(b64);
-  }
-  return body != NULL ? json_pack("{s:[{s:s, s:s, s:o}]}", "contents", "uri", uri, "mimeType", mime,
-                                  text ? "text" : "blob", body)
-                      : NULL;
+  /* A tool result's embedded resource holds the same {uri, mimeType,
+   * text|blob}. */
+  json_t *block = mcp_resource_block(uri, mime, data, len, text);
+  json_t *r =
+      block != NULL ? json_pack("{s:[O]}", "contents", json_object_get(block, "resource")) : NULL;
+  json_decref(block);
+  return r;
 }
 
 json_t *mcp_resources_read(mcp_server *s, const json_t *params, struct mcp_rpc_error *e) {

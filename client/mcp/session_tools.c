@@ -124,11 +124,6 @@ struct preview {
   bool eof;
 };
 
-static bool svg_name(const char *path) {
-  size_t n = strlen(path);
-  return n >= 4 && strcasecmp(path + n - 4, ".svg") == 0;
-}
-
 /* Reads length bytes at p->offset into p (freeing what it held). */
 static int read_part(mcp_server *s, struct preview *p, uint64_t length, int *status, char *err,
                      size_t errlen) {
@@ -143,7 +138,7 @@ static int read_part(mcp_server *s, struct preview *p, uint64_t length, int *sta
  * second read failed: *failed). */
 static json_t *preview_image(mcp_server *s, struct preview *p, int *status, char *err,
                              size_t errlen, bool *failed) {
-  const char *mime = svg_name(p->path) ? "image/svg+xml" : NULL;
+  const char *mime = mcp_svg_name(p->path) ? "image/svg+xml" : NULL;
   if (p->offset != 0 || p->size > s->settings.max_image_bytes)
     return NULL;
   const char *type = mcp_image_type(p->data, p->len, mime);

@@ -16,7 +16,7 @@ import { PLOT, texts } from "./lib.mjs";
 const CAP = 4 << 20;
 
 /* A session with: output/notes.txt (UTF-8 text), output/plot.png (PLOT),
- * output/data.bin (the 256 byte values), big.txt (one byte over the cap),
+ * output/data.bin (the 256 byte values), s.svg, big.txt (one byte over the cap),
  * sub/many/f000..f119 (a page's worth), sub/deep/er/a.txt, and link.txt (a
  * symlink to /etc/passwd). */
 const SETUP = [
@@ -24,6 +24,7 @@ const SETUP = [
   "import os",
   "open('output/notes.txt', 'w', encoding='utf-8').write('h\u00e9llo\\n')",
   "open('output/data.bin', 'wb').write(bytes(range(256)))",
+  "open('s.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')",
   `open('big.txt', 'w').write('x' * ${CAP + 1})`,
   "os.makedirs('sub/many'); os.makedirs('sub/deep/er')",
   "[open(f'sub/many/f{i:03d}', 'w').write(str(i)) for i in range(120)]",
@@ -96,7 +97,7 @@ export function resourceCases(ctx, label) {
     assert.match(bad.message, /cursor/);
   });
 
-  test(`${label}: resources/read: text as text, a PNG and binary as blobs`, async () => {
+  test(`${label}: resources/read: text as text, a PNG and binary as blobs, an SVG as text`, async () => {
     const { client } = ctx();
     let r = await client.readResource({ uri: uri("output/notes.txt") });
     assert.deepEqual(r.contents, [{ uri: uri("output/notes.txt"), mimeType: "text/plain", text: "h\u00e9llo\n" }]);
@@ -110,6 +111,8 @@ export function resourceCases(ctx, label) {
     r = await client.readResource({ uri: uri("output/data.bin") });
     assert.equal(r.contents[0].mimeType, "application/octet-stream");
     assert.deepEqual([...Buffer.from(r.contents[0].blob, "base64")], [...Array(256).keys()]);
+    r = await client.readResource({ uri: uri("s.svg") });
+    assert.deepEqual(r.contents[0], { uri: uri("s.svg"), mimeType: "image/svg+xml", text: '<svg xmlns="http://www.w3.org/2000/svg"/>' });
   });
 
   test(`${label}: resources/read: a file over the cap is refused naming the cap`, async () => {
