@@ -7,7 +7,8 @@
  * cap (-32003 naming it), a missing file, an unknown, a closed and a run's
  * (session-less) workspace (-32002 with the URI in data), malformed URIs,
  * "..", absolute paths and a symlink (-32602). Another tenant's session is
- * tests/fronts/tenants (test_tenants_mcp). ctx() gives {client, server}. */
+ * tests/fronts/tenants (test_tenants_mcp). The limits: 256 files of a
+ * session listed, directories 8 deep. ctx() gives {client, server}. */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -95,6 +96,31 @@ export function resourceCases(ctx, label) {
     const bad = await rpcError(client.listResources({ cursor: "not-a-cursor" }));
     assert.equal(bad.code, -32602);
     assert.match(bad.message, /cursor/);
+  });
+
+  test(`${label}: resources/list: at most 256 files of a session, directories 8 deep`, async () => {
+    const { client } = ctx();
+    const run = async (code) => {
+      const r = await client.callTool({ name: "run_code", arguments: { code, session_mode: "files" } });
+      assert.equal(r.isError, false, texts(r));
+      return r.structuredContent.session_id;
+    };
+    const many = await run("import os\nos.makedirs('many')\nfor i in range(300): open(f'many/f{i:03d}', 'w').write('')\n");
+    const deep = await run([
+      "import os",
+      "os.makedirs('1/2/3/4/5/6/7/8')",
+      "open('1/2/3/4/5/6/7/seven.txt', 'w').write('7')",
+      "open('1/2/3/4/5/6/7/8/eight.txt', 'w').write('8')",
+      "",
+    ].join("\n"));
+    const { resources } = await listAll(client);
+    const of = (id) => resources.filter((x) => x.uri.startsWith(`sandbox://sessions/${id}/`)).map((x) => x.uri);
+    assert.equal(of(many).length, 256, "a session's files are cut at 256");
+    assert.ok(of(deep).includes(uri("1/2/3/4/5/6/7/seven.txt", deep)), "a file 7 directories deep is listed");
+    assert.ok(!of(deep).includes(uri("1/2/3/4/5/6/7/8/eight.txt", deep)), "8 directories deep is not");
+    const r = await client.readResource({ uri: uri("1/2/3/4/5/6/7/8/eight.txt", deep) });
+    assert.equal(r.contents[0].text, "8", "but it is read by its URI");
+    for (const id of [many, deep]) await client.callTool({ name: "close_session", arguments: { session_id: id } });
   });
 
   test(`${label}: resources/read: text as text, a PNG and binary as blobs, an SVG as text`, async () => {
