@@ -4,9 +4,13 @@
  * (timed, the whole process tree gone, CancelRun sent once), by leaving a
  * for-await early, and while queued (it never runs), NOT_FOUND, runCode
  * cancelled by its run id, the outcome's errors, --max-watchers full, and a
- * fleet (watch and cancel go where the start went). Needs root. uid bases
+ * fleet (watch and cancel go where the start went), and the streaming
+ * example (examples/stream_cancel.ts) run as a user runs it. Needs root. uid bases
  * 42000-42199 (docs in helpers/sandboxd.ts). */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import path from "node:path";
+import { promisify } from "node:util";
 import { after, before, test } from "node:test";
 
 import {
@@ -19,7 +23,7 @@ import {
   type RunResult,
   type RunStream,
 } from "../src/index.js";
-import { freePort, processesOfUids, rejection, Sandboxd, waitFor } from "./helpers/sandboxd.js";
+import { freePort, processesOfUids, rejection, repoRoot, Sandboxd, waitFor } from "./helpers/sandboxd.js";
 
 const UID_A = 42000;
 const WORKERS_A = 2;
@@ -439,4 +443,20 @@ test("a fleet: each stream's watches and cancel go to the server its start went 
       await s.cleanup();
     }
   }
+});
+
+test("the streaming example (examples/stream_cancel.ts) shows lines as they come, then cancels", { timeout: 90000 }, async () => {
+  const example = path.join(repoRoot, "client/typescript/dist/examples/stream_cancel.js");
+  const { stdout } = await promisify(execFile)(process.execPath, [example, a.tcp, "3"], { timeout: 60000 });
+  const lines = stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(lines.slice(0, 3).map((l) => l.line), ["line 0", "line 1", "line 2"], stdout);
+  const end = lines[3]!;
+  assert.equal(lines.length, 4, stdout);
+  assert.equal(end.end, true);
+  assert.equal(end.killedBy, "cancelled", "leaving the loop cancelled the run");
+  const printed = end.linesPrinted as number;
+  assert.ok(printed >= 3 && printed < 100, `cancelled soon after the third line, not after 500 (${printed} printed)`);
+  assert.ok((end.wallTimeMs as number) < 30000, `the run ended at the cancel, not at its end (${String(end.wallTimeMs)} ms)`);
+  assert.ok(a.log().split("\n").some((l) => l.includes(`event=run run_id=${String(end.runId)} `) && l.includes("killed_by=cancelled")),
+    "the server logged the run as cancelled");
 });
