@@ -6,7 +6,7 @@
 # servers and need root: without it, exit 77 (skipped), which CI refuses.
 set -euo pipefail
 if [ $# -ne 2 ]; then
-  echo "usage: run-tests.sh BIN_DIR stdio|http" >&2
+  echo "usage: run-tests.sh BIN_DIR stdio|http|example" >&2
   exit 2
 fi
 bin_dir=$(cd "$1" && pwd)
@@ -17,5 +17,9 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77
 fi
 ./install.sh
+if [ "$group" = example ]; then
+  # The example's own dependencies, from its lockfile, as its user installs them.
+  ../../../scripts/npm-ci ../../../examples/mcp
+fi
 export SANDBOXD_BIN_DIR="$bin_dir"
 exec node --test --test-concurrency=1 "$group.test.mjs"
