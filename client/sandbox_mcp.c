@@ -5,7 +5,10 @@
  * sandboxd endpoints given (--endpoint or -e, repeatable: a fleet). The protocol is
  * client/mcp/ (mcp.h); this file is the transport: framing, the size cap
  * of a message, and a fixed set of threads started here (--concurrency) so
- * that an agent's parallel tool calls run side by side. Every call carries
+ * that an agent's parallel tool calls run side by side; notifications
+ * (progress) are written from those threads under the same lock as
+ * answers, and a notifications/cancelled is taken on the reading thread
+ * (client/mcp/calls.c). Every call carries
  * the tenant's API key (--api-key, else $SANDBOX_API_KEY: cli_endpoints.h). A message over the
  * cap or one that is not JSON gets a JSON-RPC error, and serving goes on.
  * Exits 0 at the end of stdin (after answering what was read), 1 when
@@ -39,7 +42,9 @@ static void usage(FILE *out) {
           "message per line, with the tools run_code, list_session_files, preview_file and\n"
           "close_session and the sessions' files as resources (sandbox://sessions/ID/PATH),\n"
           "run by sandboxd at URL (default tcp://127.0.0.1:7878, or\n"
-          "$SANDBOX_URL, comma-separated). Several --endpoint form a fleet. Logs go to stderr.\n"
+          "$SANDBOX_URL, comma-separated). Several --endpoint form a fleet. A run_code call\n"
+          "with a progressToken gets its output as notifications/progress; notifications/\n"
+          "cancelled cancels its run. Logs go to stderr.\n"
           "  --endpoint URL, -e URL   a sandboxd endpoint (prefer --endpoint: the MCP\n"
           "                           Inspector takes -e for itself)\n"
           "  --concurrency N          tool calls served at once (default 4)\n"
@@ -202,6 +207,11 @@ static bool write_line(struct serve *sv, const char *text) {
   return ok;
 }
 
+/* A notification from the server (progress), from any thread. */
+static void notify_line(void *arg, const char *line) {
+  write_line(arg, line);
+}
+
 static void answer(struct serve *sv, struct job *job) {
   char *response = NULL;
   enum mcp_outcome outcome = MCP_REFUSED;
@@ -349,6 +359,10 @@ static int read_messages(struct serve *sv) {
       rc = kind == END ? 0 : -1;
       break;
     }
+    /* A cancellation is taken here: the threads may all be busy with the
+     * calls it cancels. */
+    if (kind == LINE && mcp_take_cancel(sv->mcp, line, len))
+      continue;
     bool blank = false;
     struct job job = kind == LINE ? job_of(line, len, &blank) : (struct job){NULL, 0};
     if (kind == LINE && !blank && job.text == NULL)
@@ -370,6 +384,7 @@ static int serve(mcp_server *mcp, const struct options *o) {
   size_t n = 0;
   pthread_mutex_init(&sv.lock, NULL);
   pthread_cond_init(&sv.changed, NULL);
+  mcp_server_set_notify(mcp, notify_line, &sv);
   while (n < (size_t)o->concurrency && pthread_create(&threads[n], NULL, serve_thread, &sv) == 0)
     n++;
   int rc = n > 0 ? read_messages(&sv) : -1;
@@ -381,6 +396,7 @@ static int serve(mcp_server *mcp, const struct options *o) {
   pthread_mutex_unlock(&sv.lock);
   for (size_t i = 0; i < n; i++)
     pthread_join(threads[i], NULL);
+  mcp_server_set_notify(mcp, NULL, NULL);
   pthread_mutex_destroy(&sv.lock);
   pthread_cond_destroy(&sv.changed);
   return rc < 0 || sv.stdout_gone ? 1 : 0;

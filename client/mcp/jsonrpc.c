@@ -63,6 +63,8 @@ mcp_server *mcp_server_new(sbxc_client *client, const struct mcp_settings *setti
   s->client = client;
   s->settings = *settings;
   pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->calls_lock, NULL);
+  pthread_cond_init(&s->calls_changed, NULL);
   return s;
 }
 
@@ -71,6 +73,8 @@ void mcp_server_free(mcp_server *s) {
     return;
   json_decref(s->tools);
   pthread_mutex_destroy(&s->lock);
+  pthread_mutex_destroy(&s->calls_lock);
+  pthread_cond_destroy(&s->calls_changed);
   free(s);
 }
 
@@ -110,7 +114,8 @@ static json_t *initialize(const json_t *params, struct mcp_rpc_error *e) {
                    instructions);
 }
 
-static json_t *tools_call(mcp_server *s, const json_t *params, struct mcp_rpc_error *e) {
+static json_t *tools_call(mcp_server *s, struct mcp_call *call, const json_t *params,
+                          struct mcp_rpc_error *e) {
   const json_t *name = json_object_get(params, "name");
   const json_t *args = json_object_get(params, "arguments");
   if (!json_is_string(name))
@@ -120,7 +125,7 @@ static json_t *tools_call(mcp_server *s, const json_t *params, struct mcp_rpc_er
                     mcp_json_type(args));
   json_t *empty = args == NULL ? json_object() : NULL;
   bool unknown;
-  json_t *result = mcp_tools_call(s, json_string_value(name), json_string_length(name),
+  json_t *result = mcp_tools_call(s, call, json_string_value(name), json_string_length(name),
                                   args != NULL ? args : empty, &unknown);
   json_decref(empty);
   if (unknown) {
@@ -141,8 +146,8 @@ static bool method_is(const json_t *method, const char *name) {
 
 /* The result of request method (a JSON string: it may hold a NUL), or
  * NULL with e. */
-static json_t *dispatch(mcp_server *s, const json_t *method, const json_t *params,
-                        struct mcp_rpc_error *e) {
+static json_t *dispatch(mcp_server *s, struct mcp_call *call, const json_t *method,
+                        const json_t *params, struct mcp_rpc_error *e) {
   json_t *r;
   if (params != NULL && !json_is_object(params))
     return mcp_fail(e, MCP_INVALID_PARAMS, "Invalid params: \"params\" must be an object, not %s",
@@ -154,7 +159,7 @@ static json_t *dispatch(mcp_server *s, const json_t *method, const json_t *param
   else if (method_is(method, "tools/list"))
     r = json_pack("{s:O}", "tools", s->tools);
   else if (method_is(method, "tools/call"))
-    return tools_call(s, params, e);
+    return tools_call(s, call, params, e);
   else if (method_is(method, "resources/list"))
     return mcp_resources_list(s, params, e);
   else if (method_is(method, "resources/read"))
@@ -216,7 +221,16 @@ static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcom
   bool id_ok = json_is_string(id) || json_is_integer(id);
   if (*outcome == MCP_REFUSED)
     return error_response(id_ok ? id : NULL, e.code, e.message, NULL);
-  json_t *result = dispatch(s, method, params, &e);
+  struct mcp_call call;
+  mcp_call_begin(s, &call, id, params);
+  json_t *result = dispatch(s, &call, method, params, &e);
+  if (mcp_call_end(s, &call)) {
+    /* Cancelled (notifications/cancelled): no answer, as the spec asks. */
+    json_decref(result);
+    json_decref(e.data);
+    *outcome = MCP_NO_ANSWER;
+    return NULL;
+  }
   if (result == NULL) {
     json_t *reply = error_response(id, e.code, e.message, e.data);
     json_decref(e.data);

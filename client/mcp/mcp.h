@@ -59,6 +59,18 @@ mcp_server *mcp_server_new(sbxc_client *client, const struct mcp_settings *setti
                            size_t errlen);
 void mcp_server_free(mcp_server *s);
 
+/* A transport that keeps a connection (stdio) gives the server a way to
+ * send notifications (notify gets one JSON-RPC message, without its
+ * newline; it may be called from any thread, so it serializes writes).
+ * Then tools/call requests with params._meta.progressToken get
+ * notifications/progress with the run's output as it comes, and
+ * notifications/cancelled cancels a call's run and drops its answer. */
+void mcp_server_set_notify(mcp_server *s, void (*notify)(void *arg, const char *line), void *arg);
+/* On the transport's reading thread, before a message is queued: true when
+ * text was a notifications/cancelled, now taken (the call's run is being
+ * cancelled; an unknown or finished request id is ignored). */
+bool mcp_take_cancel(mcp_server *s, const char *text, size_t len);
+
 /* How a message was taken. */
 enum mcp_outcome {
   MCP_ANSWERED,  /* a request: *response holds its result or error */

@@ -24,6 +24,19 @@ struct mcp_known_session {
   uint64_t seq; /* the order they were first seen in: resources/list's cursor */
 };
 
+/* A tool call in progress (calls.c), on its handler's stack. Under the
+ * server's calls_lock: next, run, cancelled, cancellers. */
+struct mcp_call {
+  json_t *id;             /* the request's id (a reference) */
+  json_t *progress_token; /* params._meta.progressToken, or NULL */
+  bool registered;        /* in the server's list: the transport has a notifier */
+  sbxc_run *run;          /* the run a cancel stops, while it is started */
+  bool cancelled;         /* notifications/cancelled named it: no answer */
+  unsigned cancellers;    /* cancel threads using run */
+  uint64_t progress;      /* output bytes reported so far */
+  struct mcp_call *next;
+};
+
 struct mcp_server {
   sbxc_client *client;
   struct mcp_settings settings;
@@ -32,6 +45,13 @@ struct mcp_server {
   struct mcp_known_session known[MCP_KNOWN_SESSIONS_MAX];
   size_t n_known;
   uint64_t next_seq;
+  /* calls.c: where notifications go (NULL: a transport without them) and
+   * the calls in progress. */
+  void (*notify)(void *arg, const char *line);
+  void *notify_arg;
+  pthread_mutex_t calls_lock;
+  pthread_cond_t calls_changed;
+  struct mcp_call *calls;
 };
 
 /* A failed request: the JSON-RPC error's code, message and data (owned;
@@ -137,13 +157,35 @@ size_t mcp_utf8_cut(const uint8_t *data, size_t len);
 json_t *mcp_tools_list(void);
 /* tools/call: the CallToolResult of tool name, or NULL with *unknown when
  * there is no such tool (a protocol error) or out of memory. */
-json_t *mcp_tools_call(mcp_server *s, const char *name, size_t name_len, const json_t *args,
-                       bool *unknown);
+json_t *mcp_tools_call(mcp_server *s, struct mcp_call *call, const char *name, size_t name_len,
+                       const json_t *args, bool *unknown);
 
-json_t *mcp_tool_run_code(mcp_server *s, const json_t *args);
-json_t *mcp_tool_list_session_files(mcp_server *s, const json_t *args);
-json_t *mcp_tool_preview_file(mcp_server *s, const json_t *args);
-json_t *mcp_tool_close_session(mcp_server *s, const json_t *args);
+/* Each tool: call is the request's (calls.c; only run_code uses it). */
+json_t *mcp_tool_run_code(mcp_server *s, struct mcp_call *call, const json_t *args);
+json_t *mcp_tool_list_session_files(mcp_server *s, struct mcp_call *call, const json_t *args);
+json_t *mcp_tool_preview_file(mcp_server *s, struct mcp_call *call, const json_t *args);
+json_t *mcp_tool_close_session(mcp_server *s, struct mcp_call *call, const json_t *args);
+
+/* --- calls in progress (calls.c) --------------------------------------- */
+
+/* Registers the call of request id (params: the request's, for its
+ * progressToken) when the server has a notifier; else c stays unregistered
+ * and the calls below do nothing. */
+void mcp_call_begin(mcp_server *s, struct mcp_call *c, const json_t *id, const json_t *params);
+/* Unregisters it: true when it was cancelled (no answer may be sent). */
+bool mcp_call_end(mcp_server *s, struct mcp_call *c);
+/* Whether the call's run should be started and followed (StartRun and
+ * WatchRun: progress and cancel) rather than one RunCode. */
+bool mcp_call_streams(const mcp_server *s, const struct mcp_call *c);
+/* The call's run, started: false when it was cancelled before (the caller
+ * cancels it now). */
+bool mcp_call_set_run(mcp_server *s, struct mcp_call *c, sbxc_run *run);
+/* Before the run's handle is freed: waits for cancels using it. */
+void mcp_call_drop_run(mcp_server *s, struct mcp_call *c);
+/* A chunk of the run's output: a progress notification when the request
+ * asked for them. */
+void mcp_call_progress(mcp_server *s, struct mcp_call *c, int stream, const uint8_t *data,
+                       size_t len);
 
 /* result.c: a RunCode result (any status) as a CallToolResult. */
 json_t *mcp_run_result(const mcp_server *s, const struct sbxc_result *r);

@@ -262,13 +262,44 @@ static sbxc_request *request_from_args(const json_t *args, char *err, size_t err
   return req;
 }
 
-json_t *mcp_tool_run_code(mcp_server *s, const json_t *args) {
+struct follow {
+  mcp_server *s;
+  struct mcp_call *call;
+};
+
+static void on_output(void *user, int stream, const uint8_t *data, size_t len) {
+  struct follow *f = user;
+  mcp_call_progress(f->s, f->call, stream, data, len);
+}
+
+/* The run started (StartRun) and followed (WatchRun) to its end, its
+ * output reported as progress; a cancellation of the call cancels it. r is
+ * filled as sbxc_run_code fills it. */
+static void start_and_follow(mcp_server *s, struct mcp_call *call, const sbxc_request *req,
+                             struct sbxc_result *r) {
+  sbxc_run *run = NULL;
+  if (sbxc_start_run(s->client, req, &run, r) < 0)
+    return;
+  sbxc_result_free(r);
+  char err[256];
+  if (!mcp_call_set_run(s, call, run)) /* cancelled before the run started */
+    sbxc_cancel_run(s->client, run, NULL, NULL, err, sizeof(err));
+  struct follow f = {s, call};
+  sbxc_follow_run(s->client, run, 1000, on_output, &f, r);
+  mcp_call_drop_run(s, call);
+  sbxc_run_free(run);
+}
+
+json_t *mcp_tool_run_code(mcp_server *s, struct mcp_call *call, const json_t *args) {
   char err[MCP_ERR_MAX];
   sbxc_request *req = request_from_args(args, err, sizeof(err));
   if (req == NULL)
     return mcp_tool_error("run_code was not called (nothing ran): %s", err);
   struct sbxc_result r;
-  sbxc_run_code(s->client, req, &r);
+  if (mcp_call_streams(s, call))
+    start_and_follow(s, call, req, &r);
+  else
+    sbxc_run_code(s->client, req, &r);
   sbxc_request_free(req);
   if (r.status == SBXC_OK)
     mcp_sessions_note(s, r.session_id); /* for resources/list */

@@ -78,7 +78,8 @@ static char *listing_text(const char *session, const char *path, const json_t *l
   return text;
 }
 
-json_t *mcp_tool_list_session_files(mcp_server *s, const json_t *args) {
+json_t *mcp_tool_list_session_files(mcp_server *s, struct mcp_call *call, const json_t *args) {
+  (void)call;
   char err[MCP_ERR_MAX];
   const char *session, *path;
   size_t path_len;
@@ -101,7 +102,8 @@ json_t *mcp_tool_list_session_files(mcp_server *s, const json_t *args) {
   return mcp_tool_result(json_pack("[o]", mcp_text_block_take(text)), false);
 }
 
-json_t *mcp_tool_close_session(mcp_server *s, const json_t *args) {
+json_t *mcp_tool_close_session(mcp_server *s, struct mcp_call *call, const json_t *args) {
+  (void)call;
   char err[MCP_ERR_MAX];
   const char *session;
   if (session_args(args, close_args, &session, err, sizeof(err)) < 0)
@@ -202,7 +204,8 @@ static int preview_args_of(const mcp_server *s, const json_t *args, struct previ
   return 0;
 }
 
-json_t *mcp_tool_preview_file(mcp_server *s, const json_t *args) {
+json_t *mcp_tool_preview_file(mcp_server *s, struct mcp_call *call, const json_t *args) {
+  (void)call;
   char err[MCP_ERR_MAX];
   struct preview p = {0};
   int64_t max_bytes;

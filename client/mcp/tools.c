@@ -13,7 +13,7 @@ struct tool {
   const char *input_schema;  /* JSON */
   const char *output_schema; /* JSON, or NULL: no structuredContent */
   bool read_only, destructive, idempotent, open_world;
-  json_t *(*call)(mcp_server *s, const json_t *args);
+  json_t *(*call)(mcp_server *s, struct mcp_call *call, const json_t *args);
 };
 
 /* Session ids are the server's to make, not the model's to invent: a
@@ -239,12 +239,12 @@ json_t *mcp_tools_list(void) {
   return list;
 }
 
-json_t *mcp_tools_call(mcp_server *s, const char *name, size_t name_len, const json_t *args,
-                       bool *unknown) {
+json_t *mcp_tools_call(mcp_server *s, struct mcp_call *call, const char *name, size_t name_len,
+                       const json_t *args, bool *unknown) {
   *unknown = false;
   for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
     if (strlen(tools[i].name) == name_len && memcmp(tools[i].name, name, name_len) == 0)
-      return tools[i].call(s, args);
+      return tools[i].call(s, call, args);
   *unknown = true;
   return NULL;
 }

@@ -115,3 +115,64 @@ test("stdio: parallel tool calls are served side by side", async () => {
   assert.deepEqual(rs.map((r) => r.structuredContent.stdout), ["1\n", "2\n", "3\n"]);
   assert.ok(Date.now() - t0 >= 0);
 });
+
+// ---- progress and cancellation (stdio only: /mcp answers each POST once) ----
+
+const TICKS = "import time\nfor i in range(N):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n";
+
+test("stdio: a progress token gets the run's output as notifications/progress while it runs", { timeout: 60000 }, async () => {
+  const seen = [];
+  const t0 = Date.now();
+  const r = await client.callTool({ name: "run_code", arguments: { code: TICKS.replace("N", "5") } }, undefined,
+    { onprogress: (p) => seen.push({ ...p, at: Date.now() - t0 }) });
+  const done = Date.now() - t0;
+  assert.equal(r.structuredContent.stdout, "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\n");
+  assert.ok(seen.length >= 5, `one notification per output chunk at least (${seen.length})`);
+  assert.equal(seen.map((p) => p.message).join(""), r.structuredContent.stdout, "the messages are the output, in order");
+  for (let i = 1; i < seen.length; i++) {
+    assert.ok(seen[i].progress > seen[i - 1].progress, "progress increases");
+  }
+  assert.equal(seen.at(-1).progress, Buffer.byteLength(r.structuredContent.stdout), "progress counts the output's bytes");
+  assert.ok(seen[0].at < done - 800, `the first came while the run ran (${seen[0].at} ms of ${done} ms)`);
+});
+
+test("stdio: notifications/cancelled cancels the run (CancelRun), and the call gets no answer", { timeout: 60000 }, async () => {
+  // Through the SDK: an AbortSignal sends notifications/cancelled.
+  const ac = new AbortController();
+  const before = server.runs();
+  const call = client.callTool({ name: "run_code", arguments: { code: TICKS.replace("N", "200") } }, undefined,
+    { signal: ac.signal, onprogress: () => ac.abort("enough") });
+  await assert.rejects(call, /enough|abort/i);
+  await server.waitLog("killed_by=cancelled", 15000);
+  assert.equal(server.runs(), before + 1, "the run ended, logged as cancelled");
+  const r = await client.callTool({ name: "run_code", arguments: { code: "print('after')" } });
+  assert.equal(r.structuredContent.stdout, "after\n", "the connection goes on");
+
+  // Raw lines: no response for the cancelled id, later requests answered.
+  const raw = new RawMcp(server.tcp);
+  try {
+    await raw.call(1, "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } });
+    raw.send(JSON.stringify({ jsonrpc: "2.0", id: "long", method: "tools/call",
+      params: { name: "run_code", arguments: { code: TICKS.replace("N", "200") }, _meta: { progressToken: "p" } } }));
+    const first = await raw.next();
+    assert.equal(first.method, "notifications/progress");
+    assert.equal(first.params.progressToken, "p");
+    // Cancellations of ids that are not running are ignored.
+    raw.send(JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "other" } }));
+    raw.send(JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { reason: "no id" } }));
+    raw.send(JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "long", reason: "user" } }));
+    const t0 = Date.now();
+    let m = await raw.call(2, "ping");
+    while (m.method === "notifications/progress") m = await raw.next(); // sent before the cancel took effect
+    assert.equal(m.id, 2, "ping answered");
+    await sleepMs(1500);
+    m = await raw.call(3, "tools/call", { name: "run_code", arguments: { code: "print(1)" } });
+    assert.equal(m.id, 3, `no answer for the cancelled call; next: ${JSON.stringify(m).slice(0, 200)}`);
+    assert.ok(Date.now() - t0 < 10000);
+    assert.equal(raw.rawOut.split("\n").filter((l) => l.includes('"id":"long"')).length, 0, "never an answer for id long");
+  } finally {
+    assert.equal(await raw.close(), 0);
+  }
+});
+
+const sleepMs = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
