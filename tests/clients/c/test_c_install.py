@@ -7,7 +7,10 @@ a hello world, and a request the server refuses (INVALID_ARGUMENT with its
 message). The program reports the file it loaded libsandbox-client from,
 which must be under P and never the build tree. The installed pkg-config
 version is the server's --version (one version: the top CMakeLists.txt).
-SANDBOXD_BUILD_DIR (ctest's environment) names the build to install."""
+SANDBOXD_BUILD_DIR (ctest's environment) names the build to install;
+SANDBOXD_SANITIZE=ON (a scripts/test-sanitize build) compiles the program
+with the sanitizers too, as a library built with ASan needs its runtime
+loaded first."""
 import os
 import shutil
 import subprocess
@@ -16,6 +19,7 @@ from conftest import BIN_DIR, REPO
 from lib.harness import Server
 
 BUILD_DIR = os.environ.get("SANDBOXD_BUILD_DIR", os.path.join(REPO, "build"))
+SANITIZE = ["-fsanitize=address,undefined"] if os.environ.get("SANDBOXD_SANITIZE") == "ON" else []
 HELLO_C = os.path.join(os.path.dirname(os.path.abspath(__file__)), "installed_hello.c")
 
 
@@ -53,7 +57,8 @@ def test_installed_library_headers_pkgconfig_and_clis(tmp_path):
     work = tmp_path / "user"  # the user's own directory, outside the repository
     work.mkdir()
     shutil.copy(HELLO_C, work / "hello.c")
-    run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", "hello", "hello.c", *flags],
+    run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", *SANITIZE, "-o", "hello", "hello.c",
+         *flags],
         cwd=work, env=env)
 
     s = Server(BIN_DIR, "--workers", "1")
