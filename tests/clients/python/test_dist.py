@@ -34,7 +34,7 @@ def artifact(kind):
     name = {"wheel": f"sandboxd-{version}-py3-none-any.whl",
             "sdist": f"sandboxd-{version}.tar.gz"}[kind]
     path = os.path.join(DIST_DIR, name)
-    assert os.path.isfile(path), f"{path} missing: the build (scripts/build) makes it"
+    assert os.path.isfile(path), f"{path} missing: scripts/package (run by scripts/build) makes it"
     return path
 
 
