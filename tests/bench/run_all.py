@@ -20,7 +20,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # clients'.
 ROWS = ["engine_cold", "engine_cell", "engine_zygote", "cold_hello", "cold_plot",
         "zygote_plot", "zygote_hello", "zygote_throughput", "cold_throughput",
-        "interpreter_first", "front_piston", "front_mcp", "client_python", "client_ts"]
+        "interpreter_first", "interpreter_zygote", "front_piston", "front_mcp", "client_python",
+        "client_ts"]
 
 
 def test_run_all_smoke(bin_dir, check):
