@@ -47,7 +47,7 @@ static void slot_warm_zygote(struct interp *ip) {
 }
 
 /* The slot's whole life: each interpreter is one sandbox_run, here; in
- * between, the slot's zygote is kept ready (with t->zygote). */
+ * between, the slot's zygote is kept ready (once zygotes_wanted). */
 static void *slot_thread(void *arg) {
   struct interp *ip = arg;
   pthread_mutex_lock(&ip->mu);
@@ -346,8 +346,7 @@ static void process_spec(struct interp *ip, const struct interp_start *st) {
       .network = ip->lease != NULL ? SANDBOX_NETWORK_PROXY : SANDBOX_NETWORK_NONE,
       .netns_fd = ip->lease != NULL ? ip->lease->netns_fd : -1,
       /* A zygote's runs share its network namespace and its mounts. */
-      .zygote = st->zygote && ip->t->zygote && ip->t->warm_zygote != NULL && ip->lease == NULL &&
-                n_mounts == 0,
+      .zygote = st->zygote && ip->t->warm_zygote != NULL && ip->lease == NULL && n_mounts == 0,
   };
   memset(&ip->result, 0, sizeof ip->result);
   memset(&ip->err, 0, sizeof ip->err);

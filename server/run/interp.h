@@ -44,12 +44,12 @@ struct interp_table {
   uid_t uid_base;        /* the engine's: slot s runs as uid_base + s */
   struct egress *egress; /* the runs' proxy (runner.h), for sessions with allow_net */
   uint64_t idle_ms, lifetime_ms, grace_ms;
-  /* The engine has zygotes (--zygote). From the first interpreter asked
-   * for with runtime python-zygote on (zygotes_wanted), each slot keeps one
-   * ready: started by warm_zygote(warm_arg, slot) on the slot's own thread,
-   * one slot at a time (warm_lock), and again after each interpreter ends.
-   * A server whose sessions never ask for one pays nothing for them. */
-  bool zygote;
+  /* Set when the engine has zygotes (--zygote; NULL: none). From the
+   * first interpreter asked for with runtime python-zygote on
+   * (zygotes_wanted), each slot keeps one ready: started by
+   * warm_zygote(warm_arg, slot) on the slot's own thread, one slot at a
+   * time (warm_lock), and again after each interpreter ends. A server whose
+   * sessions never ask for one pays nothing for them. */
   void (*warm_zygote)(void *warm_arg, unsigned slot);
   void *warm_arg;
   atomic_bool zygotes_wanted;

@@ -152,8 +152,7 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
                         (uint64_t)s->interpreter_grace_ms) < 0)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "interpreters");
   r->interps.egress = &r->egress;
-  r->interps.zygote = s->zygote;
-  r->interps.warm_zygote = warm_interp_zygote;
+  r->interps.warm_zygote = s->zygote ? warm_interp_zygote : NULL;
   r->interps.warm_arg = r;
   if (open_sessions(r, err) < 0)
     return -1;

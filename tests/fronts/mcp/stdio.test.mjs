@@ -136,6 +136,20 @@ test("stdio: a progress token gets the run's output as notifications/progress wh
   assert.ok(seen[0].at < done - 800, `the first came while the run ran (${seen[0].at} ms of ${done} ms)`);
 });
 
+test("stdio: a progress message holds at most 4 KiB of a chunk, cut at a whole character; progress counts every byte", { timeout: 60000 }, async () => {
+  const seen = [];
+  // One write of 10000 bytes of two-byte characters: a chunk over the cap.
+  const r = await client.callTool({ name: "run_code", arguments: { code: "import sys\nsys.stdout.write('\u00e9' * 5000)\n" } }, undefined,
+    { onprogress: (p) => seen.push(p) });
+  assert.equal(r.structuredContent.status, "ok");
+  assert.ok(seen.length >= 1);
+  for (const p of seen) {
+    assert.ok(Buffer.byteLength(p.message) <= 4096, `a message of ${Buffer.byteLength(p.message)} bytes`);
+    assert.match(p.message, /^\u00e9+$/, "whole characters only");
+  }
+  assert.equal(seen.at(-1).progress, 10000, "progress counts the bytes cut from the messages too");
+});
+
 test("stdio: notifications/cancelled cancels the run (CancelRun), and the call gets no answer", { timeout: 60000 }, async () => {
   // Through the SDK: an AbortSignal sends notifications/cancelled.
   const ac = new AbortController();
