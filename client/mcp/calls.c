@@ -12,7 +12,8 @@
  * handle stays valid while a cancel uses it: the call waits for its
  * cancellers before it frees the handle. What must never happen: a
  * cancellation reaching a call of another request id, an answer sent for a
- * cancelled call, or a handle freed under a cancel. */
+ * cancelled call or a progress notification after its cancellation was
+ * read, or a handle freed under a cancel. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,8 +167,14 @@ void mcp_call_progress(mcp_server *s, struct mcp_call *c, int stream, const uint
                                        : json_sprintf("(%zu bytes of %s that are not UTF-8)", len,
                                                       stream == SBXC_STDERR ? "stderr" : "stdout"));
   char *line = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
-  if (line != NULL)
+  /* Nothing more once the call is cancelled. The check and the write are
+   * one step under the lock that a cancellation takes on the reading
+   * thread, so a notification is written before the cancellation is taken
+   * or not at all: never after the answer to a message read after it. */
+  pthread_mutex_lock(&s->calls_lock);
+  if (line != NULL && !c->cancelled)
     s->notify(s->notify_arg, line);
+  pthread_mutex_unlock(&s->calls_lock);
   free(line);
   json_decref(msg);
 }

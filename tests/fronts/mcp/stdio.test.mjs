@@ -166,8 +166,10 @@ test("stdio: notifications/cancelled cancels the run (CancelRun), and the call g
   const raw = new RawMcp(server.tcp);
   try {
     await raw.call(1, "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } });
+    // A line every 5 ms: notifications are in flight when the cancellation comes.
+    const flood = "import time\nfor i in range(300):\n    print(('tick %d ' % i) * 100, flush=True)\n    time.sleep(0.01)\n";
     raw.send(JSON.stringify({ jsonrpc: "2.0", id: "long", method: "tools/call",
-      params: { name: "run_code", arguments: { code: TICKS.replace("N", "200") }, _meta: { progressToken: "p" } } }));
+      params: { name: "run_code", arguments: { code: flood }, _meta: { progressToken: "p" } } }));
     const first = await raw.next();
     assert.equal(first.method, "notifications/progress");
     assert.equal(first.params.progressToken, "p");
@@ -183,7 +185,11 @@ test("stdio: notifications/cancelled cancels the run (CancelRun), and the call g
     m = await raw.call(3, "tools/call", { name: "run_code", arguments: { code: "print(1)" } });
     assert.equal(m.id, 3, `no answer for the cancelled call; next: ${JSON.stringify(m).slice(0, 200)}`);
     assert.ok(Date.now() - t0 < 10000);
-    assert.equal(raw.rawOut.split("\n").filter((l) => l.includes('"id":"long"')).length, 0, "never an answer for id long");
+    const lines = raw.rawOut.split("\n");
+    assert.equal(lines.filter((l) => l.includes('"id":"long"')).length, 0, "never an answer for id long");
+    const pinged = lines.findIndex((l) => l.includes('"id":2'));
+    assert.deepEqual(lines.slice(pinged).filter((l) => l.includes("notifications/progress")), [],
+      "no progress for the cancelled call after the answer to a message read after the cancellation");
   } finally {
     assert.equal(await raw.close(), 0);
   }
