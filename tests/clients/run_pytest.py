@@ -15,6 +15,12 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 
+# A test still running after this long gets every thread's traceback
+# printed (and goes on), so that a hang ctest's timeout (300 s) kills leaves
+# where it hung in the log.
+HANG_DUMP_S = 240
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
@@ -38,7 +44,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sandboxd-pytest-") as tmp:
         report = os.path.join(tmp, "junit.xml")
         rc = subprocess.call([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
-                              "-rfEs", "--rootdir", os.path.dirname(os.path.abspath(a.test_file)),
+                              "-rfEs", "-o", f"faulthandler_timeout={HANG_DUMP_S}",
+                              "--rootdir", os.path.dirname(os.path.abspath(a.test_file)),
                               f"--junitxml={report}", a.test_file], env=env)
         skipped = count_skipped(report)
     if rc == 5:
