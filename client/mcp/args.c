@@ -1,16 +1,28 @@
 /* args.c: checks of tool arguments, each failing with a message that names
  * the argument and says what was expected, so that a model can correct its
- * call. Everything here runs before a request is sent: an argument refused
- * here never reaches sandboxd, and nothing runs. */
+ * call; and mcp_fail, the JSON-RPC error of a request whose params fail
+ * such a check (jsonrpc.c's methods, resources.c's). Everything here runs
+ * before a request is sent: an argument refused here never reaches
+ * sandboxd, and nothing runs. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fail.h"
 #include "mcp_internal.h"
 #include "text.h"
+
+json_t *mcp_fail(struct mcp_rpc_error *e, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->message, sizeof(e->message), fmt, ap);
+  va_end(ap);
+  e->code = code;
+  return NULL;
+}
 
 const char *mcp_json_type(const json_t *v) {
   switch (json_typeof(v)) {

@@ -5,7 +5,6 @@
  * resources/read, resources/templates/list. No message needs an earlier
  * one, so the same server answers a stdio session and unrelated HTTP
  * requests alike (resources/list shows what earlier calls ran in). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,15 +90,6 @@ char *mcp_error_text(int code, const char *message) {
   char *text = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL;
   json_decref(r);
   return text;
-}
-
-json_t *mcp_fail(struct mcp_rpc_error *e, int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->message, sizeof(e->message), fmt, ap);
-  va_end(ap);
-  e->code = code;
-  return NULL;
 }
 
 static json_t *initialize(const json_t *params, struct mcp_rpc_error *e) {

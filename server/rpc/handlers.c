@@ -286,7 +286,7 @@ struct zygote_memory_list {
 
 static void zygote_memory_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp,
                                struct zygote_memory_list *l) {
-  size_t n = server_zygote_memory(srv, &l->figures);
+  size_t n = runner_zygote_memory(&srv->runner, &l->figures);
   if (n == 0)
     return;
   l->msgs = calloc(n, sizeof(*l->msgs));

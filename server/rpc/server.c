@@ -167,20 +167,7 @@ static void runner_figures(struct server *srv, struct server_stats_read *out) {
 }
 
 size_t server_zygote_memory(struct server *srv, struct sandbox_zygote_memory **out) {
-  *out = NULL;
-  if (srv->engine == NULL || !srv->settings.zygote)
-    return 0;
-  unsigned slots = sandbox_engine_report(srv->engine)->slots;
-  struct sandbox_zygote_memory *m = calloc(slots, sizeof(*m));
-  if (m == NULL)
-    return 0;
-  size_t n = sandbox_zygote_memory(srv->engine, m, slots);
-  if (n == 0) {
-    free(m);
-    return 0;
-  }
-  *out = m;
-  return n;
+  return runner_zygote_memory(&srv->runner, out);
 }
 
 void server_stats_read(struct server *srv, struct server_stats_read *out) {

@@ -66,10 +66,8 @@ struct server_stats_read {
 };
 void server_stats_read(struct server *srv, struct server_stats_read *out);
 
-/* Each ready zygote's memory (sandbox_zygote_memory) into *out, malloc'd
- * (NULL when there is none): the count. Not in server_stats_read, which
- * /readyz reads too: this reads /proc once per zygote, for GetInfo and
- * /metrics only. */
+/* runner_zygote_memory, for /metrics: not in server_stats_read, which
+ * /readyz reads too: this reads /proc once per zygote. */
 size_t server_zygote_memory(struct server *srv, struct sandbox_zygote_memory **out);
 
 #endif

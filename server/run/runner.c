@@ -217,6 +217,23 @@ void runner_tick(struct runner *r) {
   session_reap(&r->sessions, r->workspace_root_fd, r->workspace_root);
 }
 
+size_t runner_zygote_memory(struct runner *r, struct sandbox_zygote_memory **out) {
+  *out = NULL;
+  if (r->engine == NULL || !r->settings->zygote)
+    return 0;
+  unsigned slots = sandbox_engine_report(r->engine)->slots;
+  struct sandbox_zygote_memory *m = calloc(slots, sizeof(*m));
+  if (m == NULL)
+    return 0;
+  size_t n = sandbox_zygote_memory(r->engine, m, slots);
+  if (n == 0) {
+    free(m);
+    return 0;
+  }
+  *out = m;
+  return n;
+}
+
 int runner_warm_zygote(struct runner *r, unsigned slot) {
   uint64_t t0 = sbx_monotonic_ms();
   struct sandbox_error se = {0};

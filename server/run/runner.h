@@ -147,6 +147,11 @@ void runner_stop(struct runner *r, bool failed);
  * detaches the workspaces of ended ones. */
 void runner_tick(struct runner *r);
 
+/* Each ready zygote's memory (sandbox_zygote_memory) into *out, malloc'd
+ * (NULL when there is none, or no memory for it): the count. For GetInfo
+ * and /metrics. */
+size_t runner_zygote_memory(struct runner *r, struct sandbox_zygote_memory **out);
+
 /* With --zygote, on the slot's own thread (a worker's as it starts, an
  * interpreter slot's between its interpreters): the slot's zygote started
  * when it is not ready, with one log line (event=zygote_warm with how long
