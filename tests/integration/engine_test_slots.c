@@ -83,7 +83,11 @@ static void test_cpu_shared_fairly_between_slots(void **state) {
    * same 1.5 s. With a CPU share per slot (v2 cpu.weight, v1 cpu.shares) the
    * two runs get about the same CPU time; counted per process the bomb would
    * get 16 times the probe's. A ratio from one window, so load from outside
-   * the engine (ctest -j2 on a shared 2-CPU machine) scales both alike. */
+   * the engine (ctest -j2 on a shared 2-CPU machine) scales both alike; but
+   * on 2 CPUs the one probe process can use only one of them, and the
+   * scheduler's per-CPU shares let the bomb take most of the other: fresh-
+   * clone CI runs beside other load measured 3.24 to 3.45. The bound, 6,
+   * sits between that and the 16 that per-process sharing gives. */
   if (!is_cgroup())
     skip(); /* no per-slot CPU share without cgroups; spinning 16 would only load the host */
   struct spin_run bomb = {
@@ -107,7 +111,7 @@ static void test_cpu_shared_fairly_between_slots(void **state) {
           "# side by side for 1.5 s: 16 spinning processes in one slot got %.0f ms "
           "of CPU, one in another slot %.0f ms (ratio %.2f; per process it would be 16)\n",
           bomb_ms, probe_ms, probe_ms > 0 ? bomb_ms / probe_ms : 0.0);
-  assert_true(probe_ms * 3 >= bomb_ms);
+  assert_true(probe_ms * 6 >= bomb_ms);
   sandbox_result_free(&bomb.run.r);
   sandbox_result_free(&probe.run.r);
 }
