@@ -476,14 +476,20 @@ def missing_tools():
             if shutil.which(t) is None and not os.path.exists(f"/usr/libexec/podman/{t}")]
 
 
-def test_podman(bin_dir):
-    global UID_RUN, UID_KUBE, UID_REQ
+def require_tools():
+    """Ends the run when a tool is missing: a loud skip (exit 77), or a
+    failure when CI=true."""
     if missing_tools():
         msg = (f"SKIP container: {', '.join(missing_tools())} missing "
                "(scripts/install-deps installs them)")
         if os.environ.get("CI") == "true":
             pytest.exit(msg.replace("SKIP", "FAIL") + " and CI=true forbids skipping", returncode=1)
         pytest.exit("*" * 70 + "\n" + msg + "\n" + "*" * 70, returncode=77)
+
+
+def test_podman(bin_dir):
+    global UID_RUN, UID_KUBE, UID_REQ
+    require_tools()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the finally blocks
     # A block each (a container's sandboxd: 2 workers and its interpreters).
     UID_RUN, UID_KUBE, UID_REQ = (uids.allocate(uids.BLOCK) for _ in range(3))
