@@ -27,7 +27,6 @@ Run as `python3 -m pytest tests/container/deb_package.py --bin-dir build/bin`
 (ctest: container_deb). Needs root, podman and mmdebstrap (scripts/install-deps)
 and deb.debian.org. Must never leave its container behind.
 """
-import filecmp
 import os
 import re
 import shutil
@@ -141,7 +140,8 @@ def check_run(root, host_v2):
     check("event=stopped" in log, "SIGTERM stops it (event=stopped)", log[-1000:])
 
 
-def check_remove_purge(root):
+def check_remove_purge(root, files):
+    """files: what dpkg -L listed while the package was installed."""
     rc, out, err = root.sh("DEBIAN_FRONTEND=noninteractive apt-get remove -y -q sandboxd",
                            timeout=300)
     check(rc == 0, "apt-get remove sandboxd", out[-1500:] + err[-1500:])
@@ -152,12 +152,12 @@ def check_remove_purge(root):
     rc, out, err = root.sh("DEBIAN_FRONTEND=noninteractive apt-get purge -y -q sandboxd",
                            timeout=300)
     check(rc == 0, "apt-get purge sandboxd", out[-1500:] + err[-1500:])
-    left = [p for p in ("/etc/sandboxd", "/var/lib/sandboxd", "/etc/systemd/system/sandboxd.service",
-                        "/etc/systemd/system/multi-user.target.wants/sandboxd.service",
-                        "/var/lib/systemd/deb-systemd-helper-enabled/sandboxd.service.dsh-also",
-                        "/usr/bin/sandbox-run", "/usr/lib/libsandbox-client.so.0")
-            if root.exists(p)]
-    check(not left, "purge: nothing of the package is left", left)
+    made = ["/etc/sandboxd", "/var/lib/sandboxd", "/etc/systemd/system/sandboxd.service",
+            "/etc/systemd/system/multi-user.target.wants/sandboxd.service",
+            "/var/lib/systemd/deb-systemd-helper-enabled/sandboxd.service.dsh-also"]
+    left = [p for p in files + made if root.exists(p)]
+    check(files and not left, f"purge: none of the package's {len(files)} files and none of "
+          "what its scripts made is left", left)
     check(root.out("dpkg-statoverride --list /etc/sandboxd") in ("", "exit 1:  "),
           "purge: the statoverride of /etc/sandboxd is gone",
           root.out("dpkg-statoverride --list"))
@@ -199,9 +199,11 @@ def test_deb(bin_dir):
         t0 = time.monotonic()
         check_installed(root)
         check_run(root, host_v2=os.path.exists("/sys/fs/cgroup/cgroup.controllers"))
+        files = root.out("dpkg -L sandboxd | while read -r f; do [ -d \"$f\" ] || echo \"$f\"; "
+                         "done").split()
         timed("checks and a run", t0)
         t0 = time.monotonic()
-        check_remove_purge(root)
+        check_remove_purge(root, files)
         timed("remove and purge", t0)
     finally:
         pm.run("rm", "-f", "-t", "0", name)
