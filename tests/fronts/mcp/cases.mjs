@@ -37,6 +37,9 @@ export function toolCases(ctx, label) {
     assert.match(byName.run_code.description, /session_mode 'interpreter'/);
     assert.match(byName.run_code.description, /KeyboardInterrupt/);
     assert.match(byName.run_code.description, /plt\.show\(\)/);
+    // How to start a session and what says its interpreter was lost: said once, here.
+    assert.match(byName.run_code.description, /Give session_mode and no session_id to start a session/);
+    assert.match(byName.run_code.description, /state_lost/);
     assert.equal(byName.run_code.outputSchema.type, "object");
     for (const p of ["result", "result_truncated", "state_lost", "interpreter_ended", "session_mode"]) {
       assert.ok(byName.run_code.outputSchema.properties[p], `outputSchema has ${p}`);
