@@ -1,19 +1,23 @@
-/* calls.c: the tool calls in progress, for what a transport that keeps a
- * connection (sandbox-mcp's stdio) offers beyond a request and its answer:
- * progress notifications while a run runs (when the request carries
- * params._meta.progressToken) and notifications/cancelled, which cancels
- * the call's run (CancelRun) and drops its answer, as the MCP specification
- * asks. A server without a notifier (the stateless /mcp front) has neither:
- * its calls are never registered and a cancellation finds nothing.
+/* calls.c: the tool calls in progress, for what a transport offers beyond
+ * a request and its answer: progress notifications while a run runs (when
+ * the request carries params._meta.progressToken) and
+ * notifications/cancelled, which cancels the call's run (CancelRun) and
+ * drops its answer, as the MCP specification asks. Two transports have
+ * them: sandbox-mcp's stdio (the server's notifier; one client, so a
+ * request id names a call) and /mcp's streamed calls (http_stream.c: each
+ * message's own notifier, and a scope, its caller and Mcp-Session-Id,
+ * without which no cancellation reaches it). A call with neither is never
+ * registered and a cancellation finds nothing.
  *
- * A cancellation is taken on the transport's reading thread (the worker
- * threads may all be busy with the calls it cancels) and sends CancelRun
- * from a short-lived thread of its own, so that reading goes on. The run's
- * handle stays valid while a cancel uses it: the call waits for its
+ * On stdio a cancellation is taken on the transport's reading thread (the
+ * worker threads may all be busy with the calls it cancels) and sends
+ * CancelRun from a short-lived thread of its own, so that reading goes on;
+ * over HTTP it is a request of its own and cancels on its thread. The
+ * run's handle stays valid while a cancel uses it: the call waits for its
  * cancellers before it frees the handle. What must never happen: a
- * cancellation reaching a call of another request id, an answer sent for a
- * cancelled call or a progress notification after its cancellation was
- * read, or a handle freed under a cancel. */
+ * cancellation reaching a call of another request id or another scope, an
+ * answer sent for a cancelled call or a progress notification after its
+ * cancellation was taken, or a handle freed under a cancel. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +33,16 @@ void mcp_server_set_notify(mcp_server *s, void (*notify)(void *arg, const char *
   s->notify_arg = arg;
 }
 
-void mcp_call_begin(mcp_server *s, struct mcp_call *c, const json_t *id, const json_t *params) {
+void mcp_call_begin(mcp_server *s, struct mcp_call *c, const struct mcp_message_context *ctx,
+                    const json_t *id, const json_t *params) {
   memset(c, 0, sizeof(*c));
-  if (s->notify == NULL || id == NULL)
+  c->notify = ctx != NULL && ctx->notify != NULL ? ctx->notify : s->notify;
+  c->notify_arg = ctx != NULL && ctx->notify != NULL ? ctx->notify_arg : s->notify_arg;
+  if (c->notify == NULL || id == NULL)
     return;
+  /* stdio's calls: its one client's; a message's: its scope's, if any. */
+  c->scope = ctx != NULL ? ctx->scope : NULL;
+  c->cancellable = ctx == NULL || ctx->scope != NULL;
   const json_t *meta = json_object_get(params, "_meta");
   const json_t *token = json_object_get(meta, "progressToken");
   c->id = json_incref((json_t *)id);
@@ -64,7 +74,8 @@ bool mcp_call_end(mcp_server *s, struct mcp_call *c) {
 }
 
 bool mcp_call_streams(const mcp_server *s, const struct mcp_call *c) {
-  return s->notify != NULL && c != NULL && c->registered;
+  (void)s;
+  return c != NULL && c->registered;
 }
 
 bool mcp_call_set_run(mcp_server *s, struct mcp_call *c, sbxc_run *run) {
@@ -104,17 +115,29 @@ static void *cancel_thread(void *arg) {
   return NULL;
 }
 
-/* The call of request id (lock held), or NULL. */
-static struct mcp_call *find_call(mcp_server *s, const json_t *id) {
+/* Whether a cancellation of scope (NULL: stdio's) may reach c. */
+static bool same_scope(const struct mcp_call *c, const char *scope) {
+  if (!c->cancellable)
+    return false;
+  if (c->scope == NULL || scope == NULL)
+    return c->scope == scope;
+  return strcmp(c->scope, scope) == 0;
+}
+
+/* The call of request id and scope (lock held), or NULL. */
+static struct mcp_call *find_call(mcp_server *s, const char *scope, const json_t *id) {
   for (struct mcp_call *c = s->calls; c != NULL; c = c->next)
-    if (json_equal(c->id, (json_t *)id))
+    if (same_scope(c, scope) && json_equal(c->id, (json_t *)id))
       return c;
   return NULL;
 }
 
-bool mcp_take_cancel(mcp_server *s, const char *text, size_t len) {
+/* A notifications/cancelled of scope: true when text was one. Its
+ * CancelRun is sent from a thread of its own (detached) or, when wait, on
+ * this one. */
+static bool take_cancel(mcp_server *s, const char *scope, const char *text, size_t len, bool wait) {
   static const char needle[] = "notifications/cancelled";
-  if (s->notify == NULL || memmem(text, len, needle, sizeof(needle) - 1) == NULL)
+  if (memmem(text, len, needle, sizeof(needle) - 1) == NULL)
     return false;
   json_t *msg = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
   const json_t *method = json_object_get(msg, "method");
@@ -127,7 +150,7 @@ bool mcp_take_cancel(mcp_server *s, const char *text, size_t len) {
     return is_cancel; /* a malformed cancellation is ignored, as the spec allows */
   }
   pthread_mutex_lock(&s->calls_lock);
-  struct mcp_call *c = find_call(s, id);
+  struct mcp_call *c = find_call(s, scope, id);
   struct cancel_job *j = NULL;
   if (c != NULL && !c->cancelled) {
     c->cancelled = true;
@@ -140,6 +163,10 @@ bool mcp_take_cancel(mcp_server *s, const char *text, size_t len) {
   json_decref(msg);
   if (j == NULL)
     return true; /* unknown or finished (ignored), or not started yet (cancelled at its start) */
+  if (wait) {
+    cancel_thread(j);
+    return true;
+  }
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -150,9 +177,17 @@ bool mcp_take_cancel(mcp_server *s, const char *text, size_t len) {
   return true;
 }
 
+bool mcp_take_cancel(mcp_server *s, const char *text, size_t len) {
+  return s->notify != NULL && take_cancel(s, NULL, text, len, false);
+}
+
+bool mcp_take_cancel_scoped(mcp_server *s, const char *scope, const char *text, size_t len) {
+  return scope != NULL && take_cancel(s, scope, text, len, true);
+}
+
 void mcp_call_progress(mcp_server *s, struct mcp_call *c, int stream, const uint8_t *data,
                        size_t len) {
-  if (c->progress_token == NULL || s->notify == NULL || len == 0)
+  if (c->progress_token == NULL || c->notify == NULL || len == 0)
     return;
   /* The chunk as text: cut at a whole character, invalid bytes replaced by
    * jansson's refusal (we send only valid UTF-8: the rest is counted). */
@@ -173,7 +208,7 @@ void mcp_call_progress(mcp_server *s, struct mcp_call *c, int stream, const uint
    * or not at all: never after the answer to a message read after it. */
   pthread_mutex_lock(&s->calls_lock);
   if (line != NULL && !c->cancelled)
-    s->notify(s->notify_arg, line);
+    c->notify(c->notify_arg, line);
   pthread_mutex_unlock(&s->calls_lock);
   free(line);
   json_decref(msg);

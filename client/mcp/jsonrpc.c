@@ -193,7 +193,8 @@ static enum mcp_outcome classify(const json_t *msg, const json_t **method, const
 }
 
 /* The answer to a parsed message (NULL for none), and the outcome. */
-static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcome) {
+static json_t *answer(mcp_server *s, const struct mcp_message_context *ctx, const json_t *msg,
+                      enum mcp_outcome *outcome) {
   struct mcp_rpc_error e = {0};
   const json_t *method = NULL;
   const json_t *params = NULL, *id = json_object_get(msg, "id");
@@ -212,7 +213,7 @@ static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcom
   if (*outcome == MCP_REFUSED)
     return error_response(id_ok ? id : NULL, e.code, e.message, NULL);
   struct mcp_call call;
-  mcp_call_begin(s, &call, id, params);
+  mcp_call_begin(s, &call, ctx, id, params);
   json_t *result = dispatch(s, &call, method, params, &e);
   if (mcp_call_end(s, &call)) {
     /* Cancelled (notifications/cancelled): no answer, as the spec asks. */
@@ -231,6 +232,11 @@ static json_t *answer(mcp_server *s, const json_t *msg, enum mcp_outcome *outcom
 
 int mcp_handle_message(mcp_server *s, const char *text, size_t len, char **response,
                        enum mcp_outcome *outcome) {
+  return mcp_handle_message_in(s, NULL, text, len, response, outcome);
+}
+
+int mcp_handle_message_in(mcp_server *s, const struct mcp_message_context *ctx, const char *text,
+                          size_t len, char **response, enum mcp_outcome *outcome) {
   json_error_t jerr;
   json_t *msg =
       json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
@@ -243,7 +249,7 @@ int mcp_handle_message(mcp_server *s, const char *text, size_t len, char **respo
     *outcome = MCP_REFUSED;
     reply = error_response(NULL, MCP_PARSE_ERROR, message, NULL);
   } else {
-    reply = answer(s, msg, outcome);
+    reply = answer(s, ctx, msg, outcome);
     json_decref(msg);
   }
   if (*outcome == MCP_NO_ANSWER)

@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "sandbox_client.h"
 
@@ -71,6 +72,27 @@ void mcp_server_set_notify(mcp_server *s, void (*notify)(void *arg, const char *
  * cancelled; an unknown or finished request id is ignored). */
 bool mcp_take_cancel(mcp_server *s, const char *text, size_t len);
 
+/* A transport that answers each request on a stream of its own
+ * (Streamable HTTP's SSE: http_stream.c) gives the message it hands over
+ * its own notifier and says whose it is: notify (NULL: none) gets the
+ * request's notifications (progress, when it carries a progressToken);
+ * the call is cancelled only by mcp_take_cancel_scoped with the same scope
+ * (NULL: by none). */
+struct mcp_message_context {
+  void (*notify)(void *arg, const char *line);
+  void *notify_arg;
+  const char *scope; /* who sent it, within what session: any text */
+};
+
+/* mcp_take_cancel for a transport without a connection: a
+ * notifications/cancelled reaches only a call of the same scope (another
+ * caller's or session's call of the same request id is never touched),
+ * and its CancelRun is sent on this thread before it returns (the caller
+ * of the request set, as for the request's own calls). true when text was
+ * a notifications/cancelled (taken, or ignored: nothing of that scope and
+ * id runs here). */
+bool mcp_take_cancel_scoped(mcp_server *s, const char *scope, const char *text, size_t len);
+
 /* How a message was taken. */
 enum mcp_outcome {
   MCP_ANSWERED,  /* a request: *response holds its result or error */
@@ -85,6 +107,9 @@ enum mcp_outcome {
  * (then *response is NULL). Tool calls block for the call to sandboxd. */
 int mcp_handle_message(mcp_server *s, const char *text, size_t len, char **response,
                        enum mcp_outcome *outcome);
+/* The same with a message context (NULL: as mcp_handle_message). */
+int mcp_handle_message_in(mcp_server *s, const struct mcp_message_context *ctx, const char *text,
+                          size_t len, char **response, enum mcp_outcome *outcome);
 
 /* A JSON-RPC error response with id null (for a message a transport could
  * not hand over whole, e.g. one over its size cap); malloc'd, NULL when out
@@ -97,18 +122,32 @@ char *mcp_error_text(int code, const char *message);
 #define MCP_INVALID_PARAMS (-32602)
 #define MCP_INTERNAL_ERROR (-32603)
 
-/* Streamable HTTP (the MCP endpoint, stateless, JSON responses only): the
- * part that is HTTP semantics, as a function, so that any HTTP server can
- * host it. The caller passes the headers named here (NULL when absent). */
+/* Streamable HTTP (the MCP endpoint, stateless): the part that is HTTP
+ * semantics, as a function, so that any HTTP server can host it. The
+ * caller passes the headers named here (NULL when absent). */
 struct mcp_http_request {
   const char *method;           /* "POST", "GET", ... */
   const char *origin;           /* Origin */
   const char *protocol_version; /* MCP-Protocol-Version */
   const char *content_type;     /* Content-Type */
   const char *accept;           /* Accept */
+  const char *session_id;       /* Mcp-Session-Id */
+  const char *caller;           /* who the host says sent it (a tenant's name; NULL or "": all
+                                   callers alike): with the session id, whose calls its
+                                   cancellations may reach */
   const char *body;
   size_t body_len;
 };
+
+/* The Mcp-Session-Id issued at initialize: a UUID version 4 (122 random
+ * bits, the form run_code's session ids take). One a
+ * client sends back is taken when it is 1 to MCP_HTTP_SESSION_ID_MAX
+ * visible ASCII characters (else 400); the server keeps none. */
+#define MCP_HTTP_SESSION_ID_LEN 36
+#define MCP_HTTP_SESSION_ID_MAX 128
+
+/* An SSE response's body in the making (http_stream.c). */
+struct mcp_http_stream;
 
 struct mcp_http_response {
   unsigned status;
@@ -116,6 +155,8 @@ struct mcp_http_response {
   const char *allow;        /* the Allow header of a 405, else NULL */
   char *body;               /* malloc'd (the caller frees it); NULL: no body */
   size_t len;
+  char session_id[MCP_HTTP_SESSION_ID_LEN + 1]; /* an Mcp-Session-Id header to send, or "" */
+  struct mcp_http_stream *stream;               /* non-NULL: the body is this stream (below) */
 };
 
 struct mcp_http_settings {
@@ -124,13 +165,45 @@ struct mcp_http_settings {
 
 /* Answers one HTTP request to the MCP endpoint: POST with one JSON-RPC
  * message -> 200 application/json (a request's response), 202 (a
- * notification or response), 400 (not a message, or an unsupported
- * MCP-Protocol-Version), 403 (any Origin header: browsers are not served,
- * against DNS rebinding), 406 (Accept without JSON), 413,
- * 415 (not application/json); GET and DELETE -> 405 (no server stream, no
- * sessions to end). No Mcp-Session-Id is issued. resp is filled in every
- * case; 500 when out of memory. */
+ * notification or response), 400 (not a message, an unsupported
+ * MCP-Protocol-Version, an Mcp-Session-Id that is not 1 to 128 visible
+ * ASCII characters), 403 (any Origin header: browsers are not served,
+ * against DNS rebinding), 406 (Accept without JSON), 413, 415 (not
+ * application/json); GET and DELETE -> 405 (no server stream; sessions are
+ * not ended, there is nothing to end). initialize's answer carries a new
+ * Mcp-Session-Id; requests without one are served all the same.
+ *
+ * One kind of request is answered as a stream (200 text/event-stream, resp->stream
+ * set): a tools/call of run_code with params._meta.progressToken from a
+ * client whose Accept takes text/event-stream. Its events are the run's
+ * notifications/progress, then the response; a call cancelled meanwhile
+ * ends the stream without one. A notifications/cancelled (202) cancels the
+ * call of its requestId among the streamed calls of the same caller and
+ * Mcp-Session-Id on this server; a call without a session id is never
+ * cancelled that way, and a cancellation naming nothing (another replica's
+ * call, a finished one) is ignored. resp is filled in every case; 500 when
+ * out of memory. */
 void mcp_http_handle(mcp_server *s, const struct mcp_http_settings *hs,
                      const struct mcp_http_request *req, struct mcp_http_response *resp);
+
+/* Progress events waiting for the client past this are dropped (the next
+ * one's progress counts what was left out); the response is always kept. */
+#define MCP_HTTP_STREAM_PENDING_MAX ((size_t)256 << 10)
+
+/* The streamed call, run to its end: blocks for the run. The host calls it
+ * on a thread of its own (with the request's caller set, as for any tool
+ * call), while the connection's thread sends what mcp_http_stream_read
+ * gives. */
+void mcp_http_stream_run(struct mcp_http_stream *st);
+/* The stream's next bytes (at most max, at least 3), waiting up to wait_ms
+ * for some: when none came, an SSE comment (":\n\n", a keep-alive: it lets
+ * the host see a client that is gone, and keeps a quiet run within the
+ * connection's idle clock). -1 at the end: the call ended and everything
+ * was read. */
+ssize_t mcp_http_stream_read(struct mcp_http_stream *st, char *buf, size_t max, unsigned wait_ms);
+/* Frees the stream, once mcp_http_stream_run returned (or never ran). A
+ * client gone before the end loses the answer: the run is not cancelled
+ * (a disconnection is no cancellation). */
+void mcp_http_stream_free(struct mcp_http_stream *st);
 
 #endif

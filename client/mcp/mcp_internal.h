@@ -30,10 +30,14 @@ struct mcp_call {
   json_t *id;             /* the request's id (a reference) */
   json_t *progress_token; /* params._meta.progressToken, or NULL */
   bool registered;        /* in the server's list: the transport has a notifier */
-  sbxc_run *run;          /* the run a cancel stops, while it is started */
-  bool cancelled;         /* notifications/cancelled named it: no answer */
-  unsigned cancellers;    /* cancel threads using run */
-  uint64_t progress;      /* output bytes reported so far */
+  void (*notify)(void *arg, const char *line); /* the server's, or the message's */
+  void *notify_arg;
+  bool cancellable;    /* a cancellation may reach it: stdio's, or one of scope */
+  const char *scope;   /* whose (the message context's, borrowed); NULL on stdio */
+  sbxc_run *run;       /* the run a cancel stops, while it is started */
+  bool cancelled;      /* notifications/cancelled named it: no answer */
+  unsigned cancellers; /* cancel threads using run */
+  uint64_t progress;   /* output bytes reported so far */
   struct mcp_call *next;
 };
 
@@ -168,10 +172,16 @@ json_t *mcp_tool_close_session(mcp_server *s, struct mcp_call *call, const json_
 
 /* --- calls in progress (calls.c) --------------------------------------- */
 
+/* run_code.c: 122 random bits from getrandom(2) as a UUID version 4 (36
+ * characters); -1 (err) when the kernel gives no randomness. */
+int mcp_random_uuid(char out[MCP_SESSION_ID_LEN + 1], char *err, size_t errlen);
+
 /* Registers the call of request id (params: the request's, for its
- * progressToken) when the server has a notifier; else c stays unregistered
- * and the calls below do nothing. */
-void mcp_call_begin(mcp_server *s, struct mcp_call *c, const json_t *id, const json_t *params);
+ * progressToken) when the server or the message context (ctx, NULL: none)
+ * has a notifier; else c stays unregistered and the calls below do
+ * nothing. */
+void mcp_call_begin(mcp_server *s, struct mcp_call *c, const struct mcp_message_context *ctx,
+                    const json_t *id, const json_t *params);
 /* Unregisters it: true when it was cancelled (no answer may be sent). */
 bool mcp_call_end(mcp_server *s, struct mcp_call *c);
 /* Whether the call's run should be started and followed (StartRun and
@@ -186,6 +196,15 @@ void mcp_call_drop_run(mcp_server *s, struct mcp_call *c);
  * asked for them. */
 void mcp_call_progress(mcp_server *s, struct mcp_call *c, int stream, const uint8_t *data,
                        size_t len);
+
+/* The scope of an HTTP request's cancellations: its caller (a tenant's
+ * name), a newline and its Mcp-Session-Id. */
+#define MCP_HTTP_SCOPE_MAX (MCP_HTTP_SESSION_ID_MAX + 128)
+
+/* http_stream.c: a stream for message (copied), whose call cancellations
+ * of scope (copied; NULL: none) reach; NULL when out of memory. */
+struct mcp_http_stream *mcp_http_stream_new(mcp_server *s, const char *scope, const char *message,
+                                            size_t len);
 
 /* result.c: a RunCode result (any status) as a CallToolResult. */
 json_t *mcp_run_result(const mcp_server *s, const struct sbxc_result *r);

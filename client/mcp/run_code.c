@@ -189,11 +189,10 @@ static int set_stdin(sbxc_request *req, const json_t *args, const char *in, size
   return sbxc_request_set_stdin(req, data, len);
 }
 
-/* A new session's id: 122 random bits from getrandom(2) in the form of a
- * UUID version 4 (36 characters, a valid session id). Ids a model makes up
- * ("nb", "demo") are the ones another caller guesses; this one is not.
- * -1 (err) when the kernel gives no randomness: never a weaker id. */
-static int new_session_id(char out[MCP_SESSION_ID_LEN + 1], char *err, size_t errlen) {
+/* A new session's id (mcp_internal.h): ids a model makes up ("nb",
+ * "demo") are the ones another caller guesses; this one is not. Never a
+ * weaker id when the kernel gives no randomness. */
+int mcp_random_uuid(char out[MCP_SESSION_ID_LEN + 1], char *err, size_t errlen) {
   uint8_t b[16];
   if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
     return sbxc_fail(err, errlen, "no randomness for a new session id: %s", strerror(errno));
@@ -212,7 +211,7 @@ static int new_session_id(char out[MCP_SESSION_ID_LEN + 1], char *err, size_t er
 }
 
 /* code, session_id, session_mode and stdin. session_mode without a
- * session_id starts a new session under an id made here (new_session_id),
+ * session_id starts a new session under an id made here (mcp_random_uuid),
  * which the result gives back; the server checks the rest of what a mode
  * needs. */
 static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t errlen) {
@@ -235,7 +234,7 @@ static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t 
     return -1;
   char made[MCP_SESSION_ID_LEN + 1];
   if (session == NULL && mode >= 0 &&
-      (new_session_id(made, err, errlen) < 0 || sbxc_request_set_session_id(req, made) < 0))
+      (mcp_random_uuid(made, err, errlen) < 0 || sbxc_request_set_session_id(req, made) < 0))
     return -1;
   if (in != NULL && set_stdin(req, args, in, in_len, err, errlen) < 0)
     return -1;

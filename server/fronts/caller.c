@@ -56,6 +56,7 @@ static int bearer_token(const char *value, struct front_caller *fc) {
 int front_caller_establish(struct fronts *f, const struct http_request *req,
                            struct front_caller *fc, struct front_refusal *r) {
   memset(&fc->caller, 0, sizeof(fc->caller));
+  fc->tenant[0] = '\0';
   fc->active = f->tenants != NULL && f->tenants->enabled;
   if (!fc->active)
     return 0;
@@ -86,12 +87,25 @@ int front_caller_establish(struct fronts *f, const struct http_request *req,
     tenants_key_digest(fc->key, strlen(fc->key), proof.key_digest);
   enum tenant_auth_failure why;
   struct sbx_error err = {0};
-  if (tenants_authenticate(f->tenants, &proof, &why, &err) != NULL)
+  const struct tenant *tn = tenants_authenticate(f->tenants, &proof, &why, &err);
+  if (tn != NULL) {
+    snprintf(fc->tenant, sizeof(fc->tenant), "%s", tn->name);
     return 0;
+  }
   log_refusal(f, req, tenant_auth_failure_name(why));
   r->challenge = why == TENANT_AUTH_NO_CREDENTIAL ? CHALLENGE_NONE : CHALLENGE_INVALID_TOKEN;
   snprintf(r->message, sizeof(r->message), "%s", err.msg);
   return -1;
+}
+
+void front_caller_copy(struct front_caller *dst, const struct front_caller *src) {
+  *dst = *src;
+  if (src->caller.api_key != NULL)
+    dst->caller.api_key = dst->key;
+  for (size_t i = 0; i < src->caller.n_cert_identities; i++)
+    dst->id_ptrs[i] = dst->ids[i];
+  if (src->caller.cert_identities != NULL)
+    dst->caller.cert_identities = dst->id_ptrs;
 }
 
 void front_caller_enter(const struct front_caller *fc) {

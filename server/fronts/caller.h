@@ -31,7 +31,8 @@
 #define FRONT_CALLER_IDENTITIES_MAX 8
 
 struct front_caller {
-  bool active; /* --tenants: the caller is set around calls */
+  bool active;                      /* --tenants: the caller is set around calls */
+  char tenant[TENANT_NAME_MAX + 1]; /* whose the request is ("" without --tenants) */
   struct sbxc_caller caller;
   char key[TENANT_KEY_MAX + 1];
   char ids[FRONT_CALLER_IDENTITIES_MAX][HTTP_TLS_IDENTITY_MAX + 1];
@@ -51,6 +52,10 @@ struct front_refusal {
  * and logged as event=auth_failed). Nothing to check without --tenants. */
 int front_caller_establish(struct fronts *f, const struct http_request *req,
                            struct front_caller *fc, struct front_refusal *r);
+
+/* A copy of src into dst (its pointers into itself made dst's), for a
+ * thread that makes the request's calls in its place. */
+void front_caller_copy(struct front_caller *dst, const struct front_caller *src);
 
 /* Around each call of the client on the request's thread: the caller set
  * (nothing without --tenants), then cleared. */

@@ -38,6 +38,8 @@
 /* Each connection thread's stack: handlers parse JSON with jansson, whose
  * parser recurses up to 2048 levels (a few hundred bytes each). */
 #define HTTP_THREAD_STACK_BYTES ((size_t)2 << 20)
+/* What a streamed body's reader is asked for at most, each time. */
+#define HTTP_STREAM_BLOCK_BYTES 4096
 
 /* One TCP connection: MHD's socket context, on the listener's list while
  * open. reading_since_ms: when the request now arriving began to be
@@ -303,10 +305,22 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct http_re
                                      struct http_counts *counts, const char *allow) {
   unsigned status = resp->status != 0 ? resp->status : 500;
   atomic_fetch_add(&counts->by_code[http_code_slot(status)], 1);
-  struct MHD_Response *r =
-      resp->body != NULL
-          ? MHD_create_response_from_buffer(resp->len, resp->body, MHD_RESPMEM_MUST_FREE)
-          : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  struct MHD_Response *r;
+  if (resp->stream_read != NULL) {
+    free(resp->body);
+    resp->body = NULL;
+    /* MHD calls stream_done when it destroys the response, from here on. */
+    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HTTP_STREAM_BLOCK_BYTES,
+                                          resp->stream_read, resp->stream_arg, resp->stream_done);
+    if (r == NULL) {
+      resp->stream_done(resp->stream_arg);
+      return MHD_NO;
+    }
+  } else {
+    r = resp->body != NULL
+            ? MHD_create_response_from_buffer(resp->len, resp->body, MHD_RESPMEM_MUST_FREE)
+            : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  }
   if (r == NULL) {
     free(resp->body);
     return MHD_NO; /* MHD closes the connection */
@@ -570,6 +584,7 @@ static enum MHD_Result serve_request(struct http_listener *l, struct MHD_Connect
   const union MHD_ConnectionInfo *info =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_TIMEOUT);
   unsigned timeout_s = info != NULL ? info->connection_timeout : 0;
+  req.idle_timeout_s = timeout_s;
   conn_reading(l, conn, 0);
   MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
   route->fn(route->ctx, &req, &resp);

@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 #include "http_host.h"
@@ -85,6 +86,7 @@ struct http_request {
   const char *body;   /* POST: the whole body, NUL-terminated (it may hold NULs); else "" */
   size_t body_len;
   struct MHD_Connection *conn; /* for http_request_header */
+  unsigned idle_timeout_s;     /* the connection's idle clock (0: none), for a streamed body */
 };
 
 /* A request header (name case-insensitive), NULL when absent. */
@@ -105,11 +107,23 @@ struct http_header {
   char value[HTTP_HEADER_VALUE_MAX];
 };
 
+/* A body made while it is sent (a stream of events): read fills buf with
+ * up to max bytes and returns how many (it may block, on the connection's
+ * own thread, but should give something within the connection's idle
+ * timeout), or -1 at the end (-2: cut off). done is called once, on that
+ * thread, when the response is over: sent, or the client gone, or never
+ * sent at all. Same shape as libmicrohttpd's content reader. */
+typedef ssize_t (*http_stream_read_fn)(void *arg, uint64_t pos, char *buf, size_t max);
+typedef void (*http_stream_done_fn)(void *arg);
+
 struct http_response {
   unsigned status;          /* 0: the handler said nothing (500) */
   const char *content_type; /* NULL: text/plain; charset=utf-8 */
   char *body;               /* malloc'd, freed by the listener; NULL: empty */
   size_t len;
+  http_stream_read_fn stream_read; /* non-NULL: the body is streamed (chunked), not body */
+  http_stream_done_fn stream_done;
+  void *stream_arg;
   struct http_header headers[HTTP_RESPONSE_HEADERS_MAX]; /* besides Content-Type */
   size_t n_headers;
 };
@@ -119,7 +133,10 @@ struct http_response {
 int http_response_header(struct http_response *resp, const char *name, const char *value);
 
 /* A handler: fills resp. It runs on its connection's own thread and may
- * block (a front waits for its run here); it must not keep req or resp. */
+ * block (a front waits for its run here); it must not keep req or resp. A
+ * streamed body (stream_read) keeps the connection, and its thread, until
+ * stream_done: a stream counts against the connection cap like any
+ * request, and the idle clock runs while it is sent. */
 typedef void (*http_handler_fn)(void *ctx, const struct http_request *req,
                                 struct http_response *resp);
 

@@ -70,7 +70,7 @@ static void progress_carries_token_and_counts_bytes(void **state) {
   struct fixture *f = *state;
   json_t *id = json_integer(7), *params = params_with_token("tok");
   struct mcp_call c;
-  mcp_call_begin(f->s, &c, id, params);
+  mcp_call_begin(f->s, &c, NULL, id, params);
   assert_true(mcp_call_streams(f->s, &c));
   mcp_call_progress(f->s, &c, 1, (const uint8_t *)"hello\n", 6);
   /* 5000 two-byte characters: the message is cut to whole characters
@@ -100,7 +100,7 @@ static void no_token_no_progress(void **state) {
   struct fixture *f = *state;
   json_t *id = json_string("a"), *params = json_object();
   struct mcp_call c;
-  mcp_call_begin(f->s, &c, id, params);
+  mcp_call_begin(f->s, &c, NULL, id, params);
   mcp_call_progress(f->s, &c, 1, (const uint8_t *)"x", 1);
   assert_int_equal(json_array_size(f->sink.lines), 0);
   assert_false(mcp_call_end(f->s, &c));
@@ -113,8 +113,8 @@ static void cancel_stops_progress_of_that_call_only(void **state) {
   json_t *id_a = json_string("long"), *id_b = json_integer(2);
   json_t *pa = params_with_token("pa"), *pb = params_with_token("pb");
   struct mcp_call a, b;
-  mcp_call_begin(f->s, &a, id_a, pa);
-  mcp_call_begin(f->s, &b, id_b, pb);
+  mcp_call_begin(f->s, &a, NULL, id_a, pa);
+  mcp_call_begin(f->s, &b, NULL, id_b, pb);
   /* Not cancellations of a or b. */
   assert_false(take(f->s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"));
   assert_true(take(f->s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
@@ -158,7 +158,7 @@ static void without_notifier_nothing_registers(void **state) {
   mcp_server_set_notify(f->s, NULL, NULL);
   json_t *id = json_integer(1), *params = params_with_token("t");
   struct mcp_call c;
-  mcp_call_begin(f->s, &c, id, params);
+  mcp_call_begin(f->s, &c, NULL, id, params);
   assert_false(mcp_call_streams(f->s, &c));
   assert_false(take(f->s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
                           "\"params\":{\"requestId\":1}}"));

@@ -2,7 +2,7 @@
  * (--http-fronts mcp), driven by the official MCP SDK's Client and
  * StreamableHTTPClientTransport: the same tool cases as over stdio; then
  * raw requests for the transport's own rules: Origin (DNS rebinding),
- * Host (421), MCP-Protocol-Version, no session ids, GET and DELETE, media
+ * Host (421), MCP-Protocol-Version, session ids at initialize, GET and DELETE, media
  * types, the body cap, malformed messages, notifications; every refusal a
  * JSON-RPC error (id null before a message was read). Needs root (uid base
  * 61200). */
@@ -51,12 +51,17 @@ async function post(body, headers = {}) {
   return { status: r.status, headers: r.headers, text, json: text && r.headers.get("content-type")?.startsWith("application/json") ? JSON.parse(text) : undefined };
 }
 
-test("http: initialize over raw POST: JSON answer, no session id issued, older revisions negotiated", async () => {
+test("http: initialize over raw POST: JSON answer, a new session id, older revisions negotiated", async () => {
   let r = await post(init());
   assert.equal(r.status, 200);
   assert.match(r.headers.get("content-type"), /^application\/json/);
   assert.equal(r.json.result.protocolVersion, "2025-11-25");
-  assert.equal(r.headers.get("mcp-session-id"), null, "a stateless server issues no session id");
+  const sid = r.headers.get("mcp-session-id");
+  assert.match(sid ?? "", /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "initialize issues a session id");
+  assert.notEqual((await post(init())).headers.get("mcp-session-id"), sid, "a new one each time");
+  const ping = await post(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), { "mcp-session-id": sid });
+  assert.equal(ping.status, 200);
+  assert.equal(ping.headers.get("mcp-session-id"), null, "only initialize's answer carries one");
   r = await post(init("2025-03-26"));
   assert.equal(r.json.result.protocolVersion, "2025-03-26");
   r = await post(init("2099-01-01"));
@@ -127,7 +132,7 @@ test("http: MCP-Protocol-Version: supported ones served, others 400", async () =
   assert.equal((await post(ping)).status, 200, "no header: the server assumes a revision it speaks");
 });
 
-test("http: GET (no server stream) and DELETE (no sessions) are 405 with Allow: POST", async () => {
+test("http: GET (no server stream) and DELETE (a session needs no ending) are 405 with Allow: POST", async () => {
   const g = await fetch(endpoint, { method: "GET", headers: { accept: "text/event-stream" } });
   assert.equal(g.status, 405);
   assert.equal(g.headers.get("allow"), "POST");

@@ -7,7 +7,7 @@
 # "tools" (the tool list's size, from sandbox-mcp alone) runs as anyone.
 set -euo pipefail
 if [ $# -ne 2 ]; then
-  echo "usage: run-tests.sh BIN_DIR stdio|http|example|inspector|tools" >&2
+  echo "usage: run-tests.sh BIN_DIR stdio|http|http_stream|example|inspector|tools" >&2
   exit 2
 fi
 bin_dir=$(cd "$1" && pwd)

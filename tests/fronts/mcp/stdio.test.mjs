@@ -116,7 +116,7 @@ test("stdio: parallel tool calls are served side by side", async () => {
   assert.ok(Date.now() - t0 >= 0);
 });
 
-// ---- progress and cancellation (stdio only: /mcp answers each POST once) ----
+// ---- progress and cancellation (over /mcp: http_stream.test.mjs) ----
 
 const TICKS = "import time\nfor i in range(N):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n";
 
