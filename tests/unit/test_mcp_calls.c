@@ -8,7 +8,9 @@
  * is taken, the call sends no more progress (a notification that raced it
  * would be written after the answers to messages read after it, which
  * failed a fresh-clone CI run of fronts_mcp_stdio). A call cancelled
- * before its run started is told so when the run is set. */
+ * before its run started is told so when the run is set. /mcp's streamed
+ * calls (a message context) get progress on their own notifier and are
+ * cancelled only from their own scope (caller and Mcp-Session-Id). */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,12 +171,61 @@ static void without_notifier_nothing_registers(void **state) {
   json_decref(params);
 }
 
+static const char CANCEL_5[] =
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":5}}";
+
+static bool take_scoped(mcp_server *s, const char *scope) {
+  return mcp_take_cancel_scoped(s, scope, CANCEL_5, strlen(CANCEL_5));
+}
+
+/* /mcp's calls (a message context): progress goes to the message's
+ * notifier, and a cancellation reaches a call only from its own scope
+ * (caller and session id), never from stdio's or another scope, and a call
+ * without a scope never. */
+static void scoped_cancel_reaches_only_its_scope(void **state) {
+  struct fixture *f = *state;
+  mcp_server_set_notify(f->s, NULL, NULL); /* as on sandboxd: no server notifier */
+  struct sink own = {json_array()};
+  struct mcp_message_context in_a = {keep, &own, "a\nS1"}, unscoped = {keep, &own, NULL};
+  json_t *id = json_integer(5), *params = params_with_token("t");
+  struct mcp_call c, d;
+  mcp_call_begin(f->s, &c, &in_a, id, params);
+  mcp_call_begin(f->s, &d, &unscoped, id, params);
+  assert_true(mcp_call_streams(f->s, &c));
+  assert_true(mcp_call_streams(f->s, &d));
+  mcp_call_progress(f->s, &c, 1, (const uint8_t *)"x", 1);
+  assert_int_equal(json_array_size(own.lines), 1);
+  assert_int_equal(json_array_size(f->sink.lines), 0);
+
+  assert_false(take_scoped(f->s, NULL));   /* no scope: not taken at all */
+  assert_true(take_scoped(f->s, "b\nS1")); /* another caller, same session id: ignored */
+  assert_true(take_scoped(f->s, "a\nS2")); /* same caller, another session: ignored */
+  assert_true(take_scoped(f->s, "a\nS"));  /* a prefix of the scope: ignored */
+  mcp_server_set_notify(f->s, keep, &f->sink);
+  assert_true(take(f->s, CANCEL_5)); /* stdio's: ignored */
+  mcp_server_set_notify(f->s, NULL, NULL);
+  assert_true(mcp_call_set_run(f->s, &c, NULL));
+  assert_true(mcp_call_set_run(f->s, &d, NULL));
+
+  assert_true(take_scoped(f->s, "a\nS1"));
+  mcp_call_progress(f->s, &c, 1, (const uint8_t *)"y", 1);
+  assert_int_equal(json_array_size(own.lines), 1);
+  mcp_call_drop_run(f->s, &c);
+  mcp_call_drop_run(f->s, &d);
+  assert_true(mcp_call_end(f->s, &c));
+  assert_false(mcp_call_end(f->s, &d));
+  json_decref(own.lines);
+  json_decref(id);
+  json_decref(params);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(progress_carries_token_and_counts_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(no_token_no_progress, setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_stops_progress_of_that_call_only, setup, teardown),
       cmocka_unit_test_setup_teardown(without_notifier_nothing_registers, setup, teardown),
+      cmocka_unit_test_setup_teardown(scoped_cancel_reaches_only_its_scope, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
