@@ -50,9 +50,9 @@ before(async () => {
 });
 
 after(async () => {
-  assert.equal(await tenanted?.stop(), 0, "sandboxd exits 0 on SIGTERM");
-  assert.equal(await quick?.stop(), 0, "sandboxd exits 0 on SIGTERM");
   rmSync(tenantsPath, { force: true });
+  const codes = await Promise.all([tenanted?.stop(), quick?.stop()]);
+  assert.deepEqual(codes, [0, 0], "each sandboxd exits 0 on SIGTERM");
 });
 
 /** An SDK client of tenant key, and what its transport's POSTs got back. */
