@@ -294,6 +294,26 @@ def outcomes(records, ends, also=()):
     return res
 
 
+# Lost cases that the per-case timeout ended in the sandbox, run again on
+# their own (at most this many): a case that started many processes timed
+# out once while the bare side ran beside it on a loaded machine, and passed
+# alone. One that passes alone is slow there, not lost, and is listed.
+RETRY_MAX = 5
+
+
+def retry_timeouts(sandboxed, lost, entries):
+    """The lost cases (not expected ones) that hit the per-case timeout and
+    pass when run again alone in the sandbox."""
+    slow = [c for c, (st, err) in sorted(lost.items())
+            if st == "crash" and "Timeout (" in err and expected_reason(c, entries)[1] is None]
+    passed = []
+    for case in slow[:RETRY_MAX]:
+        res = outcomes(*run_module(sandboxed, case))
+        if res.get(case, ("missing",))[0] in PASSED:
+            passed.append(case)
+    return passed
+
+
 def load_expected(path):
     """expected_losses.txt: "reason KEY: text" lines, then "PATTERN KEY"
     lines (fnmatch on the case id). Returns [(pattern, key)], {key: text}."""
@@ -414,15 +434,20 @@ def test_cpython(bin_dir):
     s = Server(bin_dir, *SERVER_FLAGS)
     t0 = time.monotonic()
     try:
-        results = run_all(Bare(os.path.join(tmp, "b")), Sandboxed(os.path.join(tmp, "s"), s),
-                          names)
+        sandboxed = Sandboxed(os.path.join(tmp, "s"), s)
+        results = run_all(Bare(os.path.join(tmp, "b")), sandboxed, names)
+        bare = {c: v for b_, _ in results.values() for c, v in b_.items()}
+        sbx = {c: v for _, s_ in results.values() for c, v in s_.items()}
+        lost, gained = compare(bare, sbx)
+        slow = retry_timeouts(sandboxed, lost, entries)
     finally:
         s.stop()
         if os.environ.get("COMPAT_KEEP") != "1":
             shutil.rmtree(s.tmp, ignore_errors=True)  # its log and state dir
-    bare = {c: v for b_, _ in results.values() for c, v in b_.items()}
-    sbx = {c: v for _, s_ in results.values() for c, v in s_.items()}
-    lost, gained = compare(bare, sbx)
+    for case in slow:
+        print(f"slow, not lost: {case} hit the case timeout beside the bare "
+              "run and passed alone in the sandbox")
+        del lost[case]
     unexpected = report(lost, gained, entries, reasons)
     passed = sum(st in PASSED for st, _ in bare.values())
     print(f"\n{len(names)} names, {len(bare)} cases, {passed} pass bare; lost in the sandbox: "
