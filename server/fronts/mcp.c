@@ -84,9 +84,8 @@ static void stream_response(const struct front_caller *fc, const struct http_req
   j->st = st;
   front_caller_copy(&j->fc, fc);
   /* A keep-alive well within the idle clock, at most every 15 s. */
-  unsigned idle_ms = req->idle_timeout_s * 1000u;
-  j->keep_alive_ms =
-      idle_ms == 0 || idle_ms / 3 > 15000 ? 15000 : (idle_ms / 3 > 0 ? idle_ms / 3 : 1);
+  unsigned third_ms = req->idle_timeout_s * 1000u / 3;
+  j->keep_alive_ms = third_ms == 0 || third_ms > 15000 ? 15000 : third_ms;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, MCP_STREAM_STACK_BYTES);

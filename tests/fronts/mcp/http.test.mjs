@@ -62,6 +62,14 @@ test("http: initialize over raw POST: JSON answer, a new session id, older revis
   const ping = await post(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), { "mcp-session-id": sid });
   assert.equal(ping.status, 200);
   assert.equal(ping.headers.get("mcp-session-id"), null, "only initialize's answer carries one");
+  // Mcp-Session-Id: 1 to 128 visible ASCII characters, else 400 (a JSON-RPC error).
+  const pingWith = (id) => post(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "ping" }), { "mcp-session-id": id });
+  assert.equal((await pingWith("s".repeat(128))).status, 200, "128 characters are taken");
+  for (const bad of ["s".repeat(129), "a b", "tab\there"]) {
+    const refused = await pingWith(bad);
+    assert.equal(refused.status, 400, `Mcp-Session-Id ${JSON.stringify(bad.slice(0, 20))} is refused`);
+    assert.match(refused.json.error.message, /Mcp-Session-Id header must be 1 to 128 visible ASCII characters/);
+  }
   r = await post(init("2025-03-26"));
   assert.equal(r.json.result.protocolVersion, "2025-03-26");
   r = await post(init("2099-01-01"));

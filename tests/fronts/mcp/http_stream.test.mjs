@@ -21,12 +21,11 @@ import { after, before, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-import { Sandboxd, sleep } from "./lib.mjs";
+import { expectProgressRun, Sandboxd, sleep, ticks } from "./lib.mjs";
 
 const KEY_A = "key-of-tenant-a-0123456789";
 const KEY_B = "key-of-tenant-b-0123456789";
 const UUID4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-const TICKS = "import time\nfor i in range(N):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n";
 
 let tenanted; // --tenants a, b
 let quick; // --http-timeout-s 2
@@ -74,17 +73,7 @@ test("http stream: onprogress gets the run's output while it runs, over text/eve
   const { client, transport, seen } = await sdkClient(KEY_A);
   try {
     assert.match(transport.sessionId ?? "", UUID4, "initialize's answer carried an Mcp-Session-Id");
-    const progress = [];
-    const t0 = Date.now();
-    const r = await client.callTool({ name: "run_code", arguments: { code: TICKS.replace("N", "5") } }, undefined,
-      { onprogress: (p) => progress.push({ ...p, at: Date.now() - t0 }) });
-    const done = Date.now() - t0;
-    assert.equal(r.structuredContent.stdout, "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\n");
-    assert.ok(progress.length >= 5, `one notification per output chunk at least (${progress.length})`);
-    assert.equal(progress.map((p) => p.message).join(""), r.structuredContent.stdout, "the messages are the output, in order");
-    for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress > progress[i - 1].progress, "progress increases");
-    assert.equal(progress.at(-1).progress, Buffer.byteLength(r.structuredContent.stdout));
-    assert.ok(progress[0].at < done - 800, `the first came while the run ran (${progress[0].at} ms of ${done} ms)`);
+    await expectProgressRun(client);
     const call = seen.find((s) => s.body.includes('"tools/call"'));
     assert.match(call.type, /^text\/event-stream/, "the call was answered as a stream");
     // Without onprogress the same call is a plain JSON answer.
@@ -101,7 +90,7 @@ test("http stream: an AbortSignal cancels the run (CancelRun, killed_by=cancelle
     const before = (tenanted.log().match(/killed_by=cancelled/g) ?? []).length;
     const ac = new AbortController();
     const t0 = Date.now();
-    const call = client.callTool({ name: "run_code", arguments: { code: TICKS.replace("N", "200") } }, undefined,
+    const call = client.callTool({ name: "run_code", arguments: { code: ticks(200) } }, undefined,
       { signal: ac.signal, onprogress: () => ac.abort("enough") });
     await assert.rejects(call, /enough|abort/i);
     const until = Date.now() + 15000;
@@ -205,7 +194,7 @@ test("http stream: a cancellation from another tenant or session is ignored; the
 
   // Tenant a's run, request id 5 in session sa; the wrong cancellations come once it runs.
   let wrongSent;
-  const long = rawPost(tenanted.http, runCall(5, TICKS.replace("N", "8"), "p5"), { ...auth(KEY_A), "mcp-session-id": sa }, () => {
+  const long = rawPost(tenanted.http, runCall(5, ticks(8), "p5"), { ...auth(KEY_A), "mcp-session-id": sa }, () => {
     wrongSent ??= (async () => {
       for (const [key, session] of [[KEY_B, sa], [KEY_B, undefined], [KEY_A, "another-session"], [KEY_A, undefined]]) {
         const r = await rawPost(tenanted.http, cancel(5), { ...auth(key), ...(session ? { "mcp-session-id": session } : {}) });
@@ -223,7 +212,7 @@ test("http stream: a cancellation from another tenant or session is ignored; the
 
   // The same request id, cancelled by its own caller and session: no answer, the run killed.
   let rightSent;
-  const own = await rawPost(tenanted.http, runCall(5, TICKS.replace("N", "200"), "p5"), { ...auth(KEY_A), "mcp-session-id": sa }, () => {
+  const own = await rawPost(tenanted.http, runCall(5, ticks(200), "p5"), { ...auth(KEY_A), "mcp-session-id": sa }, () => {
     rightSent ??= rawPost(tenanted.http, cancel(5), { ...auth(KEY_A), "mcp-session-id": sa });
   });
   assert.equal((await rightSent).status, 202);

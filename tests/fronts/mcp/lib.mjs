@@ -3,6 +3,7 @@
  * its log says event=ready, stopped with SIGTERM), sandbox-mcp as a raw
  * child for the malformed-message cases, and small helpers on tool results.
  * Nothing here stands in for the server. */
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import * as net from "node:net";
@@ -138,3 +139,25 @@ export const PLOT = [
   "import matplotlib", "matplotlib.use('Agg')", "import matplotlib.pyplot as plt",
   "plt.plot([1, 2, 3], [1, 4, 9])", "plt.savefig('output/plot.png')", "plt.close()", "print('plotted')", "",
 ].join("\n");
+
+// A run printing a tick every 0.3 s, N times (code: ticks(N)).
+export const ticks = (n) => `import time\nfor i in range(${n}):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n`;
+
+// run_code of five ticks with onprogress, through the official SDK client on
+// either transport; checks what a progress token promises on both: the
+// output as messages, in order, progress increasing to the output's bytes,
+// the first while the run ran. Returns the call's result.
+export async function expectProgressRun(client) {
+  const seen = [];
+  const t0 = Date.now();
+  const r = await client.callTool({ name: "run_code", arguments: { code: ticks(5) } }, undefined,
+    { onprogress: (p) => seen.push({ ...p, at: Date.now() - t0 }) });
+  const done = Date.now() - t0;
+  assert.equal(r.structuredContent.stdout, "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\n");
+  assert.ok(seen.length >= 5, `one notification per output chunk at least (${seen.length})`);
+  assert.equal(seen.map((p) => p.message).join(""), r.structuredContent.stdout, "the messages are the output, in order");
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, "progress increases");
+  assert.equal(seen.at(-1).progress, Buffer.byteLength(r.structuredContent.stdout), "progress counts the output's bytes");
+  assert.ok(seen[0].at < done - 800, `the first came while the run ran (${seen[0].at} ms of ${done} ms)`);
+  return r;
+}

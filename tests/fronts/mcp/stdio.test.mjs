@@ -14,7 +14,7 @@ import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
 
 import { toolCases } from "./cases.mjs";
 import { resourceCases } from "./resource_cases.mjs";
-import { binDir, RawMcp, Sandboxd } from "./lib.mjs";
+import { binDir, expectProgressRun, RawMcp, Sandboxd, ticks } from "./lib.mjs";
 
 let server;
 let client;
@@ -118,22 +118,8 @@ test("stdio: parallel tool calls are served side by side", async () => {
 
 // ---- progress and cancellation (over /mcp: http_stream.test.mjs) ----
 
-const TICKS = "import time\nfor i in range(N):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n";
-
 test("stdio: a progress token gets the run's output as notifications/progress while it runs", { timeout: 60000 }, async () => {
-  const seen = [];
-  const t0 = Date.now();
-  const r = await client.callTool({ name: "run_code", arguments: { code: TICKS.replace("N", "5") } }, undefined,
-    { onprogress: (p) => seen.push({ ...p, at: Date.now() - t0 }) });
-  const done = Date.now() - t0;
-  assert.equal(r.structuredContent.stdout, "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\n");
-  assert.ok(seen.length >= 5, `one notification per output chunk at least (${seen.length})`);
-  assert.equal(seen.map((p) => p.message).join(""), r.structuredContent.stdout, "the messages are the output, in order");
-  for (let i = 1; i < seen.length; i++) {
-    assert.ok(seen[i].progress > seen[i - 1].progress, "progress increases");
-  }
-  assert.equal(seen.at(-1).progress, Buffer.byteLength(r.structuredContent.stdout), "progress counts the output's bytes");
-  assert.ok(seen[0].at < done - 800, `the first came while the run ran (${seen[0].at} ms of ${done} ms)`);
+  await expectProgressRun(client);
 });
 
 test("stdio: a progress message holds at most 4 KiB of a chunk, cut at a whole character; progress counts every byte", { timeout: 60000 }, async () => {
@@ -154,7 +140,7 @@ test("stdio: notifications/cancelled cancels the run (CancelRun), and the call g
   // Through the SDK: an AbortSignal sends notifications/cancelled.
   const ac = new AbortController();
   const before = server.runs();
-  const call = client.callTool({ name: "run_code", arguments: { code: TICKS.replace("N", "200") } }, undefined,
+  const call = client.callTool({ name: "run_code", arguments: { code: ticks(200) } }, undefined,
     { signal: ac.signal, onprogress: () => ac.abort("enough") });
   await assert.rejects(call, /enough|abort/i);
   await server.waitLog("killed_by=cancelled", 15000);
