@@ -146,6 +146,10 @@ static const struct setting_def setting_defs[] = {
      .help = "directory levels below output/ searched for artifacts"},
     {"mime-types", SETTING_STRING, STR(mime_types), 0, 0, .def_str = "/etc/mime.types",
      .help = "mime.types database for artifact types"},
+    {"runtimes-dir", SETTING_STRING, STR(runtimes_dir), 0, 0,
+     .def_text = "share/sandboxd/runtimes beside the binary's directory, when it exists",
+     .help = "directory of runtime manifests (docs/RUNTIMES.md), one *.json per runtime beside "
+             "the built-in python; each is checked at start"},
     {"wheelhouse", SETTING_STRING, STR(wheelhouse), 0, 0, .def_text = "none",
      .help = "directory of wheels (and sdists) pip may install requirements from, besides the "
              "index (--find-links; with offline = 1 the only source)"},

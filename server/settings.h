@@ -93,6 +93,7 @@ struct server_settings {
   int64_t max_artifacts;           /* artifacts per response, entries per ListFiles */
   int64_t artifact_depth;          /* directory levels below output/ */
   char mime_types[PATH_MAX];       /* the mime.types database */
+  char runtimes_dir[PATH_MAX];     /* runtime manifests; "" = beside the binary */
   /* Requirements (docs/REQUIREMENTS.md). */
   char wheelhouse[PATH_MAX];        /* wheels pip installs from (--find-links); "" = none */
   char index_url[SETTINGS_URL_MAX]; /* package index, through the egress proxy */

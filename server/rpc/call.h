@@ -46,6 +46,7 @@ struct server_call {
   struct sbx_bounded_alloc alloc;
   ProtobufCMessage *input;      /* the decoded request, freed through alloc */
   struct sandbox_limits limits; /* RunCode: validated, defaults applied */
+  const struct runtime *runtime; /* RunCode: the one it names (runtimes_resolve) */
   struct session *session;      /* RunCode with session_id: reserved at dispatch */
   bool session_created;
   nng_msg *reply;

@@ -19,6 +19,7 @@
 #include "server.h"
 #include "server_state.h"
 #include "validate.h"
+#include "workspace.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -95,9 +96,10 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
     closure(NULL, closure_data);
     return NULL;
   }
-  if (validate_run_request(input, &srv->settings, &call->policy.limits_max, call->tenant->name,
+  if (validate_run_request(input, &srv->settings, srv->runner.runtimes, &call->policy.limits_max,
+                           call->tenant->name,
                            call->policy.has_egress_allow ? &call->policy.egress_allow : NULL,
-                           &call->limits, &d->err) < 0) {
+                           &call->limits, &call->runtime, &d->err) < 0) {
     closure(NULL, closure_data);
     return NULL;
   }
@@ -328,6 +330,43 @@ static void interpreter_info(struct server *srv, Sandbox__V1__GetInfoResponse *r
   resp->interpreter_max_lifetime_s = (uint64_t)s->interpreter_max_lifetime_s;
 }
 
+/* The runtimes (docs/RUNTIMES.md): the available ones' names, and each
+ * with its language, version, aliases and state. The table is read-only
+ * after start, so its strings are pointed to, not copied. */
+struct runtime_list {
+  Sandbox__V1__RuntimeInfo info[RUNTIMES_MAX];
+  Sandbox__V1__RuntimeInfo *ptrs[RUNTIMES_MAX];
+  char *names[RUNTIMES_MAX];
+  char *aliases[RUNTIMES_MAX][RUNTIME_ALIASES_MAX];
+};
+
+static void runtime_info(struct server *srv, Sandbox__V1__GetInfoResponse *resp,
+                         struct runtime_list *l) {
+  struct runtime_table *t = srv->runner.runtimes;
+  for (size_t i = 0; i < t->n; i++) {
+    struct runtime *rt = &t->v[i];
+    Sandbox__V1__RuntimeInfo *ri = &l->info[i];
+    sandbox__v1__runtime_info__init(ri);
+    ri->name = rt->name;
+    ri->language = rt->language;
+    ri->version = rt->version;
+    for (size_t a = 0; a < rt->n_aliases; a++)
+      l->aliases[i][a] = rt->aliases[a];
+    ri->aliases = l->aliases[i];
+    ri->n_aliases = rt->n_aliases;
+    ri->available = rt->available;
+    ri->unavailable_reason = rt->available ? "" : rt->why_unavailable;
+    ri->compiled = rt->kind == RUNTIME_KIND_MANIFEST && rt->manifest.has_compile;
+    ri->file = rt->kind == RUNTIME_KIND_MANIFEST ? rt->manifest.file : WORKSPACE_SCRIPT;
+    l->ptrs[i] = ri;
+    if (rt->available)
+      l->names[resp->n_runtimes++] = rt->name;
+  }
+  resp->runtime_info = l->ptrs;
+  resp->n_runtime_info = t->n;
+  resp->runtimes = l->names;
+}
+
 /* The caller's own tenant: the policy its call runs under (read at
  * authentication) and what it uses now. Never another tenant's. */
 /* An allow list as GetInfo shows it: each entry in the parser's spelling. */
@@ -375,10 +414,15 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   Sandbox__V1__GetInfoResponse resp = SANDBOX__V1__GET_INFO_RESPONSE__INIT;
   Sandbox__V1__IsolationReport iso = SANDBOX__V1__ISOLATION_REPORT__INIT;
   Sandbox__V1__Limits def = SANDBOX__V1__LIMITS__INIT, max = SANDBOX__V1__LIMITS__INIT;
-  static char *runtimes[] = {RUNTIME_PYTHON, RUNTIME_PYTHON_ZYGOTE};
   resp.version = SANDBOXD_VERSION;
-  resp.n_runtimes = srv->settings.zygote ? 2 : 1;
-  resp.runtimes = runtimes;
+  struct runtime_list *rl = calloc(1, sizeof *rl);
+  if (rl == NULL) {
+    struct dispatch *dd = closure_data;
+    sbx_error_set(&dd->err, SBX_INTERNAL, ENOMEM, "GetInfo");
+    closure(NULL, closure_data);
+    return;
+  }
+  runtime_info(srv, &resp, rl);
   isolation_report(sandbox_engine_report(srv->engine), &iso);
   resp.isolation = &iso;
   limits_to_proto(&srv->settings.default_limits, &def);
@@ -427,6 +471,7 @@ static void handle_get_info(Sandbox__V1__Sandbox_Service *service,
   }
   closure(&resp, closure_data);
   free(egress);
+  free(rl);
   zygote_memory_release(&zmem);
 }
 

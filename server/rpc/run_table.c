@@ -332,6 +332,7 @@ struct live_run *run_table_add(struct run_table *t, struct server_call *call, bo
   run->req = (Sandbox__V1__RunCodeRequest *)call->input;
   call->input = NULL;
   run->limits = call->limits;
+  run->runtime = call->runtime;
   run->session = call->session;
   run->session_created = call->session_created;
   call->session = NULL;

@@ -74,6 +74,7 @@ struct live_run {
   struct sbx_bounded_alloc alloc;
   Sandbox__V1__RunCodeRequest *req;
   struct sandbox_limits limits;
+  const struct runtime *runtime;
   struct session *session;
   bool session_created;
   uint64_t deadline_unix_ms;

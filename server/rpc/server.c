@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "runtime_check.h"
 #include "transport.h"
 #include "worker.h"
 
@@ -103,6 +104,7 @@ int server_start(struct server *srv, struct sbx_error *err) {
   if (run_table_start(&srv->runs, err) < 0)
     return -1;
   handlers_init(srv);
+  runtime_check_all(srv); /* before anyone can call */
   if (open_socket(srv, err) < 0 || transport_open(srv, err) < 0 || start_workers(srv, err) < 0)
     return -1;
   transport_start(srv);

@@ -9,7 +9,7 @@
 #include "download.h"
 #include "ids.h"
 #include "requirements.h"
-#include "runner.h"
+#include "runtimes.h"
 #include "text.h"
 
 #define ID_RULE "must be 1 to 64 characters of [A-Za-z0-9._-], not \".\" or \"..\""
@@ -52,13 +52,6 @@ static bool env_key_ok(const char *key) {
 
 static int check_code_and_ids(const Sandbox__V1__RunCodeRequest *req,
                               const struct server_settings *s, struct sbx_error *err) {
-  if (req->runtime[0] != '\0' && strcmp(req->runtime, RUNTIME_PYTHON) != 0 &&
-      !(s->zygote && run_runtime_is_zygote(req)))
-    return REFUSE("runtime: \"%.64s\" is not supported; supported: %s%s", req->runtime,
-                  s->zygote ? RUNTIME_PYTHON ", " RUNTIME_PYTHON_ZYGOTE : RUNTIME_PYTHON,
-                  !s->zygote && run_runtime_is_zygote(req)
-                      ? " (" RUNTIME_PYTHON_ZYGOTE " needs a server started with --zygote)"
-                      : "");
   size_t code_len = strlen(req->code);
   if (code_len == 0)
     return REFUSE("code: must not be empty");
@@ -172,11 +165,16 @@ static int check_args_and_env(const Sandbox__V1__RunCodeRequest *req,
  * and its default with it. */
 static int effective_limits(const Sandbox__V1__Limits *in, const struct server_settings *s,
                             const struct settings_limits *tenant_max, const char *tenant,
-                            int64_t eff[LIMITS_N], struct sbx_error *err) {
+                            const struct runtime *rt, int64_t eff[LIMITS_N],
+                            struct sbx_error *err) {
   int64_t asked[LIMITS_N];
   limits_from_proto(in, asked);
   for (size_t i = 0; i < LIMITS_N; i++) {
     int64_t v = asked[i], max = s->max_limits.v[i], def = s->default_limits.v[i];
+    /* A runtime that needs more than the server's default (its manifest's
+     * limits, docs/RUNTIMES.md) gets it by default, within the maxima. */
+    if (rt->kind == RUNTIME_KIND_MANIFEST && rt->manifest.limits[i] > def)
+      def = rt->manifest.limits[i];
     bool capped = tenant_max != NULL && tenant_max->v[i] > 0 && tenant_max->v[i] < max;
     if (capped)
       max = tenant_max->v[i];
@@ -196,7 +194,8 @@ static int effective_limits(const Sandbox__V1__Limits *in, const struct server_s
  * session, on a server with interpreters, for runtime python, without
  * requirements, with code, args and env the interpreter's JSON can carry. */
 static int check_session_mode(const Sandbox__V1__RunCodeRequest *req,
-                              const struct server_settings *s, struct sbx_error *err) {
+                              const struct server_settings *s, const struct runtime *rt,
+                              struct sbx_error *err) {
   int mode = (int)req->session_mode;
   if (mode < 0 || mode > SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER)
     return REFUSE("session_mode: %d is not a session mode (0 UNSPECIFIED, 1 FILES, "
@@ -207,6 +206,11 @@ static int check_session_mode(const Sandbox__V1__RunCodeRequest *req,
   if (req->session_id[0] == '\0')
     return REFUSE("session_mode: INTERPRETER needs a session_id (the interpreter lives in the "
                   "session)");
+  if (!runtime_is_python(rt))
+    return REFUSE("session_mode: INTERPRETER sessions are Python's (runtime python or "
+                  "python-zygote), not runtime %s's; a FILES session keeps the files of any "
+                  "runtime",
+                  rt->name);
   if (s->max_interpreters == 0)
     return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
                          "session_mode: INTERPRETER sessions are off on this server "
@@ -279,16 +283,19 @@ static int check_allow_net(const Sandbox__V1__RunCodeRequest *req, const struct 
 }
 
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
+                         const struct runtime_table *runtimes,
                          const struct settings_limits *tenant_max, const char *tenant,
                          const struct egress_allow *tenant_egress, struct sandbox_limits *limits,
-                         struct sbx_error *err) {
+                         const struct runtime **runtime, struct sbx_error *err) {
   uint64_t inline_total = 0;
   int64_t eff[LIMITS_N] = {0};
-  if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, err) < 0 ||
+  if (runtimes_resolve(runtimes, req->runtime, req->language, req->version, runtime, err) < 0)
+    return -1;
+  if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, *runtime, err) < 0 ||
       check_requirements(req, s, err) < 0 || check_files(req, s, &inline_total, err) < 0 ||
       check_args_and_env(req, s, err) < 0 ||
       check_allow_net(req, s, tenant_egress, tenant, err) < 0 ||
-      effective_limits(req->limits, s, tenant_max, tenant, eff, err) < 0)
+      effective_limits(req->limits, s, tenant_max, tenant, *runtime, eff, err) < 0)
     return -1;
   if (inline_total > (uint64_t)eff[LIMIT_DISK_BYTES])
     return REFUSE("files: %" PRIu64 " bytes in all; allowed: at most the disk quota of %" PRId64

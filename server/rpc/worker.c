@@ -31,6 +31,7 @@ static void run(struct server *srv, unsigned slot, struct live_run *lr, struct r
       .run_id = lr->run_id,
       .method = sbx_method_name(lr->method),
       .limits = lr->limits,
+      .runtime = lr->runtime,
       .session = lr->session,
       .session_created = lr->session_created,
       .received_ms = lr->received_ms,

@@ -46,51 +46,81 @@ void run_outcome_free(struct run_outcome *out) {
   out->scratch = NULL;
 }
 
-/* The program's argv and environment, the code dedented, the inline files.
- * As "python3 main.py" runs outside: the workspace on sys.path, the
- * request's PYTHON* variables honoured. -u only for this interpreter (not
- * its children, as PYTHONUNBUFFERED would): what it printed before a kill
- * reaches the reply. Nothing of the server's environment reaches a run
- * (the engine's minimum environment, docs/ENGINE.md). */
-static int scratch_fill(const struct run_call *call, struct run_scratch *sc,
-                        struct sbx_error *err) {
-  const Sandbox__V1__RunCodeRequest *req = call->req;
-  sc->n_files = req->n_files;
-  sc->argv = calloc(req->n_args + 7, sizeof(char *));
-  sc->env = calloc(req->n_env + 2 + run_net_env_count(call), sizeof(char *));
-  sc->files = calloc(req->n_files + 1, sizeof(*sc->files));
-  sc->downloads = calloc(req->n_files + 1, sizeof(*sc->downloads));
-  sc->code = dedent(req->code, strlen(req->code), &sc->code_len);
-  if (sc->argv == NULL || sc->env == NULL || sc->files == NULL || sc->downloads == NULL ||
-      sc->code == NULL)
-    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
-  /* A fresh interpreter runs the script through sandboxd_cell (sandbox.h),
-   * which runs it as python3 would and adds the rich results (the last
-   * expression's value, figures); a zygote runs it through the same. */
+/* A Python run's argv: as "python3 main.py" runs outside, the workspace on
+ * sys.path, the request's PYTHON* variables honoured. -u only for this
+ * interpreter (not its children, as PYTHONUNBUFFERED would): what it
+ * printed before a kill reaches the reply. A fresh interpreter runs the
+ * script through sandboxd_cell (sandbox.h), which runs it as python3 would
+ * and adds the rich results (the last expression's value, figures); a
+ * zygote runs it through the same. */
+static size_t python_argv(const struct run_call *call, const char **argv) {
   size_t a = 0;
-  sc->argv[a++] = "/usr/bin/python3";
-  sc->argv[a++] = "-u";
-  if (!run_forks_zygote(req)) {
-    sc->argv[a++] = "-c";
-    sc->argv[a++] = SANDBOX_CELL_LOADER;
-    sc->argv[a++] = "script";
+  argv[a++] = "/usr/bin/python3";
+  argv[a++] = "-u";
+  if (!run_forks_zygote(call)) {
+    argv[a++] = "-c";
+    argv[a++] = SANDBOX_CELL_LOADER;
+    argv[a++] = "script";
   }
-  sc->argv[a++] = "/workspace/" WORKSPACE_SCRIPT;
-  for (size_t i = 0; i < req->n_args; i++)
-    sc->argv[a++] = req->args[i];
-  bool mpl_backend = false;
+  argv[a++] = "/workspace/" WORKSPACE_SCRIPT;
+  return a;
+}
+
+/* The environment: a manifest runtime's own variables, then the request's
+ * (which may override them); for Python, figures shown or left open come
+ * back as artifacts (sandboxd_cell's backend) unless the request picks a
+ * backend of its own. Nothing of the server's environment reaches a run
+ * (the engine's minimum environment, docs/ENGINE.md). */
+static int fill_env(const struct run_call *call, struct run_scratch *sc, struct sbx_error *err) {
+  const Sandbox__V1__RunCodeRequest *req = call->req;
+  const struct runtime *rt = call->runtime;
+  bool python = runtime_is_python(rt), mpl_backend = false;
+  for (size_t i = 0; !python && i < rt->manifest.n_env; i++)
+    if ((sc->env[sc->n_env++] = strdup(rt->manifest.env[i])) == NULL)
+      return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
   for (size_t i = 0; i < req->n_env; i++, sc->n_env++) {
     mpl_backend |= strcmp(req->env[i]->key, "MPLBACKEND") == 0;
-    if (asprintf(&sc->env[i], "%s=%s", req->env[i]->key, req->env[i]->value) < 0) {
-      sc->env[i] = NULL;
+    if (asprintf(&sc->env[sc->n_env], "%s=%s", req->env[i]->key, req->env[i]->value) < 0) {
+      sc->env[sc->n_env] = NULL;
       return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
     }
   }
-  /* Figures shown or left open come back as artifacts (sandboxd_cell's backend),
-   * unless the request picks a backend of its own. */
-  if (!mpl_backend &&
+  if (python && !mpl_backend &&
       (sc->env[sc->n_env++] = strdup("MPLBACKEND=module://sandboxd_inline")) == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
+  return 0;
+}
+
+/* The program's argv and environment, the code (a Python script
+ * dedented; another runtime's as it came), the inline files. */
+static int scratch_fill(const struct run_call *call, struct run_scratch *sc,
+                        struct sbx_error *err) {
+  const Sandbox__V1__RunCodeRequest *req = call->req;
+  const struct runtime *rt = call->runtime;
+  bool python = runtime_is_python(rt);
+  size_t n_code = strlen(req->code);
+  sc->n_files = req->n_files;
+  sc->argv = calloc(req->n_args + 7 + RUNTIME_ARGV_MAX, sizeof(char *));
+  sc->env = calloc(req->n_env + 2 + RUNTIME_ENV_MAX + run_net_env_count(call), sizeof(char *));
+  sc->files = calloc(req->n_files + 1, sizeof(*sc->files));
+  sc->downloads = calloc(req->n_files + 1, sizeof(*sc->downloads));
+  sc->code = python ? dedent(req->code, n_code, &sc->code_len) : strndup(req->code, n_code);
+  if (!python)
+    sc->code_len = n_code;
+  if (sc->argv == NULL || sc->env == NULL || sc->files == NULL || sc->downloads == NULL ||
+      sc->code == NULL)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
+  size_t a = 0;
+  if (python)
+    a = python_argv(call, sc->argv);
+  const struct runtime_command *cmd =
+      call->check == RUN_CHECK_VERSION ? &rt->manifest.version_command : &rt->manifest.run;
+  for (size_t i = 0; !python && i < cmd->argc; i++)
+    sc->argv[a++] = cmd->argv[i];
+  for (size_t i = 0; i < req->n_args; i++)
+    sc->argv[a++] = req->args[i];
+  if (fill_env(call, sc, err) < 0)
+    return -1;
   if (run_net_env(call, sc, err) < 0)
     return -1;
   for (size_t i = 0; i < req->n_files; i++)
@@ -99,10 +129,14 @@ static int scratch_fill(const struct run_call *call, struct run_scratch *sc,
   return 0;
 }
 
-/* By what ended it, under the caller's tenant (its row; the unlabelled
- * counts when it has none). */
-static void count_run(struct run_stats *st, const struct run_call *call,
+/* A run carried out: by what ended it, under the caller's tenant (its
+ * row; the unlabelled counts when it has none). */
+static void count_run(struct runner *r, const struct run_call *call,
                       const struct sandbox_result *res) {
+  if (call->check != RUN_CHECK_NONE) /* the server's own, at start */
+    return;
+  struct run_stats *st = &r->stats;
+  atomic_fetch_add(&r->runs_total, 1);
   unsigned k = (unsigned)res->killed_by;
   int tenant = call->tenant != NULL ? (int)call->tenant->index : -1;
   if (k < KILLED_BY_N && !tenant_counts_add(&st->by_tenant, KILLED_BY_N, tenant, k))
@@ -126,7 +160,7 @@ static int run_in_interpreter(struct runner *r, const struct run_call *call, str
       .run_id = sc->run_id,
       .tenant = call->tenant != NULL ? call->tenant->name : "-",
       .tenant_index = call->tenant != NULL ? (int)call->tenant->index : -1,
-      .zygote = run_runtime_is_zygote(req),
+      .zygote = run_runtime_is_zygote(call),
   };
   struct interp_cell cell = {
       .code = sc->code,
@@ -149,8 +183,7 @@ static int run_in_interpreter(struct runner *r, const struct run_call *call, str
       start.zygote && sc->interp.started && start.allow != NULL && start.allow->n > 0;
   sc->has_egress = sc->interp.has_egress;
   sc->egress = sc->interp.egress;
-  atomic_fetch_add(&r->runs_total, 1);
-  count_run(&r->stats, call, &sc->result);
+  count_run(r, call, &sc->result);
   return 0;
 }
 
@@ -162,8 +195,10 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
   uid_t uid = (uid_t)(r->settings->uid_base + (sc->interp_held ? sc->interp_slot : slot));
   /* A stale result (an earlier run's, in a session) is never this run's. */
   unlinkat(ws_fd, RUN_RESULT_FILE, 0);
-  if (workspace_prepare(ws_fd, uid, (gid_t)uid, sc->code, sc->code_len, sc->files,
-                        call->req->n_files, err) < 0) {
+  const struct runtime *rt = call->runtime;
+  if (workspace_prepare(ws_fd, uid, (gid_t)uid,
+                        runtime_is_python(rt) ? WORKSPACE_SCRIPT : rt->manifest.file, sc->code,
+                        sc->code_len, sc->files, call->req->n_files, err) < 0) {
     int e = err->errnum;
     if (e == ENOSPC || e == EDQUOT || e == EFBIG)
       return sbx_error_set(err, SBX_FAILED_PRECONDITION, 0,
@@ -179,9 +214,16 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
   }
   char workspace_dir[PATH_MAX + 64];
   snprintf(workspace_dir, sizeof(workspace_dir), "%s/%s", r->workspace_root, dir_name);
-  /* Read-only over the interpreter's /usr/local site directory, before
-   * Debian's own packages on sys.path. */
-  struct sandbox_mount env_mount = {.source = sc->env_site, .target = r->installer.info.site_dir};
+  /* The runtime's read-only binds (its manifest's), then the requirements'
+   * environment: read-only over the interpreter's /usr/local site
+   * directory, before Debian's own packages on sys.path. */
+  struct sandbox_mount mounts[RUNTIME_MOUNTS_MAX + 1];
+  size_t n_mounts = 0;
+  for (size_t i = 0; !runtime_is_python(rt) && i < rt->manifest.n_mounts; i++)
+    mounts[n_mounts++] = (struct sandbox_mount){rt->manifest.mounts[i], rt->manifest.mounts[i]};
+  if (sc->pkg_env != NULL)
+    mounts[n_mounts++] =
+        (struct sandbox_mount){.source = sc->env_site, .target = r->installer.info.site_dir};
   /* The environment's id as event=run's env= shows it: GetInfo shows it
    * with the zygote started for the environment. */
   char env_id[13];
@@ -192,12 +234,12 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
       .workspace_dir = workspace_dir,
       .stdin_data = call->req->stdin.data,
       .stdin_len = call->req->stdin.len,
-      .mounts = sc->pkg_env != NULL ? &env_mount : NULL,
-      .n_mounts = sc->pkg_env != NULL ? 1 : 0,
+      .mounts = n_mounts > 0 ? mounts : NULL,
+      .n_mounts = n_mounts,
       .limits = call->limits,
       .group = call->session != NULL ? call->session->group : 0,
       .stream = call->stream,
-      .zygote = run_forks_zygote(call->req),
+      .zygote = run_forks_zygote(call),
       .environment = env_id,
   };
   if (sc->interp_held)
@@ -208,7 +250,7 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
   if (call->req->n_allow_net > 0) {
     if (run_net_open(r, call, sc, err) < 0)
       return -1;
-    sc->zygote_as_cold = run_runtime_is_zygote(call->req);
+    sc->zygote_as_cold = run_runtime_is_zygote(call);
     spec.network = SANDBOX_NETWORK_PROXY;
     spec.netns_fd = sc->lease->netns_fd;
   }
@@ -228,8 +270,7 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
     return sbx_error_from_engine(err, SBX_INTERNAL, &se,
                                  "sandbox setup failed, the code did not run");
   sc->have_result = true;
-  atomic_fetch_add(&r->runs_total, 1);
-  count_run(&r->stats, call, &sc->result);
+  count_run(r, call, &sc->result);
   return 0;
 }
 
@@ -328,7 +369,7 @@ static void log_success(const struct run_call *call, unsigned slot, const struct
            "killed_by=%s exit_code=%d signal=%d "
            "wall_ms=%llu cpu_ms=%llu peak_memory_bytes=%llu stdout_bytes=%zu stderr_bytes=%zu "
            "artifacts=%zu env=%.12s env_ms=%llu queue_ms=%llu duration_ms=%llu",
-           sc->run_id, log_tenant(call), rid, call->method, run_runtime_name(call->req),
+           sc->run_id, log_tenant(call), rid, call->method, call->runtime->name,
            call->peer != NULL ? call->peer : "?", slot,
            call->req->session_id[0] != '\0' ? call->req->session_id : "-",
            killed_by_name(res->killed_by), res->exit_code, res->signal,
@@ -353,7 +394,7 @@ void run_log_failure(const struct run_call *call, int slot, const struct sbx_err
            "run_id=%s tenant=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%s status=%s "
            "duration_ms=%llu error=\"%s\"",
            call->run_id, log_tenant(call), rid, call->method,
-           call->req != NULL ? run_runtime_name(call->req) : "-",
+           call->runtime != NULL ? call->runtime->name : "-",
            call->peer != NULL ? call->peer : "?", slot_text, sbx_code_name(err->code),
            (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
 }

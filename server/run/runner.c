@@ -128,6 +128,33 @@ static void warm_interp_zygote(void *arg, unsigned slot) {
   runner_warm_zygote(arg, slot);
 }
 
+/* The runtimes: the built-in Pythons at the probed version, and the
+ * manifests of --runtimes-dir (which must exist when given) or of
+ * share/sandboxd/runtimes beside the binary's directory (when it exists:
+ * /usr/sbin/sandboxd reads /usr/share/sandboxd/runtimes, build/bin's
+ * build/share/sandboxd/runtimes). */
+static int load_runtimes(struct runner *r, struct sbx_error *err) {
+  const struct server_settings *s = r->settings;
+  char dir[PATH_MAX] = "";
+  bool given = s->runtimes_dir[0] != '\0';
+  if (given) {
+    snprintf(dir, sizeof dir, "%s", s->runtimes_dir);
+  } else {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash != NULL) {
+      *slash = '\0';
+      if ((size_t)snprintf(dir, sizeof dir, "%s/../share/sandboxd/runtimes", exe) >= sizeof dir)
+        dir[0] = '\0';
+    }
+  }
+  if ((r->runtimes = calloc(1, sizeof *r->runtimes)) == NULL)
+    return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "runtimes");
+  return runtimes_load(r->runtimes, dir, given, r->installer.info.python_version, s->zygote != 0,
+                       err);
+}
+
 int runner_start(struct runner *r, const struct server_settings *s, struct sandbox_engine *engine,
                  const struct egress_config *egress_cfg, struct sbx_error *err) {
   r->settings = s;
@@ -162,6 +189,8 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
   r->installer.workspace_root = r->workspace_root;
   if (installer_start(&r->installer, egress_cfg, r->n_slots, err) < 0)
     return -1;
+  if (load_runtimes(r, err) < 0)
+    return -1;
   return start_run_egress(r, err);
 }
 
@@ -181,6 +210,10 @@ void runner_stop(struct runner *r, bool failed) {
   if (failed && r->made_workspace_root)
     rmdir(r->workspace_root);
   mime_db_free(&r->mime);
+  if (r->runtimes != NULL)
+    runtimes_free(r->runtimes);
+  free(r->runtimes);
+  r->runtimes = NULL;
   tenant_counts_destroy(&r->stats.by_tenant);
   tenant_counts_destroy(&r->stats.egress_by_tenant);
 }

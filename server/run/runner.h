@@ -17,6 +17,7 @@
 #include "install.h"
 #include "interp.h"
 #include "mime.h"
+#include "runtimes.h"
 #include "sandbox.pb-c.h"
 #include "sandbox/sandbox.h"
 #include "session.h"
@@ -71,30 +72,13 @@ struct runner {
    * --egress-allow is set; one lease per run that has a list. */
   struct egress egress;
   struct mime_db mime;
+  /* The runtimes (runtimes.h): loaded and checked by runner_start, before
+   * any worker; read-only after. */
+  struct runtime_table *runtimes;
   atomic_uint_fast64_t runs_total; /* runs the engine carried out */
   struct run_stats stats;
   bool fontlist_logged; /* the engine's matplotlib font list ended: said once (runner_tick) */
 };
-
-/* The runtimes a request may name (RunCodeRequest.runtime, "" = python):
- * python, a fresh interpreter per run; python-zygote (with --zygote only),
- * a fork of the slot's zygote that has imported --zygote-preload. */
-#define RUNTIME_PYTHON "python"
-#define RUNTIME_PYTHON_ZYGOTE "python-zygote"
-
-static inline bool run_runtime_is_zygote(const Sandbox__V1__RunCodeRequest *req) {
-  return strcmp(req->runtime, RUNTIME_PYTHON_ZYGOTE) == 0;
-}
-/* Whether the run is forked from the slot's zygote: python-zygote without
- * allow_net (a zygote's runs share its network namespace, so a run with a
- * network of its own is a fresh interpreter). */
-static inline bool run_forks_zygote(const Sandbox__V1__RunCodeRequest *req) {
-  return run_runtime_is_zygote(req) && req->n_allow_net == 0;
-}
-/* The runtime of a validated request, for the log. */
-static inline const char *run_runtime_name(const Sandbox__V1__RunCodeRequest *req) {
-  return run_runtime_is_zygote(req) ? RUNTIME_PYTHON_ZYGOTE : RUNTIME_PYTHON;
-}
 
 /* A validated RunCode call, as the worker hands it over. */
 struct run_call {
@@ -102,6 +86,7 @@ struct run_call {
   const char *run_id;           /* the request's, or the one the server made */
   const char *method;           /* "RunCode" or "StartRun", for the log */
   struct sandbox_limits limits; /* validated, defaults applied */
+  const struct runtime *runtime; /* validated: available, from the runner's table */
   struct session *session;      /* reserved at dispatch, NULL without session_id */
   bool session_created;
   uint64_t received_ms;        /* monotonic, when the request arrived */
@@ -112,7 +97,21 @@ struct run_call {
   /* Output as it comes and the cancel fd (the run table's); NULL: none. A
    * cancel before the code starts ends the call with CANCELLED. */
   const struct sandbox_stream *stream;
+  /* At start only (runtime_check.c), not counted as runs: a manifest
+   * runtime's version command instead of its program, or its self-test. */
+  enum run_check { RUN_CHECK_NONE = 0, RUN_CHECK_VERSION, RUN_CHECK_SELF_TEST } check;
 };
+
+/* Whether a call's run is python-zygote's (runtimes.h). */
+static inline bool run_runtime_is_zygote(const struct run_call *call) {
+  return call->runtime->kind == RUNTIME_KIND_PYTHON_ZYGOTE;
+}
+/* Whether the run is forked from the slot's zygote: python-zygote without
+ * allow_net (a zygote's runs share its network namespace, so a run with a
+ * network of its own is a fresh interpreter). */
+static inline bool run_forks_zygote(const struct run_call *call) {
+  return run_runtime_is_zygote(call) && call->req->n_allow_net == 0;
+}
 
 struct run_scratch;
 

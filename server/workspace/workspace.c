@@ -146,8 +146,9 @@ int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size
   return 0;
 }
 
-int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t code_len,
-                      const struct workspace_file *files, size_t n_files, struct sbx_error *err) {
+int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *script, const char *code,
+                      size_t code_len, const struct workspace_file *files, size_t n_files,
+                      struct sbx_error *err) {
   cleanup_close int out_fd = ensure_dir(ws_fd, WORKSPACE_OUTPUT, uid, gid);
   if (out_fd < 0)
     return sbx_error_set(err, SBX_INTERNAL, errno, "directory %s", WORKSPACE_OUTPUT);
@@ -160,8 +161,7 @@ int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t 
                                err) < 0)
         return -1;
   }
-  return workspace_write_file(ws_fd, WORKSPACE_SCRIPT, (const uint8_t *)code, code_len, uid, gid,
-                              err);
+  return workspace_write_file(ws_fd, script, (const uint8_t *)code, code_len, uid, gid, err);
 }
 
 int workspace_empty(int ws_fd, struct sbx_error *err) {

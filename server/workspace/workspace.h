@@ -64,8 +64,11 @@ int workspace_unmount(int root_fd, const char *root_path, const char *name, stru
 int workspace_write_file(int dir_fd, const char *path, const uint8_t *data, size_t len, uid_t uid,
                          gid_t gid, struct sbx_error *err);
 
-int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *code, size_t code_len,
-                      const struct workspace_file *files, size_t n_files, struct sbx_error *err);
+/* output/, the files under mounts/, and the code as script (a file name:
+ * WORKSPACE_SCRIPT, or a runtime's file). */
+int workspace_prepare(int ws_fd, uid_t uid, gid_t gid, const char *script, const char *code,
+                      size_t code_len, const struct workspace_file *files, size_t n_files,
+                      struct sbx_error *err);
 
 /* Removes everything in the workspace open as ws_fd, without following
  * symlinks, whatever the depth. */

@@ -16,6 +16,16 @@ static Sandbox__V1__Limits limits;
 static struct sbx_error err;
 static const char *const msg = err.msg;
 static struct sandbox_limits out;
+static struct runtime_table table;
+static const struct runtime *picked;
+
+/* The built-in runtimes as a server with settings.zygote has them. */
+static const struct runtime_table *runtimes_now(void) {
+  struct sbx_error e;
+  runtimes_free(&table);
+  assert_int_equal(runtimes_load(&table, NULL, false, "3.11.2", settings.zygote, &e), 0);
+  return &table;
+}
 
 static int setup(void **state) {
   settings_defaults(&settings);
@@ -29,7 +39,8 @@ static int setup(void **state) {
 
 static sbx_code check(void) {
   memset(&err, 0, sizeof err);
-  if (validate_run_request(&req, &settings, NULL, "", NULL, &out, &err) == 0)
+  if (validate_run_request(&req, &settings, runtimes_now(), NULL, "", NULL, &out, &picked, &err) ==
+      0)
     return SBX_OK;
   assert_true(err.msg[0] != '\0'); /* every refusal says why */
   return err.code;
@@ -324,7 +335,8 @@ static sbx_code check_net(const char *const *entries, size_t n, const struct egr
   req.allow_net = (char **)entries;
   req.n_allow_net = n;
   memset(&err, 0, sizeof err);
-  int rc = validate_run_request(&req, &settings, NULL, "acme", tenant, &out, &err);
+  int rc = validate_run_request(&req, &settings, runtimes_now(), NULL, "acme", tenant, &out,
+                                &picked, &err);
   req.allow_net = NULL;
   req.n_allow_net = 0;
   return rc == 0 ? SBX_OK : err.code;

@@ -2,8 +2,8 @@
  * satisfies() decides it for the ranges Piston's clients send ("*",
  * "3.11.2", "3.x", "3.11", "^3.10", "~3.11.0", ">=3.8 <4", "3.9 || 3.11",
  * "1.2.3 - 2.3.4"). Pure: no allocation, no I/O. */
-#ifndef SBX_FRONTS_SEMVER_H
-#define SBX_FRONTS_SEMVER_H
+#ifndef SBX_RUNTIME_SEMVER_H
+#define SBX_RUNTIME_SEMVER_H
 
 #include <stdbool.h>
 
