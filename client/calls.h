@@ -26,6 +26,7 @@ struct sbxc_client {
 struct sbxc_request {
   Sandbox__V1__RunCodeRequest msg;
   Sandbox__V1__Limits limits;
+  Sandbox__V1__Limits compile_limits; /* msg.compile_limits points here once set */
 };
 
 /* One call and its retries: what it sends, where it went, how it ended. */
@@ -57,6 +58,7 @@ struct result_storage {
   Sandbox__V1__RunCodeResponse *resp;
   struct sbxc_artifact *artifacts;
   struct sbxc_egress egress; /* out->egress points here when the reply has one */
+  struct sbxc_compile compile; /* out->compile points here when the reply has one */
   char *text;                /* a message or run id of its own (malloc'd), or NULL */
   char message[512];
   char endpoint[SBXC_KEY_MAX];

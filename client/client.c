@@ -194,8 +194,11 @@ sbxc_request *sbxc_request_new(void) {
   r->msg.run_id = strdup("");
   r->msg.session_id = strdup("");
   r->msg.runtime = strdup("python");
+  r->msg.language = strdup("");
+  r->msg.version = strdup("");
+  sandbox__v1__limits__init(&r->compile_limits);
   if (r->msg.code == NULL || r->msg.run_id == NULL || r->msg.session_id == NULL ||
-      r->msg.runtime == NULL) {
+      r->msg.runtime == NULL || r->msg.language == NULL || r->msg.version == NULL) {
     sbxc_request_free(r);
     return NULL;
   }
@@ -210,6 +213,8 @@ void sbxc_request_free(sbxc_request *r) {
   free(m->run_id);
   free(m->session_id);
   free(m->runtime);
+  free(m->language);
+  free(m->version);
   free(m->stdin.data);
   for (size_t i = 0; i < m->n_args; i++)
     free(m->args[i]);
@@ -367,18 +372,35 @@ int sbxc_request_set_runtime(sbxc_request *r, const char *runtime) {
   return replace_string(&r->msg.runtime, runtime, strlen(runtime));
 }
 
+int sbxc_request_set_language(sbxc_request *r, const char *language, const char *version) {
+  return replace_string(&r->msg.language, language, strlen(language)) < 0 ||
+                 replace_string(&r->msg.version, version, strlen(version)) < 0 ||
+                 replace_string(&r->msg.runtime, "", 0) < 0
+             ? -1
+             : 0;
+}
+
+static void limits_copy(Sandbox__V1__Limits *m, const struct sbxc_limits *l) {
+  m->timeout_ms = l->timeout_ms;
+  m->cpu_time_ms = l->cpu_time_ms;
+  m->memory_bytes = l->memory_bytes;
+  m->output_bytes = l->output_bytes;
+  m->max_processes = l->max_processes;
+  m->disk_bytes = l->disk_bytes;
+  m->open_files = l->open_files;
+}
+
+void sbxc_request_set_compile_limits(sbxc_request *r, const struct sbxc_limits *l) {
+  limits_copy(&r->compile_limits, l);
+  r->msg.compile_limits = &r->compile_limits;
+}
+
 void sbxc_request_set_session_mode(sbxc_request *r, int mode) {
   r->msg.session_mode = (Sandbox__V1__SessionMode)mode;
 }
 
 void sbxc_request_set_limits(sbxc_request *r, const struct sbxc_limits *l) {
-  r->limits.timeout_ms = l->timeout_ms;
-  r->limits.cpu_time_ms = l->cpu_time_ms;
-  r->limits.memory_bytes = l->memory_bytes;
-  r->limits.output_bytes = l->output_bytes;
-  r->limits.max_processes = l->max_processes;
-  r->limits.disk_bytes = l->disk_bytes;
-  r->limits.open_files = l->open_files;
+  limits_copy(&r->limits, l);
 }
 
 /* ---- calls ---- */
@@ -636,6 +658,25 @@ int sbxc_result_fill(struct result_storage *st, struct sbxc_result *out) {
     st->egress = (struct sbxc_egress){r->egress->connections, r->egress->refused,
                                       r->egress->bytes_up, r->egress->bytes_down};
     out->egress = &st->egress;
+  }
+  if (r->compile != NULL) {
+    const Sandbox__V1__CompileResult *c = r->compile;
+    st->compile = (struct sbxc_compile){
+        .stdout_data = c->stdout.data,
+        .stdout_len = c->stdout.len,
+        .stdout_truncated = c->stdout_truncated,
+        .stderr_data = c->stderr.data,
+        .stderr_len = c->stderr.len,
+        .stderr_truncated = c->stderr_truncated,
+        .killed_by = c->killed_by,
+        .exit_code = c->exit_code,
+        .signal = c->signal,
+        .wall_time_ms = c->wall_time_ms,
+        .cpu_time_ms = c->cpu_time_ms,
+        .peak_memory_bytes = c->peak_memory_bytes,
+        .failed = c->failed,
+    };
+    out->compile = &st->compile;
   }
   if (r->n_artifacts > 0) {
     st->artifacts = calloc(r->n_artifacts, sizeof(*st->artifacts));

@@ -88,6 +88,25 @@ struct sbxc_egress {
   uint64_t bytes_down;  /* relayed to the program */
 };
 
+/* A compiled runtime's compile stage (RunCodeResponse.compile,
+ * docs/RUNTIMES.md). failed: the program did not run (the result's
+ * killed_by, exit_code and signal are then the compiler's). */
+struct sbxc_compile {
+  const uint8_t *stdout_data;
+  size_t stdout_len;
+  bool stdout_truncated;
+  const uint8_t *stderr_data;
+  size_t stderr_len;
+  bool stderr_truncated;
+  int killed_by; /* enum sbxc_killed_by */
+  int exit_code;
+  int signal;
+  uint64_t wall_time_ms;
+  uint64_t cpu_time_ms;
+  uint64_t peak_memory_bytes;
+  bool failed;
+};
+
 struct sbxc_result {
   int status;          /* enum sbxc_status */
   const char *message; /* why, when status != SBXC_OK; "" otherwise */
@@ -122,6 +141,8 @@ struct sbxc_result {
   /* A run with allow_net: its egress summary; NULL when the reply has none
    * (a run without network, or a server that predates it). */
   const struct sbxc_egress *egress;
+  /* A compiled runtime's compile stage; NULL for the others. */
+  const struct sbxc_compile *compile;
   void *internal_; /* owned storage; freed by sbxc_result_free */
 };
 
@@ -234,6 +255,12 @@ int sbxc_request_add_env(sbxc_request *req, const char *key, const char *value);
 int sbxc_request_set_run_id(sbxc_request *req, const char *run_id);
 int sbxc_request_set_session_id(sbxc_request *req, const char *session_id);
 int sbxc_request_set_runtime(sbxc_request *req, const char *runtime);
+/* Instead of a runtime, Piston's way (docs/RUNTIMES.md): a language (name
+ * or alias) and a version range ("" or "*": any); clears the runtime. */
+int sbxc_request_set_language(sbxc_request *req, const char *language, const char *version);
+/* A compiled runtime's compile-stage limits (RunCodeRequest.compile_limits);
+ * zeros: its defaults. disk_bytes must be 0 (the run's workspace). */
+void sbxc_request_set_compile_limits(sbxc_request *req, const struct sbxc_limits *limits);
 /* What a new session keeps (docs/INTERPRETER.md); the wire's values. */
 enum sbxc_session_mode {
   SBXC_SESSION_MODE_UNSPECIFIED = 0,

@@ -47,6 +47,7 @@ struct server_call {
   ProtobufCMessage *input;      /* the decoded request, freed through alloc */
   struct sandbox_limits limits; /* RunCode: validated, defaults applied */
   const struct runtime *runtime; /* RunCode: the one it names (runtimes_resolve) */
+  struct sandbox_limits compile_limits; /* RunCode of a compiled runtime: its compile stage's */
   struct session *session;      /* RunCode with session_id: reserved at dispatch */
   bool session_created;
   nng_msg *reply;

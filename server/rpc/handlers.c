@@ -99,7 +99,7 @@ static struct live_run *dispatch_run(struct server *srv, struct dispatch *d,
   if (validate_run_request(input, &srv->settings, srv->runner.runtimes, &call->policy.limits_max,
                            call->tenant->name,
                            call->policy.has_egress_allow ? &call->policy.egress_allow : NULL,
-                           &call->limits, &call->runtime, &d->err) < 0) {
+                           &call->limits, &call->compile_limits, &call->runtime, &d->err) < 0) {
     closure(NULL, closure_data);
     return NULL;
   }

@@ -333,6 +333,7 @@ struct live_run *run_table_add(struct run_table *t, struct server_call *call, bo
   call->input = NULL;
   run->limits = call->limits;
   run->runtime = call->runtime;
+  run->compile_limits = call->compile_limits;
   run->session = call->session;
   run->session_created = call->session_created;
   call->session = NULL;

@@ -75,6 +75,7 @@ struct live_run {
   Sandbox__V1__RunCodeRequest *req;
   struct sandbox_limits limits;
   const struct runtime *runtime;
+  struct sandbox_limits compile_limits;
   struct session *session;
   bool session_created;
   uint64_t deadline_unix_ms;

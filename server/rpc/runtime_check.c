@@ -22,10 +22,10 @@ static int check_run(struct server *srv, const struct runtime *rt, enum run_chec
   req.code = rt->manifest.self_test_code;
   req.runtime = (char *)rt->name;
   const struct runtime *resolved = NULL;
-  struct sandbox_limits limits;
+  struct sandbox_limits limits, compile;
   struct sbx_error err = {0};
   if (validate_run_request(&req, &srv->settings, srv->runner.runtimes, NULL, "-", NULL, &limits,
-                           &resolved, &err) < 0) {
+                           &compile, &resolved, &err) < 0) {
     snprintf(why, len, "%s", err.msg);
     return -1;
   }
@@ -37,6 +37,7 @@ static int check_run(struct server *srv, const struct runtime *rt, enum run_chec
       .run_id = run_id,
       .method = "RuntimeCheck",
       .limits = limits,
+      .compile_limits = compile,
       .runtime = resolved,
       .received_ms = sbx_monotonic_ms(),
       .request_id = "",
@@ -78,7 +79,10 @@ static int probe_version(struct server *srv, struct runtime *rt, char *why, size
       dots += *c == '.';
     bool digits = strspn(v, "0123456789.") == strlen(v) && v[0] != '\0' && dots <= 2;
     if (digits) {
-      snprintf(rt->version, sizeof rt->version, "%s%s", v, dots == 0 ? ".0.0" : dots == 1 ? ".0" : "");
+      snprintf(rt->version, sizeof rt->version, "%s%s", v,
+               dots == 0   ? ".0.0"
+               : dots == 1 ? ".0"
+                           : "");
       rv = 0;
     }
   }
@@ -103,15 +107,16 @@ static int self_test(struct server *srv, const struct runtime *rt, char *why, si
   char got[160], err_text[240];
   text_printable((const char *)r->stdout.data, r->stdout.len < 150 ? r->stdout.len : 150, got,
                  sizeof got, false);
-  text_printable((const char *)r->stderr.data, r->stderr.len < 230 ? r->stderr.len : 230,
-                 err_text, sizeof err_text, false);
+  text_printable((const char *)r->stderr.data, r->stderr.len < 230 ? r->stderr.len : 230, err_text,
+                 sizeof err_text, false);
   int rv = 0;
   if (r->killed_by != SANDBOX__V1__KILLED_BY__KILLED_BY_NONE || r->exit_code != 0)
     rv = snprintf(why, len, "self-test: killed_by %s, exit code %d; stderr \"%s\"",
                   killed_by_name((enum sandbox_killed_by)r->killed_by), r->exit_code, err_text);
   else if (r->stdout.len != strlen(want) || memcmp(r->stdout.data, want, r->stdout.len) != 0)
-    rv = snprintf(why, len, "self-test: printed \"%s\", not what the manifest expects; stderr \"%s\"",
-                  got, err_text);
+    rv = snprintf(why, len,
+                  "self-test: printed \"%s\", not what the manifest expects; stderr \"%s\"", got,
+                  err_text);
   run_outcome_free(&out);
   return rv > 0 ? -1 : 0;
 }
@@ -136,7 +141,6 @@ void runtime_check_all(struct server *srv) {
     }
     rt->why_unavailable[0] = '\0';
     log_line("runtime", "name=%s language=%s version=%s manifest=%s ms=%llu", rt->name,
-             rt->language, rt->version, rt->source,
-             (unsigned long long)(sbx_monotonic_ms() - t0));
+             rt->language, rt->version, rt->source, (unsigned long long)(sbx_monotonic_ms() - t0));
   }
 }

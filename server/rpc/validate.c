@@ -163,28 +163,29 @@ static int check_args_and_env(const Sandbox__V1__RunCodeRequest *req,
 /* The limits asked for, each within its range, defaults for the rest. A
  * tenant's limits_max (tenant_max, 0 for none) lowers a limit's ceiling,
  * and its default with it. */
-static int effective_limits(const Sandbox__V1__Limits *in, const struct server_settings *s,
+static int effective_limits(const Sandbox__V1__Limits *in, const char *field,
+                            const struct server_settings *s,
                             const struct settings_limits *tenant_max, const char *tenant,
-                            const struct runtime *rt, int64_t eff[LIMITS_N],
-                            struct sbx_error *err) {
+                            const int64_t *raise, int64_t eff[LIMITS_N], struct sbx_error *err) {
   int64_t asked[LIMITS_N];
   limits_from_proto(in, asked);
   for (size_t i = 0; i < LIMITS_N; i++) {
     int64_t v = asked[i], max = s->max_limits.v[i], def = s->default_limits.v[i];
     /* A runtime that needs more than the server's default (its manifest's
      * limits, docs/RUNTIMES.md) gets it by default, within the maxima. */
-    if (rt->kind == RUNTIME_KIND_MANIFEST && rt->manifest.limits[i] > def)
-      def = rt->manifest.limits[i];
+    if (raise != NULL && raise[i] > def)
+      def = raise[i];
     bool capped = tenant_max != NULL && tenant_max->v[i] > 0 && tenant_max->v[i] < max;
     if (capped)
       max = tenant_max->v[i];
     if (def > max)
       def = max;
     if (v != 0 && (v < limit_defs[i].min || v > max))
-      return REFUSE("limits.%s: %" PRId64 " is out of range; allowed: %" PRId64 " to %" PRId64
+      return REFUSE("%s.%s: %" PRId64 " is out of range; allowed: %" PRId64 " to %" PRId64
                     "%s%s%s (0 = default %" PRId64 ")",
-                    limit_defs[i].name, v, limit_defs[i].min, max, capped ? " for tenant " : "",
-                    capped ? tenant : "", capped ? " (its limits_max)" : "", def);
+                    field, limit_defs[i].name, v, limit_defs[i].min, max,
+                    capped ? " for tenant " : "", capped ? tenant : "",
+                    capped ? " (its limits_max)" : "", def);
     eff[i] = v != 0 ? v : def;
   }
   return 0;
@@ -282,25 +283,10 @@ static int check_allow_net(const Sandbox__V1__RunCodeRequest *req, const struct 
   return 0;
 }
 
-int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
-                         const struct runtime_table *runtimes,
-                         const struct settings_limits *tenant_max, const char *tenant,
-                         const struct egress_allow *tenant_egress, struct sandbox_limits *limits,
-                         const struct runtime **runtime, struct sbx_error *err) {
-  uint64_t inline_total = 0;
-  int64_t eff[LIMITS_N] = {0};
-  if (runtimes_resolve(runtimes, req->runtime, req->language, req->version, runtime, err) < 0)
-    return -1;
-  if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, *runtime, err) < 0 ||
-      check_requirements(req, s, err) < 0 || check_files(req, s, &inline_total, err) < 0 ||
-      check_args_and_env(req, s, err) < 0 ||
-      check_allow_net(req, s, tenant_egress, tenant, err) < 0 ||
-      effective_limits(req->limits, s, tenant_max, tenant, *runtime, eff, err) < 0)
-    return -1;
-  if (inline_total > (uint64_t)eff[LIMIT_DISK_BYTES])
-    return REFUSE("files: %" PRIu64 " bytes in all; allowed: at most the disk quota of %" PRId64
-                  " bytes (limits.disk_bytes)",
-                  inline_total, eff[LIMIT_DISK_BYTES]);
+/* The engine's limits from effective values; tmp_bytes is the run's disk
+ * quota (disk). */
+static void to_sandbox_limits(const int64_t eff[LIMITS_N], int64_t disk,
+                              struct sandbox_limits *limits) {
   memset(limits, 0, sizeof(*limits));
   limits->timeout_ms = (uint64_t)eff[LIMIT_TIMEOUT_MS];
   /* A CPU limit above the wall-clock limit can never be reached. */
@@ -314,7 +300,58 @@ int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct se
    * /dev/shm's), which caps the blocks written: no RLIMIT_FSIZE on top, so
    * a sparse file may be larger than the quota, as on any filesystem. */
   limits->file_size_bytes = SANDBOX_UNLIMITED;
-  limits->tmp_bytes = (uint64_t)eff[LIMIT_DISK_BYTES];
+  limits->tmp_bytes = (uint64_t)disk;
   limits->open_files = (uint64_t)eff[LIMIT_OPEN_FILES];
+}
+
+/* compile_limits: only for a runtime with a compile stage; its defaults
+ * are the manifest's compile limits over the server's; the disk is the
+ * run's (one workspace). */
+static int compile_limits(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
+                          const struct settings_limits *tenant_max, const char *tenant,
+                          const struct runtime *rt, int64_t disk, struct sandbox_limits *out,
+                          struct sbx_error *err) {
+  bool compiled = rt->kind == RUNTIME_KIND_MANIFEST && rt->manifest.has_compile;
+  memset(out, 0, sizeof(*out));
+  if (!compiled) {
+    if (req->compile_limits != NULL)
+      return REFUSE("compile_limits: runtime %s has no compile stage", rt->name);
+    return 0;
+  }
+  if (req->compile_limits != NULL && req->compile_limits->disk_bytes != 0)
+    return REFUSE("compile_limits.disk_bytes: the compile stage shares the run's workspace; set "
+                  "limits.disk_bytes");
+  int64_t eff[LIMITS_N];
+  if (effective_limits(req->compile_limits, "compile_limits", s, tenant_max, tenant,
+                       rt->manifest.compile_limits, eff, err) < 0)
+    return -1;
+  to_sandbox_limits(eff, disk, out);
   return 0;
+}
+
+int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
+                         const struct runtime_table *runtimes,
+                         const struct settings_limits *tenant_max, const char *tenant,
+                         const struct egress_allow *tenant_egress, struct sandbox_limits *limits,
+                         struct sandbox_limits *compile, const struct runtime **runtime,
+                         struct sbx_error *err) {
+  uint64_t inline_total = 0;
+  int64_t eff[LIMITS_N] = {0};
+  if (runtimes_resolve(runtimes, req->runtime, req->language, req->version, runtime, err) < 0)
+    return -1;
+  if (check_code_and_ids(req, s, err) < 0 || check_session_mode(req, s, *runtime, err) < 0 ||
+      check_requirements(req, s, err) < 0 || check_files(req, s, &inline_total, err) < 0 ||
+      check_args_and_env(req, s, err) < 0 ||
+      check_allow_net(req, s, tenant_egress, tenant, err) < 0 ||
+      effective_limits(req->limits, "limits", s, tenant_max, tenant,
+                       (*runtime)->kind == RUNTIME_KIND_MANIFEST ? (*runtime)->manifest.limits
+                                                                 : NULL,
+                       eff, err) < 0)
+    return -1;
+  if (inline_total > (uint64_t)eff[LIMIT_DISK_BYTES])
+    return REFUSE("files: %" PRIu64 " bytes in all; allowed: at most the disk quota of %" PRId64
+                  " bytes (limits.disk_bytes)",
+                  inline_total, eff[LIMIT_DISK_BYTES]);
+  to_sandbox_limits(eff, eff[LIMIT_DISK_BYTES], limits);
+  return compile_limits(req, s, tenant_max, tenant, *runtime, eff[LIMIT_DISK_BYTES], compile, err);
 }

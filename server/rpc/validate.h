@@ -21,14 +21,17 @@
 #define VALIDATE_MAX_EXEC_BYTES (2 * 1024 * 1024 - 64 * 1024)
 
 /* Returns 0 and fills limits (defaults applied: the server's, or the
- * runtime's where its manifest needs more) and *runtime (available, from
+ * runtime's where its manifest needs more), compile (a compiled runtime's
+ * compile stage's, the same way; zeros for the others) and *runtime
+ * (available, from
  * runtimes), or -1 with err (INVALID_ARGUMENT naming the field and what is
  * allowed; FAILED_PRECONDITION for an unavailable runtime). */
 int validate_run_request(const Sandbox__V1__RunCodeRequest *req, const struct server_settings *s,
                          const struct runtime_table *runtimes,
                          const struct settings_limits *tenant_max, const char *tenant,
                          const struct egress_allow *tenant_egress, struct sandbox_limits *limits,
-                         const struct runtime **runtime, struct sbx_error *err);
+                         struct sandbox_limits *compile, const struct runtime **runtime,
+                         struct sbx_error *err);
 
 /* A session id from a request: 0, or -1 with err (INVALID_ARGUMENT). */
 int validate_session_id(const char *id, struct sbx_error *err);

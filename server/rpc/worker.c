@@ -32,6 +32,7 @@ static void run(struct server *srv, unsigned slot, struct live_run *lr, struct r
       .method = sbx_method_name(lr->method),
       .limits = lr->limits,
       .runtime = lr->runtime,
+      .compile_limits = lr->compile_limits,
       .session = lr->session,
       .session_created = lr->session_created,
       .received_ms = lr->received_ms,

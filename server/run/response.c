@@ -181,8 +181,10 @@ static void interp_feedback(const struct run_call *call, struct run_scratch *sc)
 static void run_feedback(const struct run_call *call, struct run_scratch *sc) {
   const struct sandbox_result *res = &sc->result;
   struct feedback *fb = &sc->fb;
-  /* The engine reports the limits in force; fall back to what we asked. */
-  feedback_build(res, res->limits.timeout_ms != 0 ? &res->limits : &call->limits, fb);
+  /* The engine reports the limits in force; fall back to what we asked.
+   * A compiler that exited non-zero has its own line (compile.c). */
+  if (!sc->compile_failed || res->killed_by != SANDBOX_KILLED_BY_NONE)
+    feedback_build(res, res->limits.timeout_ms != 0 ? &res->limits : &call->limits, fb);
   if (call->session_created)
     feedback_add(fb, "session %s is new: its workspace started empty", call->req->session_id);
   if (res->killed_by == SANDBOX_KILLED_BY_NONE && res->exit_code != 0)
@@ -206,6 +208,7 @@ void run_build_response(struct runner *r, const struct run_call *call, int ws_fd
                         struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp) {
   const struct sandbox_result *res = &sc->result;
   run_feedback(call, sc);
+  run_compile_response(call, sc, resp);
   run_net_feedback(sc, &sc->fb);
   run_net_response(sc, resp);
   if (sc->interp_held) {

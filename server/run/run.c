@@ -31,6 +31,8 @@ static void scratch_free(struct run_scratch *sc) {
   free(sc->code);
   if (sc->have_result)
     sandbox_result_free(&sc->result);
+  if (sc->have_compile)
+    sandbox_result_free(&sc->compile);
   artifacts_free(&sc->artifacts);
   free(sc->artifact_msgs);
   free(sc->artifact_ptrs);
@@ -264,6 +266,15 @@ static int run_in_workspace(struct runner *r, unsigned slot, const struct run_ca
     return sbx_error_from_engine(err, SBX_FAILED_PRECONDITION, &se,
                                  "runtime " RUNTIME_PYTHON_ZYGOTE
                                  ": the zygote could not start, the code did not run");
+  if (run_compiles(call) && run_compile(r, slot, call, sc, &spec, err) < 0) {
+    run_net_close(r, sc);
+    return -1;
+  }
+  if (sc->compile_failed) { /* nothing more to run: the reply says why */
+    run_net_close(r, sc);
+    count_run(r, call, &sc->result);
+    return 0;
+  }
   int rc = sandbox_run(r->engine, slot, &spec, &sc->result, &se);
   run_net_close(r, sc); /* every process of the run is gone */
   if (rc < 0)
@@ -394,8 +405,8 @@ void run_log_failure(const struct run_call *call, int slot, const struct sbx_err
            "run_id=%s tenant=%s request_id=\"%s\" method=%s runtime=%s peer=%s slot=%s status=%s "
            "duration_ms=%llu error=\"%s\"",
            call->run_id, log_tenant(call), rid, call->method,
-           call->runtime != NULL ? call->runtime->name : "-",
-           call->peer != NULL ? call->peer : "?", slot_text, sbx_code_name(err->code),
+           call->runtime != NULL ? call->runtime->name : "-", call->peer != NULL ? call->peer : "?",
+           slot_text, sbx_code_name(err->code),
            (unsigned long long)(sbx_monotonic_ms() - call->received_ms), first);
 }
 

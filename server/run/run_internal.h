@@ -50,6 +50,12 @@ struct run_scratch {
   struct egress_summary egress;
   Sandbox__V1__EgressSummary egress_msg;
   bool zygote_as_cold; /* python-zygote with allow_net: run as a fresh interpreter */
+  /* A compiled runtime's compile stage (compile.c): its result, and
+   * whether it failed (then result holds its ending, no output). */
+  struct sandbox_result compile;
+  bool have_compile;
+  bool compile_failed;
+  Sandbox__V1__CompileResult compile_msg;
 };
 
 /* Where sandboxd_cell leaves a stateless run's result, in the workspace. */
@@ -88,6 +94,16 @@ void run_net_close(struct runner *r, struct run_scratch *sc);
 int run_net_session(const struct run_call *call, struct sbx_error *err);
 void run_net_response(struct run_scratch *sc, Sandbox__V1__RunCodeResponse *resp);
 void run_net_feedback(const struct run_scratch *sc, struct feedback *fb);
+
+/* compile.c: a compiled runtime's compile stage, before the program:
+ * spec as the run's, with the compile command and limits, no stdin, no
+ * network, cancel as the run's. 0 (sc->compile_failed says how it went),
+ * or -1 with err when the sandbox could not be set up. */
+bool run_compiles(const struct run_call *call);
+int run_compile(struct runner *r, unsigned slot, const struct run_call *call,
+                struct run_scratch *sc, const struct sandbox_spec *spec, struct sbx_error *err);
+void run_compile_response(const struct run_call *call, struct run_scratch *sc,
+                          Sandbox__V1__RunCodeResponse *resp);
 
 /* response.c: the engine's result as the RunCodeResponse and its feedback,
  * with the artifacts of output/ (ws_fd's). */

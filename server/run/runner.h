@@ -83,11 +83,12 @@ struct runner {
 /* A validated RunCode call, as the worker hands it over. */
 struct run_call {
   const Sandbox__V1__RunCodeRequest *req;
-  const char *run_id;           /* the request's, or the one the server made */
-  const char *method;           /* "RunCode" or "StartRun", for the log */
-  struct sandbox_limits limits; /* validated, defaults applied */
-  const struct runtime *runtime; /* validated: available, from the runner's table */
-  struct session *session;      /* reserved at dispatch, NULL without session_id */
+  const char *run_id;                   /* the request's, or the one the server made */
+  const char *method;                   /* "RunCode" or "StartRun", for the log */
+  struct sandbox_limits limits;         /* validated, defaults applied */
+  const struct runtime *runtime;        /* validated: available, from the runner's table */
+  struct sandbox_limits compile_limits; /* a compiled runtime's compile stage's, validated */
+  struct session *session;              /* reserved at dispatch, NULL without session_id */
   bool session_created;
   uint64_t received_ms;        /* monotonic, when the request arrived */
   const char *request_id;      /* the caller's, for the log ("" when none) */

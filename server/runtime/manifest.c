@@ -16,7 +16,8 @@
 
 bool runtime_name_ok(const char *s) {
   size_t n = strlen(s);
-  if (n == 0 || n > RUNTIME_NAME_MAX || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+  if (n == 0 || n > RUNTIME_NAME_MAX ||
+      !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
     return false;
   for (const char *c = s; *c != '\0'; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '+' ||
@@ -51,8 +52,8 @@ static int text_field(const json_t *v, const char *where, const char *key, size_
   if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max ||
       !text_utf8_valid(json_string_value(v), json_string_length(v)) ||
       strlen(json_string_value(v)) != json_string_length(v))
-    return FAIL("%s: %s must be a non-empty UTF-8 string of at most %zu bytes, without NUL",
-                where, key, max);
+    return FAIL("%s: %s must be a non-empty UTF-8 string of at most %zu bytes, without NUL", where,
+                key, max);
   if ((*out = strdup(json_string_value(v))) == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "%s", where);
   return 0;
@@ -116,8 +117,8 @@ static int known_keys(const json_t *obj, const char *const *names, const char *w
       text_printable(key, strlen(key), shown, sizeof shown, false);
       char known[256] = "";
       for (size_t k = 0, used = 0; names[k] != NULL && used < sizeof known; k++)
-        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "",
-                                 names[k]);
+        used +=
+            (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "", names[k]);
       return FAIL("%s: unknown key \"%s\" in %s (known: %s)", where, shown, what, known);
     }
   }
@@ -125,7 +126,7 @@ static int known_keys(const json_t *obj, const char *const *names, const char *w
 }
 
 /* {"timeout_ms": N, ...} with the proto's limit names, each within
- * [its minimum, 2^40]; "why" (limits only) the reason. */
+ * [its minimum, 2^40], and "why": the reason, required when any is set. */
 static int limits_field(const json_t *v, const char *where, const char *key, int64_t out[LIMITS_N],
                         char **why, struct sbx_error *err) {
   if (!json_is_object(v))
@@ -133,8 +134,8 @@ static int limits_field(const json_t *v, const char *where, const char *key, int
   const char *k;
   json_t *x;
   json_object_foreach((json_t *)v, k, x) {
-    if (why != NULL && strcmp(k, "why") == 0) {
-      if (text_field(x, where, "limits.why", 1024, why, err) < 0)
+    if (strcmp(k, "why") == 0) {
+      if (text_field(x, where, key, 1024, why, err) < 0)
         return -1;
       continue;
     }
@@ -144,8 +145,8 @@ static int limits_field(const json_t *v, const char *where, const char *key, int
     if (i == LIMITS_N) {
       char shown[72];
       text_printable(k, strlen(k), shown, sizeof shown, false);
-      return FAIL("%s: %s: unknown limit \"%s\" (the names of RunCode's limits%s)", where, key,
-                  shown, why != NULL ? ", and why" : "");
+      return FAIL("%s: %s: unknown limit \"%s\" (the names of RunCode's limits, and why)", where,
+                  key, shown);
     }
     if (!json_is_integer(x) || json_integer_value(x) < limit_defs[i].min ||
         json_integer_value(x) > (1LL << 40))
@@ -153,8 +154,8 @@ static int limits_field(const json_t *v, const char *where, const char *key, int
                   (long long)limit_defs[i].min, 1LL << 40);
     out[i] = json_integer_value(x);
   }
-  if (why != NULL && json_object_size(v) > 0 && *why == NULL)
-    return FAIL("%s: %s: a runtime that needs other limits says why (limits.why)", where, key);
+  if (json_object_size(v) > 0 && *why == NULL)
+    return FAIL("%s: %s: a runtime that needs other limits says why (%s.why)", where, key, key);
   return 0;
 }
 
@@ -189,7 +190,8 @@ static int compile_field(const json_t *v, const char *where, struct runtime_mani
       command_field(json_object_get(v, "command"), where, "compile.command", &m->compile, err) < 0)
     return -1;
   const json_t *lim = json_object_get(v, "limits");
-  if (lim != NULL && limits_field(lim, where, "compile.limits", m->compile_limits, NULL, err) < 0)
+  if (lim != NULL && limits_field(lim, where, "compile.limits", m->compile_limits,
+                                  &m->compile_limits_why, err) < 0)
     return -1;
   m->has_compile = true;
   return 0;
@@ -216,11 +218,10 @@ static int env_field(const json_t *v, const char *where, struct runtime_manifest
   const char *k;
   json_t *x;
   json_object_foreach((json_t *)v, k, x) {
-    bool key_ok = k[0] != '\0' && strlen(k) <= 128 && !(k[0] >= '0' && k[0] <= '9') &&
-                  strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
-                      strlen(k);
-    if (!key_ok || !json_is_string(x) ||
-        strlen(json_string_value(x)) != json_string_length(x) ||
+    bool key_ok =
+        k[0] != '\0' && strlen(k) <= 128 && !(k[0] >= '0' && k[0] <= '9') &&
+        strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == strlen(k);
+    if (!key_ok || !json_is_string(x) || strlen(json_string_value(x)) != json_string_length(x) ||
         !word_ok(json_string_value(x), json_string_length(x)))
       return FAIL("%s: env: each key [A-Za-z_][A-Za-z0-9_]* with a printable string value of at "
                   "most %d bytes",
@@ -244,10 +245,9 @@ static int mounts_field(const json_t *v, const char *where, struct runtime_manif
   json_t *p;
   json_array_foreach(v, i, p) {
     const char *s = json_is_string(p) ? json_string_value(p) : "";
-    bool under = strncmp(s, "/usr/", 5) == 0 || strncmp(s, "/etc/", 5) == 0 ||
-                 strncmp(s, "/opt/", 5) == 0;
-    if (!under || !absolute_path_ok(s) || strlen(s) > RUNTIME_WORD_MAX ||
-        !word_ok(s, strlen(s)))
+    bool under =
+        strncmp(s, "/usr/", 5) == 0 || strncmp(s, "/etc/", 5) == 0 || strncmp(s, "/opt/", 5) == 0;
+    if (!under || !absolute_path_ok(s) || strlen(s) > RUNTIME_WORD_MAX || !word_ok(s, strlen(s)))
       return FAIL("%s: mounts[%zu] must be a normalised absolute path below /usr, /etc or /opt",
                   where, i);
     struct stat st;
@@ -290,15 +290,15 @@ static int self_test_field(const json_t *v, const char *where, struct runtime_ma
 
 static int parse_object(const json_t *root, const char *where, struct runtime_manifest *m,
                         struct sbx_error *err) {
-  static const char *const keys[] = {"name",    "language", "aliases", "version",   "file",
-                                     "compile", "run",      "env",     "mounts",    "limits",
+  static const char *const keys[] = {"name",      "language",    "aliases", "version", "file",
+                                     "compile",   "run",         "env",     "mounts",  "limits",
                                      "self_test", "description", NULL};
   if (!json_is_object(root))
     return FAIL("%s: a manifest is a JSON object", where);
   if (known_keys(root, keys, where, "the manifest", err) < 0)
     return -1;
-  static const char *const required[] = {"name", "language", "version", "file", "run",
-                                         "self_test", NULL};
+  static const char *const required[] = {"name", "language",  "version", "file",
+                                         "run",  "self_test", NULL};
   for (size_t i = 0; required[i] != NULL; i++)
     if (json_object_get(root, required[i]) == NULL)
       return FAIL("%s: %s is required", where, required[i]);
@@ -363,6 +363,7 @@ void runtime_manifest_free(struct runtime_manifest *m) {
     free(m->mounts[i]);
   free(m->version_pattern);
   free(m->limits_why);
+  free(m->compile_limits_why);
   free(m->self_test_code);
   free(m->self_test_stdout);
   memset(m, 0, sizeof *m);

@@ -16,13 +16,13 @@
 #include "error.h"
 #include "settings.h"
 
-#define RUNTIME_NAME_MAX 32     /* name, language, an alias: [a-z0-9][a-z0-9.+_-]* */
+#define RUNTIME_NAME_MAX 32 /* name, language, an alias: [a-z0-9][a-z0-9.+_-]* */
 #define RUNTIME_ALIASES_MAX 16
-#define RUNTIME_ARGV_MAX 32     /* a command's words */
-#define RUNTIME_WORD_MAX 512    /* one word of a command, one env value */
+#define RUNTIME_ARGV_MAX 32  /* a command's words */
+#define RUNTIME_WORD_MAX 512 /* one word of a command, one env value */
 #define RUNTIME_ENV_MAX 16
 #define RUNTIME_MOUNTS_MAX 4
-#define RUNTIME_FILE_MAX 64     /* the program's file name in /workspace */
+#define RUNTIME_FILE_MAX 64 /* the program's file name in /workspace */
 #define RUNTIME_SELF_TEST_MAX 4096
 #define RUNTIME_MANIFEST_MAX (64 * 1024) /* bytes of one manifest file */
 
@@ -43,12 +43,13 @@ struct runtime_manifest {
   struct runtime_command version_command;
   char *version_pattern;
   char file[RUNTIME_FILE_MAX + 1]; /* the code is written as /workspace/<file> */
-  /* Optional: the compile stage (has_compile), its own limits over the
-   * server's defaults (0: the run's). */
+  /* Optional: the compile stage (has_compile), its own default limits
+   * above the server's (0: the server's), and why. */
   bool has_compile;
   struct runtime_command compile;
   int64_t compile_limits[LIMITS_N];
-  struct runtime_command run; /* the request's args are appended */
+  char *compile_limits_why;
+  struct runtime_command run;     /* the request's args are appended */
   char *env[RUNTIME_ENV_MAX + 1]; /* "KEY=VALUE", before the request's own */
   size_t n_env;
   char *mounts[RUNTIME_MOUNTS_MAX]; /* host paths, bound read-only at the same path */

@@ -119,8 +119,8 @@ int runtimes_load(struct runtime_table *t, const char *dir, bool required,
   int rv = 0;
   for (int i = 0; i < n; i++) {
     char path[1024];
-    if (rv == 0 && (size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) >=
-                       sizeof path)
+    if (rv == 0 &&
+        (size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) >= sizeof path)
       rv = sbx_error_set(err, SBX_INVALID_ARGUMENT, ENAMETOOLONG, "runtimes directory %s", dir);
     if (rv == 0)
       rv = add_manifest(t, path, err);
@@ -159,8 +159,7 @@ void runtimes_names(const struct runtime_table *t, char *buf, size_t len) {
   buf[0] = '\0';
   for (size_t i = 0; i < t->n && used < len; i++)
     if (t->v[i].available)
-      used += (size_t)snprintf(buf + used, len - used, "%s%s", used > 0 ? ", " : "",
-                               t->v[i].name);
+      used += (size_t)snprintf(buf + used, len - used, "%s%s", used > 0 ? ", " : "", t->v[i].name);
 }
 
 static int unavailable(const struct runtime *rt, struct sbx_error *err) {

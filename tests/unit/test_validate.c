@@ -15,7 +15,7 @@ static Sandbox__V1__RunCodeRequest req;
 static Sandbox__V1__Limits limits;
 static struct sbx_error err;
 static const char *const msg = err.msg;
-static struct sandbox_limits out;
+static struct sandbox_limits out, compile_out;
 static struct runtime_table table;
 static const struct runtime *picked;
 
@@ -39,8 +39,8 @@ static int setup(void **state) {
 
 static sbx_code check(void) {
   memset(&err, 0, sizeof err);
-  if (validate_run_request(&req, &settings, runtimes_now(), NULL, "", NULL, &out, &picked, &err) ==
-      0)
+  if (validate_run_request(&req, &settings, runtimes_now(), NULL, "", NULL, &out, &compile_out,
+                           &picked, &err) == 0)
     return SBX_OK;
   assert_true(err.msg[0] != '\0'); /* every refusal says why */
   return err.code;
@@ -336,7 +336,7 @@ static sbx_code check_net(const char *const *entries, size_t n, const struct egr
   req.n_allow_net = n;
   memset(&err, 0, sizeof err);
   int rc = validate_run_request(&req, &settings, runtimes_now(), NULL, "acme", tenant, &out,
-                                &picked, &err);
+                                &compile_out, &picked, &err);
   req.allow_net = NULL;
   req.n_allow_net = 0;
   return rc == 0 ? SBX_OK : err.code;
