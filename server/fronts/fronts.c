@@ -25,12 +25,7 @@ int fronts_add_routes(struct fronts *f, struct server *srv, struct http_listener
   const char *list = srv->settings.http_fronts;
   if (list[0] == '\0')
     return 0;
-  snprintf(f->python_version, sizeof(f->python_version), "%s",
-           srv->runner.installer.info.python_version);
-  if (f->python_version[0] == '\0')
-    return sbx_error_set(err, SBX_INTERNAL, 0,
-                         "http-fronts: /usr/bin/python3 could not be asked for its version, "
-                         "which the fronts report");
+  f->runtimes = srv->runner.runtimes;
   char why[256];
   if (sbxc_client_open(&f->client, SERVER_FRONTS_URL, why, sizeof(why)) < 0)
     return sbx_error_set(err, SBX_INTERNAL, 0, "http-fronts: client: %s", why);

@@ -25,11 +25,10 @@
 #include "caller.h"
 #include "cleanup.h"
 #include "http_json.h"
-#include "semver.h"
+#include "runtimes.h"
 #include "text.h"
 #include "validate.h"
 
-#define PISTON_LANGUAGE "python"
 #define PISTON_MESSAGE_MAX 768
 
 /* Why a request is not run: the HTTP status and Piston's {message}. */
@@ -65,27 +64,25 @@ static const char *const file_fields[] = {"name", "content", "encoding", NULL};
 
 /* ---- runtimes ---- */
 
-/* Piston's python package's aliases: py, py3, python3, python3.MINOR. */
-static json_t *aliases(const struct fronts *f) {
-  const char *v = f->python_version;
-  size_t end = strcspn(v, ".");
-  if (v[end] == '.')
-    end += 1 + strcspn(v + end + 1, ".");
-  char minor[48];
-  snprintf(minor, sizeof(minor), "python%.*s", (int)end, v);
-  return json_pack("[s,s,s,s]", "py", "py3", "python3", minor);
-}
-
-static bool language_known(const struct fronts *f, const char *language) {
-  if (strcmp(language, PISTON_LANGUAGE) == 0)
-    return true;
-  json_t *names = aliases(f);
-  bool known = false;
-  size_t i;
-  json_t *v;
-  json_array_foreach(names, i, v) known = known || strcmp(json_string_value(v), language) == 0;
-  json_decref(names);
-  return known;
+/* Every available runtime but python-zygote (a mode of python, chosen by
+ * name only) in Piston's shape; "runtime" names it where its name is not
+ * its language (node for javascript), as Piston's own list does. */
+static json_t *runtime_list(const struct fronts *f) {
+  json_t *list = json_array();
+  for (size_t i = 0; list != NULL && i < f->runtimes->n; i++) {
+    const struct runtime *rt = &f->runtimes->v[i];
+    if (!rt->available || rt->kind == RUNTIME_KIND_PYTHON_ZYGOTE)
+      continue;
+    json_t *aliases = json_array();
+    for (size_t a = 0; aliases != NULL && a < rt->n_aliases; a++)
+      json_array_append_new(aliases, json_string(rt->aliases[a]));
+    json_t *one = json_pack("{s:s,s:s,s:o}", "language", rt->language, "version", rt->version,
+                            "aliases", aliases);
+    if (one != NULL && strcmp(rt->name, rt->language) != 0)
+      json_object_set_new(one, "runtime", json_string(rt->name));
+    json_array_append_new(list, one);
+  }
+  return list;
 }
 
 /* A request not let in (caller.h): 401, Piston's {"message"}, and the
@@ -104,9 +101,7 @@ static void handle_runtimes(void *ctx, const struct http_request *req, struct ht
     answer_unauthenticated(resp, &r);
     return;
   }
-  http_response_json(resp, 200,
-                     json_pack("[{s:s,s:s,s:o}]", "language", PISTON_LANGUAGE, "version",
-                               f->python_version, "aliases", aliases(f)));
+  http_response_json(resp, 200, runtime_list(f));
 }
 
 /* ---- execute: the request ---- */
@@ -263,25 +258,32 @@ static int file_entry(const json_t *file, size_t i, struct piston_file *pf,
  * from any client, its name checked as RunCode checks a file path. Any
  * other set goes into the request as files at mounts/NAME (RunCode checks
  * their names and sizes) and main.py is a launcher that runs the first of
- * them from there, so the others are beside it. */
-static int add_files(sbxc_request *rq, const json_t *files, struct piston_refusal *r) {
+ * them from there, so the others are beside it. For a manifest runtime
+ * the first file is always the program (its file, main.sh, main.c, ...)
+ * and must be text; the others are at mounts/NAME (docs/PISTON.md). */
+static int add_files(sbxc_request *rq, const json_t *files, const struct runtime *rt,
+                     struct piston_refusal *r) {
   size_t n = json_array_size(files), n_utf8 = 0;
   char program[sizeof(((struct piston_file *)0)->name)] = "";
-  bool plain = false;
+  bool plain = false, python = runtime_is_python(rt);
   for (size_t i = 0; i < n; i++) {
     struct piston_file pf = {0};
     if (file_entry(json_array_get(files, i), i, &pf, r) < 0)
       return -1;
     n_utf8 += pf.utf8;
     int rc = 0;
+    bool text =
+        text_utf8_valid((const char *)pf.data, pf.len) && memchr(pf.data, 0, pf.len) == NULL;
     if (i == 0) {
       snprintf(program, sizeof(program), "%s", pf.name);
-      plain = n == 1 && text_utf8_valid((const char *)pf.data, pf.len) &&
-              memchr(pf.data, 0, pf.len) == NULL;
+      plain = (n == 1 || !python) && text;
     }
-    if (plain && !validate_relative_path(pf.name))
+    if (i == 0 && !python && !text)
+      rc = refuse(r, 400, "files[0]: the program of runtime %s must be UTF-8 text without NUL",
+                  rt->name);
+    else if (i == 0 && plain && !validate_relative_path(pf.name))
       rc = refuse(r, 400, "files[0].name: %s", VALIDATE_RELATIVE_PATH_RULE);
-    else if (plain)
+    else if (i == 0 && plain)
       rc = sbxc_request_set_code(rq, (const char *)pf.data, pf.len) < 0
                ? refuse(r, 500, "out of memory")
                : 0;
@@ -342,19 +344,22 @@ static int add_stdin_args(sbxc_request *rq, const json_t *body, struct piston_re
 }
 
 /* run_timeout, run_cpu_time (ms) and run_memory_limit (bytes) become the
- * run's limits; compile_* are checked the same way and ignored (Python
- * has no compile stage). */
-static int add_limits(sbxc_request *rq, const json_t *body, struct piston_refusal *r) {
-  struct sbxc_limits lim = {0};
-  int64_t ignored;
+ * run's limits; compile_* the compile stage's (RunCodeRequest's
+ * compile_limits) for a compiled runtime, and are checked the same way and
+ * unused for the others, which have no compile stage (as in Piston). */
+static int add_limits(sbxc_request *rq, const json_t *body, const struct runtime *rt,
+                      struct piston_refusal *r) {
+  struct sbxc_limits lim = {0}, compile = {0};
   if (limit_field(body, "run_timeout", &lim.timeout_ms, r) < 0 ||
       limit_field(body, "run_cpu_time", &lim.cpu_time_ms, r) < 0 ||
       limit_field(body, "run_memory_limit", &lim.memory_bytes, r) < 0 ||
-      limit_field(body, "compile_timeout", &ignored, r) < 0 ||
-      limit_field(body, "compile_cpu_time", &ignored, r) < 0 ||
-      limit_field(body, "compile_memory_limit", &ignored, r) < 0)
+      limit_field(body, "compile_timeout", &compile.timeout_ms, r) < 0 ||
+      limit_field(body, "compile_cpu_time", &compile.cpu_time_ms, r) < 0 ||
+      limit_field(body, "compile_memory_limit", &compile.memory_bytes, r) < 0)
     return -1;
   sbxc_request_set_limits(rq, &lim);
+  if (rt->kind == RUNTIME_KIND_MANIFEST && rt->manifest.has_compile)
+    sbxc_request_set_compile_limits(rq, &compile);
   return 0;
 }
 
@@ -374,8 +379,26 @@ static int add_allow_net(const struct fronts *f, sbxc_request *rq, struct piston
   return 0;
 }
 
+/* language and version through the server's one resolver (runtimes.h):
+ * the runtime it picks, named exactly in the request. */
+static int pick_runtime(const struct fronts *f, const char *language, const char *version,
+                        sbxc_request *rq, const struct runtime **rt, struct piston_refusal *r) {
+  struct sbx_error err;
+  if (runtimes_resolve(f->runtimes, "", language, version, rt, &err) < 0) {
+    if (err.code != SBX_INVALID_ARGUMENT)
+      return refuse(r, 400, "%s", err.msg); /* listed, but unavailable: why */
+    char lang[72], range[72];               /* as Piston says it */
+    text_printable(language, strlen(language), lang, sizeof lang, false);
+    text_printable(version, strlen(version), range, sizeof range, false);
+    return refuse(r, 400, "%s-%s runtime is unknown", lang, range);
+  }
+  if (sbxc_request_set_runtime(rq, (*rt)->name) < 0)
+    return refuse(r, 500, "out of memory");
+  return 0;
+}
+
 static int execute_request(const struct fronts *f, const struct http_request *req, sbxc_request *rq,
-                           struct piston_refusal *r) {
+                           const struct runtime **rt, struct piston_refusal *r) {
   char why[PISTON_MESSAGE_MAX - 64];
   json_t *body = http_json_body_object(req, why, sizeof(why));
   if (body == NULL)
@@ -395,12 +418,10 @@ static int execute_request(const struct fronts *f, const struct http_request *re
     refuse(r, 400, "version is required as a string");
   } else if (!json_is_array(files)) {
     refuse(r, 400, "files is required as an array");
-  } else if (!language_known(f, json_string_value(language)) ||
-             !semver_satisfies(f->python_version, json_string_value(version))) {
-    refuse(r, 400, "%s-%s runtime is unknown", json_string_value(language),
-           json_string_value(version));
-  } else if (add_files(rq, files, r) == 0 && add_stdin_args(rq, body, r) == 0 &&
-             add_limits(rq, body, r) == 0 && add_allow_net(f, rq, r) == 0) {
+  } else if (pick_runtime(f, json_string_value(language), json_string_value(version), rq, rt, r) ==
+                 0 &&
+             add_files(rq, files, *rt, r) == 0 && add_stdin_args(rq, body, r) == 0 &&
+             add_limits(rq, body, *rt, r) == 0 && add_allow_net(f, rq, r) == 0) {
     rc = 0;
   }
   json_decref(body);
@@ -417,10 +438,34 @@ static json_t *signal_name(int sig) {
   return json_sprintf("SIG%s", abbrev);
 }
 
-/* The run's output as Piston's stdout, stderr and output (invalid UTF-8
+/* One stage, run or compile, as Piston answers each: RunCode's result, or
+ * its compile stage, in one shape. */
+struct stage {
+  const uint8_t *stdout_data, *stderr_data;
+  size_t stdout_len, stderr_len;
+  bool stdout_truncated, stderr_truncated;
+  int killed_by, exit_code, signal;
+  uint64_t cpu_time_ms, wall_time_ms, peak_memory_bytes;
+};
+
+static struct stage run_stage(const struct sbxc_result *r) {
+  return (struct stage){r->stdout_data, r->stderr_data,      r->stdout_len,
+                        r->stderr_len,  r->stdout_truncated, r->stderr_truncated,
+                        r->killed_by,   r->exit_code,        r->signal,
+                        r->cpu_time_ms, r->wall_time_ms,     r->peak_memory_bytes};
+}
+
+static struct stage compile_stage(const struct sbxc_compile *c) {
+  return (struct stage){c->stdout_data, c->stderr_data,      c->stdout_len,
+                        c->stderr_len,  c->stdout_truncated, c->stderr_truncated,
+                        c->killed_by,   c->exit_code,        c->signal,
+                        c->cpu_time_ms, c->wall_time_ms,     c->peak_memory_bytes};
+}
+
+/* The stage's output as Piston's stdout, stderr and output (invalid UTF-8
  * replaced by U+FFFD). Piston's output interleaves the streams as they
  * came; RunCode keeps them apart, so output is stdout followed by stderr. */
-static int add_output(json_t *run, const struct sbxc_result *res) {
+static int add_output(json_t *run, const struct stage *res) {
   size_t n_out = 0, n_err = 0;
   char *out = text_utf8_repair(res->stdout_data, res->stdout_len, &n_out);
   char *err = text_utf8_repair(res->stderr_data, res->stderr_len, &n_err);
@@ -451,7 +496,7 @@ struct piston_outcome {
   json_t *code, *signal;
 };
 
-static void outcome(const struct sbxc_result *res, struct piston_outcome *o) {
+static void outcome(const struct stage *res, struct piston_outcome *o) {
   *o = (struct piston_outcome){NULL, "", NULL, NULL};
   switch (res->killed_by) {
   case SBXC_KILLED_BY_TIMEOUT:
@@ -487,7 +532,7 @@ static void outcome(const struct sbxc_result *res, struct piston_outcome *o) {
     o->signal = json_null();
 }
 
-static json_t *run_object(const struct sbxc_result *res) {
+static json_t *stage_object(const struct stage *res) {
   json_t *run = json_object();
   if (run == NULL || add_output(run, res) < 0) {
     json_decref(run);
@@ -507,6 +552,24 @@ static json_t *run_object(const struct sbxc_result *res) {
   }
   json_decref(rest);
   return run;
+}
+
+/* Piston's answer to a call that ran (status OK): the language and
+ * version of the runtime, compile for a compiled runtime, and run, which
+ * Piston leaves out when the compile stage failed. NULL when out of
+ * memory. */
+static json_t *answer(const struct runtime *rt, const struct sbxc_result *res) {
+  json_t *a = json_pack("{s:s,s:s}", "language", rt->language, "version", rt->version);
+  bool ran = res->compile == NULL || !res->compile->failed;
+  struct stage c = res->compile != NULL ? compile_stage(res->compile) : (struct stage){0};
+  struct stage r = run_stage(res);
+  if (a == NULL ||
+      (res->compile != NULL && json_object_set_new(a, "compile", stage_object(&c)) < 0) ||
+      (ran && json_object_set_new(a, "run", stage_object(&r)) < 0)) {
+    json_decref(a);
+    return NULL;
+  }
+  return a;
 }
 
 /* A run that failed inside the server (RunCode's INTERNAL, or a call
@@ -571,7 +634,8 @@ static void handle_execute(void *ctx, const struct http_request *req, struct htt
     http_response_json_message(resp, 500, "out of memory");
     return;
   }
-  if (execute_request(f, req, rq, &r) < 0) {
+  const struct runtime *rt = NULL;
+  if (execute_request(f, req, rq, &rt, &r) < 0) {
     sbxc_request_free(rq);
     http_response_json_message(resp, r.status, "%s", r.message);
     return;
@@ -586,18 +650,14 @@ static void handle_execute(void *ctx, const struct http_request *req, struct htt
   sbxc_run_code(f->client, rq, &res);
   front_caller_leave();
   sbxc_request_free(rq);
-  json_t *run = NULL;
   if (res.status == SBXC_OK)
-    run = run_object(&res);
+    http_response_json(resp, 200, answer(rt, &res));
   else if (res.status == SBXC_INTERNAL || res.status == SBXC_UNKNOWN)
-    run = internal_run(res.message);
+    http_response_json(resp, 200,
+                       json_pack("{s:o,s:s,s:s}", "run", internal_run(res.message), "language",
+                                 rt->language, "version", rt->version));
   else
     answer_refusal(resp, &res);
-  if (run != NULL || res.status == SBXC_OK)
-    http_response_json(resp, 200,
-                       run != NULL ? json_pack("{s:o,s:s,s:s}", "run", run, "language",
-                                               PISTON_LANGUAGE, "version", f->python_version)
-                                   : NULL);
   sbxc_result_free(&res);
 }
 
