@@ -23,7 +23,7 @@
 
 /* What a start made, undone in reverse when a later step fails. */
 struct started {
-  bool made_state_dir, engine, runner, tls, tenants;
+  bool made_state_dir, engine, runner, tls, tenants, runtimes;
 };
 
 static enum sandbox_backend backend_from_name(const char *name) {
@@ -95,6 +95,8 @@ static int start_engine(struct server *srv, struct started *st, struct sbx_error
 static void undo_start(struct server *srv, const struct started *st, bool failed) {
   if (st->runner)
     runner_stop(&srv->runner, failed);
+  if (st->runtimes)
+    runner_free_runtimes(&srv->runner); /* after the runs that point at them */
   if (st->engine)
     sandbox_engine_free(srv->engine);
   if (failed && st->made_state_dir)
@@ -234,6 +236,9 @@ static int start(struct server *srv, struct started *st, struct sbx_error *err) 
   if (tenants_init(&srv->tenants, srv->settings.tenants, srv->settings.anonymous_tenant, err) < 0)
     return -2;
   st->tenants = true;
+  st->runtimes = true;
+  if (runner_load_runtimes(&srv->runner, &srv->settings, err) < 0)
+    return -2;
   if (load_tls(srv, st, err) < 0)
     return -1;
   raise_fd_limit(&srv->settings);

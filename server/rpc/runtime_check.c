@@ -47,7 +47,10 @@ static int check_run(struct server *srv, const struct runtime *rt, enum run_chec
   run_code(&srv->runner, 0, &call, out);
   if (out->ok)
     return 0;
-  snprintf(why, len, "%s", out->err.msg);
+  const struct runtime_command *cmd =
+      check == RUN_CHECK_VERSION ? &rt->manifest.version_command : &rt->manifest.run;
+  snprintf(why, len, "%s: %s: %s", check == RUN_CHECK_VERSION ? "version" : "self-test",
+           cmd->argv[0], out->err.msg);
   run_outcome_free(out);
   return -1;
 }

@@ -413,7 +413,11 @@ void run_log_failure(const struct run_call *call, int slot, const struct sbx_err
 void run_code(struct runner *r, unsigned slot, const struct run_call *call,
               struct run_outcome *out) {
   uint64_t queue_ms = sbx_monotonic_ms() - call->received_ms;
-  stats_histogram_observe_us(&r->stats.queue_wait, queue_ms * 1000u);
+  /* The server's own checks at start are neither counted nor logged as
+   * runs: runtime_check.c logs each runtime's outcome. */
+  bool user = call->check == RUN_CHECK_NONE;
+  if (user)
+    stats_histogram_observe_us(&r->stats.queue_wait, queue_ms * 1000u);
   memset(out, 0, sizeof(*out));
   sandbox__v1__run_code_response__init(&out->resp);
   struct run_scratch *sc = calloc(1, sizeof(*sc));
@@ -426,10 +430,12 @@ void run_code(struct runner *r, unsigned slot, const struct run_call *call,
   snprintf(sc->run_id, sizeof(sc->run_id), "%s", run_id);
   out->scratch = sc;
   if (run_steps(r, slot, call, sc, &out->resp, &out->err) < 0) {
-    run_log_failure(call, (int)slot, &out->err);
+    if (user)
+      run_log_failure(call, (int)slot, &out->err);
     run_outcome_free(out);
     return;
   }
   out->ok = true;
-  log_success(call, slot, sc, queue_ms);
+  if (user)
+    log_success(call, slot, sc, queue_ms);
 }

@@ -128,13 +128,7 @@ static void warm_interp_zygote(void *arg, unsigned slot) {
   runner_warm_zygote(arg, slot);
 }
 
-/* The runtimes: the built-in Pythons at the probed version, and the
- * manifests of --runtimes-dir (which must exist when given) or of
- * share/sandboxd/runtimes beside the binary's directory (when it exists:
- * /usr/sbin/sandboxd reads /usr/share/sandboxd/runtimes, build/bin's
- * build/share/sandboxd/runtimes). */
-static int load_runtimes(struct runner *r, struct sbx_error *err) {
-  const struct server_settings *s = r->settings;
+int runner_load_runtimes(struct runner *r, const struct server_settings *s, struct sbx_error *err) {
   char dir[PATH_MAX] = "";
   bool given = s->runtimes_dir[0] != '\0';
   if (given) {
@@ -151,8 +145,14 @@ static int load_runtimes(struct runner *r, struct sbx_error *err) {
   }
   if ((r->runtimes = calloc(1, sizeof *r->runtimes)) == NULL)
     return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "runtimes");
-  return runtimes_load(r->runtimes, dir, given, r->installer.info.python_version, s->zygote != 0,
-                       err);
+  return runtimes_load(r->runtimes, dir, given, s->zygote != 0, err);
+}
+
+void runner_free_runtimes(struct runner *r) {
+  if (r->runtimes != NULL)
+    runtimes_free(r->runtimes);
+  free(r->runtimes);
+  r->runtimes = NULL;
 }
 
 int runner_start(struct runner *r, const struct server_settings *s, struct sandbox_engine *engine,
@@ -189,8 +189,7 @@ int runner_start(struct runner *r, const struct server_settings *s, struct sandb
   r->installer.workspace_root = r->workspace_root;
   if (installer_start(&r->installer, egress_cfg, r->n_slots, err) < 0)
     return -1;
-  if (load_runtimes(r, err) < 0)
-    return -1;
+  runtimes_set_python(r->runtimes, r->installer.info.python_version);
   return start_run_egress(r, err);
 }
 
@@ -210,10 +209,6 @@ void runner_stop(struct runner *r, bool failed) {
   if (failed && r->made_workspace_root)
     rmdir(r->workspace_root);
   mime_db_free(&r->mime);
-  if (r->runtimes != NULL)
-    runtimes_free(r->runtimes);
-  free(r->runtimes);
-  r->runtimes = NULL;
   tenant_counts_destroy(&r->stats.by_tenant);
   tenant_counts_destroy(&r->stats.egress_by_tenant);
 }

@@ -141,6 +141,15 @@ void run_log_failure(const struct run_call *call, int slot, const struct sbx_err
  * also removes the workspace root it made. */
 int runner_start(struct runner *r, const struct server_settings *s, struct sandbox_engine *engine,
                  const struct egress_config *egress_cfg, struct sbx_error *err);
+/* Before runner_start, at the start's first checks: the runtimes (the
+ * built-in Pythons, and the manifests of --runtimes-dir, which must exist
+ * when given, or of share/sandboxd/runtimes beside the binary's directory
+ * when it exists: /usr/sbin/sandboxd reads /usr/share/sandboxd/runtimes,
+ * build/bin's build/share/sandboxd/runtimes). 0, or -1 with err naming the
+ * manifest (a configuration error). runner_free_runtimes frees them, after
+ * runner_stop. */
+int runner_load_runtimes(struct runner *r, const struct server_settings *s, struct sbx_error *err);
+void runner_free_runtimes(struct runner *r);
 void runner_stop(struct runner *r, bool failed);
 
 /* Every tick of the main thread: ends sessions idle past their TTL and

@@ -25,46 +25,54 @@ static void add_alias(struct runtime *rt, const char *alias) {
     snprintf(rt->aliases[rt->n_aliases++], sizeof rt->aliases[0], "%s", alias);
 }
 
-/* python's aliases are Piston's python package's: py, py3, python3,
- * python3.MINOR. */
-static void add_pythons(struct runtime_table *t, const char *version, bool zygote) {
-  struct runtime *py = add(t, RUNTIME_KIND_PYTHON, RUNTIME_PYTHON, "python");
-  add_alias(py, "py");
-  add_alias(py, "py3");
-  add_alias(py, "python3");
-  size_t end = strcspn(version, ".");
-  if (version[end] == '.') {
-    end += 1 + strcspn(version + end + 1, ".");
-    char minor[RUNTIME_NAME_MAX + 1];
-    snprintf(minor, sizeof minor, "python%.*s", (int)end, version);
-    if (runtime_name_ok(minor))
-      add_alias(py, minor);
-  }
-  snprintf(py->version, sizeof py->version, "%s", version);
-  py->available = version[0] != '\0';
-  if (!py->available)
-    snprintf(py->why_unavailable, sizeof py->why_unavailable,
-             "/usr/bin/python3 could not be asked for its version");
-  if (!zygote)
-    return;
-  struct runtime *z = add(t, RUNTIME_KIND_PYTHON_ZYGOTE, RUNTIME_PYTHON_ZYGOTE, "python");
-  snprintf(z->version, sizeof z->version, "%s", version);
-  z->available = py->available;
-  snprintf(z->why_unavailable, sizeof z->why_unavailable, "%s", py->why_unavailable);
-}
-
-/* The runtime whose name, language or alias name is; NULL if none.
- * (Languages are shared: two runtimes may offer one language at different
- * versions; a name or an alias may not be another's language.) */
-static const struct runtime *taken(const struct runtime_table *t, const char *name) {
+/* The runtime whose name or alias is name, or whose language is name
+ * while language (the new runtime's) is another; NULL if none. Languages
+ * are shared (two runtimes may offer one language at different versions),
+ * names and aliases are not. */
+static const struct runtime *taken(const struct runtime_table *t, const char *name,
+                                   const char *language) {
   for (size_t i = 0; i < t->n; i++) {
-    if (strcmp(t->v[i].name, name) == 0 || strcmp(t->v[i].language, name) == 0)
+    if (strcmp(t->v[i].name, name) == 0 ||
+        (strcmp(t->v[i].language, name) == 0 && strcmp(t->v[i].language, language) != 0))
       return &t->v[i];
     for (size_t a = 0; a < t->v[i].n_aliases; a++)
       if (strcmp(t->v[i].aliases[a], name) == 0)
         return &t->v[i];
   }
   return NULL;
+}
+
+/* python's aliases are Piston's python package's: py, py3, python3, and
+ * python3.MINOR once the version is known. */
+static void add_pythons(struct runtime_table *t, bool zygote) {
+  struct runtime *py = add(t, RUNTIME_KIND_PYTHON, RUNTIME_PYTHON, "python");
+  add_alias(py, "py");
+  add_alias(py, "py3");
+  add_alias(py, "python3");
+  if (zygote)
+    add(t, RUNTIME_KIND_PYTHON_ZYGOTE, RUNTIME_PYTHON_ZYGOTE, "python");
+  runtimes_set_python(t, "");
+}
+
+void runtimes_set_python(struct runtime_table *t, const char *version) {
+  for (size_t i = 0; i < t->n; i++) {
+    struct runtime *rt = &t->v[i];
+    if (rt->kind == RUNTIME_KIND_MANIFEST)
+      continue;
+    snprintf(rt->version, sizeof rt->version, "%s", version);
+    rt->available = version[0] != '\0';
+    snprintf(rt->why_unavailable, sizeof rt->why_unavailable, "%s",
+             rt->available ? "" : "/usr/bin/python3 could not be asked for its version");
+  }
+  struct runtime *py = &t->v[0];
+  size_t end = strcspn(version, ".");
+  if (version[end] != '.' || py->n_aliases != 3)
+    return;
+  end += 1 + strcspn(version + end + 1, ".");
+  char minor[RUNTIME_NAME_MAX + 1];
+  snprintf(minor, sizeof minor, "python%.*s", (int)end, version);
+  if (runtime_name_ok(minor) && taken(t, minor, py->language) == NULL)
+    add_alias(py, minor);
 }
 
 static int add_manifest(struct runtime_table *t, const char *path, struct sbx_error *err) {
@@ -74,9 +82,9 @@ static int add_manifest(struct runtime_table *t, const char *path, struct sbx_er
   struct runtime_manifest m;
   if (runtime_manifest_load(path, &m, err) < 0)
     return -1;
-  const struct runtime *clash = taken(t, m.name);
+  const struct runtime *clash = taken(t, m.name, m.language);
   for (size_t a = 0; clash == NULL && a < m.n_aliases; a++)
-    clash = taken(t, m.aliases[a]);
+    clash = taken(t, m.aliases[a], m.language);
   if (clash != NULL) {
     int rv = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
                            "%s: runtime %s: its name or an alias is taken by runtime %s%s%s", path,
@@ -103,10 +111,10 @@ static int json_file(const struct dirent *d) {
   return d->d_name[0] != '.' && n > 5 && strcmp(d->d_name + n - 5, ".json") == 0;
 }
 
-int runtimes_load(struct runtime_table *t, const char *dir, bool required,
-                  const char *python_version, bool zygote, struct sbx_error *err) {
+int runtimes_load(struct runtime_table *t, const char *dir, bool required, bool zygote,
+                  struct sbx_error *err) {
   memset(t, 0, sizeof *t);
-  add_pythons(t, python_version, zygote);
+  add_pythons(t, zygote);
   if (dir == NULL || dir[0] == '\0')
     return 0;
   struct dirent **names = NULL;

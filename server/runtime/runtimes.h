@@ -43,14 +43,17 @@ struct runtime_table {
   size_t n;
 };
 
-/* The built-ins (python at python_version; python-zygote with zygote),
- * then every "*.json" in dir, in name order. A manifest that does not
- * parse, or whose name or an alias is taken, fails the start (-1 with
- * err naming the file): the operator's mistake, said at once. dir NULL or
- * absent with !required: no manifests. Manifest runtimes start
- * unavailable ("not checked yet"). */
-int runtimes_load(struct runtime_table *t, const char *dir, bool required,
-                  const char *python_version, bool zygote, struct sbx_error *err);
+/* The built-ins (python; python-zygote with zygote), then every "*.json"
+ * in dir, in name order. A manifest that does not parse, or whose name or
+ * an alias is taken, fails the start (-1 with err naming the file): the
+ * operator's mistake, said at once. dir NULL or absent with !required: no
+ * manifests. Every runtime starts unavailable: the Pythons until
+ * runtimes_set_python, the others until checked (runtime_check.c). */
+int runtimes_load(struct runtime_table *t, const char *dir, bool required, bool zygote,
+                  struct sbx_error *err);
+/* The Pythons' version, as the interpreter gave it ("" when it could not
+ * be asked: they stay unavailable), and python's aliases with it. */
+void runtimes_set_python(struct runtime_table *t, const char *version);
 void runtimes_free(struct runtime_table *t);
 
 /* By exact name, available or not; NULL if none. */

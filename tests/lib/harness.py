@@ -316,6 +316,63 @@ class WireCaller:
         self.sock.close()
 
 
+STATUS_OK = 0
+
+
+class RunCaller:
+    """RunCode, StartRun/WatchRun/CancelRun and GetInfo over one connection,
+    runs in runtime unless a call names another (keyword arguments are
+    RunCodeRequest's fields)."""
+
+    def __init__(self, server, pb, runtime="python"):
+        self.pb = pb
+        self.runtime = runtime
+        self.w = WireCaller(server.port, pb, timeout=180)
+
+    def run(self, code, runtime=None, **kw):
+        """(status, message, RunCodeResponse or None)."""
+        if runtime is None and not kw.get("language"):
+            runtime = self.runtime
+        st, msg, pl = self.w.call("RunCode", self.pb.RunCodeRequest(code=code, runtime=runtime or "",
+                                                                    **kw))
+        return st, msg, (self.pb.RunCodeResponse.FromString(pl) if st == STATUS_OK else None)
+
+    def ok(self, code, runtime=None, **kw):
+        """The response of a run that must be answered OK."""
+        st, msg, r = self.run(code, runtime, **kw)
+        if st != STATUS_OK:
+            raise RuntimeError(f"RunCode ({runtime or kw.get('language') or self.runtime}): {st} {msg}")
+        return r
+
+    def info(self):
+        st, msg, pl = self.w.call("GetInfo", self.pb.GetInfoRequest())
+        if st != STATUS_OK:
+            raise RuntimeError(f"GetInfo: {st} {msg}")
+        return self.pb.GetInfoResponse.FromString(pl)
+
+    def start(self, code, **kw):
+        st, msg, pl = self.w.call("StartRun", self.pb.RunCodeRequest(code=code, runtime=self.runtime,
+                                                                     **kw))
+        return st, msg, (self.pb.StartRunResponse.FromString(pl).run_id if st == STATUS_OK else None)
+
+    def cancel(self, run_id):
+        return self.w.call("CancelRun", self.pb.CancelRunRequest(run_id=run_id))[:2]
+
+    def outcome(self, run_id):
+        """Watches a started run to its end: the WatchRunResponse."""
+        while True:
+            st, msg, pl = self.w.call("WatchRun", self.pb.WatchRunRequest(run_id=run_id,
+                                                                          wait_ms=10000))
+            if st != STATUS_OK:
+                raise RuntimeError(f"WatchRun: {st} {msg}")
+            r = self.pb.WatchRunResponse.FromString(pl)
+            if r.complete:
+                return r
+
+    def close(self):
+        self.w.close()
+
+
 def load_pb2(bin_dir):
     """The generated sandbox_pb2 of the build whose binaries are in bin_dir."""
     import importlib.util

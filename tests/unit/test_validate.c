@@ -23,7 +23,8 @@ static const struct runtime *picked;
 static const struct runtime_table *runtimes_now(void) {
   struct sbx_error e;
   runtimes_free(&table);
-  assert_int_equal(runtimes_load(&table, NULL, false, "3.11.2", settings.zygote, &e), 0);
+  assert_int_equal(runtimes_load(&table, NULL, false, settings.zygote, &e), 0);
+  runtimes_set_python(&table, "3.11.2");
   return &table;
 }
 

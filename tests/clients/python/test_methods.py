@@ -101,7 +101,7 @@ def test_health_and_info(srv, client):
     h = client.health()
     assert h.serving and h.status == "SERVING" and h.endpoint == srv.tcp
     info = client.info()
-    assert info.workers == 2 and info.runtimes == ("python",)
+    assert info.workers == 2 and info.runtimes[0] == "python"
     assert info.isolation.backend and info.isolation.namespaces and info.isolation.uid_base == srv.uid_base
     assert info.default_limits.timeout_ms == 5000 and info.max_limits.timeout_ms == 60000
     assert info.max_message_bytes == 8 << 20 and info.runs_total >= 1

@@ -283,7 +283,7 @@ def test_feedback_and_info(bin_dir, check):
         p = subprocess.run([f"{bin_dir}/sandbox-run", "-e", s.tcp, "--info"], capture_output=True,
                            text=True)
         info = json.loads(p.stdout)
-        check(info.get("workers", 0) >= 1 and info.get("runtimes") == ["python"]
+        check(info.get("workers", 0) >= 1 and info.get("runtimes", [None])[0] == "python"
               and info["isolation"].get("backend") and info["isolation"].get("namespaces")
               and info["default_limits"]["timeout_ms"] == 5000
               and info["max_limits"]["timeout_ms"] == 60000, "GetInfo reports isolation, limits",
