@@ -68,8 +68,18 @@ static size_t python_argv(const struct run_call *call, const char **argv) {
   return a;
 }
 
-/* The environment: a manifest runtime's own variables, then the request's
- * (which may override them); for Python, figures shown or left open come
+/* Whether the request sets the variable of entry ("KEY=VALUE"). */
+static bool request_sets(const Sandbox__V1__RunCodeRequest *req, const char *entry) {
+  size_t n = strcspn(entry, "=");
+  for (size_t i = 0; i < req->n_env; i++)
+    if (strlen(req->env[i]->key) == n && strncmp(req->env[i]->key, entry, n) == 0)
+      return true;
+  return false;
+}
+
+/* The environment: a manifest runtime's own variables but those the
+ * request sets itself (it overrides them), then the request's; for
+ * Python, figures shown or left open come
  * back as artifacts (sandboxd_cell's backend) unless the request picks a
  * backend of its own. Nothing of the server's environment reaches a run
  * (the engine's minimum environment, docs/ENGINE.md). */
@@ -78,7 +88,8 @@ static int fill_env(const struct run_call *call, struct run_scratch *sc, struct 
   const struct runtime *rt = call->runtime;
   bool python = runtime_is_python(rt), mpl_backend = false;
   for (size_t i = 0; !python && i < rt->manifest.n_env; i++)
-    if ((sc->env[sc->n_env++] = strdup(rt->manifest.env[i])) == NULL)
+    if (!request_sets(req, rt->manifest.env[i]) &&
+        (sc->env[sc->n_env++] = strdup(rt->manifest.env[i])) == NULL)
       return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "run");
   for (size_t i = 0; i < req->n_env; i++, sc->n_env++) {
     mpl_backend |= strcmp(req->env[i]->key, "MPLBACKEND") == 0;

@@ -38,6 +38,17 @@ def test_node_runs(bin_dir, check):
         check(out.get("stdout") == '["in-data",["a b","c"],"file-content","/workspace",'
               '"main.js"]\n', "stdin, args and a request's file reach node; main.js in "
               "/workspace", out)
+        # The manifest's NODE_OPTIONS, and a request's own in its place.
+        rc, out = node(s, "console.log(JSON.stringify(process.env.NODE_OPTIONS))\n")
+        check(out.get("stdout") == '"--max-old-space-size=4194304"\n',
+              "the manifest's NODE_OPTIONS reaches node", out)
+        rc, out = node(s, 'console.log(JSON.stringify(process.env.NODE_OPTIONS),\n'
+                       '  require("fs").readFileSync("/proc/self/environ", "latin1")\n'
+                       '    .split("\\0").filter(v => v.startsWith("NODE_OPTIONS=")).length)\n',
+                       "--env", "NODE_OPTIONS=--max-old-space-size=100")
+        check(out.get("stdout") == '"--max-old-space-size=100" 1\n',
+              "a request's NODE_OPTIONS overrides the manifest's: one variable, the request's",
+              out)
         # An artifact written by node under output/.
         adir = os.path.join(s.tmp, "arts")
         rc, out = node(s, 'const fs = require("fs");\nfs.mkdirSync("output/sub");\n'
