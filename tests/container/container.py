@@ -216,6 +216,18 @@ def check_calls(bin_dir, url, tmp, uid_base, where):
     check(rc == 0 and r.get("killed_by") == "none"
           and r.get("stdout", "").startswith("hello /usr/bin/python3 1.24"),
           f"{where}: hello runs with Debian's python3, numpy and matplotlib", r)
+    # The image's runtimes (deploy/runtimes, docs/RUNTIMES.md): every one
+    # available, each running its hello world; c compiles in the container.
+    infos = {ri.get("name"): ri for ri in info.get("runtime_info", [])}
+    check(all(infos.get(n, {}).get("available") for n in ("bash", "c", "cpp", "node")),
+          f"{where}: the image offers bash, c, cpp and node, each available", infos)
+    for runtime, code in [("bash", "echo hello $BASH_VERSINFO"),
+                          ("node", "console.log('hello', process.versions.node > '')"),
+                          ("c", '#include <stdio.h>\nint main(void) { puts("hello c"); }'),
+                          ("cpp", '#include <iostream>\nint main() { std::cout << "hello c++\\n"; }')]:
+        rc, r = sandbox_run(bin_dir, url, code, "--runtime", runtime, tmp=tmp)
+        check(rc == 0 and r.get("stdout", "").startswith("hello"),
+              f"{where}: runtime {runtime} runs its hello world", r)
 
     t0 = time.monotonic()
     rc, r = sandbox_run(bin_dir, url, "import time\ntime.sleep(60)\n", "--timeout-ms", "1000",
