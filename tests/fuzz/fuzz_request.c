@@ -14,6 +14,7 @@
 
 #include "decode.h"
 #include "requirements.h"
+#include "runtimes.h"
 #include "sandbox.pb-c.h"
 #include "ids.h"
 #include "settings.h"
@@ -32,13 +33,23 @@ static void check_message(const char *msg, size_t cap) {
 }
 
 static void fuzz_run_code(const Sandbox__V1__RunCodeRequest *req,
-                          const struct server_settings *settings) {
-  struct sandbox_limits limits;
+                          const struct server_settings *settings,
+                          const struct runtime_table *runtimes) {
+  struct sandbox_limits limits, compile;
+  const struct runtime *rt = NULL;
   struct sbx_error err = {0};
-  int rc = validate_run_request(req, settings, NULL, "", NULL, &limits, &err);
+  int rc =
+      validate_run_request(req, settings, runtimes, NULL, "", NULL, &limits, &compile, &rt, &err);
   check_message(err.msg, sizeof(err.msg));
-  require(rc == 0 || err.code == SBX_INVALID_ARGUMENT, "validation refuses as INVALID_ARGUMENT");
+  require(rc == 0 || err.code == SBX_INVALID_ARGUMENT || err.code == SBX_FAILED_PRECONDITION,
+          "validation refuses as INVALID_ARGUMENT (FAILED_PRECONDITION: an unavailable runtime, "
+          "INTERPRETER sessions off)");
   if (rc == 0) {
+    require(rt != NULL && rt->available, "an accepted run has an available runtime");
+    require(compile.timeout_ms == 0 ||
+                (rt->kind == RUNTIME_KIND_MANIFEST && rt->manifest.has_compile &&
+                 compile.cpu_time_ms <= compile.timeout_ms),
+            "compile limits only for a compiled runtime, CPU at most wall");
     /* What validation promises the worker. */
     require(req->code[0] != '\0', "accepted code is not empty");
     require(limits.timeout_ms >= 1 &&
@@ -71,12 +82,25 @@ static void fuzz_run_code(const Sandbox__V1__RunCodeRequest *req,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static struct server_settings settings;
+  static struct runtime_table runtimes;
   static int ready;
   if (!ready) {
     settings_defaults(&settings);
     /* Any allow_net entry that parses passes the ceiling: the parser and
      * check_allow_net see every entry the fuzzer makes. */
     snprintf(settings.egress_allow, sizeof settings.egress_allow, "*:*,0.0.0.0/0:*,[::/0]:*");
+    /* The shipped manifests, python-zygote too; all available but the
+     * last (one unavailable runtime): the resolver sees every name,
+     * language and version range the fuzzer makes. */
+    struct sbx_error lerr;
+    require(runtimes_load(&runtimes, SBX_SOURCE_DIR "/deploy/runtimes", true, true, &lerr) == 0,
+            "deploy/runtimes loads");
+    runtimes_set_python(&runtimes, "3.11.2");
+    for (size_t i = 0; i + 1 < runtimes.n; i++)
+      if (runtimes.v[i].kind == RUNTIME_KIND_MANIFEST) {
+        runtimes.v[i].available = true;
+        snprintf(runtimes.v[i].version, sizeof runtimes.v[i].version, "12.2.0");
+      }
     ready = 1;
   }
   struct sbx_bounded_alloc alloc;
@@ -95,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   require(req.method_index < sandbox__v1__sandbox__descriptor.n_methods, "method index checked");
   const ProtobufCMessageDescriptor *in = req.method->input;
   if (in == &sandbox__v1__run_code_request__descriptor) {
-    fuzz_run_code((const Sandbox__V1__RunCodeRequest *)req.input, &settings);
+    fuzz_run_code((const Sandbox__V1__RunCodeRequest *)req.input, &settings, &runtimes);
   } else if (in == &sandbox__v1__list_files_request__descriptor) {
     const Sandbox__V1__ListFilesRequest *r = (const void *)req.input;
     (void)id_valid(r->session_id);
