@@ -77,11 +77,15 @@ static int probe_version(struct server *srv, struct runtime *rt, char *why, size
     char v[32];
     int n = (int)(m[1].rm_eo - m[1].rm_so);
     snprintf(v, sizeof v, "%.*s", n, text + m[1].rm_so);
-    int dots = 0;
-    for (const char *c = v; *c != '\0'; c++)
-      dots += *c == '.';
-    bool digits = strspn(v, "0123456789.") == strlen(v) && v[0] != '\0' && dots <= 2;
-    if (digits) {
+    /* One to three numbers of at most 9 digits, dot-separated. */
+    int dots = 0, digits = 0;
+    bool ok = v[0] != '\0';
+    for (const char *c = v; ok && *c != '\0'; c++) {
+      bool dot = *c == '.';
+      ok = (dot && digits > 0 && ++dots <= 2) || (*c >= '0' && *c <= '9' && digits < 9);
+      digits = dot ? 0 : digits + 1;
+    }
+    if (ok && digits > 0) {
       snprintf(rt->version, sizeof rt->version, "%s%s", v,
                dots == 0   ? ".0.0"
                : dots == 1 ? ".0"

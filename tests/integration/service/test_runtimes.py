@@ -293,12 +293,17 @@ def test_runtimes_manifests(bin_dir):
                                                                  "stdout": "OK\n"})
     missing = dict(LUA, name="ruby", language="ruby", aliases=[],
                    version={"command": ["/usr/bin/ruby-none", "-v"], "pattern": "ruby ([0-9.]+)"})
-    d = runtimes_dir({"lua": LUA, "lua-broken": broken, "ruby": missing})
+    short = dict(LUA, name="lua-short", aliases=[],
+                 version={"command": ["/usr/bin/lua5.4", "-v"], "pattern": r"Lua ([0-9]+\.[0-9]+)"})
+    wordy = dict(LUA, name="lua-wordy", aliases=[],
+                 version={"command": ["/usr/bin/lua5.4", "-v"], "pattern": r"(Lua) "})
+    d = runtimes_dir({"lua": LUA, "lua-broken": broken, "ruby": missing, "lua-short": short,
+                      "lua-wordy": wordy})
     s = Server(bin_dir, "--workers", "1", "--runtimes-dir", d)
     c = RunCaller(s, pb, runtime="lua")
     try:
         infos = {r.name: r for r in c.info().runtime_info}
-        check(sorted(infos) == ["lua", "lua-broken", "python", "ruby"],
+        check(sorted(infos) == ["lua", "lua-broken", "lua-short", "lua-wordy", "python", "ruby"],
               "--runtimes-dir: its manifests only (not the shipped ones)", list(infos))
         lua = infos.get("lua")
         check(lua is not None and lua.available and lua.version == lua_version
@@ -316,6 +321,15 @@ def test_runtimes_manifests(bin_dir):
         st, msg, _ = c.run("print(1)", runtime="lua-broken")
         check(st == FAILED_PRECONDITION and "runtime lua-broken is unavailable" in msg
               and "self-test" in msg, "its runs: FAILED_PRECONDITION with the reason", (st, msg))
+        major_minor = ".".join(lua_version.split(".")[:2]) + ".0"
+        check(infos.get("lua-short") and infos["lua-short"].version == major_minor
+              and infos["lua-short"].available,
+              f"a version of two numbers is made MAJOR.MINOR.0 ({major_minor})",
+              infos.get("lua-short"))
+        w = infos.get("lua-wordy")
+        check(w is not None and not w.available
+              and "printed no MAJOR[.MINOR[.PATCH]] that version.pattern finds" in
+              w.unavailable_reason, "a version that is not numbers: unavailable, saying so", w)
         ruby = infos.get("ruby")
         check(ruby is not None and not ruby.available and "ruby-none" in ruby.unavailable_reason,
               "a program that does not exist: unavailable, naming it", ruby)
