@@ -57,9 +57,9 @@ struct result_storage {
   Sandbox__V1__ReplyEnvelope *reply;
   Sandbox__V1__RunCodeResponse *resp;
   struct sbxc_artifact *artifacts;
-  struct sbxc_egress egress; /* out->egress points here when the reply has one */
+  struct sbxc_egress egress;   /* out->egress points here when the reply has one */
   struct sbxc_compile compile; /* out->compile points here when the reply has one */
-  char *text;                /* a message or run id of its own (malloc'd), or NULL */
+  char *text;                  /* a message or run id of its own (malloc'd), or NULL */
   char message[512];
   char endpoint[SBXC_KEY_MAX];
 };

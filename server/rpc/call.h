@@ -44,11 +44,11 @@ struct server_call {
   uint64_t deadline_unix_ms;
   uint64_t received_ms; /* monotonic */
   struct sbx_bounded_alloc alloc;
-  ProtobufCMessage *input;      /* the decoded request, freed through alloc */
-  struct sandbox_limits limits; /* RunCode: validated, defaults applied */
-  const struct runtime *runtime; /* RunCode: the one it names (runtimes_resolve) */
+  ProtobufCMessage *input;              /* the decoded request, freed through alloc */
+  struct sandbox_limits limits;         /* RunCode: validated, defaults applied */
+  const struct runtime *runtime;        /* RunCode: the one it names (runtimes_resolve) */
   struct sandbox_limits compile_limits; /* RunCode of a compiled runtime: its compile stage's */
-  struct session *session;      /* RunCode with session_id: reserved at dispatch */
+  struct session *session;              /* RunCode with session_id: reserved at dispatch */
   bool session_created;
   nng_msg *reply;
   /* WatchRun and CancelRun while they wait for news of a run (run_table.c),

@@ -54,7 +54,9 @@ static int make_ws(const char *name) {
 static void prepare_writes_code_files_and_output(void **state) {
   struct workspace_file files[] = {{"data/in.txt", (const uint8_t *)"abc", 3}};
   int ws = make_ws("run1");
-  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), WORKSPACE_SCRIPT, "print(1)", 8, files, 1, &err), 0);
+  assert_int_equal(
+      workspace_prepare(ws, getuid(), getgid(), WORKSPACE_SCRIPT, "print(1)", 8, files, 1, &err),
+      0);
   char p[256], buf[16] = {0};
   snprintf(p, sizeof(p), "%s/run1/main.py", root);
   FILE *f = fopen(p, "r");
@@ -89,7 +91,8 @@ static void prepare_replaces_hostile_entries(void **state) {
   snprintf(p, sizeof(p), "%s/run3/output", root);
   assert_int_equal(mkfifo(p, 0600), 0);
   struct workspace_file files[] = {{"keep.txt", (const uint8_t *)"EVIL", 4}};
-  assert_int_equal(workspace_prepare(ws, getuid(), getgid(), WORKSPACE_SCRIPT, "x = 1\n", 6, files, 1, &err), 0);
+  assert_int_equal(
+      workspace_prepare(ws, getuid(), getgid(), WORKSPACE_SCRIPT, "x = 1\n", 6, files, 1, &err), 0);
   char buf[16] = {0};
   FILE *f = fopen(target, "r");
   assert_non_null(f);
