@@ -43,11 +43,27 @@ static json_t *egress_json(const struct sbxc_result *r) {
                    (json_int_t)e->bytes_down);
 }
 
+/* A compiled runtime's compile stage; NULL (the key left out) for the
+ * others. */
+static json_t *compile_json(const struct sbxc_result *r) {
+  if (r->status != SBXC_OK || r->compile == NULL)
+    return NULL;
+  const struct sbxc_compile *k = r->compile;
+  return json_pack("{s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:I, s:I, s:I, s:b}", "stdout",
+                   sbxc_json_text(k->stdout_data, k->stdout_len), "stderr",
+                   sbxc_json_text(k->stderr_data, k->stderr_len), "stdout_truncated",
+                   k->stdout_truncated, "stderr_truncated", k->stderr_truncated, "killed_by",
+                   sbxc_killed_by_name(k->killed_by), "exit_code", k->exit_code, "signal",
+                   k->signal, "wall_time_ms", (json_int_t)k->wall_time_ms, "cpu_time_ms",
+                   (json_int_t)k->cpu_time_ms, "peak_memory_bytes",
+                   (json_int_t)k->peak_memory_bytes, "failed", k->failed);
+}
+
 char *sbxc_result_json(const struct sbxc_result *r) {
   bool ok = r->status == SBXC_OK;
   return sbxc_json_dump(json_pack(
       "{s:o, s:s, s:o, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:I, s:I, s:I, s:o, s:o, s:b, s:o, s:o, "
-      "s:I, s:o, s:b, s:b, s:b, s:s, s:o*}",
+      "s:I, s:o, s:b, s:b, s:b, s:s, s:o*, s:o*}",
       "run_id", sbxc_json_cstring(ok ? r->run_id : ""), "status", sbxc_status_name(r->status),
       "error", sbxc_json_cstring(ok ? "" : r->message), "stdout",
       sbxc_json_text(r->stdout_data, r->stdout_len), "stderr",
@@ -65,5 +81,5 @@ char *sbxc_result_json(const struct sbxc_result *r) {
       : r->session_mode == 2 ? "interpreter"
       : r->session_mode == 1 ? "files"
                              : "",
-      "egress", egress_json(r)));
+      "egress", egress_json(r), "compile", compile_json(r)));
 }

@@ -40,7 +40,8 @@ static void usage(FILE *out) {
       out,
       "usage: sandbox-run [-e URL]... [--timeout-ms N] [--cpu-time-ms N] [--memory-mb N]\n"
       "                   [--output-kb N] [--max-processes N] [--session ID] [--run-id ID]\n"
-      "                   [--runtime NAME] [--session-mode files|interpreter]\n"
+      "                   [--runtime NAME | --language L [--version RANGE]]\n"
+      "                   [--session-mode files|interpreter]\n"
       "                   [--file LOCAL[:DEST]]... [--requirement SPEC]... [--stdin FILE]\n"
       "                   [--arg A]... [--env K=V]... [--artifacts-dir DIR] [--retries N]\n"
       "                   [--disk-mb N] [--open-files N] [--file-url DEST=URL]...\n"
@@ -84,7 +85,14 @@ static void usage(FILE *out) {
       "comma is not a separator). Without it the run has no network. An entry outside\n"
       "the server's --egress-allow refuses the run (INVALID_ARGUMENT, nothing ran).\n"
       "--json shows what a run with it did on the network as \"egress\": {connections,\n"
-      "refused, bytes_up, bytes_down}.\n");
+      "refused, bytes_up, bytes_down}.\n"
+      "--runtime NAME runs the code with that runtime (default python; --info lists them\n"
+      "in runtime_info); --language L [--version RANGE] picks one as Piston does: a\n"
+      "language, name or alias (python, py, bash, c++) and a node-semver range (3.x,\n"
+      "^20; default any). --runtime with --language, or --version alone, is a usage\n"
+      "error. A compiled runtime's compile stage is \"compile\" in --json: {stdout,\n"
+      "stderr, killed_by, exit_code, failed, ...}; when it failed nothing ran and the\n"
+      "compiler's output is on stderr.\n");
 }
 
 /* Everything fd holds until its end: a script, stdin, a --file. No
@@ -229,7 +237,8 @@ struct cli {
   sbxc_request *req;
   const char *artifacts_dir, *stdin_path, *session, *script;
   const char *close_session, *list_path, *read_path;
-  const char *watch_id, *cancel_id; /* --watch, --cancel */
+  const char *watch_id, *cancel_id;         /* --watch, --cancel */
+  const char *runtime, *language, *version; /* --runtime, --language, --version */
   int64_t offset, length, retries, max_request_bytes, connect_timeout_ms;
   bool json, health, info, endpoints, stream;
   bool raw;        /* --raw: a terminal gets the program's bytes unchanged */
@@ -273,6 +282,8 @@ enum {
   OPT_WATCH,
   OPT_CANCEL,
   OPT_ALLOW_NET,
+  OPT_LANGUAGE,
+  OPT_VERSION,
 };
 
 static const struct option cli_options[] = {
@@ -285,6 +296,8 @@ static const struct option cli_options[] = {
     {"open-files", required_argument, NULL, OPT_OPEN_FILES},
     {"session", required_argument, NULL, OPT_SESSION},
     {"runtime", required_argument, NULL, OPT_RUNTIME},
+    {"language", required_argument, NULL, OPT_LANGUAGE},
+    {"version", required_argument, NULL, OPT_VERSION},
     {"session-mode", required_argument, NULL, OPT_SESSION_MODE},
     {"run-id", required_argument, NULL, OPT_RUN_ID},
     {"file", required_argument, NULL, OPT_FILE},
@@ -373,8 +386,15 @@ static int take_request_part(struct cli *c, int opt, char *v) {
   case OPT_SESSION:
     c->session = v;
     return sbxc_request_set_session_id(c->req, v);
-  case OPT_RUNTIME: /* "python" (default), "python-zygote" (docs/ZYGOTE.md) */
-    return sbxc_request_set_runtime(c->req, v);
+  case OPT_RUNTIME: /* set after the loop: language_or_runtime */
+    c->runtime = v;
+    return 0;
+  case OPT_LANGUAGE:
+    c->language = v;
+    return 0;
+  case OPT_VERSION:
+    c->version = v;
+    return 0;
   case OPT_SESSION_MODE: /* a new session's: files (default) or interpreter */
     if (strcmp(v, "files") == 0)
       sbxc_request_set_session_mode(c->req, SBXC_SESSION_MODE_FILES);
@@ -468,6 +488,22 @@ static int take_mode(struct cli *c, int opt, char *v) {
   return -1;
 }
 
+/* --runtime NAME, or --language L [--version RANGE], into the request:
+ * 0, -1 out of memory, -2 a usage error (said). */
+static int language_or_runtime(struct cli *c) {
+  if (c->runtime != NULL && c->language != NULL) {
+    fprintf(stderr, "sandbox-run: --runtime and --language: give one of them\n");
+    return -2;
+  }
+  if (c->version != NULL && c->language == NULL) {
+    fprintf(stderr, "sandbox-run: --version needs --language\n");
+    return -2;
+  }
+  if (c->language != NULL)
+    return sbxc_request_set_language(c->req, c->language, c->version ? c->version : "");
+  return c->runtime != NULL ? sbxc_request_set_runtime(c->req, c->runtime) : 0;
+}
+
 /* Returns 0, 1 after --help, 2 on a usage error. */
 static int parse_args(int argc, char **argv, struct cli *c) {
   int opt;
@@ -487,6 +523,10 @@ static int parse_args(int argc, char **argv, struct cli *c) {
       usage(stderr);
       return 2;
     }
+  }
+  if (language_or_runtime(c) != 0) {
+    usage(stderr);
+    return 2;
   }
   bool session_call = c->close_session != NULL || c->list_path != NULL || c->read_path != NULL;
   bool run_call = c->watch_id != NULL || c->cancel_id != NULL;
@@ -654,6 +694,12 @@ static void print_plain(const struct cli *c, const struct sbxc_result *r) {
   if (r->status == SBXC_OK) {
     struct visible st[2] = {{0}, {0}};
     fflush(stdout);
+    if (r->compile != NULL && r->compile->failed) { /* the program never ran: why */
+      write_program_output(STDERR_FILENO, c->visible[1], &st[1], r->compile->stdout_data,
+                           r->compile->stdout_len, true);
+      write_program_output(STDERR_FILENO, c->visible[1], &st[1], r->compile->stderr_data,
+                           r->compile->stderr_len, true);
+    }
     write_program_output(STDOUT_FILENO, c->visible[0], &st[0], r->stdout_data, r->stdout_len, true);
     write_program_output(STDERR_FILENO, c->visible[1], &st[1], r->stderr_data, r->stderr_len, true);
   }

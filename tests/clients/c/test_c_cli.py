@@ -176,3 +176,63 @@ def test_terminal_gets_control_characters_visible(server, tmp_path, mode):
 def test_pipe_gets_the_bytes_unchanged(server, tmp_path, mode):
     p = run_plain(server, tmp_path, ESCAPES, *mode)
     assert (p.returncode, p.stdout, p.stderr) == (0, RAW_OUT, RAW_ERR), p
+
+
+def run_script(server, tmp_path, name, code, *flags):
+    script = tmp_path / name
+    script.write_text(code)
+    return subprocess.run([RUN, "-e", server.tcp, *flags, str(script)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_language_and_version_pick_the_runtime(server, tmp_path):
+    """--language (a language, name or alias) and --version (a node-semver
+    range) as Piston takes them; the runtime "python" the request starts
+    with is cleared, else the server refuses both."""
+    code = 'echo "bash $BASH_VERSION"\n'
+    p = run_script(server, tmp_path, "a.sh", code, "--language", "sh")
+    assert (p.returncode, p.stderr) == (0, ""), p
+    assert p.stdout.startswith("bash 5."), p
+    p = run_script(server, tmp_path, "a.sh", code, "--language", "bash", "--version", ">=5 <6",
+                   "--json")
+    assert p.returncode == 0, p
+    assert json.loads(p.stdout)["stdout"].startswith("bash 5."), p.stdout
+    assert "compile" not in json.loads(p.stdout)  # bash has no compile stage
+    p = run_script(server, tmp_path, "a.sh", code, "--language", "bash", "--version", "^99")
+    assert p.returncode == 125, p
+    assert "INVALID_ARGUMENT" in p.stderr and "bash" in p.stderr, p.stderr
+    p = run_script(server, tmp_path, "a.sh", code, "--language", "cobol", "--json")
+    assert p.returncode == 125, p
+    out = json.loads(p.stdout)
+    assert out["status"] == "INVALID_ARGUMENT", out
+    assert "cobol" in out["error"] and "available: python, bash" in out["error"], out
+    p = run_script(server, tmp_path, "b.py", "import sys; print(sys.version_info[0])\n",
+                   "--language", "py", "--version", "3.x")
+    assert (p.returncode, p.stdout) == (0, "3\n"), p
+    p = run_script(server, tmp_path, "a.sh", code, "--runtime", "bash")
+    assert p.returncode == 0 and p.stdout.startswith("bash 5."), p
+
+
+def test_runtime_with_language_or_version_alone_is_a_usage_error(server, tmp_path):
+    for flags, said in ((["--runtime", "bash", "--language", "bash"],
+                         "--runtime and --language: give one of them"),
+                        (["--language", "bash", "--runtime", "bash"],
+                         "--runtime and --language: give one of them"),
+                        (["--version", "5"], "--version needs --language")):
+        p = run_script(server, tmp_path, "a.sh", "echo hi\n", *flags)
+        assert p.returncode == 2, (flags, p)
+        assert p.stderr.startswith(f"sandbox-run: {said}\n"), (flags, p.stderr)
+        assert p.stdout == "", p
+    assert "--runtime with --language, or --version alone, is a usage" in subprocess.run(
+        [RUN, "--help"], capture_output=True, text=True).stdout
+
+
+def test_info_lists_runtime_info(server):
+    p = subprocess.run([RUN, "-e", server.tcp, "--info", "--json"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p
+    info = {r["name"]: r for r in json.loads(p.stdout)["runtime_info"]}
+    assert info["bash"]["language"] == "bash" and "sh" in info["bash"]["aliases"], info
+    assert info["bash"]["available"] is True and info["bash"]["file"] == "main.sh", info
+    assert re.fullmatch(r"\d+\.\d+\.\d+", info["bash"]["version"]), info
+    assert info["python"]["language"] == "python" and info["python"]["compiled"] is False, info
