@@ -18,8 +18,8 @@
 #define MAX_LIST 256
 
 static const char *const run_code_args[] = {
-    "code",           "requirements", "files", "session_id", "session_mode", "stdin",
-    "stdin_encoding", "args",         "env",   "limits",     "allow_net",    NULL};
+    "code", "requirements", "files",  "session_id", "session_mode", "stdin",   "stdin_encoding",
+    "args", "env",          "limits", "allow_net",  "language",     "version", NULL};
 /* session_mode's values and what each is on the wire. */
 static const char *const session_modes[] = {"files", "interpreter", NULL};
 static const int session_mode_wire[] = {SBXC_SESSION_MODE_FILES, SBXC_SESSION_MODE_INTERPRETER};
@@ -241,6 +241,28 @@ static int set_scalars(sbxc_request *req, const json_t *args, char *err, size_t 
   return sbxc_request_set_code(req, code, code_len);
 }
 
+/* language and version (a node-semver range): the server picks the
+ * runtime and names what it refuses (an unknown language, a range nothing
+ * satisfies). Neither: the request's runtime, python. */
+static int set_language(sbxc_request *req, const json_t *args, char *err, size_t errlen) {
+  const char *language, *version;
+  size_t language_len, version_len;
+  if (mcp_arg_string(args, "arguments", "language", false, &language, &language_len, err, errlen) <
+          0 ||
+      mcp_arg_string(args, "arguments", "version", false, &version, &version_len, err, errlen) < 0)
+    return -1;
+  if (language == NULL && version == NULL)
+    return 0;
+  if (language == NULL)
+    return sbxc_fail(err, errlen, "arguments.version: only with language");
+  if (mcp_check_no_nul("arguments.language", language, language_len, err, errlen) < 0 ||
+      (version != NULL &&
+       mcp_check_no_nul("arguments.version", version, version_len, err, errlen) < 0))
+    return -1;
+  snprintf(err, errlen, "out of memory");
+  return sbxc_request_set_language(req, language, version != NULL ? version : "");
+}
+
 /* The request the arguments ask for, or NULL with err. */
 static sbxc_request *request_from_args(const json_t *args, char *err, size_t errlen) {
   sbxc_request *req = sbxc_request_new();
@@ -250,7 +272,8 @@ static sbxc_request *request_from_args(const json_t *args, char *err, size_t err
   }
   snprintf(err, errlen, "out of memory"); /* what a -1 without a message means */
   if (mcp_args_known(args, "arguments", run_code_args, err, errlen) < 0 ||
-      set_scalars(req, args, err, errlen) < 0 || add_files(req, args, err, errlen) < 0 ||
+      set_scalars(req, args, err, errlen) < 0 || set_language(req, args, err, errlen) < 0 ||
+      add_files(req, args, err, errlen) < 0 ||
       add_strings(req, args, "requirements", sbxc_request_add_requirement, err, errlen) < 0 ||
       add_strings(req, args, "args", sbxc_request_add_arg, err, errlen) < 0 ||
       add_strings(req, args, "allow_net", sbxc_request_add_allow_net, err, errlen) < 0 ||

@@ -31,7 +31,8 @@ struct tool {
   "up).\"}"
 
 static const char run_code_description[] =
-    "Run Python 3 code in an isolated sandbox (no network unless allow_net) and get back stdout, "
+    "Run code (Python 3 unless language) in an isolated sandbox (no network unless allow_net) and "
+    "get back stdout, "
     "stderr, how it ended, result (the repr of a last expression that is not None) and the files "
     "it wrote to output/.\n"
     "The code runs as /workspace/main.py in /workspace; input files are under mounts/. Files left "
@@ -50,6 +51,8 @@ static const char run_code_schema[] =
     "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"code\"],"
     " \"properties\": {"
     "  \"code\": {\"type\": \"string\"},"
+    "  \"language\": {\"type\": \"string\", \"description\": \"e.g. bash\"},"
+    "  \"version\": {\"type\": \"string\", \"description\": \"semver range\"},"
     "  \"requirements\": {\"type\": \"array\", \"items\": {\"type\": \"string\"},"
     "   \"description\": \"pip specifiers installed first (cached), e.g. 'pandas==2.2.2'; no "
     "options or URLs.\"},"

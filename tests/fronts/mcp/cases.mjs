@@ -31,7 +31,7 @@ export function toolCases(ctx, label) {
     }
     const rc = byName.run_code.inputSchema;
     assert.deepEqual(rc.required, ["code"]);
-    for (const p of ["code", "requirements", "files", "session_id", "stdin", "limits"]) assert.ok(rc.properties[p], p);
+    for (const p of ["code", "language", "version", "requirements", "files", "session_id", "stdin", "limits"]) assert.ok(rc.properties[p], p);
     assert.ok(rc.properties.files.items.properties.url && rc.properties.files.items.properties.content);
     assert.deepEqual(rc.properties.session_mode.enum, ["files", "interpreter"]);
     assert.match(byName.run_code.description, /session_mode 'interpreter'/);
@@ -117,6 +117,23 @@ export function toolCases(ctx, label) {
     r = await client.callTool({ name: "run_code", arguments: { code: "import ctypes\nctypes.string_at(0)" } });
     assert.equal(r.isError, true);
     assert.match(texts(r), /SIGSEGV/);
+  });
+
+  test(`${label}: run_code with language (and a version range) runs that runtime; an unknown one is the server's error`, async () => {
+    const { client, server } = ctx();
+    let r = await client.callTool({ name: "run_code", arguments: { code: 'echo "hi from bash $BASH_VERSION"', language: "bash" } });
+    assert.equal(r.isError, false, texts(r));
+    assert.match(r.structuredContent.stdout, /^hi from bash 5\./);
+    r = await client.callTool({ name: "run_code", arguments: { code: "echo $0", language: "sh", version: ">=5" } });
+    assert.equal(r.isError, false, texts(r));
+    const before = server.runs();
+    r = await client.callTool({ name: "run_code", arguments: { code: "1", language: "cobol" } });
+    assert.equal(r.isError, true);
+    assert.match(texts(r), /INVALID_ARGUMENT: language: cobol-\* runtime is unknown; available: python, bash/);
+    r = await client.callTool({ name: "run_code", arguments: { code: "1", version: "3.x" } });
+    assert.equal(r.isError, true);
+    assert.match(texts(r), /arguments\.version: only with language/);
+    assert.equal(server.runs(), before, "nothing ran");
   });
 
   test(`${label}: bad arguments are tool errors naming the argument, and nothing runs`, async () => {
