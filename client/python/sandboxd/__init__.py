@@ -21,16 +21,16 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, Failed
                      ResourceExhausted, SandboxError, Unauthenticated, Unavailable, Unimplemented,
                      Unknown)
 from .stream import AsyncRunStream, RunStream
-from .types import (TLS, Artifact, Chunk, Egress, FileContent, FileEntry, FileList, FileURL, Health,
-                    Isolation, Limits, RunResult, RunUpdate, ServerInfo, StartedRun, UnsafePath,
-                    ZygoteMemory)
+from .types import (TLS, Artifact, Chunk, CompileResult, Egress, FileContent, FileEntry, FileList, FileURL, Health,
+                    Isolation, Limits, RunResult, RunUpdate, RuntimeInfo, ServerInfo, StartedRun,
+                    UnsafePath, ZygoteMemory)
 
 from ._version import __version__ as __version__  # generated: generate_proto.py
 
 __all__ = [
-    "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Egress", "Artifact", "FileEntry",
+    "Client", "AsyncClient", "Limits", "FileURL", "TLS", "RunResult", "Egress", "CompileResult", "Artifact", "FileEntry",
     "RunStream", "AsyncRunStream", "Chunk", "StartedRun", "RunUpdate",
-    "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "ZygoteMemory", "UnsafePath",
+    "FileList", "FileContent", "Health", "Isolation", "ServerInfo", "RuntimeInfo", "ZygoteMemory", "UnsafePath",
     "SandboxError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "Unauthenticated", "__version__",

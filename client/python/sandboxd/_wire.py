@@ -16,8 +16,9 @@ from typing import Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import errors
 from . import sandbox_pb2 as pb
-from .types import (LIMIT_FIELDS, Artifact, Egress, FileContent, FileEntry, FileList, FileURL, FileValue,
-                    Health, InputFiles, Isolation, Limits, RunResult, RunUpdate, ServerInfo,
+from .types import (LIMIT_FIELDS, Artifact, CompileResult, Egress, FileContent, FileEntry, FileList, FileURL, FileValue,
+                    Health, InputFiles, Isolation, Limits, RunResult, RunUpdate, RuntimeInfo,
+                    ServerInfo,
                     ZygoteMemory, field_names)
 
 SERVICE = "sandbox.v1.Sandbox"
@@ -116,7 +117,10 @@ def run_code_request(code: str, *, requirements: Sequence[str] = (),
                      env: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
                      run_id: Optional[str] = None,
                      limits: Union[Limits, Mapping[str, int], None] = None,
-                     runtime: str = "python",
+                     runtime: Optional[str] = None,
+                     language: Optional[str] = None,
+                     version: Optional[str] = None,
+                     compile_limits: Union[Limits, Mapping[str, int], None] = None,
                      session_mode: Optional[str] = None,
                      allow_net: Sequence[str] = ()
                      ) -> Tuple[pb.RunCodeRequest, Optional[Limits]]:
@@ -126,12 +130,21 @@ def run_code_request(code: str, *, requirements: Sequence[str] = (),
         raise TypeError(f"code: a str, not {type(code).__name__}")
     try:
         lim = Limits.coerce(limits)
+        compile_lim = Limits.coerce(compile_limits)
     except ValueError as e:
         raise _refuse(str(e)) from None
+    for name, value in (("runtime", runtime), ("language", language), ("version", version)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name}: a str, not {type(value).__name__}")
+    # Neither runtime nor language: "python". language picks one (with
+    # version); runtime and language together are the server's to refuse.
+    if runtime is None:
+        runtime = "" if language else "python"
     if session_mode not in SESSION_MODES:
         raise ValueError(f"session_mode: {session_mode!r} is not one of "
                          f"{', '.join(repr(m) for m in SESSION_MODES)}")
-    req = pb.RunCodeRequest(code=code, runtime=runtime, session_mode=SESSION_MODES[session_mode],
+    req = pb.RunCodeRequest(code=code, runtime=runtime, language=language or "",
+                            version=version or "", session_mode=SESSION_MODES[session_mode],
                             requirements=_strings("requirements", requirements),
                             args=_strings("args", args), session_id=session_id or "",
                             run_id=run_id or "", allow_net=_allow_net(allow_net))
@@ -144,6 +157,8 @@ def run_code_request(code: str, *, requirements: Sequence[str] = (),
         req.env[key] = value
     if lim is not None:
         req.limits.CopyFrom(pb.Limits(**{k: getattr(lim, k) for k in LIMIT_FIELDS}))
+    if compile_lim is not None:
+        req.compile_limits.CopyFrom(pb.Limits(**{k: getattr(compile_lim, k) for k in LIMIT_FIELDS}))
     return req, lim
 
 
@@ -228,7 +243,19 @@ def run_result(msg: pb.RunCodeResponse, endpoint: str, attempts: int) -> RunResu
         result=msg.result, result_truncated=msg.result_truncated, state_lost=msg.state_lost,
         interpreter_ended=msg.interpreter_ended,
         session_mode=_SESSION_MODE_NAMES.get(msg.session_mode, f"SESSION_MODE_{msg.session_mode}"),
-        egress=_egress(msg))
+        egress=_egress(msg), compile=_compile(msg))
+
+
+def _compile(msg: pb.RunCodeResponse) -> Optional[CompileResult]:
+    """The reply's CompileResult, None for a runtime without a compile stage."""
+    if not msg.HasField("compile"):
+        return None
+    k = msg.compile
+    return CompileResult(stdout=k.stdout, stderr=k.stderr, stdout_truncated=k.stdout_truncated,
+                         stderr_truncated=k.stderr_truncated,
+                         killed_by=killed_by_name(k.killed_by), exit_code=k.exit_code,
+                         signal=k.signal, wall_time_ms=k.wall_time_ms, cpu_time_ms=k.cpu_time_ms,
+                         peak_memory_bytes=k.peak_memory_bytes, failed=k.failed)
 
 
 def _egress(msg: pb.RunCodeResponse) -> Optional[Egress]:
@@ -290,12 +317,18 @@ def server_info(msg: pb.GetInfoResponse, endpoint: str) -> ServerInfo:
     iso = Isolation(**{k: getattr(msg.isolation, k) for k in field_names(Isolation)})
     plain = {k: getattr(msg, k) for k in field_names(ServerInfo)
              if k not in ("runtimes", "isolation", "default_limits", "max_limits", "endpoint",
-                          "zygote_preload", "egress_allow", "zygote_memory")}
+                          "zygote_preload", "egress_allow", "zygote_memory", "runtime_info")}
     return ServerInfo(runtimes=tuple(msg.runtimes), isolation=iso,
                       zygote_preload=tuple(msg.zygote_preload),
                       zygote_memory=tuple(
                           ZygoteMemory(**{k: getattr(z, k) for k in field_names(ZygoteMemory)})
                           for z in msg.zygote_memory),
                       egress_allow=tuple(msg.egress_allow),
+                      runtime_info=tuple(
+                          RuntimeInfo(name=r.name, language=r.language, version=r.version,
+                                      aliases=tuple(r.aliases), available=r.available,
+                                      unavailable_reason=r.unavailable_reason,
+                                      compiled=r.compiled, file=r.file)
+                          for r in msg.runtime_info),
                       default_limits=_limits(msg.default_limits),
                       max_limits=_limits(msg.max_limits), endpoint=endpoint, **plain)

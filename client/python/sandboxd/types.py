@@ -67,7 +67,13 @@ class RunArgs(TypedDict, total=False):
     """The keyword arguments of run_code, stream and start_run (both
     clients), written once: each method takes code and then **RunArgs.
     files: InputFiles; limits: a Limits or a dict of its fields; runtime:
-    "python" or "python-zygote"; session_mode: None, "files" or
+    a runtime's name, "python" (the default), "python-zygote", "bash", ...
+    (ServerInfo.runtime_info lists them); or, instead, language (a language,
+    name or alias: "python", "py", "bash", "c++") and version (a node-semver
+    range: "3.x", "^20"; default any), as Piston takes them (docs/RUNTIMES.md):
+    runtime is then sent as "" (both, or version alone: InvalidArgument);
+    compile_limits: a compiled runtime's compile stage limits, as limits;
+    session_mode: None, "files" or
     "interpreter" (docs/CLIENTS.md); allow_net: the hosts the run's code
     may reach, a list of entries such as ["pypi.org", "*.example.com:443"]
     (docs/EGRESS.md; empty: no network)."""
@@ -79,7 +85,10 @@ class RunArgs(TypedDict, total=False):
     session_id: Optional[str]
     run_id: Optional[str]
     limits: Union[Limits, Mapping[str, int], None]
-    runtime: str
+    runtime: Optional[str]
+    language: Optional[str]
+    version: Optional[str]
+    compile_limits: Union[Limits, Mapping[str, int], None]
     session_mode: Optional[str]
     allow_net: Sequence[str]
 
@@ -139,6 +148,30 @@ class Egress:
 
 
 @dataclass(frozen=True)
+class CompileResult:
+    """A compiled runtime's compile stage (c, cpp: docs/RUNTIMES.md), its own
+    run in the same sandbox. failed: it was killed or exited non-zero; then
+    the program never ran, the RunResult's killed_by, exit_code and signal
+    are the compiler's, its stdout and stderr are empty, and the compiler's
+    output is here."""
+    stdout: bytes = field(repr=False)
+    stderr: bytes = field(repr=False)
+    stdout_truncated: bool
+    stderr_truncated: bool
+    killed_by: str
+    exit_code: int
+    signal: int
+    wall_time_ms: int
+    cpu_time_ms: int
+    peak_memory_bytes: int
+    failed: bool
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
 class RunResult:
     """A run that happened: the code ran, whatever it did. killed_by is
     "none", "timeout", "memory", "output_limit", "signal", "cancelled", or the proto name
@@ -175,6 +208,8 @@ class RunResult:
     # A run with allow_net: what it did on the network; None when the reply
     # has no summary (a run without network, or an older server).
     egress: Optional[Egress] = None
+    # A compiled runtime's compile stage; None for the others.
+    compile: Optional[CompileResult] = None
 
     @property
     def stdout_text(self) -> str:
@@ -313,6 +348,24 @@ class ZygoteMemory:
 
 
 @dataclass(frozen=True)
+class RuntimeInfo:
+    """One runtime the server offers (docs/RUNTIMES.md): the name run_code's
+    runtime= takes, the language (and aliases) language= takes, its version
+    (MAJOR.MINOR.PATCH, asked of its binary at start), whether its self-test
+    passed at start (else runs naming it raise FailedPrecondition with
+    unavailable_reason), whether it has a compile stage, and its file name
+    in /workspace."""
+    name: str
+    language: str
+    version: str
+    aliases: Tuple[str, ...]
+    available: bool
+    unavailable_reason: str
+    compiled: bool
+    file: str
+
+
+@dataclass(frozen=True)
 class ServerInfo:
     version: str
     runtimes: Tuple[str, ...]
@@ -363,12 +416,14 @@ class ServerInfo:
     # What a run's allow_net may ask of this server (--egress-allow,
     # docs/EGRESS.md); empty: runs get no network.
     egress_allow: Tuple[str, ...] = ()
+    # Every runtime, available or not (runtimes: the names of the available).
+    runtime_info: Tuple[RuntimeInfo, ...] = ()
 
 
 def field_names(cls) -> Tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-__all__ = ["Limits", "FileURL", "FileValue", "InputFiles", "RunArgs", "TLS", "Artifact", "Egress", "RunResult", "StartedRun", "Chunk",
+__all__ = ["Limits", "FileURL", "FileValue", "InputFiles", "RunArgs", "TLS", "Artifact", "Egress", "CompileResult", "RunResult", "StartedRun", "Chunk",
            "RunUpdate", "FileEntry", "FileList", "FileContent", "Health", "Isolation",
-           "ServerInfo", "ZygoteMemory", "UnsafePath"]
+           "ServerInfo", "RuntimeInfo", "ZygoteMemory", "UnsafePath"]

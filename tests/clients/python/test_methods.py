@@ -113,6 +113,36 @@ def test_health_and_info(srv, client):
         client.run_code('print("x")', runtime="python-zygote")
 
 
+def test_language_and_version_pick_the_runtime(srv, client):
+    """language= and version= as Piston takes them (runtime sent as "");
+    the server picks the runtime and names what it refuses."""
+    r = client.run_code('echo "bash $BASH_VERSION"', language="sh", version=">=5 <6")
+    assert r.ok and r.stdout.startswith(b"bash 5."), r
+    assert r.compile is None  # bash has no compile stage
+    r = client.run_code("import sys; print(sys.version_info[0])", language="py", version="3.x")
+    assert r.stdout == b"3\n"
+    assert client.run_code('echo "$0"', runtime="bash").ok
+    with pytest.raises(sandboxd.InvalidArgument, match="cobol.* runtime is unknown; available: python, bash"):
+        client.run_code("x", language="cobol")
+    with pytest.raises(sandboxd.InvalidArgument, match="bash"):
+        client.run_code("x", language="bash", version="^99")
+    with pytest.raises(sandboxd.InvalidArgument, match="runtime and language"):
+        client.run_code("x", runtime="bash", language="bash")
+    with pytest.raises(TypeError, match="language: a str"):
+        client.run_code("x", language=3)
+
+
+def test_info_lists_runtime_info(client):
+    info = {r.name: r for r in client.info().runtime_info}
+    assert set(info) == {"python", "bash"}, info
+    bash = info["bash"]
+    assert isinstance(bash, sandboxd.RuntimeInfo)
+    assert (bash.language, bash.available, bash.unavailable_reason, bash.compiled, bash.file) == \
+        ("bash", True, "", False, "main.sh"), bash
+    assert "sh" in bash.aliases and bash.version.startswith("5."), bash
+    assert info["python"].aliases[0] == "py" and info["python"].file == "main.py", info
+
+
 def test_ipc_endpoint(srv):
     with sandboxd.Client(srv.ipc) as c:
         r = c.run_code('print("over ipc")')
@@ -128,6 +158,8 @@ def test_async_client_has_every_method(srv):
             assert r.stdout == b"x in\n" and r.session_created and r.run_id == "py-async-1"
             assert (await c.health()).serving
             assert (await c.info()).workers == 2
+            r = await c.run_code("echo async", language="bash")
+            assert r.stdout == b"async\n"
             assert [e.name for e in await c.list_files("py-as1")] == ["main.py", "output"]
             content = await c.read_file("py-as1", "main.py", length=6)
             assert content.content == b"import" and not content.eof

@@ -160,6 +160,30 @@ def test_envelope_carries_method_deadline_and_request_id():
     assert len(ids) == 1000
 
 
+def test_compile_stage_only_when_the_reply_has_one():
+    """A compiled runtime's compile stage (RunCodeResponse.compile); a c run
+    against a real server is in test_methods once the server compiles."""
+    assert decode_run(run_reply(run_id="r1")).compile is None
+    r = decode_run(run_reply(run_id="r1", exit_code=1, compile=pb.CompileResult(
+        stderr=b"main.c:1: error", stderr_truncated=True, exit_code=1, killed_by=1,
+        wall_time_ms=40, cpu_time_ms=30, peak_memory_bytes=1 << 20, failed=True)))
+    assert r.compile == sandboxd.CompileResult(
+        stdout=b"", stderr=b"main.c:1: error", stdout_truncated=False, stderr_truncated=True,
+        killed_by="timeout", exit_code=1, signal=0, wall_time_ms=40, cpu_time_ms=30,
+        peak_memory_bytes=1 << 20, failed=True)
+    assert r.compile.stderr_text == "main.c:1: error"
+
+
+def test_language_version_and_compile_limits_in_the_request():
+    req, _ = _wire.run_code_request("x", language="c++", version="^12")
+    assert (req.runtime, req.language, req.version) == ("", "c++", "^12")
+    assert not req.HasField("compile_limits")
+    req, _ = _wire.run_code_request("x", runtime="bash")
+    assert (req.runtime, req.language, req.version) == ("bash", "", "")
+    req, _ = _wire.run_code_request("x", language="c", compile_limits={"timeout_ms": 9000})
+    assert req.HasField("compile_limits") and req.compile_limits.timeout_ms == 9000
+
+
 def test_run_code_request_from_arguments():
     req, limits = _wire.run_code_request(
         "print(1)", requirements=["a==1"], files={"x.txt": b"b", "y.txt": "t",
