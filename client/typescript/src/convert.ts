@@ -81,6 +81,9 @@ export function runCodeRequest(params: RunCodeParams) {
     env: { ...(params.env ?? {}) },
     limits: limitsMessage(params.limits ?? {}),
     runtime: params.runtime ?? "",
+    language: params.language ?? "",
+    version: params.version ?? "",
+    compileLimits: params.compileLimits === undefined ? undefined : limitsMessage(params.compileLimits),
     sessionMode: mode === undefined ? 0 : SESSION_MODES[mode],
     allowNet,
   });
@@ -310,5 +313,15 @@ export function serverInfoOf(r: GetInfoResponse, endpoint: string): ServerInfo {
     interpreterIdleS: Number(r.interpreterIdleS),
     interpreterMaxLifetimeS: Number(r.interpreterMaxLifetimeS),
     egressAllow: [...r.egressAllow],
+    runtimeInfo: r.runtimeInfo.map((x) => ({
+      name: x.name,
+      language: x.language,
+      version: x.version,
+      aliases: [...x.aliases],
+      available: x.available,
+      unavailableReason: x.unavailableReason,
+      compiled: x.compiled,
+      file: x.file,
+    })),
   };
 }

@@ -16,6 +16,7 @@ export {
   type RunHandle,
   type RunStateName,
   type RunUpdate,
+  type RuntimeInfo,
   type ServerInfo,
   type ServerLimits,
   type StartedRun,
@@ -45,5 +46,5 @@ export {
   Unknown,
 } from "./errors.js";
 export { type EndpointState, type EndpointStatus, type Resolver } from "./fleet.js";
-export { Artifact, type Egress, type KilledBy, type KilledByName, RunResult, type SaveReport } from "./result.js";
+export { Artifact, type CompileResult, type Egress, type KilledBy, type KilledByName, RunResult, type SaveReport } from "./result.js";
 export { type OutputChunk, type OutputStreamName, RunStream, type TextChunk } from "./stream.js";

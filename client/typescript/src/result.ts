@@ -135,6 +135,25 @@ export interface Egress {
   readonly bytesDown: number;
 }
 
+/** A compiled runtime's compile stage (c, cpp: docs/RUNTIMES.md), its own
+ * run in the same sandbox. failed: it was killed or exited non-zero; then
+ * the program never ran, the RunResult's killedBy, exitCode and signal are
+ * the compiler's, its stdout and stderr are empty, and the compiler's
+ * output is here. */
+export interface CompileResult {
+  readonly stdout: Uint8Array;
+  readonly stderr: Uint8Array;
+  readonly stdoutTruncated: boolean;
+  readonly stderrTruncated: boolean;
+  readonly killedBy: KilledBy;
+  readonly exitCode: number;
+  readonly signal: number;
+  readonly wallTimeMs: number;
+  readonly cpuTimeMs: number;
+  readonly peakMemoryBytes: number;
+  readonly failed: boolean;
+}
+
 export class RunResult {
   readonly runId: string;
   readonly sessionId: string;
@@ -169,6 +188,8 @@ export class RunResult {
   /** A run with allowNet: what it did on the network; undefined when the
    * reply has no summary (a run without network, or an older server). */
   readonly egress: Egress | undefined;
+  /** A compiled runtime's compile stage; undefined for the others. */
+  readonly compile: CompileResult | undefined;
 
   constructor(m: RunCodeResponse, endpoint: string, attempts: number) {
     this.runId = m.runId;
@@ -199,6 +220,23 @@ export class RunResult {
       e === undefined
         ? undefined
         : { connections: e.connections, refused: e.refused, bytesUp: Number(e.bytesUp), bytesDown: Number(e.bytesDown) };
+    const k = m.compile;
+    this.compile =
+      k === undefined
+        ? undefined
+        : {
+            stdout: k.stdout,
+            stderr: k.stderr,
+            stdoutTruncated: k.stdoutTruncated,
+            stderrTruncated: k.stderrTruncated,
+            killedBy: killedByName(k.killedBy),
+            exitCode: k.exitCode,
+            signal: k.signal,
+            wallTimeMs: Number(k.wallTimeMs),
+            cpuTimeMs: Number(k.cpuTimeMs),
+            peakMemoryBytes: Number(k.peakMemoryBytes),
+            failed: k.failed,
+          };
   }
 
   get stdoutText(): string {

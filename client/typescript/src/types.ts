@@ -131,7 +131,19 @@ export interface RunCodeParams {
   sessionId?: string;
   runId?: string;
   limits?: LimitsInput;
+  /** The runtime by name: "python" (unset: the default), "python-zygote",
+   * "bash", ... (ServerInfo.runtimeInfo lists them). */
   runtime?: string;
+  /** Instead of runtime, Piston's way (docs/RUNTIMES.md): a language, name
+   * or alias ("python", "py", "bash", "c++"), and a node-semver range
+   * ("3.x", "^20"; unset: any). runtime with language, version without
+   * language, an unknown language or a range nothing satisfies:
+   * InvalidArgument from the server, naming the runtimes there are. */
+  language?: string;
+  version?: string;
+  /** A compiled runtime's compile stage limits, as limits (unset: its
+   * defaults); refused for a runtime without a compile stage. */
+  compileLimits?: LimitsInput;
   /** What a new session keeps (docs/INTERPRETER.md): "files" (the default
    * for a new session) or "interpreter" (one Python lives between the
    * session's calls; each call is a notebook cell). Unset: the session's. */
@@ -159,6 +171,23 @@ export interface ZygoteMemory {
   pssBytes: number;
   forks: number;
   ageMs: number;
+}
+
+/** One runtime the server offers (docs/RUNTIMES.md): the name runtime
+ * takes, the language (and aliases) language takes, its version
+ * (MAJOR.MINOR.PATCH, asked of its binary at start), whether its self-test
+ * passed at start (else runs naming it are FailedPrecondition with
+ * unavailableReason), whether it has a compile stage, and its file name in
+ * /workspace. */
+export interface RuntimeInfo {
+  name: string;
+  language: string;
+  version: string;
+  aliases: string[];
+  available: boolean;
+  unavailableReason: string;
+  compiled: boolean;
+  file: string;
 }
 
 export interface ServerLimits {
@@ -233,6 +262,8 @@ export interface ServerInfo {
   /** What a run's allowNet may ask of this server (--egress-allow,
    * docs/EGRESS.md); empty: runs get no network. */
   egressAllow: string[];
+  /** Every runtime, available or not (runtimes: the names of the available). */
+  runtimeInfo: RuntimeInfo[];
 }
 
 export type FileType = "file" | "directory" | "symlink" | "other";

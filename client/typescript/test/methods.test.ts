@@ -117,6 +117,37 @@ test("INVALID_ARGUMENT names the field, from the server; nothing runs", { timeou
   assert.equal(runLines(), before, "nothing ran");
 });
 
+test("language and version pick the runtime as Piston does; runtimeInfo lists them; refusals are the server's", { timeout: 90000 }, async () => {
+  let r = await client.runCode({ code: 'echo "bash $BASH_VERSION"', language: "sh", version: ">=5 <6" });
+  assert.match(r.stdoutText, /^bash 5\./);
+  assert.equal(r.exitCode, 0);
+  assert.equal(r.compile, undefined, "bash has no compile stage");
+  r = await client.runCode({ code: "import sys; print(sys.version_info[0])", language: "py", version: "3.x" });
+  assert.equal(r.stdoutText, "3\n");
+  r = await client.runCode({ code: 'echo "$0"', runtime: "bash" });
+  assert.equal(r.exitCode, 0);
+  const before = runLines();
+  for (const [params, said] of [
+    [{ code: "x", language: "cobol" }, /cobol.* runtime is unknown; available: python, bash/],
+    [{ code: "x", language: "bash", version: "^99" }, /bash/],
+    [{ code: "x", language: "bash", runtime: "bash" }, /runtime and language/],
+  ] as Array<[Parameters<Client["runCode"]>[0], RegExp]>) {
+    const e = await rejection(client.runCode(params));
+    assert.ok(e instanceof InvalidArgument, e.message);
+    assert.match(e.message, said);
+  }
+  assert.equal(runLines(), before, "nothing ran");
+  const info = await client.info();
+  assert.deepEqual(info.runtimeInfo.map((x) => x.name).sort(), ["bash", "python"]);
+  const bash = info.runtimeInfo.find((x) => x.name === "bash");
+  assert.ok(bash);
+  assert.equal(bash.language, "bash");
+  assert.ok(bash.aliases.includes("sh"), String(bash.aliases));
+  assert.match(bash.version, /^5\.\d+\.\d+$/);
+  assert.deepEqual([bash.available, bash.unavailableReason, bash.compiled, bash.file], [true, "", false, "main.sh"]);
+  assert.equal(info.runtimeInfo.find((x) => x.name === "python")?.file, "main.py");
+});
+
 test("a request over the server's --max-message-bytes is refused here, nothing sent", { timeout: 90000 }, async () => {
   // 10 KB: over 4 KiB, so the client asks GetInfo once, and sends it.
   const ok = await client.runCode({ code: "print(len(open('mounts/f').read()))", files: [{ path: "f", content: "y".repeat(10000) }] });

@@ -366,6 +366,46 @@ test("egress: the reply's summary, undefined when it has none", () => {
   assert.deepEqual(r.egress, { connections: 3, refused: 1, bytesUp: 517, bytesDown: 5000000000 });
 });
 
+test("language, version, compileLimits into the request; compileLimits unset is not sent", () => {
+  const m = runCodeRequest({ code: "x", language: "c++", version: "^12" });
+  assert.deepEqual([m.runtime, m.language, m.version, m.compileLimits], ["", "c++", "^12", undefined]);
+  assert.equal(runCodeRequest({ code: "x", language: "c", compileLimits: { timeoutMs: 9000 } }).compileLimits?.timeoutMs, 9000n);
+});
+
+test("compile: the reply's compile stage, undefined when it has none", () => {
+  assert.equal(new RunResult(create(RunCodeResponseSchema, { runId: "r" }), "tcp://x:1", 1).compile, undefined);
+  const r = new RunResult(
+    create(RunCodeResponseSchema, {
+      runId: "r",
+      exitCode: 1,
+      compile: { stderr: new TextEncoder().encode("main.c:1: error"), stderrTruncated: true, killedBy: 1, exitCode: 1, wallTimeMs: 40n, cpuTimeMs: 30n, peakMemoryBytes: 1048576n, failed: true },
+    }),
+    "tcp://x:1",
+    1,
+  );
+  assert.deepEqual({ ...r.compile, stderr: new TextDecoder().decode(r.compile?.stderr) }, {
+    stdout: new Uint8Array(),
+    stderr: "main.c:1: error",
+    stdoutTruncated: false,
+    stderrTruncated: true,
+    killedBy: "timeout",
+    exitCode: 1,
+    signal: 0,
+    wallTimeMs: 40,
+    cpuTimeMs: 30,
+    peakMemoryBytes: 1048576,
+    failed: true,
+  });
+});
+
+test("info: runtimeInfo, every runtime with its fields", () => {
+  const info = serverInfoOf(
+    create(GetInfoResponseSchema, { runtimeInfo: [{ name: "node", language: "javascript", version: "20.1.0", aliases: ["js"], available: false, unavailableReason: "self-test failed", file: "main.js" }] }),
+    "tcp://x:1",
+  );
+  assert.deepEqual(info.runtimeInfo, [{ name: "node", language: "javascript", version: "20.1.0", aliases: ["js"], available: false, unavailableReason: "self-test failed", compiled: false, file: "main.js" }]);
+});
+
 test("info: each ready zygote's memory as numbers, in the server's order; none without zygotes", () => {
   assert.deepEqual(serverInfoOf(create(GetInfoResponseSchema, {}), "tcp://x:1").zygoteMemory, []);
   const info = serverInfoOf(
