@@ -236,3 +236,29 @@ def test_info_lists_runtime_info(server):
     assert info["bash"]["available"] is True and info["bash"]["file"] == "main.sh", info
     assert re.fullmatch(r"\d+\.\d+\.\d+", info["bash"]["version"]), info
     assert info["python"]["language"] == "python" and info["python"]["compiled"] is False, info
+
+
+def test_compile_stage_in_json_and_a_failed_compile_on_stderr(server, tmp_path):
+    """c and c++: --json has "compile" beside the run; a failed compile ran
+    nothing, and plain mode shows the compiler's output then the hint."""
+    p = run_script(server, tmp_path, "a.c",
+                   '#include <stdio.h>\nint main(void) { puts("hi c"); return 0; }\n',
+                   "--language", "c", "--json")
+    assert p.returncode == 0, p
+    out = json.loads(p.stdout)
+    assert out["stdout"] == "hi c\n", out
+    k = out["compile"]
+    assert (k["failed"], k["exit_code"], k["killed_by"], k["stderr"]) == (False, 0, "none", ""), k
+    assert set(k) == {"stdout", "stderr", "stdout_truncated", "stderr_truncated", "killed_by",
+                      "exit_code", "signal", "wall_time_ms", "cpu_time_ms", "peak_memory_bytes",
+                      "failed"}, k
+    bad = "int main(void) { return nope; }\n"
+    p = run_script(server, tmp_path, "b.cpp", bad, "--language", "c++", "--json")
+    out = json.loads(p.stdout)
+    assert p.returncode == out["exit_code"] == out["compile"]["exit_code"] != 0, p
+    assert out["compile"]["failed"] is True and "nope" in out["compile"]["stderr"], out
+    assert out["stdout"] == out["stderr"] == "", out
+    p = run_script(server, tmp_path, "b.c", bad, "--language", "c")
+    assert p.returncode != 0 and p.stdout == "", p
+    assert "error:" in p.stderr and "nope" in p.stderr, p.stderr
+    assert p.stderr.index("nope") < p.stderr.index("sandbox-run: the compile stage failed"), p.stderr
