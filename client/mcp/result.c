@@ -307,18 +307,27 @@ static json_t *run_content(const mcp_server *s, const struct sbxc_result *r) {
   write_egress(f, r);
   write_stream_line(f, "stdout", r->stdout_len, r->stdout_truncated);
   write_stream_line(f, "stderr", r->stderr_len, r->stderr_truncated);
+  /* A failed compile ran nothing: the compiler's errors are the answer
+   * (gcc and g++ write them to stderr). */
+  const struct sbxc_compile *k = r->compile != NULL && r->compile->failed ? r->compile : NULL;
+  if (k != NULL)
+    write_stream_line(f, "compiler", k->stderr_len, k->stderr_truncated);
   write_result_line(f, value, r->result_truncated);
   write_hints(f, r);
   int rc = write_artifacts(f, &at, artifacts);
   json_t *out_block = NULL, *out_text = NULL, *err_block = NULL, *err_text = NULL;
-  json_t *value_block = NULL, *value_text = NULL;
+  json_t *value_block = NULL, *value_text = NULL, *cc_block = NULL, *cc_text = NULL;
   size_t cap = s->settings.max_stream_text_bytes;
   if (fclose(f) != 0 || rc < 0 ||
+      (k != NULL &&
+       stream_parts("compiler", k->stderr_data, k->stderr_len, cap, &cc_block, &cc_text) < 0) ||
       stream_parts("stdout", r->stdout_data, r->stdout_len, cap, &out_block, &out_text) < 0 ||
       stream_parts("stderr", r->stderr_data, r->stderr_len, cap, &err_block, &err_text) < 0 ||
       stream_parts("result", (const uint8_t *)value, value_len, cap, &value_block, &value_text) <
           0) {
     free(text);
+    json_decref(cc_block);
+    json_decref(cc_text);
     json_decref(out_block);
     json_decref(out_text);
     json_decref(err_block);
@@ -332,14 +341,23 @@ static json_t *run_content(const mcp_server *s, const struct sbxc_result *r) {
   /* Empty streams are said so in the summary; no block of their own. */
   ok = ok && (r->stdout_len == 0 || json_array_append(content, out_block) == 0);
   ok = ok && (r->stderr_len == 0 || json_array_append(content, err_block) == 0);
+  ok = ok && (k == NULL || k->stderr_len == 0 || json_array_append(content, cc_block) == 0);
   /* After the output, as a notebook shows a cell's Out[]. */
   ok = ok && (value_len == 0 || json_array_append(content, value_block) == 0);
   ok = ok && json_array_extend(content, at.blocks) == 0;
   json_decref(out_block);
   json_decref(err_block);
+  json_decref(cc_block);
   json_decref(value_block);
   json_decref(at.blocks);
   json_t *structured = run_structured(r, out_text, err_text, value_text, artifacts);
+  if (structured != NULL && cc_text != NULL &&
+      json_object_set_new(structured, "compiler", cc_text) < 0) {
+    json_decref(structured);
+    structured = NULL;
+  } else if (structured == NULL) {
+    json_decref(cc_text);
+  }
   json_t *result = ok ? mcp_tool_result(content, run_failed(r)) : NULL;
   if (!ok)
     json_decref(content);

@@ -126,6 +126,16 @@ export function toolCases(ctx, label) {
     assert.match(r.structuredContent.stdout, /^hi from bash 5\./);
     r = await client.callTool({ name: "run_code", arguments: { code: "echo $0", language: "sh", version: ">=5" } });
     assert.equal(r.isError, false, texts(r));
+    // A failed compile ran nothing: the compiler's errors are in the result.
+    r = await client.callTool({ name: "run_code", arguments: { code: "int main(void) { return nope; }\n", language: "c" } });
+    assert.equal(r.isError, true);
+    assert.match(texts(r), /compiler: \d+ bytes \(in the compiler block below\)/);
+    assert.match(texts(r), /compiler:\n(.|\n)*error: .nope. undeclared/);
+    assert.match(r.structuredContent.compiler, /nope/);
+    r = await client.callTool({ name: "run_code", arguments: { code: '#include <stdio.h>\nint main(void) { puts("hi c"); }\n', language: "c" } });
+    assert.equal(r.isError, false, texts(r));
+    assert.equal(r.structuredContent.stdout, "hi c\n");
+    assert.doesNotMatch(texts(r), /compiler/);
     const before = server.runs();
     r = await client.callTool({ name: "run_code", arguments: { code: "1", language: "cobol" } });
     assert.equal(r.isError, true);
