@@ -138,7 +138,9 @@ test("language and version pick the runtime as Piston does; runtimeInfo lists th
   }
   assert.equal(runLines(), before, "nothing ran");
   const info = await client.info();
-  assert.deepEqual(info.runtimeInfo.map((x) => x.name).sort(), ["bash", "python"]);
+  for (const name of ["python", "bash", "c", "cpp"]) {
+    assert.ok(info.runtimeInfo.some((x) => x.name === name), name);
+  }
   const bash = info.runtimeInfo.find((x) => x.name === "bash");
   assert.ok(bash);
   assert.equal(bash.language, "bash");
@@ -146,6 +148,25 @@ test("language and version pick the runtime as Piston does; runtimeInfo lists th
   assert.match(bash.version, /^5\.\d+\.\d+$/);
   assert.deepEqual([bash.available, bash.unavailableReason, bash.compiled, bash.file], [true, "", false, "main.sh"]);
   assert.equal(info.runtimeInfo.find((x) => x.name === "python")?.file, "main.py");
+  assert.equal(info.runtimeInfo.find((x) => x.name === "cpp")?.compiled, true);
+});
+
+test("compile: a compiled runtime's compile stage beside the run; a failed one runs nothing; compileLimits reach it", { timeout: 90000 }, async () => {
+  let r = await client.runCode({ code: '#include <stdio.h>\nint main(void) { puts("hi c"); return 0; }\n', language: "c" });
+  assert.equal(r.stdoutText, "hi c\n");
+  assert.ok(r.compile);
+  assert.deepEqual([r.compile.failed, r.compile.exitCode, r.compile.killedBy], [false, 0, "none"]);
+  r = await client.runCode({ code: "int main(void) { return nope; }\n", language: "c++" });
+  assert.ok(r.compile?.failed);
+  assert.match(new TextDecoder().decode(r.compile.stderr), /nope/);
+  assert.equal(r.stdout.length + r.stderr.length, 0);
+  assert.equal(r.exitCode, r.compile.exitCode);
+  // gcc needs tens of ms of CPU: 1 ms kills the compile, nothing runs.
+  r = await client.runCode({ code: "int main(void) { return 0; }\n", language: "c", compileLimits: { cpuTimeMs: 1 } });
+  assert.deepEqual([r.compile?.failed, r.compile?.killedBy], [true, "timeout"]);
+  const e = await rejection(client.runCode({ code: "echo x", language: "bash", compileLimits: { timeoutMs: 1000 } }));
+  assert.ok(e instanceof InvalidArgument, e.message);
+  assert.match(e.message, /compile/);
 });
 
 test("a request over the server's --max-message-bytes is refused here, nothing sent", { timeout: 90000 }, async () => {

@@ -134,13 +134,35 @@ def test_language_and_version_pick_the_runtime(srv, client):
 
 def test_info_lists_runtime_info(client):
     info = {r.name: r for r in client.info().runtime_info}
-    assert set(info) == {"python", "bash"}, info
+    assert {"python", "bash", "c", "cpp"} <= set(info), info
     bash = info["bash"]
     assert isinstance(bash, sandboxd.RuntimeInfo)
     assert (bash.language, bash.available, bash.unavailable_reason, bash.compiled, bash.file) == \
         ("bash", True, "", False, "main.sh"), bash
     assert "sh" in bash.aliases and bash.version.startswith("5."), bash
     assert info["python"].aliases[0] == "py" and info["python"].file == "main.py", info
+    assert info["cpp"].language == "c++" and info["cpp"].compiled is True, info
+
+
+def test_compile_stage_of_a_compiled_runtime(client):
+    """c: the compile stage comes back beside the run; a failed compile runs
+    nothing and its output is in compile; compile_limits reach it."""
+    r = client.run_code('#include <stdio.h>\nint main(void) { puts("hi c"); return 0; }\n',
+                        language="c")
+    assert r.ok and r.stdout == b"hi c\n", r
+    assert isinstance(r.compile, sandboxd.CompileResult)
+    assert (r.compile.failed, r.compile.exit_code, r.compile.killed_by) == (False, 0, "none")
+    assert r.compile.wall_time_ms > 0
+    r = client.run_code("int main(void) { return nope; }\n", language="c++", version="*")
+    assert r.compile.failed and r.compile.exit_code != 0, r.compile
+    assert b"nope" in r.compile.stderr and r.stdout == b"" and r.stderr == b"", r
+    assert r.exit_code == r.compile.exit_code and not r.ok
+    # gcc needs tens of ms of CPU: 1 ms kills the compile, nothing runs.
+    r = client.run_code("int main(void) { return 0; }\n", language="c",
+                        compile_limits={"cpu_time_ms": 1})
+    assert (r.compile.failed, r.compile.killed_by, r.ok) == (True, "timeout", False), r.compile
+    with pytest.raises(sandboxd.InvalidArgument, match="compile"):
+        client.run_code('echo x', language="bash", compile_limits={"timeout_ms": 1000})
 
 
 def test_ipc_endpoint(srv):
