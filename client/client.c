@@ -373,6 +373,8 @@ int sbxc_request_set_runtime(sbxc_request *r, const char *runtime) {
 }
 
 int sbxc_request_set_language(sbxc_request *r, const char *language, const char *version) {
+  if (version == NULL)
+    version = "";
   return replace_string(&r->msg.language, language, strlen(language)) < 0 ||
                  replace_string(&r->msg.version, version, strlen(version)) < 0 ||
                  replace_string(&r->msg.runtime, "", 0) < 0

@@ -256,7 +256,7 @@ int sbxc_request_set_run_id(sbxc_request *req, const char *run_id);
 int sbxc_request_set_session_id(sbxc_request *req, const char *session_id);
 int sbxc_request_set_runtime(sbxc_request *req, const char *runtime);
 /* Instead of a runtime, Piston's way (docs/RUNTIMES.md): a language (name
- * or alias) and a version range ("" or "*": any); clears the runtime. */
+ * or alias) and a version range ("", "*" or NULL: any); clears the runtime. */
 int sbxc_request_set_language(sbxc_request *req, const char *language, const char *version);
 /* A compiled runtime's compile-stage limits (RunCodeRequest.compile_limits);
  * zeros: its defaults. disk_bytes must be 0 (the run's workspace). */
