@@ -81,6 +81,5 @@ void run_compile_response(const struct run_call *call, struct run_scratch *sc,
                  "see compile.stderr",
                  call->runtime->manifest.compile.argv[0], cr->exit_code);
   else if (sc->compile_failed)
-    feedback_add(&sc->fb, "the compile stage was killed (the limits above are compile_limits); the "
-                          "program did not run");
+    feedback_add(&sc->fb, "the compile stage was killed: the program did not run");
 }

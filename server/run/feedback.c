@@ -27,7 +27,7 @@ static void format_ms(uint64_t ms, char *buf, size_t len) {
 }
 
 void feedback_build(const struct sandbox_result *r, const struct sandbox_limits *limits,
-                    struct feedback *fb) {
+                    const char *field, const char *who, struct feedback *fb) {
   char a[32], b[32];
   fb->n = 0;
   switch (r->killed_by) {
@@ -35,22 +35,21 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
     format_ms(limits->timeout_ms, a, sizeof(a));
     if (r->cpu_time_exceeded) {
       format_ms(limits->cpu_time_ms, b, sizeof(b));
-      feedback_add(fb, "CPU time limit of %s reached; the program was killed (limits.cpu_time_ms)",
-                   b);
+      feedback_add(fb, "CPU time limit of %s reached; %s was killed (%s.cpu_time_ms)", b, who,
+                   field);
     } else {
-      feedback_add(fb, "timed out after %s; the program was killed (limits.timeout_ms)", a);
+      feedback_add(fb, "timed out after %s; %s was killed (%s.timeout_ms)", a, who, field);
     }
     break;
   case SANDBOX_KILLED_BY_MEMORY:
     text_format_bytes(limits->memory_bytes, a, sizeof(a));
-    feedback_add(fb, "memory limit of %s%s reached; the program was killed (limits.memory_bytes)",
-                 a, r->memory_per_process ? " per process" : "");
+    feedback_add(fb, "memory limit of %s%s reached; %s was killed (%s.memory_bytes)", a,
+                 r->memory_per_process ? " per process" : "", who, field);
     break;
   case SANDBOX_KILLED_BY_OUTPUT_LIMIT:
     text_format_bytes(limits->output_bytes, a, sizeof(a));
-    feedback_add(
-        fb, "output limit of %s per stream reached; the program was killed (limits.output_bytes)",
-        a);
+    feedback_add(fb, "output limit of %s per stream reached; %s was killed (%s.output_bytes)", a,
+                 who, field);
     break;
   case SANDBOX_KILLED_BY_SIGNAL: {
     const char *name = sigabbrev_np(r->signal);
@@ -72,9 +71,9 @@ void feedback_build(const struct sandbox_result *r, const struct sandbox_limits 
   if (r->killed_by != SANDBOX_KILLED_BY_OUTPUT_LIMIT) {
     text_format_bytes(limits->output_bytes, a, sizeof(a));
     if (r->stdout_truncated)
-      feedback_add(fb, "stdout truncated at %s (limits.output_bytes)", a);
+      feedback_add(fb, "stdout truncated at %s (%s.output_bytes)", a, field);
     if (r->stderr_truncated)
-      feedback_add(fb, "stderr truncated at %s (limits.output_bytes)", a);
+      feedback_add(fb, "stderr truncated at %s (%s.output_bytes)", a, field);
   }
 }
 

@@ -18,8 +18,11 @@ struct feedback {
 /* Appends one line (dropped when the list is full). */
 void feedback_add(struct feedback *fb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* How the run ended, in lines: field names the limits in the request
+ * ("limits", or "compile_limits" for a compile stage), who what was
+ * killed ("the program", "the compiler"). */
 void feedback_build(const struct sandbox_result *result, const struct sandbox_limits *limits,
-                    struct feedback *fb);
+                    const char *field, const char *who, struct feedback *fb);
 
 /* "add 'X' to requirements" when stderr (hostile bytes) ends in
  * ModuleNotFoundError: No module named 'X' (X's top-level package; the

@@ -183,8 +183,11 @@ static void run_feedback(const struct run_call *call, struct run_scratch *sc) {
   struct feedback *fb = &sc->fb;
   /* The engine reports the limits in force; fall back to what we asked.
    * A compiler that exited non-zero has its own line (compile.c). */
-  if (!sc->compile_failed || res->killed_by != SANDBOX_KILLED_BY_NONE)
-    feedback_build(res, res->limits.timeout_ms != 0 ? &res->limits : &call->limits, fb);
+  if (!sc->compile_failed)
+    feedback_build(res, res->limits.timeout_ms != 0 ? &res->limits : &call->limits, "limits",
+                   "the program", fb);
+  else if (res->killed_by != SANDBOX_KILLED_BY_NONE)
+    feedback_build(res, &res->limits, "compile_limits", "the compiler", fb);
   if (call->session_created)
     feedback_add(fb, "session %s is new: its workspace started empty", call->req->session_id);
   if (res->killed_by == SANDBOX_KILLED_BY_NONE && res->exit_code != 0)

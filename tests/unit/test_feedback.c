@@ -28,36 +28,36 @@ static void lines(void **state) {
   struct feedback fb;
   struct sandbox_result r = {0};
   r.killed_by = SANDBOX_KILLED_BY_TIMEOUT;
-  feedback_build(&r, &limits, &fb);
+  feedback_build(&r, &limits, "limits", "the program", &fb);
   assert_int_equal(fb.n, 1);
   assert_non_null(strstr(fb.lines[0], "timed out after 5 s"));
 
   /* The CPU limit equal to the wall limit, reached first by two threads. */
   r.cpu_time_exceeded = true;
   r.cpu_time_us = 5000 * 1000;
-  feedback_build(&r, &limits, &fb);
+  feedback_build(&r, &limits, "limits", "the program", &fb);
   assert_int_equal(fb.n, 1);
   assert_non_null(strstr(fb.lines[0], "CPU time limit of 5 s reached"));
 
   memset(&r, 0, sizeof(r));
   r.killed_by = SANDBOX_KILLED_BY_MEMORY;
-  feedback_build(&r, &limits, &fb);
+  feedback_build(&r, &limits, "limits", "the program", &fb);
   assert_non_null(strstr(fb.lines[0], "memory limit of 128 MiB reached"));
 
   memset(&r, 0, sizeof(r));
   r.stdout_truncated = true;
-  feedback_build(&r, &limits, &fb);
+  feedback_build(&r, &limits, "limits", "the program", &fb);
   assert_int_equal(fb.n, 1);
   assert_non_null(strstr(fb.lines[0], "stdout truncated at 64 KiB"));
 
   memset(&r, 0, sizeof(r));
   r.killed_by = SANDBOX_KILLED_BY_SIGNAL;
   r.signal = SIGSEGV;
-  feedback_build(&r, &limits, &fb);
+  feedback_build(&r, &limits, "limits", "the program", &fb);
   assert_non_null(strstr(fb.lines[0], "SIGSEGV"));
 
   memset(&r, 0, sizeof(r));
-  feedback_build(&r, &limits, &fb);
+  feedback_build(&r, &limits, "limits", "the program", &fb);
   assert_int_equal(fb.n, 0); /* a clean run needs no advice */
 }
 

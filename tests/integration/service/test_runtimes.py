@@ -219,7 +219,9 @@ def test_runtimes_compile(bin_dir):
                  compile_limits=pb.Limits(timeout_ms=1000))
         check(r.compile.failed and r.compile.killed_by == TIMEOUT and r.killed_by == TIMEOUT
               and r.compile.wall_time_ms < 5000
-              and any("compile stage was killed" in f for f in r.feedback),
+              and any("compile stage was killed" in f for f in r.feedback)
+              and any("the compiler was killed (compile_limits.timeout_ms)" in f
+                      for f in r.feedback),
               "cpp: a compiler past compile_limits.timeout_ms 1000 is killed_by timeout", r)
         r = c.ok('#include "/dev/zero"\n', compile_limits=pb.Limits(memory_bytes=64 << 20))
         check(r.compile.failed and r.compile.killed_by == MEMORY and r.killed_by == MEMORY,
