@@ -93,6 +93,18 @@ static int add_manifest(struct runtime_table *t, const char *path, struct sbx_er
     runtime_manifest_free(&m);
     return rv;
   }
+  /* Its language may be another's language (shared), not another's name
+   * or alias: a request's language would then match both. */
+  clash = taken(t, m.language, m.language);
+  if (clash != NULL && strcmp(clash->language, m.language) != 0) {
+    int rv = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
+                           "%s: runtime %s: its language %s is the name or an alias of runtime "
+                           "%s%s%s",
+                           path, m.name, m.language, clash->name,
+                           clash->source[0] ? " of " : " (built in)", clash->source);
+    runtime_manifest_free(&m);
+    return rv;
+  }
   struct runtime *rt = add(t, RUNTIME_KIND_MANIFEST, m.name, m.language);
   for (size_t a = 0; a < m.n_aliases; a++)
     add_alias(rt, m.aliases[a]);

@@ -679,7 +679,30 @@ static void directory_clashes(void **state) {
     if (strstr(cases[i].want, " of ") != NULL && strstr(err.msg, "/a.json") == NULL)
       fail_msg("case %zu: \"%s\" should name a.json", i, err.msg);
   }
-  /* A language is shared: a second runtime may offer it. */
+  /* A language that is another runtime's name or alias: "language sh" or
+   * "language bash" would then pick two runtimes by two rules. */
+  struct {
+    const char *language, *want;
+  } languages[] = {
+      {"sh", "/b.json: runtime x: its language sh is the name or an alias of runtime bash of "},
+      {"bash", "/b.json: runtime x: its language bash is the name or an alias of runtime bash of "},
+      {"py3", "/b.json: runtime x: its language py3 is the name or an alias of runtime python "
+              "(built in)"},
+      {"python-zygote", "its language python-zygote is the name or an alias of runtime "
+                        "python-zygote (built in)"},
+  };
+  for (size_t i = 0; i < sizeof languages / sizeof languages[0]; i++) {
+    write_manifest("a.json", "bash", "shell", "[\"sh\"]");
+    write_manifest("b.json", "x", languages[i].language, "[]");
+    if (load(true) == 0)
+      fail_msg("language %s: loaded, should clash", languages[i].language);
+    if (strstr(err.msg, languages[i].want) == NULL)
+      fail_msg("language %s: \"%s\", should say \"%s\"", languages[i].language, err.msg,
+               languages[i].want);
+  }
+  write_manifest("a.json", "bash", "shell", "[\"sh\"]");
+  /* A language is shared: a second runtime may offer it (python's name is
+   * its language). */
   write_manifest("b.json", "bash4", "shell", "[]");
   assert_int_equal(load(true), 0);
   write_manifest("b.json", "pypy", "python", "[\"pypy3\"]");
