@@ -3,7 +3,10 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "settings.h"
 #include "ids.h"
@@ -179,6 +182,138 @@ static void session_modes(void **state) {
   settings.max_interpreters = 0;
   assert_int_equal(check(), SBX_FAILED_PRECONDITION);
   assert_non_null(strstr(msg, "--max-interpreters 0"));
+}
+
+/* A runtime from a manifest (docs/RUNTIMES.md), made as the server makes
+ * it: the file parsed and loaded from a directory, then marked available as
+ * runtime_check.c would after its self-test. limits_json: its limits. */
+static const struct runtime_table *manifest_runtimes(const char *limits_json) {
+  char dir[] = "/tmp/unit_validate.XXXXXX", path[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/tool.json", dir);
+  char text[1024];
+  snprintf(text, sizeof text,
+           "{\"name\": \"tool\", \"language\": \"tool\", \"file\": \"main.sh\", "
+           "\"version\": {\"command\": [\"/usr/bin/bash\", \"--version\"], \"pattern\": "
+           "\"([0-9]+)\"}, \"run\": [\"/usr/bin/bash\", \"main.sh\"], "
+           "\"self_test\": {\"code\": \"echo OK\", \"stdout\": \"OK\\n\"}%s%s}",
+           limits_json != NULL ? ", \"limits\": " : "", limits_json != NULL ? limits_json : "");
+  /* The text is a manifest on its own before it is a file. */
+  struct runtime_manifest m;
+  struct sbx_error e;
+  if (runtime_manifest_parse(text, strlen(text), "tool.json", &m, &e) < 0)
+    fail_msg("%s", e.msg);
+  runtime_manifest_free(&m);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(text, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+  runtimes_free(&table);
+  int rv = runtimes_load(&table, dir, true, settings.zygote, &e);
+  runtimes_set_python(&table, "3.11.2");
+  unlink(path);
+  rmdir(dir);
+  if (rv < 0)
+    fail_msg("%s", e.msg);
+  struct runtime *rt = &table.v[table.n - 1];
+  assert_string_equal(rt->name, "tool");
+  snprintf(rt->version, sizeof rt->version, "5.2.15");
+  rt->available = true;
+  return &table;
+}
+
+static sbx_code check_runtime(const struct runtime_table *t,
+                              const struct settings_limits *tenant_max) {
+  memset(&err, 0, sizeof err);
+  if (validate_run_request(&req, &settings, t, tenant_max, "acme", NULL, &out, &compile_out,
+                           &picked, &err) == 0)
+    return SBX_OK;
+  assert_true(err.msg[0] != '\0');
+  return err.code;
+}
+
+/* A manifest's limits raise the server's defaults for its runtime only,
+ * never lower them, within the server's maxima and a tenant's limits_max;
+ * what a request asks still wins within those. */
+static void manifest_limits_raise_defaults_within_maxima(void **state) {
+  const struct runtime_table *t = manifest_runtimes(
+      "{\"memory_bytes\": 536870912, \"timeout_ms\": 20000, \"max_processes\": 1, \"why\": \"a "
+      "JIT\"}");
+  req.runtime = "tool";
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_string_equal(picked->name, "tool");
+  assert_int_equal(out.memory_bytes, 512 << 20);
+  assert_int_equal(out.timeout_ms, 20000);
+  assert_int_equal(out.max_processes,
+                   settings.default_limits.v[LIMIT_MAX_PROCESSES]); /* not lowered */
+  assert_int_equal(out.output_bytes, 64 << 10);
+  /* Only its runtime's. */
+  req.runtime = "python";
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_int_equal(out.memory_bytes, 128 << 20);
+  assert_int_equal(out.timeout_ms, 5000);
+  req.runtime = "tool";
+  /* A request's own value, lower or higher, within the maximum. */
+  limits.memory_bytes = 64 << 20;
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_int_equal(out.memory_bytes, 64 << 20);
+  limits.memory_bytes = 1 << 30;
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_int_equal(out.memory_bytes, 1 << 30);
+  limits.memory_bytes = (1LL << 30) + 1;
+  assert_int_equal(check_runtime(t, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "limits.memory_bytes: 1073741825 is out of range; allowed: 8388608 "
+                              "to 1073741824 (0 = default 536870912)"));
+  limits.memory_bytes = 0;
+  /* A tenant's limits_max caps the raised default. */
+  struct settings_limits tenant_max = {0};
+  tenant_max.v[LIMIT_MEMORY_BYTES] = 256 << 20;
+  assert_int_equal(check_runtime(t, &tenant_max), SBX_OK);
+  assert_int_equal(out.memory_bytes, 256 << 20);
+  assert_int_equal(out.timeout_ms, 20000);
+  /* The server's maximum caps it too. */
+  settings.max_limits.v[LIMIT_TIMEOUT_MS] = 10000;
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_int_equal(out.timeout_ms, 10000);
+  assert_int_equal(out.memory_bytes, 512 << 20);
+  /* A manifest may ask past the maxima (up to 2^40); the server's win. */
+  t = manifest_runtimes("{\"memory_bytes\": 1099511627776, \"why\": \"big\"}");
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_int_equal(out.memory_bytes, 1 << 30);
+  /* None: the server's defaults. */
+  t = manifest_runtimes(NULL);
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_int_equal(out.memory_bytes, 128 << 20);
+  runtimes_free(&table);
+}
+
+/* An INTERPRETER session is Python's: a manifest runtime is refused by
+ * name, by runtime or by language; a FILES session is any runtime's. */
+static void interpreter_refused_for_manifest_runtimes(void **state) {
+  const struct runtime_table *t = manifest_runtimes(NULL);
+  req.session_id = "s1";
+  req.session_mode = SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER;
+  req.runtime = "tool";
+  assert_int_equal(check_runtime(t, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "session_mode: INTERPRETER sessions are Python's (runtime python "
+                              "or python-zygote), not runtime tool's"));
+  req.runtime = "";
+  req.language = "tool";
+  assert_int_equal(check_runtime(t, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "not runtime tool's"));
+  /* Before the server's own switch: the answer is the same with
+   * interpreters off. */
+  settings.max_interpreters = 0;
+  assert_int_equal(check_runtime(t, NULL), SBX_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "not runtime tool's"));
+  req.session_mode = SANDBOX__V1__SESSION_MODE__SESSION_MODE_FILES;
+  assert_int_equal(check_runtime(t, NULL), SBX_OK);
+  assert_string_equal(picked->name, "tool");
+  req.language = "python";
+  req.session_mode = SANDBOX__V1__SESSION_MODE__SESSION_MODE_INTERPRETER;
+  assert_int_equal(check_runtime(t, NULL), SBX_FAILED_PRECONDITION);
+  req.language = "";
+  runtimes_free(&table);
 }
 
 static void args_and_env_within_exec_limits(void **state) {
@@ -408,6 +543,8 @@ int main(void) {
       cmocka_unit_test_setup(bad_fields_refused, setup),
       cmocka_unit_test_setup(runtimes, setup),
       cmocka_unit_test_setup(session_modes, setup),
+      cmocka_unit_test_setup(manifest_limits_raise_defaults_within_maxima, setup),
+      cmocka_unit_test_setup(interpreter_refused_for_manifest_runtimes, setup),
       cmocka_unit_test_setup(args_and_env_within_exec_limits, setup),
       cmocka_unit_test_setup(file_paths_checked, setup),
       cmocka_unit_test_setup(file_sources_and_sizes_checked, setup),
