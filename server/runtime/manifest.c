@@ -135,7 +135,9 @@ static int limits_field(const json_t *v, const char *where, const char *key, int
   json_t *x;
   json_object_foreach((json_t *)v, k, x) {
     if (strcmp(k, "why") == 0) {
-      if (text_field(x, where, key, 1024, why, err) < 0)
+      char why_key[32];
+      snprintf(why_key, sizeof why_key, "%s.why", key);
+      if (text_field(x, where, why_key, 1024, why, err) < 0)
         return -1;
       continue;
     }

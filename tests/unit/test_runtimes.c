@@ -412,6 +412,11 @@ static void limits(void **state) {
           "limits: unknown limit \"memory\" (the names of RunCode's limits, and why)");
   refused("limits", "{\"memory_bytes\": 536870912}",
           "limits: a runtime that needs other limits says why (limits.why)");
+  refused("limits", "{\"memory_bytes\": 536870912, \"why\": \"\"}",
+          "t.json: limits.why must be a non-empty UTF-8 string of at most 1024 bytes");
+  refused("limits", "{\"why\": 42}", "t.json: limits.why must be a non-empty UTF-8 string");
+  refused("compile", "{\"command\": [\"/usr/bin/gcc\"], \"limits\": {\"why\": \"\"}}",
+          "t.json: compile.limits.why must be a non-empty UTF-8 string of at most 1024 bytes");
   refused("limits", "[]", "limits must be an object");
 
   refused("compile", "[\"/usr/bin/gcc\"]", "compile must be an object {command, limits}");
