@@ -348,7 +348,7 @@ def check_runtimes_and_versions(s):
     check(True, "every alias with every matching version range runs")
     for language, version in (("python", f"{int(major) + 1}.x"), ("python", f"<{major}"),
                               ("python", "latest"), ("Python", "*"), ("python2", "*"),
-                              ("javascript", "*")):
+                              ("cobol", "*")):
         st, reply = s.execute({"language": language, "version": version,
                                "files": [{"content": "print(7)"}]})
         check(st == 400 and reply == {"message": f"{language}-{version} runtime is unknown"},
