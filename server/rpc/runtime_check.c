@@ -4,6 +4,7 @@
  * works through the whole path, and one that does not is never offered. */
 #include "runtime_check.h"
 
+#include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,7 +129,8 @@ static int self_test(struct server *srv, const struct runtime *rt, char *why, si
   return rv > 0 ? -1 : 0;
 }
 
-void runtime_check_all(struct server *srv) {
+static void *check_all(void *arg) {
+  struct server *srv = arg;
   struct runtime_table *t = srv->runner.runtimes;
   for (size_t i = 0; i < t->n; i++) {
     struct runtime *rt = &t->v[i];
@@ -150,4 +152,23 @@ void runtime_check_all(struct server *srv) {
     log_line("runtime", "name=%s language=%s version=%s manifest=%s ms=%llu", rt->name,
              rt->language, rt->version, rt->source, (unsigned long long)(sbx_monotonic_ms() - t0));
   }
+  return NULL;
+}
+
+/* On a thread of their own, which ends with them: a run moves the thread
+ * that starts it into its slot's cgroups on cgroup v1 (as a worker's
+ * thread lives in its slot), and the main thread must not stay there, nor
+ * the threads it starts afterwards (they would count against slot 0's
+ * pids and memory). */
+void runtime_check_all(struct server *srv) {
+  pthread_t th;
+  if (pthread_create(&th, NULL, check_all, srv) == 0) {
+    pthread_join(th, NULL);
+    return;
+  }
+  struct runtime_table *t = srv->runner.runtimes;
+  for (size_t i = 0; i < t->n; i++) /* fail closed: none offered unchecked */
+    if (t->v[i].kind == RUNTIME_KIND_MANIFEST)
+      snprintf(t->v[i].why_unavailable, sizeof t->v[i].why_unavailable,
+               "the check at start could not get a thread");
 }

@@ -75,6 +75,17 @@ void runtimes_set_python(struct runtime_table *t, const char *version) {
     add_alias(py, minor);
 }
 
+/* A manifest refused for a clash with runtime clash: -1 with err saying
+ * which of its names (what) clash has, naming both files. */
+static int refuse_clash(const char *path, struct runtime_manifest *m, const char *what,
+                        const struct runtime *clash, struct sbx_error *err) {
+  int rv = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: runtime %s: %s runtime %s%s%s", path,
+                         m->name, what, clash->name, clash->source[0] ? " of " : " (built in)",
+                         clash->source);
+  runtime_manifest_free(m);
+  return rv;
+}
+
 static int add_manifest(struct runtime_table *t, const char *path, struct sbx_error *err) {
   if (t->n >= RUNTIMES_MAX)
     return sbx_error_set(err, SBX_INVALID_ARGUMENT, 0, "%s: more than %d runtimes", path,
@@ -85,26 +96,13 @@ static int add_manifest(struct runtime_table *t, const char *path, struct sbx_er
   const struct runtime *clash = taken(t, m.name, m.language);
   for (size_t a = 0; clash == NULL && a < m.n_aliases; a++)
     clash = taken(t, m.aliases[a], m.language);
-  if (clash != NULL) {
-    int rv = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "%s: runtime %s: its name or an alias is taken by runtime %s%s%s", path,
-                           m.name, clash->name, clash->source[0] ? " of " : " (built in)",
-                           clash->source);
-    runtime_manifest_free(&m);
-    return rv;
-  }
+  if (clash != NULL)
+    return refuse_clash(path, &m, "its name or an alias is taken by", clash, err);
   /* Its language may be another's language (shared), not another's name
    * or alias: a request's language would then match both. */
   clash = taken(t, m.language, m.language);
-  if (clash != NULL && strcmp(clash->language, m.language) != 0) {
-    int rv = sbx_error_set(err, SBX_INVALID_ARGUMENT, 0,
-                           "%s: runtime %s: its language %s is the name or an alias of runtime "
-                           "%s%s%s",
-                           path, m.name, m.language, clash->name,
-                           clash->source[0] ? " of " : " (built in)", clash->source);
-    runtime_manifest_free(&m);
-    return rv;
-  }
+  if (clash != NULL && strcmp(clash->language, m.language) != 0)
+    return refuse_clash(path, &m, "its language is the name or an alias of", clash, err);
   struct runtime *rt = add(t, RUNTIME_KIND_MANIFEST, m.name, m.language);
   for (size_t a = 0; a < m.n_aliases; a++)
     add_alias(rt, m.aliases[a]);
