@@ -22,7 +22,6 @@ itself; the shell uses the system's tools (util-linux, perl's syscall for
 what no tool makes bare) as an agent's script would.
 """
 import json
-import os
 import time
 
 import breakout as bo
@@ -60,8 +59,10 @@ def runtime_available(s, name):
 
 def run_runtime(bin_dir, runtime, make_cases, xfail=()):
     """One server, every case of the runtime in turn, the harness's checks
-    after each and at the end. xfail: {what: reason} of cases known to
-    fail (reported, not counted)."""
+    after each and at the end. xfail: {what: known(out)} of cases with a
+    known failure: known returns its reason when the run failed that very
+    way (the test is then xfail, with the reason), None otherwise (any
+    other failure fails the case)."""
     t0 = time.monotonic()
     secret = f"{bo.TOKEN}-env-secret"
     s = bo.Server(bin_dir, "--workers", "2", env={"SBX_BREAKOUT_SECRET": secret})
@@ -78,11 +79,11 @@ def run_runtime(bin_dir, runtime, make_cases, xfail=()):
             good = out.get("status") == "OK" and verdict(out, r)
             name = f"{runtime}: {family}: {what}"
             detail = {k: out.get(k) for k in ("status", "error", "killed_by", "exit_code", "signal",
-                                               "wall_time_ms", "stderr")} | {"r": r}
-            if what in xfail:
-                print(f"{'XPASS' if good else 'xfail'} {name}: {xfail[what]} {detail}")
-                if not good:
-                    xfailed.append(what)
+                                               "wall_time_ms", "stderr", "compile")} | {"r": r}
+            why = None if good or what not in xfail else xfail[what](out)
+            if why:
+                print(f"xfail {name}: {why} {detail}")
+                xfailed.append(why)
             else:
                 check(good, name, detail)
             check(out.get("wall_time_ms", 10 ** 9) <= MAX_WALL_MS,
@@ -94,8 +95,7 @@ def run_runtime(bin_dir, runtime, make_cases, xfail=()):
         print(f"{runtime}: {time.monotonic() - t0:.1f} s")
     if xfailed:
         import pytest
-        pytest.xfail(f"{runtime}: {', '.join(xfailed)}: "
-                     + "; ".join(xfail[w] for w in xfailed))
+        pytest.xfail(f"{runtime}: " + "; ".join(xfailed))
 
 
 def outside_paths(s):
@@ -179,7 +179,8 @@ while read -r line; do devs+="${line%%:*},"; done < <(tail -n +3 /proc/net/dev)
 R[devs]=${devs// /}
 done_
 ''', lambda out, r: r.get("devs") == "lo,"),
-        ("filesystem", "writes to /usr, /etc, / and /proc/1 fail; /workspace and /tmp work", p + f'''
+        ("filesystem", "writes to /usr, /etc, / and /proc/1 fail; /workspace and /tmp work",
+         p + f'''
 for d in / /usr /usr/lib /etc /bin /var /opt /proc/1; do
   attempt "$d" sh -c "echo x > $d/{bo.TOKEN}"
 done
@@ -303,3 +304,616 @@ done_
 
 def test_bash(bin_dir):
     run_runtime(bin_dir, "bash", bash_cases)
+
+
+# ------------------------------------------------------------------ c, cpp
+
+# Compiles as C and as C++ (g++ defines _GNU_SOURCE itself). put() records
+# one key, rv() "ok" or the errno's name for a call that returns -1 and sets
+# errno (libc's wrappers, raw syscall()), done() prints R as JSON.
+C_PRELUDE = r'''
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static char R_[32768];
+static size_t R_n;
+static void put(const char *k, const char *v) {
+  R_n += (size_t)snprintf(R_ + R_n, sizeof R_ - R_n, "%s\"%s\": \"", R_n ? ", " : "", k);
+  for (; *v && R_n < sizeof R_ - 8; v++)
+    R_[R_n++] = (*v == '"' || *v == '\\' || (unsigned char)*v < 32) ? '?' : *v;
+  R_n += (size_t)snprintf(R_ + R_n, sizeof R_ - R_n, "\"");
+}
+static void puti(const char *k, long v) {
+  char b[32];
+  snprintf(b, sizeof b, "%ld", v);
+  put(k, b);
+}
+static const char *en(int e) {
+  const char *n = strerrorname_np(e);
+  return n ? n : "?";
+}
+static void rv(const char *k, long r) { put(k, r >= 0 ? "ok" : en(errno)); }
+static long op(const char *p, int flags) {
+  int fd = open(p, flags, 0644);
+  if (fd >= 0)
+    close(fd);
+  return fd;
+}
+static void done(void) {
+  printf("{%s}\n", R_);
+  fflush(stdout);
+}
+'''
+
+C_NET = r'''
+static const char *tcp(int fam, int type, const char *addr, int port) {
+  int s = socket(fam, type, 0);
+  if (s < 0)
+    return en(errno);
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  socklen_t len;
+  if (fam == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((unsigned short)port);
+    inet_pton(AF_INET, addr, &a->sin_addr);
+    len = sizeof *a;
+  } else {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((unsigned short)port);
+    inet_pton(AF_INET6, addr, &a->sin6_addr);
+    len = sizeof *a;
+  }
+  int r = connect(s, (struct sockaddr *)&ss, len);
+  int e = errno;
+  close(s);
+  return r == 0 ? "ok" : en(e);
+}
+'''
+
+
+def c_cases(s, secret, cpp=False):
+    """The families as C programs (C++ with cpp: the same system calls
+    compiled by g++, and C++'s own allocation, threads and exceptions where
+    the language has its own)."""
+    p = C_PRELUDE
+    host = outside_paths(s)
+    tok = bo.TOKEN
+    host_c = ", ".join(json.dumps(h) for h in host)
+    cases = [
+        ("network", "TCP to 127.0.0.1 (the server's port), 10.0.2.2 and ::1; UDP; raw socket()",
+         p + C_NET + f'''
+int main(void) {{
+  put("v4", tcp(AF_INET, SOCK_STREAM, "127.0.0.1", {s.port}));
+  put("slirp", tcp(AF_INET, SOCK_STREAM, "10.0.2.2", 80));
+  put("v6", tcp(AF_INET6, SOCK_STREAM, "::1", {s.port}));
+  put("udp", tcp(AF_INET, SOCK_DGRAM, "127.0.0.1", 53));
+  rv("raw inet", syscall(SYS_socket, AF_INET, SOCK_STREAM, 0));
+  rv("raw packet", syscall(SYS_socket, 17, SOCK_RAW, 0));
+  rv("raw netlink", syscall(SYS_socket, AF_NETLINK, SOCK_RAW, 0));
+  rv("control unix", syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0));
+  done();
+  return 0;
+}}
+''', lambda out, r: refused(r, ["v4", "slirp", "v6", "udp", "raw inet", "raw packet",
+                                   "raw netlink"], ["EACCES"]) and r.get("control unix") == "ok"),
+        ("network", "DNS", p + '''
+int main(void) {
+  struct addrinfo *res = NULL;
+  puti("dns", getaddrinfo("example.com", "80", NULL, &res));
+  puti("dns_ip", getaddrinfo("10.0.2.3", "53", NULL, &res) == 0 ? 0 : 1);
+  done();
+  return 0;
+}
+''', lambda out, r: r.get("dns") not in (None, "0")),
+        ("filesystem", "writes to /usr, /etc, / and /proc/1 fail; /workspace and /tmp work",
+         p + f'''
+int main(void) {{
+  const char *dirs[] = {{"/", "/usr", "/usr/lib", "/etc", "/bin", "/var", "/opt", "/proc/1"}};
+  char path[256];
+  for (unsigned i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {{
+    snprintf(path, sizeof path, "%s/{tok}", dirs[i]);
+    rv(dirs[i], op(path, O_WRONLY | O_CREAT | O_TRUNC));
+  }}
+  rv("mkdir", mkdir("/usr/{tok}", 0755));
+  rv("control /workspace", op("/workspace/w", O_WRONLY | O_CREAT));
+  rv("control /tmp", op("/tmp/w", O_WRONLY | O_CREAT));
+  done();
+  return 0;
+}}
+''', lambda out, r: refused(r, ["/", "/usr", "/usr/lib", "/etc", "/bin", "/var", "/opt",
+                                   "/proc/1", "mkdir"], ["EROFS", "EACCES", "ENOENT", "EPERM"])
+            and r.get("control /workspace") == r.get("control /tmp") == "ok"),
+        ("filesystem", "the host's /etc/shadow and secrets are not there", p + '''
+int main(void) {
+  const char *f[] = {"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.bashrc",
+                     "/etc/ssh/ssh_host_ed25519_key"};
+  for (unsigned i = 0; i < sizeof f / sizeof f[0]; i++)
+    rv(f[i], op(f[i], O_RDONLY));
+  done();
+  return 0;
+}
+''', lambda out, r: refused(r, ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.bashrc",
+                                   "/etc/ssh/ssh_host_ed25519_key"], ["ENOENT"])),
+        ("filesystem", "escapes through /proc/1/root, .., a symlink out of /workspace, chroot",
+         p + f'''
+int main(void) {{
+  rv("proc1root", op("/proc/1/root/etc/shadow", O_RDONLY));
+  rv("dotdot", op("/workspace/../../../../etc/shadow", O_RDONLY));
+  symlink("/etc/shadow", "/workspace/shadow");
+  rv("symlink", op("/workspace/shadow", O_RDONLY));
+  symlink({json.dumps(s.state)}, "/workspace/state");
+  rv("symlink_state", op("/workspace/state/", O_RDONLY | O_DIRECTORY));
+  rv("chroot", syscall(SYS_chroot, "/tmp"));
+  done();
+  return 0;
+}}
+''', lambda out, r: refused(r, ["dotdot", "symlink", "symlink_state"], ["ENOENT"])
+            and refused(r, ["proc1root"], ["ENOENT", "EACCES"]) and r.get("chroot") == "EPERM"),
+        ("filesystem", "mount, umount, pivot_root, open_tree", p + '''
+int main(void) {
+  rv("mount", syscall(SYS_mount, "none", "/tmp", "tmpfs", 0L, NULL));
+  rv("bind", mount("/", "/tmp", NULL, MS_BIND | MS_REC, NULL));
+  rv("umount", syscall(SYS_umount2, "/workspace", 2L));
+  rv("pivot_root", syscall(SYS_pivot_root, "/tmp", "/tmp"));
+  rv("open_tree", syscall(428, -100L, "/", 1L));
+  done();
+  return 0;
+}
+''', lambda out, r: refused(r, ["mount", "bind", "umount", "pivot_root", "open_tree"], ["EPERM"])),
+        ("privileges", "setuid(0), unshare(CLONE_NEWUSER), clone into namespaces, ptrace", p + '''
+int main(void) {
+  rv("setuid", syscall(SYS_setuid, 0L));
+  rv("setresuid", syscall(SYS_setresuid, 0L, 0L, 0L));
+  rv("setgid", syscall(SYS_setgid, 0L));
+  rv("setgroups", syscall(SYS_setgroups, 0L, NULL));
+  rv("unshare user", unshare(CLONE_NEWUSER));
+  rv("unshare raw", syscall(SYS_unshare, (long)(CLONE_NEWUSER | CLONE_NEWNS)));
+  rv("clone newuser", syscall(SYS_clone, (long)(CLONE_NEWUSER | SIGCHLD), 0L, 0L, 0L, 0L));
+  rv("setns", setns(open("/proc/self/ns/net", O_RDONLY), 0));
+  pid_t c = fork();
+  if (c == 0) {
+    sleep(5);
+    _exit(0);
+  }
+  usleep(100000);
+  rv("attach", syscall(SYS_ptrace, (long)PTRACE_ATTACH, (long)c, 0L, 0L));
+  rv("seize", syscall(SYS_ptrace, 0x4206L, (long)c, 0L, 0L));
+  rv("traceme", syscall(SYS_ptrace, (long)PTRACE_TRACEME, 0L, 0L, 0L));
+  rv("proc1 mem", op("/proc/1/mem", O_RDONLY));
+  kill(c, SIGKILL);
+  done();
+  return 0;
+}
+''', lambda out, r: refused(r, ["setuid", "setresuid", "setgid", "setgroups", "unshare user",
+                                   "unshare raw", "clone newuser", "setns", "attach", "seize",
+                                   "traceme"], ["EPERM"])
+            and r.get("proc1 mem") in ("EACCES", "EPERM")),
+        ("privileges", "capabilities are 0 (capget and /proc), no_new_privs, the slot's uid",
+         p + '''
+int main(void) {
+  struct __user_cap_header_struct h;
+  struct __user_cap_data_struct d[2];
+  memset(&h, 0, sizeof h);
+  memset(d, 0xff, sizeof d);
+  h.version = _LINUX_CAPABILITY_VERSION_3;
+  rv("capget", syscall(SYS_capget, &h, d));
+  puti("capget_any", (long)(d[0].effective | d[0].permitted | d[0].inheritable |
+                            d[1].effective | d[1].permitted | d[1].inheritable));
+  char line[256];
+  FILE *f = fopen("/proc/self/status", "r");
+  while (f && fgets(line, sizeof line, f)) {
+    char *tab = strchr(line, '\\t');
+    if (!tab || (strncmp(line, "Cap", 3) && strncmp(line, "NoNewPrivs", 10) &&
+                 strncmp(line, "Seccomp:", 8)))
+      continue;
+    tab[-1] = 0;
+    tab[strcspn(tab, "\\n")] = 0;
+    put(line, tab + 1);
+  }
+  puti("uid", (long)getuid());
+  puti("euid", (long)geteuid());
+  done();
+  return 0;
+}
+''', lambda out, r: r.get("capget") == "ok" and r.get("capget_any") == "0"
+            and refused(r, ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"],
+                        ["0000000000000000"])
+            and r.get("NoNewPrivs") == "1" and r.get("Seccomp") == "2"
+            and r.get("uid") == r.get("euid") and r.get("uid", "x").isdigit()
+            and s.uid_base <= int(r["uid"]) < s.uid_base + bo.UID_SPAN),
+        ("processes", "fork bomb", p + '''
+int main(void) {
+  for (;;)
+    fork();
+}
+''', lambda out, r: out.get("killed_by") in ("timeout", "memory")),
+        ("processes", "malloc+memset bomb", p + '''
+int main(void) {
+  for (;;) {
+    char *m = (char *)malloc(16 << 20);
+    if (!m) {
+      put("malloc", "NULL");
+      done();
+      return 1;
+    }
+    memset(m, 1, 16 << 20);
+  }
+}
+''', lambda out, r: killed(out, "memory")),
+        ("processes", "null dereference", p + '''
+int main(void) {
+  puts("before");
+  fflush(stdout);
+  volatile int *z = NULL;
+  *z = 1;
+  puts("after");
+  return 0;
+}
+''', lambda out, r: killed(out, "signal") and out.get("signal") == 11
+            and out.get("stdout") == "before\n"),
+        ("processes", "an endless loop", p + '''
+int main(void) {
+  volatile unsigned long n = 0;
+  for (;;)
+    n++;
+}
+''', lambda out, r: killed(out, "timeout")),
+        ("processes", "a double-forked daemon is killed at the run's end", p + '''
+int main(void) {
+  if (fork() == 0) {
+    setsid();
+    if (fork() == 0) {
+      signal(SIGHUP, SIG_IGN);
+      signal(SIGTERM, SIG_IGN);
+      close(0);
+      close(1);
+      close(2);
+      for (;;)
+        pause();
+    }
+    _exit(0);
+  }
+  wait(NULL);
+  put("parent", "exits");
+  done();
+  return 0;
+}
+''', lambda out, r: clean(out) and r.get("parent") == "exits"),
+        ("processes", "kill(-1, SIGKILL) kills the run's own processes only, init survives",
+         p + '''
+int main(void) {
+  pid_t c = fork();
+  if (c == 0) {
+    for (;;)
+      pause();
+  }
+  usleep(200000);
+  rv("kill", kill(-1, SIGKILL));
+  int st = 0;
+  waitpid(c, &st, 0);
+  puti("child", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+  rv("init", kill(1, 0));
+  rv("kill init", kill(1, SIGKILL));
+  usleep(100000);
+  put("init alive", access("/proc/1/stat", F_OK) == 0 ? "yes" : "no");
+  done();
+  return 0;
+}
+''', lambda out, r: clean(out) and r.get("kill") == "ok" and r.get("child") == "9"
+            and r.get("init alive") == "yes"),
+        ("leaks", "the environment holds no server secret", p + f'''
+extern char **environ;
+int main(void) {{
+  put("getenv", getenv("SBX_BREAKOUT_SECRET") ? "set" : "unset");
+  int found = 0;
+  for (char **e = environ; *e; e++)
+    found += strstr(*e, {json.dumps(secret)}) != NULL;
+  char buf[65536];
+  int fd = open("/proc/self/environ", O_RDONLY);
+  long n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  for (long i = 0; i < n; i++)
+    buf[i] = buf[i] ? buf[i] : '\\n';
+  buf[n > 0 ? n : 0] = 0;
+  found += strstr(buf, {json.dumps(secret)}) != NULL;
+  puti("found", found);
+  done();
+  return 0;
+}}
+''', lambda out, r: r.get("getenv") == "unset" and r.get("found") == "0"),
+        ("leaks", "no host file or path of the server is visible", p + f'''
+int main(void) {{
+  const char *paths[] = {{{host_c}}};
+  struct stat st;
+  for (unsigned i = 0; i < sizeof paths / sizeof paths[0]; i++)
+    rv(paths[i], stat(paths[i], &st));
+  struct utsname u;
+  uname(&u);
+  put("hostname", u.nodename);
+  done();
+  return 0;
+}}
+''', lambda out, r: refused(r, host, ["ENOENT"]) and r.get("hostname") == "sandbox"),
+        ("leaks", "/proc shows only the run", p + '''
+int main(void) {
+  char pids[4096] = "";
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  int n = 0;
+  long list[256];
+  while (d && (e = readdir(d)) && n < 256)
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+      list[n++] = atol(e->d_name);
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (list[j] < list[i]) {
+        long t = list[i];
+        list[i] = list[j];
+        list[j] = t;
+      }
+  for (int i = 0; i < n; i++)
+    snprintf(pids + strlen(pids), sizeof pids - strlen(pids), "%ld,", list[i]);
+  put("pids", pids);
+  puti("me", (long)getpid());
+  done();
+  return 0;
+}
+''', lambda out, r: r.get("pids") == f"1,{r.get('me')},"),
+    ]
+    if cpp:
+        cases += [
+            ("processes", "C++: new[] and std::vector growth until the memory cap", p + '''
+#include <vector>
+int main() {
+  std::vector<std::vector<char>> hog;
+  for (;;)
+    hog.emplace_back(16 << 20, 'x');
+}
+''', lambda out, r: killed(out, "memory")),
+            ("processes", "C++: std::thread bomb is held by the process limit", p + '''
+#include <chrono>
+#include <system_error>
+#include <thread>
+#include <vector>
+int main() {
+  std::vector<std::thread> ts;
+  try {
+    for (;;)
+      ts.emplace_back([] { std::this_thread::sleep_for(std::chrono::seconds(2)); });
+  } catch (const std::system_error &e) {
+    puti("threads", (long)ts.size());
+    put("error", e.code() == std::errc::resource_unavailable_try_again ? "EAGAIN" : e.what());
+  }
+  for (auto &t : ts)
+    t.join();
+  done();
+  return 0;
+}
+''', lambda out, r: clean(out) and r.get("error") == "EAGAIN"
+                and 0 < int(r.get("threads", "999")) < 64),
+            ("processes", "C++: an uncaught exception aborts (signal)", p + '''
+#include <stdexcept>
+int main() {
+  throw std::runtime_error("boom");
+}
+''', lambda out, r: killed(out, "signal") and out.get("signal") == 6),
+        ]
+    return cases
+
+
+def test_c(bin_dir):
+    run_runtime(bin_dir, "c", lambda s, secret: c_cases(s, secret))
+
+
+def test_cpp(bin_dir):
+    run_runtime(bin_dir, "cpp", lambda s, secret: c_cases(s, secret, cpp=True))
+
+
+# -------------------------------------------------------------------- node
+
+# R is the result; attempt(f) "ok" or the error's code (EACCES, ENOENT: the
+# errno name libuv reports); connect() and udp() the outcome of a socket
+# (asynchronous in node); done() prints R. Node has no bare system call: what
+# only a system call shows is asked of the system's tools, as a script would.
+NODE_PRELUDE = r'''
+const fs = require("fs"), net = require("net"), dgram = require("dgram"),
+      cp = require("child_process"), os = require("os"), dns = require("dns");
+const R = {};
+const en = (e) => (e && e.code) ? e.code : String(e);
+function attempt(f) { try { f(); return "ok"; } catch (e) { return en(e); } }
+function connect(host, port) {
+  return new Promise((res) => {
+    const s = net.connect({host, port});
+    const t = setTimeout(() => { s.destroy(); res("timeout"); }, 3000);
+    s.on("connect", () => { clearTimeout(t); s.destroy(); res("ok"); });
+    s.on("error", (e) => { clearTimeout(t); res(en(e)); });
+  });
+}
+function udp(host, port) {
+  return new Promise((res) => {
+    let s;
+    try { s = dgram.createSocket("udp4"); } catch (e) { return res(en(e)); }
+    s.on("error", (e) => { s.close(); res(en(e)); });
+    s.send("x", port, host, (e) => { if (!e) { s.close(); res("ok"); } });
+  });
+}
+function tool(argv) {
+  const p = cp.spawnSync(argv[0], argv.slice(1), {encoding: "utf8"});
+  return p.status === 0 ? "ok" : `exit ${p.status}: ${(p.stderr || "").trim().slice(-80)}`;
+}
+function done() { console.log(JSON.stringify(R)); }
+'''
+
+
+def node_cases(s, secret):
+    p = NODE_PRELUDE
+    host = outside_paths(s)
+    tok = bo.TOKEN
+    return [
+        ("network", "TCP to 127.0.0.1 (the server's port), 10.0.2.2 and ::1; UDP", p + f'''
+(async () => {{
+  R.v4 = await connect("127.0.0.1", {s.port});
+  R.slirp = await connect("10.0.2.2", 80);
+  R.v6 = await connect("::1", {s.port});
+  R.udp = await udp("127.0.0.1", 53);
+  done();
+}})();
+''', lambda out, r: refused(r, ["v4", "slirp", "v6", "udp"], ["EACCES"])),
+        ("network", "DNS and fetch", p + f'''
+(async () => {{
+  R.dns = await dns.promises.lookup("example.com").then(() => "ok", en);
+  R.fetch = await fetch("http://127.0.0.1:{s.port}/").then(() => "ok",
+                                                         (e) => en(e.cause || e));
+  done();
+}})();
+''', lambda out, r: r.get("dns") not in (None, "ok") and r.get("fetch") == "EACCES"),
+        ("filesystem", "writes to /usr, /etc, / and /proc/1 fail; /workspace and /tmp work",
+         p + f'''
+for (const d of ["/", "/usr", "/usr/lib", "/etc", "/bin", "/var", "/opt", "/proc/1"])
+  R[d] = attempt(() => fs.writeFileSync(d.replace(/\\/$/, "") + "/{tok}", "x"));
+R.mkdir = attempt(() => fs.mkdirSync("/usr/{tok}"));
+R["control /workspace"] = attempt(() => fs.writeFileSync("/workspace/w", "x"));
+R["control /tmp"] = attempt(() => fs.writeFileSync("/tmp/w", "x"));
+done();
+''', lambda out, r: refused(r, ["/", "/usr", "/usr/lib", "/etc", "/bin", "/var", "/opt",
+                                   "/proc/1", "mkdir"], ["EROFS", "EACCES", "ENOENT", "EPERM"])
+            and r.get("control /workspace") == r.get("control /tmp") == "ok"),
+        ("filesystem", "the host's /etc/shadow and secrets are not there", p + '''
+for (const f of ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.bashrc",
+                 "/etc/ssh/ssh_host_ed25519_key"])
+  R[f] = attempt(() => fs.readFileSync(f));
+done();
+''', lambda out, r: refused(r, ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.bashrc",
+                                   "/etc/ssh/ssh_host_ed25519_key"], ["ENOENT"])),
+        ("filesystem", "escapes through /proc/1/root, .., a symlink out of /workspace; mount",
+         p + f'''
+R.proc1root = attempt(() => fs.readFileSync("/proc/1/root/etc/shadow"));
+R.dotdot = attempt(() => fs.readFileSync("/workspace/../../../../etc/shadow"));
+fs.symlinkSync("/etc/shadow", "/workspace/shadow");
+R.symlink = attempt(() => fs.readFileSync("/workspace/shadow"));
+fs.symlinkSync({json.dumps(s.state)}, "/workspace/state");
+R.symlink_state = attempt(() => fs.readdirSync("/workspace/state"));
+R.mount = tool(["/usr/bin/mount", "-t", "tmpfs", "none", "/tmp"]);
+done();
+''', lambda out, r: refused(r, ["dotdot", "symlink", "symlink_state"], ["ENOENT"])
+            and refused(r, ["proc1root"], ["ENOENT", "EACCES"]) and r.get("mount") != "ok"),
+        ("privileges", "setuid(0), setgid(0), unshare(CLONE_NEWUSER), ptrace", p + '''
+R.setuid = attempt(() => process.setuid(0));
+R.setgid = attempt(() => process.setgid(0));
+R.setgroups = attempt(() => process.setgroups([0]));
+R.unshare = tool(["/usr/bin/unshare", "--user", "true"]);
+R.setpriv = tool(["/usr/bin/setpriv", "--reuid=0", "true"]);
+R.strace = tool(["/usr/bin/strace", "-o", "/dev/null", "true"]);
+done();
+''', lambda out, r: refused(r, ["setuid", "setgid", "setgroups"], ["EPERM"])
+            and all(r.get(k, "ok") != "ok" and "Operation not permitted" in r.get(k, "")
+                    for k in ("unshare", "setpriv"))
+            and r.get("strace", "ok") != "ok"),
+        ("privileges", "capabilities are 0, no_new_privs, seccomp, the slot's uid", p + '''
+for (const l of fs.readFileSync("/proc/self/status", "utf8").split("\\n")) {
+  const [k, v] = l.split(":\\t");
+  if (/^(Cap|NoNewPrivs|Seccomp$)/.test(k)) R[k] = v.trim();
+}
+R.uid = process.getuid();
+R.euid = process.geteuid();
+done();
+''', lambda out, r: refused(r, ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"],
+                                ["0000000000000000"])
+            and r.get("NoNewPrivs") == "1" and r.get("Seccomp") == "2"
+            and r.get("uid") == r.get("euid")
+            and s.uid_base <= r.get("uid", -1) < s.uid_base + bo.UID_SPAN),
+        ("processes", "fork bomb (every child spawns the program again)", p + '''
+for (;;) {
+  try { cp.spawn(process.execPath, [__filename], {stdio: "ignore"}); } catch (e) {}
+}
+''', lambda out, r: out.get("killed_by") in ("timeout", "memory")),
+        ("processes", "heap bomb (the V8 heap past its limit)", p + '''
+const hog = [];
+for (;;) hog.push(new Array(1 << 20).fill(1.5));
+''', lambda out, r: killed(out, "memory")),
+        ("processes", "Buffer bomb (memory outside the V8 heap)", p + '''
+const hog = [];
+for (;;) hog.push(Buffer.alloc(16 << 20, 1));
+''', lambda out, r: killed(out, "memory")),
+        ("processes", "process.kill(process.pid, 'SIGSEGV')", p + '''
+console.log("before");
+process.kill(process.pid, "SIGSEGV");
+setTimeout(() => console.log("after"), 1000);
+''', lambda out, r: killed(out, "signal") and out.get("signal") == 11
+            and out.get("stdout") == "before\n"),
+        ("processes", "an endless loop", 'for (;;) {}\n',
+         lambda out, r: killed(out, "timeout")),
+        ("processes", "a detached daemon is killed at the run's end", p + '''
+for (let i = 0; i < 3; i++)
+  cp.spawn("/usr/bin/sleep", ["1000"], {detached: true, stdio: "ignore"}).unref();
+R.started = 3;
+done();
+''', lambda out, r: clean(out) and r.get("started") == 3),
+        ("processes", "process.kill(-1, 'SIGKILL') kills the run's own processes only", p + '''
+const child = cp.spawn("/usr/bin/sleep", ["1000"], {stdio: "ignore"});
+child.on("exit", (code, sig) => {
+  R.child = sig;
+  R.init = fs.existsSync("/proc/1/stat") ? "alive" : "gone";
+  done();
+});
+setTimeout(() => { R.kill = attempt(() => process.kill(-1, "SIGKILL")); }, 300);
+''', lambda out, r: clean(out) and r.get("kill") == "ok" and r.get("child") == "SIGKILL"
+            and r.get("init") == "alive"),
+        ("leaks", "the environment holds no server secret", p + f'''
+R.keys = Object.keys(process.env).sort();
+R.var = process.env.SBX_BREAKOUT_SECRET === undefined ? "unset" : "set";
+R.leak = Object.values(process.env).some((v) => v.includes({json.dumps(secret)}));
+R.environ = fs.readFileSync("/proc/self/environ", "latin1").includes({json.dumps(secret)});
+done();
+''', lambda out, r: r.get("var") == "unset" and r.get("leak") is False
+            and r.get("environ") is False),
+        ("leaks", "no host file or path of the server is visible", p + f'''
+for (const h of {json.dumps(host)}) R[h] = attempt(() => fs.statSync(h));
+R.hostname = os.hostname();
+done();
+''', lambda out, r: refused(r, host, ["ENOENT"]) and r.get("hostname") == "sandbox"),
+        ("leaks", "/proc shows only the run", p + '''
+R.pids = fs.readdirSync("/proc").filter((p) => /^[0-9]+$/.test(p)).map(Number)
+  .sort((a, b) => a - b);
+R.me = process.pid;
+done();
+''', lambda out, r: r.get("pids") == [1, r.get("me")]),
+    ]
+
+
+def node_heap_abort(out):
+    """Why the heap bomb may come back `signal`: V8 aborts the process when
+    its heap reaches its own limit (below the run's memory cap) unless the
+    node runtime's manifest maps that to `memory`."""
+    if out.get("killed_by") == "signal" and out.get("signal") == 6:
+        return ("node's heap-limit abort (SIGABRT, 'Reached heap limit') comes back `signal`: "
+                "the node manifest does not make it `memory`")
+    return None
+
+
+def test_node(bin_dir):
+    run_runtime(bin_dir, "node", node_cases,
+                xfail={"heap bomb (the V8 heap past its limit)": node_heap_abort})
