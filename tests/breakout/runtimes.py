@@ -908,7 +908,8 @@ def node_heap_abort(out):
     """Why the heap bomb may come back `signal`: V8 aborts the process when
     its heap reaches its own limit (below the run's memory cap) unless the
     node runtime's manifest maps that to `memory`."""
-    if out.get("killed_by") == "signal" and out.get("signal") == 6:
+    if (out.get("killed_by") == "signal" and out.get("signal") == 6
+            and "heap limit" in out.get("stderr", "")):
         return ("node's heap-limit abort (SIGABRT, 'Reached heap limit') comes back `signal`: "
                 "the node manifest does not make it `memory`")
     return None
