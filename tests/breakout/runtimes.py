@@ -63,6 +63,9 @@ def run_runtime(bin_dir, runtime, make_cases, xfail=()):
     known failure: known returns its reason when the run failed that very
     way (the test is then xfail, with the reason), None otherwise (any
     other failure fails the case)."""
+    # breakout.py's flavors (SBX_BREAKOUT_FRONT, _MODE, _PACKAGE, _NET) are
+    # Python's: they would change the runtime and the server.
+    assert not (bo.FRONT or bo.MODE or bo.HOOK or bo.POLICY), "no SBX_BREAKOUT_* flavor here"
     t0 = time.monotonic()
     secret = f"{bo.TOKEN}-env-secret"
     s = bo.Server(bin_dir, "--workers", "2", env={"SBX_BREAKOUT_SECRET": secret})
