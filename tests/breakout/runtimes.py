@@ -760,7 +760,7 @@ function udp(host, port) {
     let s;
     try { s = dgram.createSocket("udp4"); } catch (e) { return res(en(e)); }
     s.on("error", (e) => { s.close(); res(en(e)); });
-    s.send("x", port, host, (e) => { if (!e) { s.close(); res("ok"); } });
+    s.send("x", port, host, (e) => { s.close(); res(e ? en(e) : "ok"); });
   });
 }
 function tool(argv) {
