@@ -344,9 +344,6 @@ def server_cgroup_dirs(pid):
         return dirs
     for line in lines:
         _, ctrls, path = line.split(":", 2)
-        # The main thread may sit in a slot of its own directory (on v1 the
-        # runtimes' self-test at start runs on it, in slot 0).
-        path = path.split(f"/sandboxd.{pid}/")[0]
         for c in ctrls.split(",") if ctrls else ["unified"]:
             if c in ("memory", "pids", "cpuacct", "unified"):
                 for root in (f"/sys/fs/cgroup/{c}", "/sys/fs/cgroup"):

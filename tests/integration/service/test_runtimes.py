@@ -102,6 +102,19 @@ def test_runtimes_info(bin_dir):
         check(i.runs_total == 0 and " event=run " not in s.log_text(),
               "the checks at start are not runs: runs_total 0, no event=run",
               (i.runs_total, s.log_text()[-2000:]))
+        # Before any run, no thread of the server is in a slot's cgroup: the
+        # checks ran on a thread of their own (on cgroup v1 a run moves the
+        # thread that starts it into its slot, and the main thread and all
+        # it started after stayed in slot 0, counted against its pids).
+        in_slots = []
+        for tid in os.listdir(f"/proc/{s.proc.pid}/task"):
+            try:
+                with open(f"/proc/{s.proc.pid}/task/{tid}/cgroup") as f:
+                    in_slots += [(tid, line.strip()) for line in f if "/slot-" in line]
+            except OSError:
+                pass
+        check(not in_slots, "no thread of the server sits in a slot's cgroup after the checks",
+              in_slots)
     finally:
         c.close()
         check(s.stop() == 0, "server exits 0")
