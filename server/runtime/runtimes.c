@@ -101,8 +101,10 @@ static int add_manifest(struct runtime_table *t, const char *path, struct sbx_er
   /* Its language may be another's language (shared), not another's name
    * or alias: a request's language would then match both. */
   clash = taken(t, m.language, m.language);
+  char what[RUNTIME_NAME_MAX + 64];
+  snprintf(what, sizeof what, "its language %s is the name or an alias of", m.language);
   if (clash != NULL && strcmp(clash->language, m.language) != 0)
-    return refuse_clash(path, &m, "its language is the name or an alias of", clash, err);
+    return refuse_clash(path, &m, what, clash, err);
   struct runtime *rt = add(t, RUNTIME_KIND_MANIFEST, m.name, m.language);
   for (size_t a = 0; a < m.n_aliases; a++)
     add_alias(rt, m.aliases[a]);
