@@ -57,12 +57,9 @@ def runtime_available(s, name):
     return False, {"runtimes": info.get("runtimes"), "runtime_info": info.get("runtime_info")}
 
 
-def run_runtime(bin_dir, runtime, make_cases, xfail=()):
+def run_runtime(bin_dir, runtime, make_cases):
     """One server, every case of the runtime in turn, the harness's checks
-    after each and at the end. xfail: {what: known(out)} of cases with a
-    known failure: known returns its reason when the run failed that very
-    way (the test is then xfail, with the reason), None otherwise (any
-    other failure fails the case)."""
+    after each and at the end."""
     # breakout.py's flavors (SBX_BREAKOUT_FRONT, _MODE, _PACKAGE, _NET) are
     # Python's: they would change the runtime and the server.
     assert not (bo.FRONT or bo.MODE or bo.HOOK or bo.POLICY), "no SBX_BREAKOUT_* flavor here"
@@ -70,7 +67,6 @@ def run_runtime(bin_dir, runtime, make_cases, xfail=()):
     secret = f"{bo.TOKEN}-env-secret"
     s = bo.Server(bin_dir, "--workers", "2", env={"SBX_BREAKOUT_SECRET": secret})
     seen = set()
-    xfailed = []
     try:
         ok, entry = runtime_available(s, runtime)
         if not check(ok, f"{runtime}: the runtime is available on the server", entry):
@@ -83,12 +79,7 @@ def run_runtime(bin_dir, runtime, make_cases, xfail=()):
             name = f"{runtime}: {family}: {what}"
             detail = {k: out.get(k) for k in ("status", "error", "killed_by", "exit_code", "signal",
                                                "wall_time_ms", "stderr", "compile")} | {"r": r}
-            why = None if good or what not in xfail else xfail[what](out)
-            if why:
-                print(f"xfail {name}: {why} {detail}")
-                xfailed.append(why)
-            else:
-                check(good, name, detail)
+            check(good, name, detail)
             check(out.get("wall_time_ms", 10 ** 9) <= MAX_WALL_MS,
                   f"{name}: ended within {MAX_WALL_MS} ms", out.get("wall_time_ms"))
             bo.after(s, name)
@@ -96,9 +87,6 @@ def run_runtime(bin_dir, runtime, make_cases, xfail=()):
     finally:
         bo.host_unchanged(s, s.stop())
         print(f"{runtime}: {time.monotonic() - t0:.1f} s")
-    if xfailed:
-        import pytest
-        pytest.xfail(f"{runtime}: " + "; ".join(xfailed))
 
 
 def outside_paths(s):
@@ -907,17 +895,5 @@ done();
     ]
 
 
-def node_heap_abort(out):
-    """Why the heap bomb may come back `signal`: V8 aborts the process when
-    its heap reaches its own limit (below the run's memory cap) unless the
-    node runtime's manifest maps that to `memory`."""
-    if (out.get("killed_by") == "signal" and out.get("signal") == 6
-            and "heap limit" in out.get("stderr", "")):
-        return ("node's heap-limit abort (SIGABRT, 'Reached heap limit') comes back `signal`: "
-                "the node manifest does not make it `memory`")
-    return None
-
-
 def test_node(bin_dir):
-    run_runtime(bin_dir, "node", node_cases,
-                xfail={"heap bomb (the V8 heap past its limit)": node_heap_abort})
+    run_runtime(bin_dir, "node", node_cases)
