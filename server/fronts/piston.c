@@ -272,8 +272,8 @@ static int add_files(sbxc_request *rq, const json_t *files, const struct runtime
       return -1;
     n_utf8 += pf.utf8;
     int rc = 0;
-    bool text =
-        text_utf8_valid((const char *)pf.data, pf.len) && memchr(pf.data, 0, pf.len) == NULL;
+    bool text = pf.len == 0 || (text_utf8_valid((const char *)pf.data, pf.len) &&
+                                memchr(pf.data, 0, pf.len) == NULL);
     if (i == 0) {
       snprintf(program, sizeof(program), "%s", pf.name);
       plain = (n == 1 || !python) && text;

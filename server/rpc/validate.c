@@ -321,7 +321,7 @@ static int compile_limits(const Sandbox__V1__RunCodeRequest *req, const struct s
   if (req->compile_limits != NULL && req->compile_limits->disk_bytes != 0)
     return REFUSE("compile_limits.disk_bytes: the compile stage shares the run's workspace; set "
                   "limits.disk_bytes");
-  int64_t eff[LIMITS_N];
+  int64_t eff[LIMITS_N] = {0};
   if (effective_limits(req->compile_limits, "compile_limits", s, tenant_max, tenant,
                        rt->manifest.compile_limits, eff, err) < 0)
     return -1;
