@@ -237,8 +237,10 @@ static int env_field(const json_t *v, const char *where, struct runtime_manifest
   return 0;
 }
 
-/* Read-only binds, each an existing host directory or file below /usr,
- * /etc or /opt (the root already binds /usr; /etc is the sandbox's own). */
+/* Read-only binds, each an existing host directory below /opt, at the
+ * same path (the root already binds /usr, /bin and /lib*; /etc is the
+ * sandbox's own and the engine refuses a bind over it or any system
+ * directory: rootfs_check_mount_target). */
 static int mounts_field(const json_t *v, const char *where, struct runtime_manifest *m,
                         struct sbx_error *err) {
   if (!json_is_array(v) || json_array_size(v) > RUNTIME_MOUNTS_MAX)
@@ -247,14 +249,16 @@ static int mounts_field(const json_t *v, const char *where, struct runtime_manif
   json_t *p;
   json_array_foreach(v, i, p) {
     const char *s = json_is_string(p) ? json_string_value(p) : "";
-    bool under =
-        strncmp(s, "/usr/", 5) == 0 || strncmp(s, "/etc/", 5) == 0 || strncmp(s, "/opt/", 5) == 0;
-    if (!under || !absolute_path_ok(s) || strlen(s) > RUNTIME_WORD_MAX || !word_ok(s, strlen(s)))
-      return FAIL("%s: mounts[%zu] must be a normalised absolute path below /usr, /etc or /opt",
+    if (strncmp(s, "/opt/", 5) != 0 || !absolute_path_ok(s) || strlen(s) > 255 ||
+        !word_ok(s, strlen(s)))
+      return FAIL("%s: mounts[%zu] must be a normalised absolute path below /opt of at most 255 "
+                  "bytes",
                   where, i);
     struct stat st;
     if (stat(s, &st) < 0)
       return FAIL("%s: mounts[%zu] (\"%s\"): %s", where, i, s, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+      return FAIL("%s: mounts[%zu] (\"%s\"): not a directory", where, i, s);
     if ((m->mounts[i] = strdup(s)) == NULL)
       return sbx_error_set(err, SBX_INTERNAL, ENOMEM, "%s", where);
     m->n_mounts = i + 1;

@@ -4,7 +4,7 @@
  * size past its cap is refused, naming the file and the key. Pure: reads
  * the one file it is given, runs nothing. The manifests are the operator's
  * (like --config), not a request's; still, nothing in one can widen the
- * sandbox: mounts are read-only binds of host paths under /usr, /etc or
+ * sandbox: mounts are read-only binds of existing host directories below
  * /opt, and limits only change defaults within the server's maxima. */
 #ifndef SBX_RUNTIME_MANIFEST_H
 #define SBX_RUNTIME_MANIFEST_H

@@ -312,13 +312,25 @@ def test_runtimes_manifests(bin_dir):
                  version={"command": ["/usr/bin/lua5.4", "-v"], "pattern": r"Lua ([0-9]+\.[0-9]+)"})
     wordy = dict(LUA, name="lua-wordy", aliases=[],
                  version={"command": ["/usr/bin/lua5.4", "-v"], "pattern": r"(Lua) "})
+    # A runtime whose library is outside /usr: a directory of /opt bound
+    # read-only at the same path (mounts).
+    opt = tempfile.mkdtemp(prefix="sbx-rt-", dir="/opt")
+    os.chmod(opt, 0o755)
+    with open(os.path.join(opt, "greet.lua"), "w") as f:
+        f.write("return function(who) return 'OK ' .. who end\n")
+    os.chmod(os.path.join(opt, "greet.lua"), 0o644)
+    with_lib = dict(LUA, name="lua-lib", aliases=[], mounts=[opt],
+                    run=["/usr/bin/lua5.4", "-e", f"package.path = '{opt}/?.lua;' .. package.path",
+                         "main.lua"],
+                    self_test={"code": "print(require('greet')('42'))", "stdout": "OK 42\n"})
     d = runtimes_dir({"lua": LUA, "lua-broken": broken, "ruby": missing, "lua-short": short,
-                      "lua-wordy": wordy})
+                      "lua-wordy": wordy, "lua-lib": with_lib})
     s = Server(bin_dir, "--workers", "1", "--runtimes-dir", d)
     c = RunCaller(s, pb, runtime="lua")
     try:
         infos = {r.name: r for r in c.info().runtime_info}
-        check(sorted(infos) == ["lua", "lua-broken", "lua-short", "lua-wordy", "python", "ruby"],
+        check(sorted(infos) == ["lua", "lua-broken", "lua-lib", "lua-short", "lua-wordy", "python",
+                                "ruby"],
               "--runtimes-dir: its manifests only (not the shipped ones)", list(infos))
         lua = infos.get("lua")
         check(lua is not None and lua.available and lua.version == lua_version
@@ -336,6 +348,11 @@ def test_runtimes_manifests(bin_dir):
         st, msg, _ = c.run("print(1)", runtime="lua-broken")
         check(st == FAILED_PRECONDITION and "runtime lua-broken is unavailable" in msg
               and "self-test" in msg, "its runs: FAILED_PRECONDITION with the reason", (st, msg))
+        r = c.ok(f"print(require('greet')('from /opt'))\n"
+                 f"print(io.open('{opt}/new', 'w'))", runtime="lua-lib")
+        check(infos["lua-lib"].available and r.stdout.startswith(b"OK from /opt\nnil\t")
+              and b"Read-only file system" in r.stdout,
+              "mounts: a directory of /opt is there, read-only (its self-test passed)", r)
         major_minor = ".".join(lua_version.split(".")[:2]) + ".0"
         check(infos.get("lua-short") and infos["lua-short"].version == major_minor
               and infos["lua-short"].available,
@@ -357,6 +374,7 @@ def test_runtimes_manifests(bin_dir):
         c.close()
         check(s.stop() == 0, "server exits 0")
         shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(opt, ignore_errors=True)
     bad = [
         ({"x.json": dict(LUA, shell=True)}, 'unknown key "shell" in the manifest'),
         ({"a.json": LUA, "b.json": dict(LUA, name="lua2")},
@@ -366,8 +384,8 @@ def test_runtimes_manifests(bin_dir):
         ({"p.json": dict(LUA, name="py", aliases=[])}, "taken by runtime python (built in)"),
         ({"r.json": dict(LUA, run=["lua5.4", "main.lua"])}, "run[0] (\"lua5.4\") must be an "
                                                           "absolute"),
-        ({"m.json": dict(LUA, mounts=["/home"])}, "mounts[0] must be a normalised absolute path "
-                                                  "below /usr, /etc or /opt"),
+        ({"m.json": dict(LUA, mounts=["/etc/alternatives"])},
+         "mounts[0] must be a normalised absolute path below /opt"),
         ({"l.json": dict(LUA, limits={"memory_bytes": 1 << 30})}, "says why (limits.why)"),
         ({"j.json": "{not json"}, "line 1"),
     ]
