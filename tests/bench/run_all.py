@@ -21,7 +21,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ROWS = ["engine_cold", "engine_cell", "engine_zygote", "cold_hello", "cold_plot",
         "zygote_plot", "zygote_hello", "zygote_throughput", "cold_throughput",
         "interpreter_first", "interpreter_zygote", "front_piston", "front_mcp", "client_python",
-        "client_ts"]
+        "client_ts", "runtime_bash", "runtime_node", "runtime_c", "runtime_c_compile",
+        "runtime_cpp", "runtime_cpp_compile"]
 
 
 def test_run_all_smoke(bin_dir, check):
