@@ -202,14 +202,15 @@ static void *timer_main(void *arg) {
     for (struct live_run **p = &t->runs; *p != NULL;) {
       struct live_run *run = *p;
       answer_expired(t, run, now, &next, &o);
-      if (run->state == RUN_DONE && run->started && !run->pinned && run->expires_ms <= now) {
+      if (run->state == RUN_DONE && run->started && !run->pinned && !run->finishing &&
+          run->expires_ms <= now) {
         *p = run->next;
         t->n_started--;
         run->next = expired;
         expired = run;
         continue;
       }
-      if (run->state == RUN_DONE && run->started)
+      if (run->state == RUN_DONE && run->started && !run->finishing)
         next = min_u64(next, run->expires_ms);
       p = &run->next;
     }
@@ -307,7 +308,7 @@ struct live_run *run_table_add(struct run_table *t, struct server_call *call, bo
   struct live_run *evicted = NULL;
   if (started && t->n_started >= t->max_started) {
     for (struct live_run *r = t->runs; r != NULL; r = r->next)
-      if (r->started && r->delivered && !r->pinned && r->waiters == NULL)
+      if (r->started && r->delivered && !r->pinned && !r->finishing && r->waiters == NULL)
         evicted = r;
     if (evicted != NULL)
       unlink_run(t, evicted);
@@ -415,6 +416,10 @@ void run_table_finish(struct run_table *t, struct live_run *run,
   }
   struct outbox o = {NULL};
   pthread_mutex_lock(&t->lock);
+  /* Its outcome may reach a watcher below, whose next StartRun could evict
+   * it (or the reaper expire it) while this still reads it. */
+  bool started = run->started;
+  run->finishing = started;
   run->state = RUN_DONE;
   run->status = err != NULL ? err->code : SBX_OK;
   run->message = message;
@@ -468,7 +473,13 @@ void run_table_finish(struct run_table *t, struct live_run *run,
   protobuf_c_message_free_unpacked(&run->req->base, &run->alloc.base);
   run->req = NULL;
   outbox_send(t, &o);
-  if (!gone && !run->started) {
+  if (started) { /* the last read of it here */
+    pthread_mutex_lock(&t->lock);
+    run->finishing = false;
+    pthread_mutex_unlock(&t->lock);
+    return;
+  }
+  if (!gone) {
     /* Pinned when it ended: whichever of this and run_table_publish comes
      * second frees it. */
     pthread_mutex_lock(&t->lock);

@@ -69,7 +69,10 @@ struct live_run {
   bool cancel_requested;
   bool logged;    /* run_code ran it, and wrote its event=run line */
   bool delivered; /* its outcome went out in a complete reply: kept only for a lost reply */
-  int cancel_fd;  /* eventfd, readable once cancelled */
+  /* run_table_finish still reads it after its outcome went out: a started
+   * run is then neither evicted (run_table_add) nor expired. */
+  bool finishing;
+  int cancel_fd; /* eventfd, readable once cancelled */
   /* The request, as the handler validated it (moved from the call). */
   struct sbx_bounded_alloc alloc;
   Sandbox__V1__RunCodeRequest *req;
