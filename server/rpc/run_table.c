@@ -304,14 +304,25 @@ struct live_run *run_table_add(struct run_table *t, struct server_call *call, bo
     run_free(run);
     return NULL;
   }
-  /* Outcomes already read are only kept for a lost reply: they give way. */
+  /* Outcomes already read are only kept for a lost reply: they give way.
+   * One whose worker is still finishing with it (a few calls, no I/O but
+   * nng's asynchronous sends) is waited for, then taken. */
   struct live_run *evicted = NULL;
-  if (started && t->n_started >= t->max_started) {
+  while (started && t->n_started >= t->max_started) {
+    bool finishing = false;
     for (struct live_run *r = t->runs; r != NULL; r = r->next)
-      if (r->started && r->delivered && !r->pinned && !r->finishing && r->waiters == NULL)
-        evicted = r;
-    if (evicted != NULL)
+      if (r->started && r->delivered && !r->pinned && r->waiters == NULL) {
+        finishing |= r->finishing;
+        if (!r->finishing)
+          evicted = r;
+      }
+    if (evicted != NULL) {
       unlink_run(t, evicted);
+      break;
+    }
+    if (!finishing)
+      break;
+    pthread_cond_wait(&t->wake, &t->lock);
   }
   if (started && t->n_started >= t->max_started) {
     pthread_mutex_unlock(&t->lock);
@@ -476,6 +487,7 @@ void run_table_finish(struct run_table *t, struct live_run *run,
   if (started) { /* the last read of it here */
     pthread_mutex_lock(&t->lock);
     run->finishing = false;
+    pthread_cond_broadcast(&t->wake); /* a StartRun waiting to evict it; the timer */
     pthread_mutex_unlock(&t->lock);
     return;
   }

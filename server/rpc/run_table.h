@@ -70,7 +70,7 @@ struct live_run {
   bool logged;    /* run_code ran it, and wrote its event=run line */
   bool delivered; /* its outcome went out in a complete reply: kept only for a lost reply */
   /* run_table_finish still reads it after its outcome went out: a started
-   * run is then neither evicted (run_table_add) nor expired. */
+   * run is then not expired, and a StartRun that would evict it waits. */
   bool finishing;
   int cancel_fd; /* eventfd, readable once cancelled */
   /* The request, as the handler validated it (moved from the call). */
